@@ -1,0 +1,45 @@
+# onboard: the two set-up commands are `make demo` and `make test`; both install what is missing.
+BUILD      ?= build
+JOBS       ?= $(shell nproc)
+CMAKE_ARGS ?=
+TORCH_PREFIX ?=
+
+.PHONY: deps configure build demo test bench fuzz asan-test gpu-check clean
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_ARGS)
+
+configure: $(BUILD)/build.ninja
+
+build: deps configure
+	cmake --build $(BUILD) -j $(JOBS)
+
+# The main job on the bundled flagship example.
+demo: build
+	bash scripts/demo.sh $(BUILD)
+
+# Every test (GoogleTest through ctest).
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+bench: build
+	bash scripts/bench.sh $(BUILD)
+
+# libFuzzer targets, one per parser, 60 s each (clang).
+fuzz: deps
+	bash scripts/fuzz.sh 60
+
+# The test suite under AddressSanitizer + UndefinedBehaviorSanitizer.
+asan-test: deps
+	cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DONBOARD_SANITIZE=ON -DONBOARD_WITH_TORCH=OFF -DONBOARD_BENCH=OFF
+	cmake --build build-asan -j $(JOBS)
+	cd build-asan && ctest --output-on-failure -j $(JOBS) -LE 'backends|agent|cli'
+
+gpu-check:
+	bash scripts/gpu-check.sh
+
+clean:
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -1,0 +1,65 @@
+#include "core/status.h"
+
+#include <sstream>
+
+namespace onboard {
+
+int ExitCodeFor(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return 0;
+    case ErrorCode::kBadInput: return 2;
+    case ErrorCode::kNotFound: return 2;
+    case ErrorCode::kIo: return 3;
+    case ErrorCode::kInfeasible: return 4;
+    case ErrorCode::kNetwork: return 5;
+    case ErrorCode::kBuild: return 6;
+    case ErrorCode::kCheckFailed: return 7;
+    case ErrorCode::kInternal: return 1;
+  }
+  return 1;
+}
+
+const char* ErrorCodeName(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOk: return "ok";
+    case ErrorCode::kBadInput: return "bad_input";
+    case ErrorCode::kNotFound: return "not_found";
+    case ErrorCode::kIo: return "io";
+    case ErrorCode::kInfeasible: return "infeasible";
+    case ErrorCode::kNetwork: return "network";
+    case ErrorCode::kBuild: return "build";
+    case ErrorCode::kCheckFailed: return "check_failed";
+    case ErrorCode::kInternal: return "internal";
+  }
+  return "internal";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "ok";
+  return std::string(ErrorCodeName(code_)) + ": " + message_;
+}
+
+Status BadInput(const std::string& file, const std::string& field, const std::string& problem,
+                const std::string& value) {
+  std::ostringstream os;
+  os << file << ": field '" << field << "': " << problem;
+  if (!value.empty()) {
+    // Keep the message one line and bounded, whatever bytes the value held.
+    std::string v;
+    for (char c : value.substr(0, 80)) v += (c >= 32 && c < 127) ? c : '?';
+    if (value.size() > 80) v += "...";
+    os << " (got " << v << ")";
+  }
+  return Status(ErrorCode::kBadInput, os.str());
+}
+
+Status NotFound(const std::string& what) { return Status(ErrorCode::kNotFound, what + ": not found"); }
+Status IoError(const std::string& what) { return Status(ErrorCode::kIo, what); }
+
+void ThrowInvariant(const char* file, int line, const char* cond, const std::string& msg) {
+  std::ostringstream os;
+  os << file << ":" << line << ": invariant '" << cond << "' broken: " << msg;
+  throw InvariantError(os.str());
+}
+
+}  // namespace onboard
