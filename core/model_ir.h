@@ -39,6 +39,7 @@ struct AttentionSpec {
   bool qkv_bias = false;        // biases on q/k/v projections
   bool o_bias = false;          // bias on output projection
   bool qk_norm = false;         // per-head RMSNorm on q and k (Qwen3)
+  bool qk_norm_full = false;    // with qk_norm: one RMSNorm over all heads (H*d and KV*d weights, MiniMax-M2)
   bool output_gate = false;     // sigmoid output gate (gated attention / gated MLA)
   int64_t window = 0;           // sliding window length in tokens (kSlidingWindow), 0 = none
   bool sinks = false;           // learned per-head attention sink (gpt-oss)
@@ -74,6 +75,11 @@ struct MlpSpec {
 };
 
 enum class RouterActivation { kSoftmax, kSigmoid };
+const char* ChannelKindName(ChannelKind c);             // "MLP" | "MoE"
+const char* RouterActivationName(RouterActivation r);  // "softmax" | "sigmoid"
+const char* GateFormName(GateForm g);                  // "none" | "original" | "bounded"
+// True for kinds whose cost grows with the number of keys attended (MHA/GQA/MLA/DSA/sliding window).
+bool IsSoftmaxAttention(MixerKind k);
 
 struct MoESpec {
   int64_t num_experts = 0;            // routed experts
@@ -93,6 +99,7 @@ struct MoESpec {
   bool renormalize = true;
   Activation act = Activation::kSwiGLU;
   bool expert_bias = false;           // biases inside expert FFNs (gpt-oss)
+  bool gated = true;                  // experts are gate+up+down (3 matrices) vs up+down (2)
 };
 
 struct LayerSpec {
@@ -131,6 +138,8 @@ struct ModelIR {
   bool tied_embeddings = false;
   DType dtype = DType::kBF16;           // weights not otherwise listed
   DType expert_dtype = DType::kBF16;    // routed expert weights (fp8 / mxfp4 from quantization_config)
+  DType linear_dtype = DType::kUnknown; // other matmul weights inside layers (attention, dense MLP,
+                                        // shared experts; not routers); kUnknown = same as dtype
   std::string quantization;             // quant_method, "" when none
   bool final_norm = true;
   bool has_position_embedding = false;  // learned absolute positions (BERT-like)
@@ -139,6 +148,7 @@ struct ModelIR {
   std::vector<LayerSpec> layers;
   std::optional<VisionTower> vision;
   std::vector<std::string> warnings;    // what was guessed (unknown model_type, defaults taken)
+  int64_t mtp_layers = 0;               // multi-token-prediction layers in the checkpoint (not counted)
 };
 
 // ---- Per-layer and whole-model statistics (model_stats.cpp) ----
@@ -169,7 +179,11 @@ struct ModelStats {
 };
 
 // Counts parameters, FLOPs and bytes. seq = tokens in the sequence (for attention terms).
+// Formulas and units: top of core/model_stats.cpp. Requires ModelSizeFitsInt64(model).
 ModelStats ComputeStats(const ModelIR& model, int64_t seq);
+
+// False when the parameter count would not fit int64 (absurd dimensions); parsers reject such input.
+bool ModelSizeFitsInt64(const ModelIR& model);
 
 // "1-93: 69 KDA + 24 MLA/DSA, MoE 896x top-16 latent 3584"-style folded summary lines.
 std::vector<std::string> SummarizeLayers(const ModelIR& model);

@@ -40,7 +40,9 @@ struct Plan {
   int64_t lora_rank = 0;
   std::string base_dtype = "bf16";              // frozen base precision in LoRA: bf16 | fp8 | mxfp4
   std::string compute_dtype = "bf16";
-  std::vector<int64_t> stage_layer_starts;      // first layer of each pipeline stage (pp entries)
+  std::vector<int64_t> stage_layer_starts;      // first layer of each pipeline (virtual) stage (pp*interleave entries)
+  int64_t zero_stage = 3;       // 0: replicated optimizer (DDP); 1: optimizer sharded over dp (ZeRO-1);
+                                // 3: FSDP, weights+grads+optimizer sharded over dp_shard (default)
 };
 
 // Checks the plan's internal arithmetic and its fit to a model with `num_experts`, `num_heads`

@@ -48,4 +48,14 @@ std::string TopologyToJson(const Topology& t);
 // Index of the slowest tier a group of `group_size` consecutive ranks must cross.
 size_t TierForGroup(const Topology& t, int64_t group_size);
 
+// "This machine" topology for a tiny proxy model (added by search/): `ranks` processes sharing
+// one host, each with `matmul_gflops` measured GEMM GFLOP/s (1e9 FLOP/s), `mem_gib` GiB and a
+// loopback tier of `loopback_gbps` GB/s per rank each way with `latency_us` microseconds.
+Topology LocalhostTopology(int64_t ranks, double matmul_gflops, double loopback_gbps,
+                           double latency_us, double mem_gib);
+
+// Index of the slowest tier a group of `group_size` ranks with stride `stride` (ranks r, r+stride,
+// ...) must cross: the group spans group_size*stride consecutive ranks when stride > 1.
+size_t TierForStridedGroup(const Topology& t, int64_t group_size, int64_t stride);
+
 }  // namespace onboard

@@ -1,0 +1,151 @@
+// RunOnboarding: the agent loop (see agent/orchestrator.h).
+//   Step 1: parse the model and topology     Step 2: match templates
+//   Step 3: plan the full model              Step 4: generate + check kernels (fallback rule)
+//   Step 5: rounds of probe -> validate -> (re-plan) while a rule asks for a re-probe
+//   Step 6: reports
+#include <filesystem>
+#include <fstream>
+#include <functional>
+
+#include "agent/orchestrator.h"
+#include "agent/orchestrator_stages.h"
+
+namespace onboard::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Runs one stage: events, timing, trace. Errors pass through.
+class StageRunner {
+ public:
+  StageRunner(RunState& st, Emitter& em, const CancelToken& cancel) : st_(st), em_(em), cancel_(cancel) {}
+
+  Status Run(const std::string& stage, int round, const std::function<Expected<std::string>()>& fn,
+             bool* failed_softly = nullptr) {
+    if (cancel_.cancelled()) return Status(ErrorCode::kInternal, "cancelled before stage " + stage);
+    StageTiming t;
+    t.stage = stage;
+    t.round = round;
+    t.start_s = em_.Elapsed();
+    em_.Emit({{"type", "stage_started"}, {"stage", stage}, {"round", round}});
+    Expected<std::string> r = fn();
+    t.seconds = em_.Elapsed() - t.start_s;
+    t.ok = r.ok();
+    t.summary = r.ok() ? *r : r.status().message();
+    st_.trace.AddStage(t);
+    em_.Emit({{"type", "stage_finished"}, {"stage", stage}, {"round", round}, {"ok", t.ok},
+              {"seconds", t.seconds}, {"summary", t.summary}});
+    if (!r.ok() && failed_softly && !IsCancelled(r.status())) {  // recorded; the loop goes on
+      *failed_softly = true;
+      em_.Log("warn", stage + ": " + r.status().message());
+      return Status::Ok();
+    }
+    return r.ok() ? Status::Ok() : r.status();
+  }
+
+ private:
+  RunState& st_;
+  Emitter& em_;
+  const CancelToken& cancel_;
+};
+
+void InitKnobs(RunState& st) {
+  st.knobs.learning_rate = st.req.probe.learning_rate;
+  st.knobs.grad_clip = st.req.probe.grad_clip;
+  for (const auto& m : st.match.modules)
+    if (m.chosen && m.module == "channel" && m.kind == "MoE") {
+      auto it = m.chosen->precision.find("router");
+      st.knobs.router_fp32 = it != m.chosen->precision.end() && it->second == "fp32";
+    }
+}
+
+std::string ReplanReason(const std::vector<Decision>& ds) {
+  std::string r;
+  for (const auto& d : ds)
+    if (d.family != "divergence") r += (r.empty() ? "" : "+") + d.rule;
+  return r.empty() ? "rules" : r;
+}
+
+Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToken& cancel) {
+  ONBOARD_RETURN_IF_ERROR(req.Validate());
+  std::error_code ec;
+  fs::create_directories(req.out_dir, ec);
+  if (ec) return IoError(req.out_dir + ": cannot create output directory: " + ec.message());
+
+  RunState st;
+  st.req = req;
+  StageRunner stage(st, em, cancel);
+
+  // Steps 1-3.
+  ONBOARD_RETURN_IF_ERROR(stage.Run("parse", 0, [&] { return StageParse(st); }));
+  ONBOARD_RETURN_IF_ERROR(stage.Run("templates", 0, [&] { return StageTemplates(st); }));
+  InitKnobs(st);
+  ONBOARD_RETURN_IF_ERROR(stage.Run("plan", 0, [&] { return StagePlan(st, 0, "initial"); }));
+
+  // Step 4: kernels (a failure to run the checks is recorded, not fatal).
+  if (req.generate_kernels) {
+    bool failed = false;
+    ONBOARD_RETURN_IF_ERROR(stage.Run("kernels", 0, [&] { return StageKernels(st, em, cancel); }, &failed));
+    if (failed) st.notes.push_back("kernel generation/checks could not run; see the stage timeline");
+  } else {
+    st.kernels.skipped_reason = "kernel generation disabled for this run";
+  }
+
+  // Step 5: probe rounds.
+  if (req.probe.enabled) {
+    for (int round = 1; round <= req.max_rounds; ++round) {
+      bool probe_failed = false;
+      ONBOARD_RETURN_IF_ERROR(stage.Run("probe", round, [&] { return StageProbe(st, round, em, cancel); },
+                                        &probe_failed));
+      if (probe_failed) {
+        st.notes.push_back("probe round " + std::to_string(round) + " failed: " + st.probes.back().error);
+        break;
+      }
+      ONBOARD_RETURN_IF_ERROR(stage.Run("validate", round, [&] { return StageValidate(st, round, em); }));
+      if (st.knobs.replan)
+        ONBOARD_RETURN_IF_ERROR(stage.Run("adjust", round, [&] {
+          return StagePlan(st, round, ReplanReason(st.probes.back().decisions));
+        }));
+      if (!st.knobs.reprobe) break;
+      if (round == req.max_rounds)
+        st.notes.push_back("stopped after max_rounds=" + std::to_string(req.max_rounds) +
+                           " with a re-probe still requested");
+    }
+  } else {
+    st.notes.push_back("probing disabled for this run");
+  }
+
+  // Step 6: reports.
+  ONBOARD_RETURN_IF_ERROR(stage.Run("report", 0, [&] { return StageReport(st); }));
+
+  RunResult out;
+  out.out_dir = req.out_dir;
+  out.artifacts = st.artifacts;
+  out.timings = st.trace.stages();
+  out.rounds = static_cast<int>(st.probes.size());
+  out.decisions = static_cast<int>(st.trace.decisions().size());
+  out.converged = st.probes.empty() || (st.probes.back().error.empty() &&
+                                        st.probes.back().result.convergence == "converged");
+  out.plan_feasible = st.final_plan() && st.final_plan()->search.feasible;
+  std::ifstream in(st.artifacts["report.json"]);
+  out.report = nlohmann::json::parse(in, nullptr, false);
+  out.summary = st.final_plan() ? PlanSummary(st.final_plan()->search.best.plan) : "";
+  out.summary += "; " + std::to_string(out.rounds) + " probe round(s), " + std::to_string(out.decisions) +
+                 " decision(s)" + (out.converged ? "" : ", probe NOT converged");
+  em.Emit({{"type", "finished"}, {"ok", true}, {"report", st.artifacts["report.json"]},
+           {"summary", out.summary}});
+  return out;
+}
+
+}  // namespace
+
+Expected<RunResult> RunOnboarding(const RunRequest& req, EventSink& sink, const CancelToken& cancel) {
+  Emitter em(sink);
+  Expected<RunResult> r = RunLoop(req, em, cancel);
+  if (!r.ok())
+    em.Emit({{"type", "finished"}, {"ok", false}, {"cancelled", IsCancelled(r.status())},
+             {"error", r.status().message()}, {"code", ErrorCodeName(r.status().code())}});
+  return r;
+}
+
+}  // namespace onboard::agent

@@ -1,0 +1,166 @@
+// The onboarding agent: one closed loop from a checkpoint to a reviewed training layout.
+//
+//   parse -> templates -> plan -> kernels -> probe -> validate -> (adjust, re-plan/re-probe)* -> report
+//
+// Entry point: RunOnboarding(request, sink, cancel). `onboard run` (agent/cli/run_command.cpp) and the
+// job service (`onboard serve`, agent/http_*) both call it; nothing else drives the stages.
+//
+// Every observable step is an event (a JSON object, see "Events" below) sent to an EventSink; the
+// service stores them and streams them as SSE, the CLI prints them as progress lines/bars.
+// Every decision the loop makes is also recorded in trace.json (agent/trace.h): what was observed,
+// which rule fired (agent/rules.h), what changed.
+//
+// Units: seconds, bytes, tokens; timestamps are Unix epoch seconds (double, wall clock).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/status.h"
+
+namespace onboard::agent {
+
+// ---- Request --------------------------------------------------------------------------------
+
+// Short distributed training probes (backends/probe.h) run by the loop on a small proxy of the model.
+struct ProbeSettings {
+  int ranks = 2;                 // processes in the c10d/Gloo group (CPU); EP = ranks when it divides
+  int steps = 12;                // optimizer steps per probe round
+  int64_t seq = 32;              // tokens per proxy sequence
+  int64_t micro_batch = 2;       // sequences per rank per step
+  int64_t proxy_blocks = 1;      // proxy depth in blocks of 4 layers (keeps the mixer pattern, e.g. K,K,K,M)
+  double learning_rate = 3e-3;   // starting LR; the divergence rule lowers it
+  double grad_clip = 1.0;        // starting clip norm; the divergence rule tightens it
+  uint64_t seed = 1234;
+  double timeout_s = 300;        // per probe round
+  std::string worker_binary;     // `onboard` executable for probe workers ("" = this executable)
+  bool enabled = true;           // false: skip probing (plan + kernels + report only)
+};
+
+// Thresholds the rules (agent/rules.h) compare observations against. Dimensionless unless noted.
+struct Thresholds {
+  double divergence_loss_ratio = 1.5;    // last-window mean loss / first-window mean loss above this = diverged
+  double expert_imbalance = 1.25;        // max/mean routed tokens per expert (or EP rank) above this = imbalanced
+  double comm_share = 0.35;              // measured collective time / step time above this = comm-bound
+  double memory_over_prediction = 1.15;  // measured peak / predicted peak above this = re-plan memory
+  double calibration_tolerance = 0.25;   // |measured/predicted - 1| below this = no recalibration
+  Status Validate() const;               // every field finite and in range; message names the field
+};
+
+struct RunRequest {
+  // Model: exactly one of model_path or model_bytes.
+  std::string model_path;        // HF config.json / model dir / safetensors index / .onnx file
+  std::string model_bytes;       // in-memory config JSON text or ONNX protobuf bytes
+  std::string model_format;      // for model_bytes: "json" | "onnx" ("" = sniff: '{' -> json)
+  std::string model_name;        // display name for in-memory models ("" = from the config)
+
+  // Topology: a file path, a name under examples/topologies ("atlas-950-superpod-128"), or inline
+  // JSON text (first non-space character '{').
+  std::string topology;
+
+  FinetuneMode mode = FinetuneMode::kLoRA;
+  int64_t lora_rank = 16;
+  int64_t seq = 4096;            // tokens per sequence for the plan
+  int64_t global_batch = 0;      // sequences per step; 0 = planner default (~4M tokens)
+  std::string base_dtype = "bf16";  // LoRA frozen base: bf16 | fp8 | mxfp4
+
+  std::string out_dir;           // artifacts go here (created); required
+  std::string templates_override;  // user JSON file with template overrides ("" = none)
+  std::string templates_dir;     // template data dir ("" = $ONBOARD_TEMPLATES_DIR or built-in)
+
+  ProbeSettings probe;
+  bool generate_kernels = true;  // false: skip kernel generation/checking
+  int max_rounds = 3;            // probe/adjust rounds, >= 1
+  Thresholds thresholds;
+  int threads = 2;               // worker threads for the plan search
+
+  Status Validate() const;       // names the field and value on error
+};
+
+// ---- Events ---------------------------------------------------------------------------------
+//
+// Each event is a JSON object with at least {"type": ..., "ts": <epoch seconds>, "seq": <n>}:
+//   {"type":"stage_started",  "stage":"plan", "round":0}
+//   {"type":"stage_progress", "stage":"probe", "done":3, "total":12, "message":"step 3 loss 4.12"}
+//   {"type":"stage_finished", "stage":"plan", "ok":true, "seconds":1.9, "summary":"..."}
+//   {"type":"decision", "round":1, "rule":"expert_imbalance", "observed":{...}, "action":"...",
+//    "changed":{...}}
+//   {"type":"log", "level":"info"|"warn"|"error", "message":"..."}
+//   {"type":"artifact", "name":"report.html", "path":"/out/report.html"}
+//   {"type":"finished", "ok":true, "report":"/out/report.json"}  (last event of a run)
+// Stage names: parse, templates, plan, kernels, probe, validate, adjust, report.
+
+class EventSink {
+ public:
+  virtual ~EventSink() = default;
+  // Called from the orchestrator thread (and, for probe progress, possibly from a probe worker
+  // thread, serialized by Emitter). Must not throw.
+  virtual void OnEvent(const nlohmann::json& event) = 0;
+};
+
+// Discards everything.
+class NullEventSink : public EventSink {
+ public:
+  void OnEvent(const nlohmann::json&) override {}
+};
+
+// Keeps every event (tests, and the report's stage timeline).
+class CollectingEventSink : public EventSink {
+ public:
+  void OnEvent(const nlohmann::json& event) override;
+  std::vector<nlohmann::json> events() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::vector<nlohmann::json> events_;
+};
+
+// Cooperative cancellation: set from any thread; the loop checks it between stages, between probe
+// rounds and inside long stages, and returns a Status whose message starts with "cancelled".
+class CancelToken {
+ public:
+  void Cancel() { flag_.store(true, std::memory_order_relaxed); }
+  bool cancelled() const { return flag_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<bool> flag_{false};
+};
+
+// True for the Status RunOnboarding returns when the CancelToken fired.
+bool IsCancelled(const Status& st);
+
+// ---- Result ---------------------------------------------------------------------------------
+
+struct StageTiming {
+  std::string stage;             // parse, templates, plan, ...
+  int round = 0;                 // probe/adjust round (0 for one-shot stages)
+  double start_s = 0;            // seconds since the run started
+  double seconds = 0;            // wall time of the stage
+  bool ok = true;
+  std::string summary;           // one line
+};
+
+struct RunResult {
+  std::string out_dir;
+  std::map<std::string, std::string> artifacts;  // "report.html" -> absolute path, "plan.json", ...
+  nlohmann::json report;         // the content of report.json
+  std::vector<StageTiming> timings;
+  int rounds = 0;                // probe rounds run
+  int decisions = 0;             // rules fired
+  bool converged = true;         // last probe round passed validation
+  bool plan_feasible = true;     // false: nothing fits; the report shows the closest plan (CLI exit 4)
+  std::string summary;           // one line for the CLI / job list
+};
+
+// Runs the whole loop. Errors: bad request / unreadable model or topology (kBadInput/kNotFound),
+// nothing fits (kInfeasible), cancelled (IsCancelled). Stage failures that the loop can recover
+// from (a kernel check failing, a probe diverging) are decisions in the trace, not errors.
+Expected<RunResult> RunOnboarding(const RunRequest& req, EventSink& sink, const CancelToken& cancel);
+
+}  // namespace onboard::agent

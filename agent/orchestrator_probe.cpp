@@ -1,0 +1,139 @@
+// Stages probe and validate of the orchestrator (see orchestrator_stages.h): one probe round on a
+// proxy of the model with the loop's current knobs, then the rules on what it measured.
+// Units: seconds, bytes, tokens; loss in nats.
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <future>
+#include <numeric>
+#include <sstream>
+
+#include "agent/orchestrator_stages.h"
+
+namespace onboard::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Fixed(double v, int digits) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
+
+// Largest divisor of `ranks` that also divides `experts` (1 when the proxy has no experts).
+int64_t ProbeEp(int64_t ranks, int64_t experts) {
+  if (experts <= 0) return 1;
+  for (int64_t ep = ranks; ep > 1; --ep)
+    if (ranks % ep == 0 && experts % ep == 0) return ep;
+  return 1;
+}
+
+ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, int round) {
+  const ProbeSettings& s = st.req.probe;
+  ProbeConfig c;
+  c.ranks = s.ranks;
+  c.ep = ProbeEp(s.ranks, spec.num_experts);
+  c.fsdp = s.ranks;
+  c.steps = s.steps;
+  c.warmup = std::min<int64_t>(5, std::max<int64_t>(1, s.steps / 4));
+  c.mode = st.req.mode;
+  c.lora_rank = std::min<int64_t>(st.req.lora_rank, 8);
+  c.lr = st.knobs.learning_rate;
+  c.clip = st.knobs.grad_clip;
+  c.seed = s.seed;
+  c.seq = s.seq;
+  c.batch = s.micro_batch * s.ranks;
+  c.router_fp32 = st.knobs.router_fp32;
+  if (static_cast<int64_t>(st.knobs.expert_placement.size()) == spec.num_experts)
+    c.expert_placement = st.knobs.expert_placement;
+  c.timeout_s = s.timeout_s;
+  c.out_dir = (fs::path(st.req.out_dir) / "probe" / ("round" + std::to_string(round))).string();
+  c.worker_binary = s.worker_binary;
+  c.threads_per_rank = 1;
+  return c;
+}
+
+}  // namespace
+
+Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const CancelToken& cancel) {
+  ProbeRound pr;
+  pr.round = round;
+  pr.knobs = st.knobs;
+  ProxySpec spec = ProxyFromModel(st.model, st.req.probe.proxy_blocks);
+  ProbeConfig cfg = MakeProbeConfig(st, spec, round);
+  pr.log_dir = cfg.out_dir;
+  std::error_code ec;
+  fs::create_directories(cfg.out_dir, ec);
+  em.Emit({{"type", "stage_progress"}, {"stage", "probe"}, {"round", round}, {"done", 0}, {"total", cfg.steps},
+           {"message", "proxy " + spec.PatternString() + ", " + std::to_string(cfg.ranks) + " ranks, ep " +
+                           std::to_string(cfg.ep) + ", lr " + Fixed(cfg.lr, 5)}});
+  // Step 1: run the probe on a worker thread; poll cancellation while it runs.
+  auto fut = std::async(std::launch::async, [spec, cfg] { return RunProbeSpec(spec, cfg); });
+  while (fut.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
+    if (cancel.cancelled())
+      em.Log("warn", "cancel requested: waiting for probe round " + std::to_string(round) + " to stop");
+    if (cancel.cancelled()) break;
+  }
+  Expected<ProbeResult> res = fut.get();  // a cancelled probe still ends within its timeout
+  if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during probe round " + std::to_string(round));
+  // Step 2: keep the result (or the failure) and its logs.
+  if (!res.ok()) {
+    pr.error = res.status().message();
+    st.probes.push_back(std::move(pr));
+    return Status(res.status().code(), "probe round " + std::to_string(round) + " failed: " + res.status().message());
+  }
+  pr.result = std::move(*res);
+  std::string rel = "probe/round" + std::to_string(round) + "/";
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, rel + "probe.json", ProbeResultToJson(pr.result)));
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, rel + "probe.txt", FormatProbeResult(pr.result)));
+  const auto& steps = pr.result.steps;
+  em.Emit({{"type", "stage_progress"}, {"stage", "probe"}, {"round", round}, {"done", steps.size()},
+           {"total", cfg.steps}, {"message", "done"}});
+  std::string summary = std::to_string(steps.size()) + " steps, loss " +
+                        (steps.empty() ? std::string("-") : Fixed(steps.front().loss, 3) + " -> " + Fixed(steps.back().loss, 3)) +
+                        ", " + pr.result.convergence;
+  st.probes.push_back(std::move(pr));
+  return summary;
+}
+
+Expected<std::string> StageValidate(RunState& st, int round, Emitter& em) {
+  ONBOARD_ASSERT(!st.probes.empty(), "validate before any probe");
+  ProbeRound& pr = st.probes.back();
+  // Step 1: evidence for the rules.
+  RoundEvidence ev;
+  ev.round = round;
+  ev.probe = &pr.result;
+  if (const PlanRound* p = st.final_plan()) ev.plan = &p->search.best;
+  st.knobs.replan = false;
+  st.knobs.reprobe = false;
+  // Step 2: rules.
+  pr.decisions = ApplyRules(ev, st.req.thresholds, st.knobs);
+  for (const auto& d : pr.decisions) {
+    st.trace.AddDecision(d);
+    em.Emit({{"type", "decision"}, {"round", round}, {"rule", d.rule}, {"observed", d.observed},
+             {"action", d.action}, {"changed", d.changed}});
+  }
+  // Step 3: the observations, also when nothing fired (why the loop stops).
+  LossTrend t = ComputeLossTrend(pr.result);
+  CommShare c = ComputeCommShare(pr.result);
+  std::vector<double> load = MeasuredExpertLoad(pr.result);
+  double imb = MaxOverMean(RankLoads(load.empty() ? std::vector<double>{1.0} : load,
+                                     load.empty() ? 1 : pr.result.config.ep_degree(),
+                                     pr.result.config.expert_placement));
+  nlohmann::json observed = {{"convergence", pr.result.convergence},
+                             {"loss_ratio", std::isfinite(t.ratio) ? nlohmann::json(t.ratio) : nlohmann::json("non-finite")},
+                             {"rank_expert_imbalance", imb},
+                             {"comm_share", c.share},
+                             {"peak_bytes", MeasuredPeakBytes(pr.result)}};
+  if (pr.result.prediction.available) observed["predicted_peak_bytes"] = pr.result.prediction.memory_bytes;
+  std::string outcome = pr.decisions.empty() ? "no rule fired: stop"
+                        : std::to_string(pr.decisions.size()) + " rule(s) fired" +
+                              (st.knobs.replan ? ", re-plan" : "") + (st.knobs.reprobe ? ", re-probe" : "");
+  st.trace.AddObservation(round, "validate", observed, outcome);
+  return pr.result.convergence + "; " + outcome;
+}
+
+}  // namespace onboard::agent

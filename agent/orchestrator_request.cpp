@@ -1,0 +1,92 @@
+// RunRequest / Thresholds validation, event sinks and the emitter (see agent/orchestrator.h).
+#include <chrono>
+#include <cmath>
+#include <sstream>
+
+#include "agent/orchestrator.h"
+#include "agent/orchestrator_state.h"
+
+namespace onboard::agent {
+namespace {
+std::string Num(double v) {
+  std::ostringstream s;
+  s << v;
+  return s.str();
+}
+Status Range(const std::string& field, double v, double lo, double hi) {
+  if (!std::isfinite(v) || v < lo || v > hi)
+    return BadInput("run request", field, "must be in [" + Num(lo) + ", " + Num(hi) + "]", Num(v));
+  return Status::Ok();
+}
+}  // namespace
+
+Status Thresholds::Validate() const {
+  ONBOARD_RETURN_IF_ERROR(Range("thresholds.divergence_loss_ratio", divergence_loss_ratio, 1.0, 100));
+  ONBOARD_RETURN_IF_ERROR(Range("thresholds.expert_imbalance", expert_imbalance, 1.0, 100));
+  ONBOARD_RETURN_IF_ERROR(Range("thresholds.comm_share", comm_share, 0.0, 1.0));
+  ONBOARD_RETURN_IF_ERROR(Range("thresholds.memory_over_prediction", memory_over_prediction, 1.0, 100));
+  ONBOARD_RETURN_IF_ERROR(Range("thresholds.calibration_tolerance", calibration_tolerance, 0.0, 10));
+  return Status::Ok();
+}
+
+Status RunRequest::Validate() const {
+  if (model_path.empty() == model_bytes.empty())
+    return BadInput("run request", "model", "give exactly one of a model path or model bytes",
+                    model_path.empty() ? "none" : "both");
+  if (!model_format.empty() && model_format != "json" && model_format != "onnx")
+    return BadInput("run request", "model_format", "must be json | onnx", model_format);
+  if (topology.empty()) return BadInput("run request", "topology", "is required", "\"\"");
+  if (out_dir.empty()) return BadInput("run request", "out_dir", "is required", "\"\"");
+  if (mode == FinetuneMode::kLoRA) ONBOARD_RETURN_IF_ERROR(Range("lora_rank", lora_rank, 1, 4096));
+  ONBOARD_RETURN_IF_ERROR(Range("seq", seq, 1, 1 << 24));
+  ONBOARD_RETURN_IF_ERROR(Range("global_batch", global_batch, 0, 1 << 24));
+  if (base_dtype != "bf16" && base_dtype != "fp8" && base_dtype != "mxfp4")
+    return BadInput("run request", "base_dtype", "must be bf16 | fp8 | mxfp4", base_dtype);
+  ONBOARD_RETURN_IF_ERROR(Range("max_rounds", max_rounds, 1, 20));
+  ONBOARD_RETURN_IF_ERROR(Range("threads", threads, 1, 256));
+  ONBOARD_RETURN_IF_ERROR(Range("probe.ranks", probe.ranks, 1, 64));
+  ONBOARD_RETURN_IF_ERROR(Range("probe.steps", probe.steps, 1, 100000));
+  ONBOARD_RETURN_IF_ERROR(Range("probe.seq", probe.seq, 2, 1 << 16));
+  ONBOARD_RETURN_IF_ERROR(Range("probe.micro_batch", probe.micro_batch, 1, 4096));
+  ONBOARD_RETURN_IF_ERROR(Range("probe.proxy_blocks", probe.proxy_blocks, 1, 64));
+  ONBOARD_RETURN_IF_ERROR(Range("probe.learning_rate", probe.learning_rate, 1e-9, 10));
+  ONBOARD_RETURN_IF_ERROR(Range("probe.grad_clip", probe.grad_clip, 0, 1e6));
+  ONBOARD_RETURN_IF_ERROR(Range("probe.timeout_s", probe.timeout_s, 1, 86400));
+  return thresholds.Validate();
+}
+
+bool IsCancelled(const Status& st) { return !st.ok() && st.message().rfind("cancelled", 0) == 0; }
+
+void CollectingEventSink::OnEvent(const nlohmann::json& event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  events_.push_back(event);
+}
+
+std::vector<nlohmann::json> CollectingEventSink::events() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return events_;
+}
+
+double NowEpochSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+void Emitter::Emit(nlohmann::json event) {
+  std::lock_guard<std::mutex> lock(mu_);
+  event["ts"] = NowEpochSeconds();
+  event["seq"] = seq_++;
+  try {
+    sink_.OnEvent(event);
+  } catch (...) {  // a sink must not break the run
+  }
+}
+
+void Emitter::Log(const std::string& level, const std::string& message) {
+  Emit({{"type", "log"}, {"level", level}, {"message", message}});
+}
+
+double Emitter::Elapsed() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+}
+
+}  // namespace onboard::agent

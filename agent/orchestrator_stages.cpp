@@ -1,0 +1,235 @@
+// Stages parse, templates, plan, kernels and report of the orchestrator (see orchestrator_stages.h).
+// The probe and validate stages are in orchestrator_probe.cpp.
+#include "agent/orchestrator_stages.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "agent/report_html.h"
+#include "agent/report_json.h"
+#include "agent/report_markdown.h"
+#include "parsers/load_model.h"
+#include "search/plan_export.h"
+
+namespace onboard::agent {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Fixed(double v, int digits) {
+  std::ostringstream s;
+  s.setf(std::ios::fixed);
+  s.precision(digits);
+  s << v;
+  return s.str();
+}
+
+// Directories that may hold examples/topologies: $ONBOARD_EXAMPLES_DIR, the working directory and
+// the executable's directory and its parents (build/ sits inside the source tree).
+std::vector<fs::path> ExampleRoots() {
+  std::vector<fs::path> roots;
+  if (const char* env = std::getenv("ONBOARD_EXAMPLES_DIR"); env && *env) roots.emplace_back(env);
+  std::error_code ec;
+  roots.push_back(fs::current_path(ec) / "examples");
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec)
+    for (fs::path p = exe.parent_path(); !p.empty() && p != p.root_path(); p = p.parent_path())
+      roots.push_back(p / "examples");
+  return roots;
+}
+
+}  // namespace
+
+Status WriteArtifact(RunState& st, const std::string& name, const std::string& text) {
+  fs::path path = fs::path(st.req.out_dir) / name;
+  std::error_code ec;
+  fs::create_directories(path.parent_path(), ec);
+  std::ofstream out(path, std::ios::binary);
+  if (!out) return IoError(path.string() + ": cannot write");
+  out << text;
+  if (!out.good()) return IoError(path.string() + ": write failed");
+  st.artifacts[name] = fs::absolute(path, ec).string();
+  return Status::Ok();
+}
+
+Expected<Topology> ResolveTopology(const std::string& spec) {
+  size_t first = spec.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && spec[first] == '{') return ParseTopologyJson(spec, "inline topology");
+  std::error_code ec;
+  if (fs::is_regular_file(spec, ec)) return LoadTopologyFile(spec);
+  if (spec.find('/') == std::string::npos) {
+    std::string file = spec.size() > 5 && spec.substr(spec.size() - 5) == ".json" ? spec : spec + ".json";
+    for (const auto& root : ExampleRoots()) {
+      fs::path p = root / "topologies" / file;
+      if (fs::is_regular_file(p, ec)) return LoadTopologyFile(p.string());
+    }
+  }
+  return NotFound(spec + ": topology is not a file, a name under examples/topologies, or inline JSON");
+}
+
+Expected<std::string> StageParse(RunState& st) {
+  const RunRequest& req = st.req;
+  std::string path = req.model_path;
+  if (path.empty()) {  // in-memory model: keep a copy beside the artifacts and parse that
+    std::string fmt = req.model_format;
+    if (fmt.empty()) {
+      size_t first = req.model_bytes.find_first_not_of(" \t\r\n");
+      fmt = first != std::string::npos && req.model_bytes[first] == '{' ? "json" : "onnx";
+    }
+    std::string name = fmt == "json" ? "model/config.json" : "model/model.onnx";
+    ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, name, req.model_bytes));
+    path = st.artifacts[name];
+  }
+  ONBOARD_ASSIGN_OR_RETURN(st.model, LoadModel(path));
+  if (!req.model_name.empty()) st.model.name = req.model_name;
+  ONBOARD_ASSIGN_OR_RETURN(st.topology, ResolveTopology(req.topology));
+  st.stats = ComputeStats(st.model, req.seq);
+  return st.model.name + ": " + std::to_string(st.model.layers.size()) + " layers, " +
+         Fixed(static_cast<double>(st.stats.total_params) / 1e9, 1) + "B params (" +
+         Fixed(static_cast<double>(st.stats.active_params) / 1e9, 1) + "B active); topology " +
+         st.topology.name + " (" + std::to_string(st.topology.num_devices) + " x " + st.topology.device.name + ")";
+}
+
+Expected<std::string> StageTemplates(RunState& st) {
+  ONBOARD_ASSIGN_OR_RETURN(st.library, LoadTemplateLibrary(st.req.templates_dir));
+  if (!st.req.templates_override.empty())
+    ONBOARD_RETURN_IF_ERROR(ApplyTemplateOverrides(st.library, st.req.templates_override));
+  st.match = MatchTemplates(st.model, st.library);
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "templates.json", TemplateMatchToJson(st.match).dump(2) + "\n"));
+  std::string s = std::to_string(st.match.modules.size()) + " modules matched from " +
+                  std::to_string(st.library.templates.size()) + " templates";
+  if (st.match.unknown > 0) s += "; " + std::to_string(st.match.unknown) + " UNKNOWN (flagged in the report)";
+  return s;
+}
+
+Expected<std::string> StagePlan(RunState& st, int round, const std::string& reason) {
+  PlanRound pr;
+  pr.round = round;
+  pr.reason = reason;
+  PlanRequest& r = pr.request;
+  r.model = st.model;
+  r.topology = st.topology;
+  r.mode = st.req.mode;
+  r.lora_rank = st.req.lora_rank;
+  r.base_dtype = st.req.base_dtype;
+  r.seq = st.req.seq;
+  r.global_batch = st.req.global_batch;
+  r.threads = st.req.threads;
+  r.expert_imbalance = std::max(1.0, st.knobs.expert_imbalance);
+  r.constraints.recompute = st.knobs.recompute;
+  r.constraints.memory_margin = st.knobs.memory_margin;
+  r.calibration = st.knobs.calibration;
+  ONBOARD_RETURN_IF_ERROR(r.Validate());
+  ONBOARD_ASSIGN_OR_RETURN(pr.search, SearchPlans(r));
+  const PlanCandidate& best = pr.search.best;
+  std::string json = SearchResultToJson(r, pr.search);
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "plan.json", json));
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "plans/plan_round" + std::to_string(round) + ".json", json));
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "plan.txt", FormatSearchResult(r, pr.search)));
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "plan.torchtitan.toml", ToTorchtitanToml(best.plan)));
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "plan.megatron.txt", ToMegatronArgs(best.plan) + "\n"));
+  r.model = ModelIR{};  // the report does not need a second copy of the model
+  st.plans.push_back(std::move(pr));
+  const auto& e = best.estimate;
+  return std::string(st.plans.back().search.feasible ? "" : "NOTHING FITS; closest: ") + PlanSummary(best.plan) +
+         " step " + Fixed(e.step_s, 2) + " s, MFU " + Fixed(e.mfu * 100, 1) + "%, " +
+         Fixed(e.memory.total / (1024.0 * 1024 * 1024), 1) + " GiB/device";
+}
+
+Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken& cancel) {
+  KernelStage& ks = st.kernels;
+  ks.dir = (fs::path(st.req.out_dir) / "kernels").string();
+  // Step 1: which modules want a generated kernel (templates name it).
+  std::set<std::string> wanted;
+  for (const auto& m : st.match.modules)
+    if (m.chosen && !m.chosen->kernel.empty()) wanted.insert(m.chosen->kernel);
+  ONBOARD_ASSIGN_OR_RETURN(validators::CheckPlan plan, validators::KernelCheckPlan(st.model));
+  size_t total = plan.kda.size() + plan.dsa.size();
+  if (total == 0) {
+    ks.skipped_reason = "the model has no KDA/DSA blocks; its other kernels come from the vendor library";
+    return ks.skipped_reason;
+  }
+  // Step 2: generate, build and check one spec at a time (cancellable, with progress).
+  validators::KernelCheckOptions opt;
+  opt.out_dir = ks.dir;
+  opt.num_threads = st.req.threads;
+  std::error_code ec;
+  fs::create_directories(ks.dir, ec);
+  size_t done = 0;
+  auto progress = [&](const std::string& name) {
+    ++done;
+    em.Emit({{"type", "stage_progress"}, {"stage", "kernels"}, {"done", done}, {"total", total},
+             {"message", name}});
+  };
+  auto record = [&](const std::string& name, Expected<std::vector<validators::KernelCheckRow>> rows) {
+    if (rows.ok()) {
+      for (auto& r : *rows) ks.rows.push_back(r);
+    } else {  // could not build or run: the check failed for this kernel
+      validators::KernelCheckRow r;
+      r.kernel = name;
+      r.shape = "(not run)";
+      r.against = "reference";
+      r.pass = false;
+      r.note = rows.status().message();
+      ks.rows.push_back(r);
+      ks.notes.push_back(name + ": " + rows.status().message());
+    }
+    ks.generated.push_back(name);
+    progress(name);
+  };
+  for (const auto& spec : plan.kda) {
+    if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during kernel checks");
+    std::string name = spec.name.empty() ? spec.DefaultName() : spec.name;
+    record(name, validators::CheckKdaKernel(spec, opt));
+  }
+  for (const auto& spec : plan.dsa) {
+    if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during kernel checks");
+    std::string name = spec.name.empty() ? spec.DefaultName() : spec.name;
+    record(name, validators::CheckDsaKernel(spec, opt));
+  }
+  ks.ran = true;
+  // Step 3: the kernel-fallback rule, with the reference operators the templates name.
+  RoundEvidence ev;
+  ev.round = 0;
+  ev.kernel_rows = &ks.rows;
+  for (const auto& m : st.match.modules) {
+    if (!m.chosen || m.module != "mixer") continue;
+    if (m.kind == "KDA" || m.kind == "GatedDeltaNet") ev.kernel_reference_ops["kda"] = m.chosen->reference_op;
+    if (m.kind == "DSA") ev.kernel_reference_ops["dsa"] = m.chosen->reference_op;
+  }
+  int passed = 0;
+  for (const auto& r : ks.rows) passed += r.pass ? 1 : 0;
+  if (auto d = RuleKernelFallback(ev, st.req.thresholds, st.knobs)) {
+    st.trace.AddDecision(*d);
+    em.Emit({{"type", "decision"}, {"round", 0}, {"rule", d->rule}, {"observed", d->observed},
+             {"action", d->action}, {"changed", d->changed}});
+  } else {
+    st.trace.AddObservation(0, "kernels", {{"rows", ks.rows.size()}, {"passed", passed}},
+                            "every generated kernel matches its reference");
+  }
+  return std::to_string(ks.generated.size()) + " kernels generated, " + std::to_string(passed) + "/" +
+         std::to_string(ks.rows.size()) + " checks passed" +
+         (st.knobs.kernel_fallbacks.empty() ? ""
+                                            : ", " + std::to_string(st.knobs.kernel_fallbacks.size()) +
+                                                  " on reference fallback");
+}
+
+Expected<std::string> StageReport(RunState& st) {
+  // Step 1: register the report files first so every report lists all artifacts.
+  std::error_code ec;
+  fs::path out = fs::absolute(fs::path(st.req.out_dir), ec);
+  for (const char* name : {"trace.json", "report.json", "report.md", "report.html"})
+    st.artifacts[name] = (out / name).string();
+  // Step 2: build once, render three ways.
+  nlohmann::json report = BuildReportJson(st);
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "trace.json", st.trace.ToJson().dump(2) + "\n"));
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "report.md", RenderMarkdownReport(report)));
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "report.html", RenderHtmlReport(report)));
+  ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "report.json", report.dump(2) + "\n"));
+  return "report.json, report.md, report.html, trace.json in " + st.req.out_dir;
+}
+
+}  // namespace onboard::agent

@@ -1,0 +1,32 @@
+// The orchestrator's stages, one function each (agent/orchestrator_stages.cpp,
+// agent/orchestrator_probe.cpp). Each reads and extends the RunState and returns a one-line
+// summary for the timeline, or an error that ends the run. Internal to agent/.
+#pragma once
+
+#include <string>
+
+#include "agent/orchestrator_state.h"
+
+namespace onboard::agent {
+
+// Topology from a path, a name under examples/topologies, or inline JSON.
+Expected<Topology> ResolveTopology(const std::string& spec);
+
+Expected<std::string> StageParse(RunState& st);
+Expected<std::string> StageTemplates(RunState& st);
+// Plans the full model with the current knobs; writes plan.json + exports (and plan_round<r>.json).
+Expected<std::string> StagePlan(RunState& st, int round, const std::string& reason);
+// Generates and checks the model's KDA/DSA kernels (sources + manifests in out/kernels), then
+// applies the kernel-fallback rule.
+Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken& cancel);
+// One probe round with the current knobs (logs in out/probe/round<r>).
+Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const CancelToken& cancel);
+// Validates the last probe round and runs the rules; fills knobs.replan / knobs.reprobe.
+Expected<std::string> StageValidate(RunState& st, int round, Emitter& em);
+// report.json / report.md / report.html / trace.json.
+Expected<std::string> StageReport(RunState& st);
+
+// Writes text to out_dir/name and records it as an artifact.
+Status WriteArtifact(RunState& st, const std::string& name, const std::string& text);
+
+}  // namespace onboard::agent

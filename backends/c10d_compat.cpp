@@ -1,0 +1,186 @@
+// c10d wrapper: the only translation unit that names c10d types (see c10d_compat.h).
+#ifndef USE_C10D_GLOO
+#define USE_C10D_GLOO
+#endif
+#include "backends/c10d_compat.h"
+
+#include <torch/csrc/distributed/c10d/PrefixStore.hpp>
+#include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#ifdef USE_C10D_NCCL
+#include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
+#endif
+
+#include <cstdlib>
+
+namespace onboard::backends {
+namespace {
+
+// 1.13: collectives live on c10d::ProcessGroup; 2.x: on c10d::Backend (ProcessGroupGloo/NCCL
+// derive from it and keep the same method names).
+#if TORCH_VERSION_MAJOR >= 2
+using PgBase = c10d::Backend;
+#else
+using PgBase = c10d::ProcessGroup;
+#endif
+
+std::chrono::milliseconds Ms(double s) {
+  return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
+}
+
+// Adds the wall time of a scope to one CommClock() field.
+class Timed {
+ public:
+  explicit Timed(double* field) : field_(field), t0_(std::chrono::steady_clock::now()) {}
+  ~Timed() {
+    *field_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+
+ private:
+  double* field_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
+}  // namespace
+
+CollectiveTimes& CommClock() {
+  static CollectiveTimes times;
+  return times;
+}
+
+struct StoreHandle {
+  c10::intrusive_ptr<c10d::TCPStore> store;
+};
+
+Rendezvous::Rendezvous(const std::string& host, int64_t port, bool is_server, double timeout_s)
+    : store_(std::make_unique<StoreHandle>()) {
+  c10d::TCPStoreOptions opts;
+  opts.port = static_cast<std::uint16_t>(port);
+  opts.isServer = is_server;
+  opts.waitWorkers = false;
+  opts.timeout = Ms(timeout_s);
+  store_->store = c10::make_intrusive<c10d::TCPStore>(host, opts);
+}
+Rendezvous::~Rendezvous() = default;
+
+int64_t Rendezvous::port() const { return store_->store->getPort(); }
+
+void Rendezvous::Set(const std::string& key, const std::string& value) {
+  store_->store->set(key, std::vector<uint8_t>(value.begin(), value.end()));
+}
+
+std::string Rendezvous::Get(const std::string& key) {
+  std::vector<uint8_t> v = store_->store->get(key);
+  return std::string(v.begin(), v.end());
+}
+
+struct Group::Impl {
+  c10::intrusive_ptr<PgBase> pg;
+  std::string backend = "local";
+};
+
+Group::Group(Rendezvous& store, const std::string& name, int64_t rank, int64_t size,
+             double timeout_s, const std::string& master_addr)
+    : impl_(std::make_unique<Impl>()), rank_(rank), size_(size) {
+  if (size == 1) return;
+  auto prefix = c10::make_intrusive<c10d::PrefixStore>(name, store.handle()->store);
+#ifdef USE_C10D_NCCL
+  const char* want = std::getenv("ONBOARD_PROBE_BACKEND");
+  if (want != nullptr && std::string(want) == "nccl") {
+    auto opts = c10d::ProcessGroupNCCL::Options::create();
+    opts->timeout = Ms(timeout_s);
+    impl_->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefix, rank, size, opts);
+    impl_->backend = "nccl";
+    return;
+  }
+#endif
+  auto opts = c10d::ProcessGroupGloo::Options::create(Ms(timeout_s));
+  const char* ifname = std::getenv("GLOO_SOCKET_IFNAME");
+  if (ifname != nullptr && *ifname) {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForInterface(ifname));
+  } else if (master_addr == "127.0.0.1" || master_addr == "localhost") {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDeviceForHostname("127.0.0.1"));
+  } else {
+    opts->devices.push_back(c10d::ProcessGroupGloo::createDefaultDevice());
+  }
+  opts->threads = 1;
+  impl_->pg = c10::make_intrusive<c10d::ProcessGroupGloo>(prefix, rank, size, opts);
+  impl_->backend = "gloo";
+}
+Group::~Group() = default;
+
+std::string Group::backend() const { return impl_->backend; }
+
+at::Tensor Group::AllGather(const at::Tensor& shard) {
+  at::Tensor in = shard.contiguous();
+  if (size_ == 1) return in.clone();
+  Timed t(&CommClock().all_gather_s);
+  at::Tensor out = at::empty({in.numel() * size_}, in.options());
+  impl_->pg->_allgather_base(out, in)->wait();
+  return out;
+}
+
+at::Tensor Group::ReduceScatterSum(const at::Tensor& full) {
+  ONBOARD_ASSERT(full.numel() % size_ == 0, "reduce-scatter input not divisible by group size");
+  at::Tensor in = full.contiguous();
+  if (size_ == 1) return in.clone();
+  Timed t(&CommClock().reduce_scatter_s);
+  const int64_t n = in.numel() / size_;
+#ifdef USE_C10D_NCCL
+  if (impl_->backend == "nccl") {
+    at::Tensor out = at::empty({n}, in.options());
+    impl_->pg->_reduce_scatter_base(out, in)->wait();
+    return out;
+  }
+#endif
+  // Gloo: alltoall of equal chunks, then sum the `size` received chunks of my shard in rank order.
+  at::Tensor recv = at::empty_like(in);
+  std::vector<int64_t> equal;  // empty split lists = equal splits
+  impl_->pg->alltoall_base(recv, in, equal, equal)->wait();
+  return recv.view({size_, n}).sum(0);
+}
+
+at::Tensor Group::AllToAll(const at::Tensor& in, const std::vector<int64_t>& send_rows,
+                           const std::vector<int64_t>& recv_rows) {
+  ONBOARD_ASSERT(static_cast<int64_t>(send_rows.size()) == size_ &&
+                     static_cast<int64_t>(recv_rows.size()) == size_,
+                 "all-to-all split lists must have one entry per rank");
+  int64_t total = 0;
+  for (int64_t r : recv_rows) total += r;
+  std::vector<int64_t> out_shape = in.sizes().vec();
+  out_shape[0] = total;
+  at::Tensor src = in.contiguous();
+  if (size_ == 1) return src.clone();
+  Timed t(&CommClock().all_to_all_s);
+  at::Tensor out = at::empty(out_shape, in.options());
+  std::vector<int64_t> s = send_rows, r = recv_rows;
+  impl_->pg->alltoall_base(out, src, r, s)->wait();
+  return out;
+}
+
+void Group::AllReduceSum(at::Tensor& t) {
+  if (size_ == 1) return;
+  Timed timer(&CommClock().all_reduce_s);
+  std::vector<at::Tensor> v{t};
+  impl_->pg->allreduce(v)->wait();
+}
+
+void Group::Barrier() {
+  if (size_ == 1) return;
+  at::Tensor t = at::zeros({1});
+  AllReduceSum(t);
+}
+
+std::string TorchVersionString() {
+  return std::to_string(TORCH_VERSION_MAJOR) + "." + std::to_string(TORCH_VERSION_MINOR);
+}
+
+std::string CompiledBackends() {
+#ifdef USE_C10D_NCCL
+  return "gloo,nccl";
+#else
+  return "gloo";
+#endif
+}
+
+}  // namespace onboard::backends

@@ -1,0 +1,61 @@
+// INTERNAL to backends/ (includes LibTorch; never include from a public header).
+// The ONE place that touches c10d: TCPStore rendezvous, process groups (Gloo on CPU, NCCL when
+// built with USE_C10D_NCCL), and the four collectives the probe uses, each timed per kind.
+// LibTorch 1.13 (here) and 2.x (GPU machine) differ in the process-group base class
+// (ProcessGroup vs Backend) and in reduce-scatter support; TORCH_VERSION_* selects.
+//
+// Reduce-scatter on Gloo: ProcessGroupGloo (1.13 and 2.x) throws "does not support reduce_scatter".
+// ReduceScatterSum emulates it with one alltoall_base of equal splits + a local sum over the
+// received [size, n] chunks: every rank sends (size-1)/size of its buffer and receives the same,
+// exactly the bytes a ring reduce-scatter moves; the sum runs in rank order (deterministic).
+//
+// Units: tensors are rows x features; seconds for timings.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/c10d_store.h"
+#include "backends/probe.h"
+
+namespace onboard::backends {
+
+// A process group over `size` ranks named `name` (ranks that share a name form one group).
+// size == 1 groups run no communication.
+class Group {
+ public:
+  Group(Rendezvous& store, const std::string& name, int64_t rank, int64_t size, double timeout_s,
+        const std::string& master_addr);
+  ~Group();
+  int64_t rank() const { return rank_; }
+  int64_t size() const { return size_; }
+  std::string backend() const;
+
+  // shard [n] -> [size*n], rank r's shard at [r*n, (r+1)*n).
+  at::Tensor AllGather(const at::Tensor& shard);
+  // full [size*n] -> [n]: sum over ranks of their chunk `rank()` (see header comment).
+  at::Tensor ReduceScatterSum(const at::Tensor& full);
+  // rows of `in` split by send_rows (one per rank) -> rows received, split by recv_rows.
+  at::Tensor AllToAll(const at::Tensor& in, const std::vector<int64_t>& send_rows,
+                      const std::vector<int64_t>& recv_rows);
+  // In-place sum over ranks.
+  void AllReduceSum(at::Tensor& t);
+  void Barrier();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  int64_t rank_ = 0;
+  int64_t size_ = 1;
+};
+
+// "1.13" / "2.3": the LibTorch the backend was compiled against.
+std::string TorchVersionString();
+// Backends compiled in: "gloo" or "gloo,nccl".
+std::string CompiledBackends();
+
+}  // namespace onboard::backends

@@ -1,0 +1,31 @@
+// INTERNAL to backends/ (includes LibTorch). FSDP for one proxy unit, as an autograd function:
+//   forward:  all-gather the unit's flat shards, run the unit without keeping its graph, free the
+//             gathered weights (only the unit's input is saved);
+//   backward: all-gather again, recompute the unit with grad, backpropagate, reduce-scatter the
+//             weight gradients to the shards (sum over the fsdp group), return input gradients.
+// This is FSDP with per-block activation recomputation (torchtitan's FSDP2 + full AC): peak weight
+// memory is one unit unsharded at a time. Expert weights are not sharded (EP owns them).
+#pragma once
+
+#include <torch/torch.h>
+
+#include "backends/proxy_model.h"
+
+namespace onboard::backends {
+
+struct UnitRunner {
+  const ProxySpec* spec = nullptr;
+  const UnitLayout* unit = nullptr;
+  Group* fsdp = nullptr;
+  MoeRouting* routing = nullptr;
+  const UnitInputs* inputs = nullptr;
+  double lora_scale = 0;
+};
+
+// shards: dense and lora shards [numel_padded / fsdp]; experts / expert_lora: local flat buffers
+// (empty tensors when the unit has none). Returns the unit's output.
+at::Tensor RunFsdpUnit(UnitRunner* runner, const at::Tensor& x, const at::Tensor& dense_shard,
+                       const at::Tensor& lora_shard, const at::Tensor& experts,
+                       const at::Tensor& expert_lora);
+
+}  // namespace onboard::backends

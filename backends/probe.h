@@ -1,0 +1,220 @@
+// Training probe: a scaled-down proxy of a model, trained for real across N processes on this
+// machine (or several, torchrun-style) with the planned layout (FSDP sharding + expert
+// parallelism) over LibTorch c10d. This header is torch-free on purpose: agent code includes it.
+//
+// Entry points:
+//   ProxyFromModel(model)        -> ProxySpec (same block pattern, scaled to fit this machine)
+//   RunProbe(model, config)      -> ProbeResult (launches worker processes, gathers their JSON)
+//   RunProbeWorker(args)         -> one rank's training loop (the hidden `onboard probe-worker`)
+//   ProbeResultToJson / FormatProbeResult
+//
+// Units: seconds (s), bytes, tokens, FLOPs; loss in nats per predicted token; lr dimensionless.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model_ir.h"
+#include "core/plan.h"
+#include "core/status.h"
+
+namespace onboard {
+
+// ---- Proxy model ----
+
+// One proxy layer: token mixer + channel mixer.
+enum class ProxyMixer { kKDA, kMLA };   // kMLA: gated MLA, with the DSA indexer when index_topk > 0
+enum class ProxyChannel { kDense, kMoE };
+
+struct ProxyLayer {
+  ProxyMixer mixer = ProxyMixer::kKDA;
+  ProxyChannel channel = ProxyChannel::kMoE;
+};
+
+// Dimensions of the proxy. Defaults: a 4-layer KDA,KDA,KDA,MLA proxy (~0.3M parameters) whose
+// probe step takes tens of milliseconds on one CPU core.
+struct ProxySpec {
+  std::string source_model;          // ModelIR::name it was derived from
+  std::vector<ProxyLayer> layers;    // in order; empty = invalid
+  int64_t vocab = 256;               // byte-level tokens (task symbols are a subset)
+  int64_t hidden = 64;
+  // KDA
+  int64_t kda_heads = 2;
+  int64_t kda_head_dim = 16;         // key == value head dim
+  int64_t conv_kernel = 4;           // short causal depthwise conv width
+  double gate_lower_bound = -5.0;    // bounded gate: g = lb * sigmoid(...), lb < 0
+  int64_t chunk = 16;                // chunk length of the chunked KDA form
+  int64_t gate_rank = 16;            // low-rank output gate width
+  // MLA (+ DSA indexer)
+  int64_t mla_heads = 2;
+  int64_t q_lora_rank = 32;          // 0 = full-rank q projection
+  int64_t kv_lora_rank = 32;
+  int64_t qk_nope_dim = 16;
+  int64_t qk_rope_dim = 8;           // kept as extra key dims (NoPE: not rotated, as in the flagship)
+  int64_t v_head_dim = 16;
+  bool mla_output_gate = true;
+  int64_t index_heads = 2;           // DSA lightning indexer heads (0 = no indexer: dense MLA)
+  int64_t index_head_dim = 16;
+  int64_t index_topk = 8;            // keys kept per query by the indexer
+  // MoE
+  int64_t num_experts = 8;
+  int64_t top_k = 2;
+  int64_t num_shared = 1;
+  int64_t expert_inter = 32;         // routed expert FFN width
+  int64_t shared_inter = 64;         // each shared expert's FFN width
+  int64_t latent_dim = 32;           // routed experts run at this width (0 = hidden: no latent MoE)
+  bool latent_norm = true;
+  RouterActivation router = RouterActivation::kSigmoid;
+  bool renormalize = true;
+  double routed_scaling = 1.0;
+  // Dense MLP (SwiGLU)
+  int64_t mlp_inter = 128;
+  std::vector<std::string> notes;    // what was mapped or dropped ("GQA mixer mapped to MLA")
+
+  int64_t num_layers() const { return static_cast<int64_t>(layers.size()); }
+  Status Validate() const;           // names every field and value that is out of range
+  std::string PatternString() const; // "K K K M | dense,moe,moe,moe"
+};
+
+// Scales a model down to a proxy with the same structure: the first 4*blocks layers' mixer
+// kinds (KDA / GDN / linear -> KDA; MLA / DSA / softmax kinds -> MLA), the dense-first layers,
+// latent MoE with shared experts and the router activation. blocks >= 1 (4 layers per block).
+ProxySpec ProxyFromModel(const ModelIR& model, int64_t blocks = 1);
+
+// The proxy as a ModelIR (for ComputeStats / the cost model's EvaluatePlan).
+ModelIR ProxyToModelIR(const ProxySpec& spec);
+
+// Parameter counts of the proxy as built (not an estimate).
+struct ProxyParamCounts {
+  int64_t total = 0;
+  int64_t expert = 0;                // routed experts, all of them
+  int64_t lora = 0;                  // adapters (mode lora)
+  int64_t trainable = 0;
+};
+
+// ---- Probe configuration ----
+
+enum class ProbeTask { kCopy, kText };
+
+struct ProbeConfig {
+  int64_t ranks = 1;                 // processes
+  int64_t ep = 0;                    // expert-parallel degree (0 = ranks); divides ranks and experts
+  int64_t fsdp = 0;                  // FSDP shard degree of non-expert params (0 = ranks); divides ranks
+  int64_t steps = 20;
+  FinetuneMode mode = FinetuneMode::kFull;
+  int64_t lora_rank = 4;
+  double lora_alpha = 8.0;           // adapter scale = alpha / rank
+  double lr = 3e-3;                  // peak learning rate
+  int64_t warmup = 5;                // linear warm-up steps, then cosine to min_lr_ratio * lr
+  double min_lr_ratio = 0.1;
+  double clip = 1.0;                 // global grad-norm clip (0 = off)
+  double weight_decay = 0.0;         // AdamW decoupled decay on matrices (not norms)
+  double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
+  uint64_t seed = 1234;
+  int64_t seq = 32;                  // tokens per sequence
+  int64_t batch = 8;                 // global sequences per step; split evenly over ranks
+  ProbeTask task = ProbeTask::kCopy;
+  int64_t copy_symbols = 16;         // copy task alphabet size
+  std::string text_file;             // task == kText: byte-level tokens from this file
+  bool router_fp32 = true;           // router logits/scores in fp32 (always fp32 here; kept for parity)
+  std::vector<int64_t> expert_placement;  // expert -> EP rank; empty = contiguous blocks
+  double timeout_s = 300;            // whole probe; a rank that hangs or dies fails the probe
+  double collective_timeout_s = 30;  // c10d/Gloo timeout on each collective
+  std::string out_dir;               // per-rank logs and JSON; empty = a temp dir
+  std::string worker_binary;         // `onboard` binary for the workers; empty = this executable
+  int64_t threads_per_rank = 1;      // intra-op threads in each worker
+  // Fault injection for tests: rank `die_rank` SIGKILLs itself at step `die_step` (-1 = off).
+  int64_t die_rank = -1;
+  int64_t die_step = -1;
+  // Convergence criteria (validators/convergence.h): final loss < converge_fraction * start.
+  double converge_fraction = 0.6;
+  Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
+  int64_t ep_degree() const { return ep > 0 ? ep : ranks; }
+  int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : ranks; }
+};
+
+// ---- Results ----
+
+// Seconds spent waiting on each collective kind during one step (this rank, or max over ranks).
+struct CollectiveTimes {
+  double all_gather_s = 0;           // FSDP parameter all-gathers (forward + backward re-gather)
+  double reduce_scatter_s = 0;       // FSDP gradient reduce-scatters
+  double all_to_all_s = 0;           // EP dispatch + combine (incl. the count exchange)
+  double all_reduce_s = 0;           // grad-norm / loss / replica gradient all-reduces
+  double total() const { return all_gather_s + reduce_scatter_s + all_to_all_s + all_reduce_s; }
+};
+
+struct ProbeStep {
+  int64_t step = 0;
+  double loss = 0;                   // global mean over predicted tokens, nats
+  double grad_norm = 0;              // global L2 norm before clipping
+  double lr = 0;
+  double step_s = 0;                 // wall time of the step (max over ranks)
+  double tokens_per_s = 0;           // global tokens / step_s
+  CollectiveTimes comm;              // max over ranks
+  double compute_s = 0;              // step_s - comm.total() on the slowest rank
+  int64_t peak_rss_bytes = 0;        // max over ranks of the RSS high-water mark (getrusage)
+  // expert_load[l][e]: tokens routed to expert e in MoE layer l (global, forward pass only).
+  std::vector<std::vector<int64_t>> expert_load;
+};
+
+// Comparison of the measurement with the cost model (search/planner.h EvaluatePlan) for the same
+// proxy layout on a topology of this machine (measured GEMM FLOP/s and loopback bandwidth).
+struct ProbePrediction {
+  bool available = false;
+  std::string topology;              // how the topology was obtained
+  double step_s = 0;                 // predicted
+  double memory_bytes = 0;           // predicted per-rank peak
+  double comm_s = 0;                 // predicted exposed communication
+  std::vector<std::string> notes;
+};
+
+struct ProbeResult {
+  ProxySpec spec;
+  ProbeConfig config;
+  ProxyParamCounts params;
+  std::vector<ProbeStep> steps;
+  std::string task_floor;            // "copy task: floor 0 nats; no-copy baseline ln(16)=2.77 nats"
+  double floor_nats = 0;             // known floor (NaN for text)
+  double baseline_nats = 0;          // loss of the best model that ignores the copy structure
+  ProbePrediction prediction;
+  int64_t baseline_rss_bytes = 0;    // max over ranks of RSS before the model was built (runtime)
+  std::string backend;               // c10d backend of the world group: "gloo" | "nccl" | "local"
+  std::string torch_version;         // LibTorch the workers were built against
+  // Validator verdicts (validators/convergence.h, validators/probe_checks.h), one line each.
+  std::string convergence;           // "converged" | "diverged" | "nan" | "plateau" | "not_converged"
+  std::vector<std::string> checks;   // human-readable lines, first = convergence
+  std::string out_dir;
+  double wall_s = 0;
+};
+
+// Launches config.ranks worker processes (fork/exec `<worker_binary> probe-worker ...`), a TCPStore
+// on loopback (free port) for rendezvous, watches them, and gathers their JSON. A rank that exits
+// non-zero or is killed ends the probe: the others are killed and the error names the rank and why.
+// Errors: bad config (kBadInput), a rank died / timed out (kNetwork), workers missing (kNotFound).
+Expected<ProbeResult> RunProbe(const ModelIR& model, const ProbeConfig& config);
+// Same, from an explicit proxy spec.
+Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config);
+
+// One rank. Rendezvous: master_addr/master_port (TCPStore client; rank 0 serves when
+// serve_store). Writes `<out_dir>/rank<r>.json` on success.
+struct ProbeWorkerArgs {
+  std::string spec_file;             // JSON written by RunProbe: {"spec":..., "config":...}
+  int64_t rank = 0;
+  int64_t world = 1;
+  std::string master_addr = "127.0.0.1";
+  int64_t master_port = 0;
+  bool serve_store = false;          // rank 0 hosts the TCPStore (torchrun-style launch)
+  std::string out_file;              // result JSON of this rank
+};
+Status RunProbeWorker(const ProbeWorkerArgs& args);
+
+// JSON (de)serialisation used between launcher and workers and by `--json`.
+std::string ProbeSpecConfigToJson(const ProxySpec& spec, const ProbeConfig& config);
+Status ProbeSpecConfigFromJson(const std::string& text, ProxySpec* spec, ProbeConfig* config);
+std::string ProbeResultToJson(const ProbeResult& result);
+std::string FormatProbeResult(const ProbeResult& result);   // the `onboard probe` text report
+
+}  // namespace onboard

@@ -1,0 +1,70 @@
+// Probe training data (see probe_data.h).
+#include "backends/probe_data.h"
+
+#include <cmath>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+namespace onboard::backends {
+namespace {
+
+constexpr int64_t kBos = 10;       // '\n'
+constexpr int64_t kFirstSymbol = 'a';
+
+std::mt19937_64 SeqRng(uint64_t seed, int64_t step, int64_t j) {
+  uint64_t h = seed * 0x9E3779B97F4A7C15ull;
+  h ^= static_cast<uint64_t>(step) * 0xC2B2AE3D27D4EB4Full + static_cast<uint64_t>(j) * 0x165667B19E3779F9ull;
+  return std::mt19937_64(h);
+}
+
+}  // namespace
+
+ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config) : cfg_(config) {
+  if (cfg_.task == ProbeTask::kText) {
+    std::ifstream f(cfg_.text_file, std::ios::binary);
+    if (!f) {
+      status_ = NotFound("probe text file " + cfg_.text_file);
+      return;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text_ = ss.str();
+    if (static_cast<int64_t>(text_.size()) < cfg_.seq + 2)
+      status_ = BadInput(cfg_.text_file, "text_file", "needs at least seq+2=" +
+                         std::to_string(cfg_.seq + 2) + " bytes", std::to_string(text_.size()));
+  }
+  if (spec.vocab < 256)
+    status_ = BadInput("probe", "vocab", "byte-level tasks need vocab >= 256", std::to_string(spec.vocab));
+}
+
+int64_t ProbeData::CountedTokensPerStep() const {
+  return cfg_.batch * (cfg_.task == ProbeTask::kCopy ? cfg_.seq / 2 : cfg_.seq);
+}
+
+Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
+  const int64_t T = cfg_.seq, h = T / 2;
+  at::Tensor seqs = at::zeros({count, T + 1}, at::kLong);
+  at::Tensor mask = at::zeros({count, T});
+  auto sa = seqs.accessor<int64_t, 2>();
+  auto ma = mask.accessor<float, 2>();
+  for (int64_t i = 0; i < count; ++i) {
+    std::mt19937_64 rng = SeqRng(cfg_.seed, step, first + i);
+    if (cfg_.task == ProbeTask::kCopy) {
+      std::uniform_int_distribution<int64_t> sym(0, cfg_.copy_symbols - 1);
+      sa[i][0] = kBos;
+      for (int64_t t = 1; t <= h; ++t) sa[i][t] = kFirstSymbol + sym(rng);
+      for (int64_t t = h + 1; t <= 2 * h; ++t) sa[i][t] = sa[i][t - h];
+      for (int64_t t = 2 * h + 1; t <= T; ++t) sa[i][t] = kFirstSymbol + sym(rng);  // odd seq
+      for (int64_t t = h; t < 2 * h; ++t) ma[i][t] = 1.0f;  // targets t+1 in the copied half
+    } else {
+      std::uniform_int_distribution<int64_t> off(0, static_cast<int64_t>(text_.size()) - T - 1);
+      const int64_t o = off(rng);
+      for (int64_t t = 0; t <= T; ++t) sa[i][t] = static_cast<unsigned char>(text_[static_cast<size_t>(o + t)]);
+      for (int64_t t = 0; t < T; ++t) ma[i][t] = 1.0f;
+    }
+  }
+  return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(), mask};
+}
+
+}  // namespace onboard::backends

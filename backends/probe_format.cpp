@@ -1,0 +1,81 @@
+// FormatProbeResult: the `onboard probe` text report (loss curve table, time split, expert load,
+// cost-model prediction beside the measurement with the ratio, validator verdicts).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+#include "backends/probe.h"
+
+namespace onboard {
+namespace {
+
+std::string F(const char* fmt, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), fmt, v);
+  return buf;
+}
+
+double MaxOverMean(const std::vector<int64_t>& c) {
+  if (c.empty()) return 0;
+  double sum = 0, mx = 0;
+  for (int64_t x : c) { sum += static_cast<double>(x); mx = std::max(mx, static_cast<double>(x)); }
+  return sum > 0 ? mx * static_cast<double>(c.size()) / sum : 0;
+}
+
+}  // namespace
+
+std::string FormatProbeResult(const ProbeResult& r) {
+  std::ostringstream os;
+  const ProbeConfig& c = r.config;
+  os << "probe of " << r.spec.source_model << ": " << c.ranks << " ranks (fsdp=" << c.fsdp_degree()
+     << ", ep=" << c.ep_degree() << ", " << (c.mode == FinetuneMode::kLoRA ? "lora r=" + std::to_string(c.lora_rank) : std::string("full"))
+     << "), backend " << r.backend << ", LibTorch " << r.torch_version << "\n";
+  os << "proxy: " << r.spec.num_layers() << " layers " << r.spec.PatternString() << "; hidden "
+     << r.spec.hidden << ", " << r.spec.num_experts << " experts top-" << r.spec.top_k << ", "
+     << r.spec.num_shared << " shared, latent " << r.spec.latent_dim << "; params " << r.params.total
+     << " (experts " << r.params.expert << ", trainable " << r.params.trainable << ")\n";
+  for (const std::string& n : r.spec.notes) os << "  note: " << n << "\n";
+  os << "task: " << r.task_floor << "\n";
+  os << "batch " << c.batch << " x seq " << c.seq << ", lr " << c.lr << " (warm-up " << c.warmup
+     << ", cosine), clip " << c.clip << ", seed " << c.seed << "\n\n";
+  os << " step      loss  grad_norm        lr   step_ms  tok/s    ag_ms   rs_ms  a2a_ms   ar_ms  rss_MiB  load max/mean\n";
+  for (const ProbeStep& s : r.steps) {
+    std::string bal;
+    for (const auto& l : s.expert_load) bal += (bal.empty() ? "" : ",") + F("%.2f", MaxOverMean(l));
+    os << F("%5.0f", static_cast<double>(s.step)) << F(" %9.4f", s.loss) << F(" %10.4g", s.grad_norm)
+       << F(" %9.3g", s.lr) << F(" %9.1f", s.step_s * 1e3) << F(" %6.0f", s.tokens_per_s)
+       << F(" %8.2f", s.comm.all_gather_s * 1e3) << F(" %7.2f", s.comm.reduce_scatter_s * 1e3)
+       << F(" %7.2f", s.comm.all_to_all_s * 1e3) << F(" %7.2f", s.comm.all_reduce_s * 1e3)
+       << F(" %8.1f", static_cast<double>(s.peak_rss_bytes) / 1048576.0) << "  " << bal << "\n";
+  }
+  // Measured vs predicted (steady state: steps after the first).
+  double step_s = 0, comm_s = 0;
+  int64_t n = 0, peak = 0;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) {
+    step_s += r.steps[i].step_s;
+    comm_s += r.steps[i].comm.total();
+    ++n;
+  }
+  for (const ProbeStep& s : r.steps) peak = std::max(peak, s.peak_rss_bytes);
+  if (n > 0) { step_s /= static_cast<double>(n); comm_s /= static_cast<double>(n); }
+  os << "\nmeasured vs cost model (" << (r.prediction.available ? r.prediction.topology : "unavailable") << "):\n";
+  os << "                     measured   predicted   ratio\n";
+  auto row = [&](const char* name, double m, double p, double scale, const char* unit) {
+    os << "  " << name << F(" %10.2f", m * scale) << F(" %10.2f", p * scale) << " " << unit
+       << (p > 0 ? F("  %5.2fx", m / p) : std::string("     -")) << "\n";
+  };
+  row("step time (ms)  ", step_s, r.prediction.step_s, 1e3, "");
+  row("comm time (ms)  ", comm_s, r.prediction.comm_s, 1e3, "");
+  row("memory (MiB)    ", static_cast<double>(peak - r.baseline_rss_bytes), r.prediction.memory_bytes,
+      1.0 / 1048576.0, "");
+  os << "  (memory measured = peak RSS high-water mark (getrusage) minus RSS before the model was built: "
+     << F("%.1f", static_cast<double>(r.baseline_rss_bytes) / 1048576.0) << " MiB of LibTorch runtime)\n";
+  for (const std::string& note : r.prediction.notes) os << "  note: " << note << "\n";
+  os << "\nverdict: " << r.convergence << "\n";
+  for (const std::string& line : r.checks) os << "  " << line << "\n";
+  os << "logs and per-rank JSON: " << r.out_dir << F(" (wall %.1f s)", r.wall_s) << "\n";
+  return os.str();
+}
+
+}  // namespace onboard

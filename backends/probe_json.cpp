@@ -1,0 +1,131 @@
+// JSON for the probe: spec + config handed to the workers, and the result (`onboard probe --json`).
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "backends/probe.h"
+
+namespace onboard {
+namespace {
+
+using nlohmann::json;
+
+json SpecJson(const ProxySpec& s) {
+  json layers = json::array();
+  for (const ProxyLayer& l : s.layers)
+    layers.push_back({{"mixer", l.mixer == ProxyMixer::kKDA ? "KDA" : "MLA"},
+                      {"channel", l.channel == ProxyChannel::kMoE ? "MoE" : "MLP"}});
+  return {{"source_model", s.source_model}, {"layers", layers}, {"vocab", s.vocab},
+          {"hidden", s.hidden}, {"kda_heads", s.kda_heads}, {"kda_head_dim", s.kda_head_dim},
+          {"conv_kernel", s.conv_kernel}, {"gate_lower_bound", s.gate_lower_bound},
+          {"chunk", s.chunk}, {"gate_rank", s.gate_rank}, {"mla_heads", s.mla_heads},
+          {"q_lora_rank", s.q_lora_rank}, {"kv_lora_rank", s.kv_lora_rank},
+          {"qk_nope_dim", s.qk_nope_dim}, {"qk_rope_dim", s.qk_rope_dim},
+          {"v_head_dim", s.v_head_dim}, {"mla_output_gate", s.mla_output_gate},
+          {"index_heads", s.index_heads}, {"index_head_dim", s.index_head_dim},
+          {"index_topk", s.index_topk}, {"num_experts", s.num_experts}, {"top_k", s.top_k},
+          {"num_shared", s.num_shared}, {"expert_inter", s.expert_inter},
+          {"shared_inter", s.shared_inter}, {"latent_dim", s.latent_dim},
+          {"latent_norm", s.latent_norm},
+          {"router", s.router == RouterActivation::kSigmoid ? "sigmoid" : "softmax"},
+          {"renormalize", s.renormalize}, {"routed_scaling", s.routed_scaling},
+          {"mlp_inter", s.mlp_inter}, {"notes", s.notes}, {"pattern", s.PatternString()}};
+}
+
+void SpecFromJson(const json& j, ProxySpec* s) {
+  s->source_model = j.at("source_model").get<std::string>();
+  s->layers.clear();
+  for (const json& l : j.at("layers")) {
+    ProxyLayer pl;
+    pl.mixer = l.at("mixer") == "KDA" ? ProxyMixer::kKDA : ProxyMixer::kMLA;
+    pl.channel = l.at("channel") == "MoE" ? ProxyChannel::kMoE : ProxyChannel::kDense;
+    s->layers.push_back(pl);
+  }
+#define ONBOARD_GET(f) s->f = j.at(#f).get<decltype(s->f)>()
+  ONBOARD_GET(vocab); ONBOARD_GET(hidden); ONBOARD_GET(kda_heads); ONBOARD_GET(kda_head_dim);
+  ONBOARD_GET(conv_kernel); ONBOARD_GET(gate_lower_bound); ONBOARD_GET(chunk);
+  ONBOARD_GET(gate_rank); ONBOARD_GET(mla_heads); ONBOARD_GET(q_lora_rank);
+  ONBOARD_GET(kv_lora_rank); ONBOARD_GET(qk_nope_dim); ONBOARD_GET(qk_rope_dim);
+  ONBOARD_GET(v_head_dim); ONBOARD_GET(mla_output_gate); ONBOARD_GET(index_heads);
+  ONBOARD_GET(index_head_dim); ONBOARD_GET(index_topk); ONBOARD_GET(num_experts);
+  ONBOARD_GET(top_k); ONBOARD_GET(num_shared); ONBOARD_GET(expert_inter);
+  ONBOARD_GET(shared_inter); ONBOARD_GET(latent_dim); ONBOARD_GET(latent_norm);
+  ONBOARD_GET(renormalize); ONBOARD_GET(routed_scaling); ONBOARD_GET(mlp_inter); ONBOARD_GET(notes);
+#undef ONBOARD_GET
+  s->router = j.at("router") == "sigmoid" ? RouterActivation::kSigmoid : RouterActivation::kSoftmax;
+}
+
+json ConfigJson(const ProbeConfig& c) {
+  return {{"ranks", c.ranks}, {"ep", c.ep_degree()}, {"fsdp", c.fsdp_degree()}, {"steps", c.steps},
+          {"mode", c.mode == FinetuneMode::kLoRA ? "lora" : "full"}, {"lora_rank", c.lora_rank},
+          {"lora_alpha", c.lora_alpha}, {"lr", c.lr}, {"warmup", c.warmup},
+          {"min_lr_ratio", c.min_lr_ratio}, {"clip", c.clip}, {"weight_decay", c.weight_decay},
+          {"beta1", c.beta1}, {"beta2", c.beta2}, {"adam_eps", c.adam_eps}, {"seed", c.seed},
+          {"seq", c.seq}, {"batch", c.batch}, {"task", c.task == ProbeTask::kCopy ? "copy" : "text"},
+          {"copy_symbols", c.copy_symbols}, {"text_file", c.text_file},
+          {"router_fp32", c.router_fp32}, {"expert_placement", c.expert_placement},
+          {"timeout_s", c.timeout_s}, {"collective_timeout_s", c.collective_timeout_s},
+          {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank},
+          {"die_rank", c.die_rank}, {"die_step", c.die_step},
+          {"converge_fraction", c.converge_fraction}};
+}
+
+void ConfigFromJson(const json& j, ProbeConfig* c) {
+#define ONBOARD_GET(f) c->f = j.at(#f).get<decltype(c->f)>()
+  ONBOARD_GET(ranks); ONBOARD_GET(ep); ONBOARD_GET(fsdp); ONBOARD_GET(steps);
+  ONBOARD_GET(lora_rank); ONBOARD_GET(lora_alpha); ONBOARD_GET(lr); ONBOARD_GET(warmup);
+  ONBOARD_GET(min_lr_ratio); ONBOARD_GET(clip); ONBOARD_GET(weight_decay); ONBOARD_GET(beta1);
+  ONBOARD_GET(beta2); ONBOARD_GET(adam_eps); ONBOARD_GET(seed); ONBOARD_GET(seq);
+  ONBOARD_GET(batch); ONBOARD_GET(copy_symbols); ONBOARD_GET(text_file); ONBOARD_GET(router_fp32);
+  ONBOARD_GET(expert_placement); ONBOARD_GET(timeout_s); ONBOARD_GET(collective_timeout_s);
+  ONBOARD_GET(out_dir); ONBOARD_GET(threads_per_rank); ONBOARD_GET(die_rank);
+  ONBOARD_GET(die_step); ONBOARD_GET(converge_fraction);
+#undef ONBOARD_GET
+  c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
+}
+
+json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
+
+}  // namespace
+
+std::string ProbeSpecConfigToJson(const ProxySpec& spec, const ProbeConfig& config) {
+  return json{{"spec", SpecJson(spec)}, {"config", ConfigJson(config)}}.dump(2);
+}
+
+Status ProbeSpecConfigFromJson(const std::string& text, ProxySpec* spec, ProbeConfig* config) {
+  try {
+    json j = json::parse(text);
+    SpecFromJson(j.at("spec"), spec);
+    ConfigFromJson(j.at("config"), config);
+  } catch (const std::exception& e) {
+    return BadInput("probe spec", "json", e.what());
+  }
+  return Status::Ok();
+}
+
+std::string ProbeResultToJson(const ProbeResult& r) {
+  json steps = json::array();
+  for (const ProbeStep& s : r.steps) {
+    steps.push_back({{"step", s.step}, {"loss", Num(s.loss)}, {"grad_norm", Num(s.grad_norm)},
+                     {"lr", s.lr}, {"step_s", s.step_s}, {"tokens_per_s", s.tokens_per_s},
+                     {"compute_s", s.compute_s}, {"peak_rss_bytes", s.peak_rss_bytes},
+                     {"comm", {{"all_gather_s", s.comm.all_gather_s},
+                               {"reduce_scatter_s", s.comm.reduce_scatter_s},
+                               {"all_to_all_s", s.comm.all_to_all_s},
+                               {"all_reduce_s", s.comm.all_reduce_s}}},
+                     {"expert_load", s.expert_load}});
+  }
+  json pred = {{"available", r.prediction.available}, {"topology", r.prediction.topology},
+               {"step_s", r.prediction.step_s}, {"memory_bytes", r.prediction.memory_bytes},
+               {"comm_s", r.prediction.comm_s}, {"notes", r.prediction.notes}};
+  return json{{"spec", SpecJson(r.spec)}, {"config", ConfigJson(r.config)},
+              {"params", {{"total", r.params.total}, {"expert", r.params.expert},
+                          {"lora", r.params.lora}, {"trainable", r.params.trainable}}},
+              {"task_floor", r.task_floor}, {"floor_nats", Num(r.floor_nats)},
+              {"baseline_nats", Num(r.baseline_nats)}, {"steps", steps}, {"prediction", pred},
+              {"convergence", r.convergence}, {"checks", r.checks}, {"out_dir", r.out_dir},
+              {"wall_s", r.wall_s}}
+      .dump(2);
+}
+
+}  // namespace onboard

@@ -1,0 +1,199 @@
+// RunProbe: start N worker processes (fork/exec `<onboard> probe-worker`), host their TCPStore on
+// loopback (free port), watch them, and merge their JSON into one ProbeResult.
+// Failure handling: a rank that exits non-zero or is killed ends the probe at once: the launcher
+// SIGKILLs the other ranks (its own children, by pid) and reports which rank died, how, and the
+// last line of its log. A probe past config.timeout_s is killed and reported as hung.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <thread>
+
+#include "backends/c10d_store.h"
+#include "backends/probe_report.h"
+
+namespace onboard {
+namespace {
+
+using nlohmann::json;
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string LastLine(const std::string& path) {
+  std::string text = ReadFile(path), last, line;
+  std::istringstream is(text);
+  while (std::getline(is, line))
+    if (!line.empty()) last = line;
+  return last.empty() ? "(empty log)" : last;
+}
+
+std::string HowExited(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return "killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
+  }
+  return "exited with code " + std::to_string(WEXITSTATUS(status));
+}
+
+std::string SelfExe() {
+  char buf[4096];
+  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
+  if (n <= 0) return "";
+  buf[n] = 0;
+  return buf;
+}
+
+// Step 3 helper: watches the children until all exit 0, one fails, or the deadline passes.
+Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string& dir) {
+  const auto deadline = std::chrono::steady_clock::now() +
+                        std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
+  std::vector<bool> done(pids.size(), false);
+  size_t remaining = pids.size();
+  auto kill_rest = [&]() {
+    for (size_t r = 0; r < pids.size(); ++r)
+      if (!done[r]) {
+        kill(pids[r], SIGKILL);
+        int st = 0;
+        waitpid(pids[r], &st, 0);
+        done[r] = true;
+      }
+  };
+  while (remaining > 0) {
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (done[r]) continue;
+      int st = 0;
+      pid_t got = waitpid(pids[r], &st, WNOHANG);
+      if (got == 0) continue;
+      done[r] = true;
+      --remaining;
+      if (got < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
+        kill_rest();
+        const std::string log = dir + "/rank" + std::to_string(r) + ".log";
+        return Status(ErrorCode::kNetwork,
+                      "probe failed: rank " + std::to_string(r) + " " +
+                          (got < 0 ? std::string("could not be waited for") : HowExited(st)) +
+                          "; the other ranks were stopped. Last line of " + log + ": " + LastLine(log));
+      }
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::string hung;
+      for (size_t r = 0; r < pids.size(); ++r)
+        if (!done[r]) hung += (hung.empty() ? "" : ",") + std::to_string(r);
+      kill_rest();
+      return Status(ErrorCode::kNetwork, "probe timed out after " + std::to_string(cfg.timeout_s) +
+                                             " s (--timeout): ranks " + hung +
+                                             " still running (hung?); logs in " + dir);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<ProbeResult> RunProbe(const ModelIR& model, const ProbeConfig& config) {
+  return RunProbeSpec(ProxyFromModel(model), config);
+}
+
+Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config_in) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ProbeConfig cfg = config_in;
+  ONBOARD_RETURN_IF_ERROR(cfg.Validate(spec));
+  // Step 1: output folder, spec file, worker binary.
+  if (cfg.out_dir.empty()) {
+    char tmpl[] = "/tmp/onboard-probe-XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) return IoError("cannot create a temp dir for the probe");
+    cfg.out_dir = tmpl;
+  } else if (mkdir(cfg.out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return BadInput(cfg.out_dir, "out", "cannot create directory", strerror(errno));
+  }
+  const std::string spec_file = cfg.out_dir + "/probe_spec.json";
+  {
+    std::ofstream f(spec_file);
+    f << ProbeSpecConfigToJson(spec, cfg);
+    if (!f) return IoError("cannot write " + spec_file);
+  }
+  const std::string worker = cfg.worker_binary.empty() ? SelfExe() : cfg.worker_binary;
+  if (worker.empty() || access(worker.c_str(), X_OK) != 0)
+    return NotFound("probe worker binary '" + worker + "' (build the `onboard` target)");
+  for (int64_t r = 0; r < cfg.ranks; ++r) {
+    std::remove((cfg.out_dir + "/rank" + std::to_string(r) + ".json").c_str());
+  }
+
+  // Step 2: rendezvous store on a free loopback port, hosted here so no rank owns it.
+  std::unique_ptr<backends::Rendezvous> store;
+  try {
+    store = std::make_unique<backends::Rendezvous>("127.0.0.1", 0, true, cfg.collective_timeout_s);
+  } catch (const std::exception& e) {
+    return Status(ErrorCode::kNetwork, std::string("cannot start the probe TCPStore: ") + e.what());
+  }
+  const std::string port = std::to_string(store->port());
+
+  // Step 3: fork/exec the ranks; each writes rank<r>.log (stdout+stderr) and rank<r>.json.
+  std::vector<pid_t> pids;
+  for (int64_t r = 0; r < cfg.ranks; ++r) {
+    const std::string rs = std::to_string(r);
+    std::vector<std::string> args = {worker, "probe-worker", "--spec", spec_file, "--rank", rs,
+                                     "--world", std::to_string(cfg.ranks), "--master-addr",
+                                     "127.0.0.1", "--master-port", port, "--out",
+                                     cfg.out_dir + "/rank" + rs + ".json"};
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const std::string log = cfg.out_dir + "/rank" + rs + ".log";
+    const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (fd < 0) return IoError("cannot open " + log);
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+      execv(argv[0], argv.data());
+      _exit(127);
+    }
+    close(fd);
+    if (pid < 0) {
+      for (pid_t p : pids) { kill(p, SIGKILL); waitpid(p, nullptr, 0); }
+      return IoError("fork failed for probe rank " + rs);
+    }
+    pids.push_back(pid);
+  }
+  ONBOARD_RETURN_IF_ERROR(Watch(pids, cfg, cfg.out_dir));
+
+  // Step 4: merge the ranks' JSON.
+  std::vector<json> ranks;
+  for (int64_t r = 0; r < cfg.ranks; ++r) {
+    const std::string path = cfg.out_dir + "/rank" + std::to_string(r) + ".json";
+    try {
+      ranks.push_back(json::parse(ReadFile(path)));
+    } catch (const std::exception& e) {
+      return Status(ErrorCode::kInternal, "probe rank " + std::to_string(r) + " wrote no valid result " +
+                                              path + ": " + e.what());
+    }
+  }
+  ProbeResult result;
+  result.spec = spec;
+  result.config = cfg;
+  result.out_dir = cfg.out_dir;
+  backends::MergeRankResults(ranks, &result);
+  backends::FinishProbeResult(&result);
+  result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return result;
+}
+
+}  // namespace onboard

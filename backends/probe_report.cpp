@@ -1,0 +1,182 @@
+// Merge of the ranks' JSON, validator verdicts and the cost-model comparison (probe_report.h).
+#include "backends/probe_report.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "search/planner.h"
+#include "validators/convergence.h"
+#include "validators/probe_checks.h"
+
+namespace onboard::backends {
+namespace {
+
+using nlohmann::json;
+
+double NumOr(const json& j, const char* key, double fallback) {
+  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
+}
+
+std::string Fmt(double v, int precision = 3) {
+  std::ostringstream os;
+  os.precision(precision);
+  os << v;
+  return os.str();
+}
+
+}  // namespace
+
+void MergeRankResults(const std::vector<json>& ranks, ProbeResult* r) {
+  if (ranks.empty()) return;
+  const json& r0 = ranks[0];
+  r->backend = r0.value("backend", "");
+  r->torch_version = r0.value("torch", "");
+  if (r0.contains("params")) {
+    const json& p = r0["params"];
+    r->params = {p.value("total", int64_t{0}), p.value("expert", int64_t{0}),
+                 p.value("lora", int64_t{0}), p.value("trainable", int64_t{0})};
+  }
+  size_t steps = r0["steps"].size();
+  for (const json& j : ranks) {
+    steps = std::min(steps, j["steps"].size());
+    r->baseline_rss_bytes = std::max<int64_t>(r->baseline_rss_bytes, j.value("baseline_rss_bytes", int64_t{0}));
+  }
+  const double tokens = static_cast<double>(r->config.batch * r->config.seq);
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (size_t i = 0; i < steps; ++i) {
+    ProbeStep s;
+    const json& a = r0["steps"][i];
+    s.step = a.value("step", int64_t{0});
+    s.loss = NumOr(a, "loss", nan);
+    s.grad_norm = NumOr(a, "grad_norm", nan);
+    s.lr = NumOr(a, "lr", 0);
+    std::map<int64_t, std::vector<int64_t>> load;
+    for (const json& j : ranks) {
+      const json& st = j["steps"][i];
+      const double step_s = NumOr(st, "step_s", 0);
+      CollectiveTimes c{NumOr(st, "all_gather_s", 0), NumOr(st, "reduce_scatter_s", 0),
+                        NumOr(st, "all_to_all_s", 0), NumOr(st, "all_reduce_s", 0)};
+      s.step_s = std::max(s.step_s, step_s);
+      s.comm.all_gather_s = std::max(s.comm.all_gather_s, c.all_gather_s);
+      s.comm.reduce_scatter_s = std::max(s.comm.reduce_scatter_s, c.reduce_scatter_s);
+      s.comm.all_to_all_s = std::max(s.comm.all_to_all_s, c.all_to_all_s);
+      s.comm.all_reduce_s = std::max(s.comm.all_reduce_s, c.all_reduce_s);
+      s.compute_s = std::max(s.compute_s, step_s - c.total());
+      s.peak_rss_bytes = std::max<int64_t>(s.peak_rss_bytes, st.value("peak_rss_bytes", int64_t{0}));
+      for (const json& l : st["expert_load"]) {
+        auto& row = load[l["layer"].get<int64_t>()];
+        auto counts = l["tokens"].get<std::vector<int64_t>>();
+        if (row.empty()) row.assign(counts.size(), 0);
+        for (size_t e = 0; e < counts.size() && e < row.size(); ++e) row[e] += counts[e];
+      }
+    }
+    s.tokens_per_s = s.step_s > 0 ? tokens / s.step_s : 0;
+    for (auto& [layer, counts] : load) s.expert_load.push_back(counts);
+    r->steps.push_back(std::move(s));
+  }
+}
+
+std::string TaskFloor(const ProbeConfig& c, double* floor_nats, double* baseline_nats) {
+  if (c.task == ProbeTask::kText) {
+    *floor_nats = std::numeric_limits<double>::quiet_NaN();
+    *baseline_nats = std::log(256.0);
+    return "text task (byte-level " + c.text_file + "): no known floor; uniform bytes = ln(256) = 5.55 nats";
+  }
+  *floor_nats = 0.0;
+  *baseline_nats = std::log(static_cast<double>(c.copy_symbols));
+  return "copy task (" + std::to_string(c.copy_symbols) + " symbols, loss on the copied half): floor 0 nats; " +
+         "no-copy baseline ln(" + std::to_string(c.copy_symbols) + ") = " + Fmt(*baseline_nats) +
+         " nats; uniform start ln(256) = 5.55 nats";
+}
+
+ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, const Topology& topo) {
+  ProbePrediction p;
+  p.topology = topo.source + ": " + Fmt(topo.device.tflops_fp32 * 1e3) + " GFLOP/s per rank, loopback " +
+               Fmt(topo.tiers.empty() ? 0 : topo.tiers.back().bw_gbps) + " GB/s, " +
+               Fmt(topo.tiers.empty() ? 0 : topo.tiers.back().latency_us) + " us";
+  PlanRequest req;
+  req.model = ProxyToModelIR(spec);
+  req.topology = topo;
+  req.mode = cfg.mode;
+  req.lora_rank = cfg.lora_rank;
+  req.seq = cfg.seq;
+  req.global_batch = cfg.batch;
+  req.constraints.reserved_gib = 0;
+  req.constraints.memory_margin = 0;
+  req.threads = 1;
+  Plan plan;
+  plan.deg.dp_shard = cfg.fsdp_degree();
+  plan.deg.dp_replicate = cfg.ranks / cfg.fsdp_degree();
+  plan.deg.ep = cfg.ep_degree();
+  plan.deg.expert_fsdp = std::max<int64_t>(1, cfg.fsdp_degree() / cfg.ep_degree());
+  plan.micro_batch = cfg.batch / cfg.ranks;
+  plan.num_micro_batches = 1;
+  plan.seq = cfg.seq;
+  plan.global_batch = cfg.batch;
+  plan.mode = cfg.mode;
+  plan.lora_rank = cfg.lora_rank;
+  for (const char* k : {"KDA", "MLA", "DSA", "MoE", "MLP"}) plan.recompute[k] = Recompute::kFull;
+  Expected<PlanEstimate> est = EvaluatePlan(req, plan);
+  if (!est.ok()) {
+    p.notes.push_back("cost model: " + est.status().message());
+    return p;
+  }
+  p.available = true;
+  p.step_s = est->step_s;
+  p.memory_bytes = est->memory.total;
+  p.comm_s = est->exposed_comm_s;
+  p.notes.push_back("cost model assumes bf16 weights/activations; the probe runs fp32, and its "
+                    "expert weights are replicated over ranks/ep instead of sharded");
+  for (const std::string& n : est->notes) p.notes.push_back(n);
+  return p;
+}
+
+void FinishProbeResult(ProbeResult* r) {
+  r->task_floor = TaskFloor(r->config, &r->floor_nats, &r->baseline_nats);
+  std::vector<double> losses, step_s;
+  std::map<std::string, std::vector<double>> comm;
+  std::vector<std::vector<int64_t>> load;
+  int64_t peak = 0;
+  for (size_t i = 0; i < r->steps.size(); ++i) {
+    const ProbeStep& s = r->steps[i];
+    losses.push_back(s.loss);
+    peak = std::max(peak, s.peak_rss_bytes);
+    if (i == 0 && r->steps.size() > 1) continue;  // first step: warm-up (allocations, connections)
+    step_s.push_back(s.step_s);
+    comm["all_gather"].push_back(s.comm.all_gather_s);
+    comm["reduce_scatter"].push_back(s.comm.reduce_scatter_s);
+    comm["all_to_all"].push_back(s.comm.all_to_all_s);
+    comm["all_reduce"].push_back(s.comm.all_reduce_s);
+    if (load.empty()) load = s.expert_load;
+    else
+      for (size_t l = 0; l < load.size() && l < s.expert_load.size(); ++l)
+        for (size_t e = 0; e < load[l].size() && e < s.expert_load[l].size(); ++e) load[l][e] += s.expert_load[l][e];
+  }
+  // Step 1: convergence verdict on the loss curve.
+  ConvergenceCriteria crit;
+  crit.target_fraction = r->config.converge_fraction;
+  Expected<ConvergenceReport> conv = CheckConvergence(losses, crit);
+  r->convergence = conv.ok() ? ConvergenceVerdictName(conv->verdict) : "not_converged";
+  r->checks.push_back(conv.ok() ? conv->message : conv.status().message());
+  // Step 2: where the step time goes.
+  Expected<CommShareReport> share = CheckCommShare(step_s, comm);
+  if (share.ok()) r->checks.push_back(share->message);
+  // Step 3: expert balance over the whole probe.
+  if (!load.empty()) {
+    Expected<ExpertBalanceReport> bal = CheckExpertBalance(load);
+    if (bal.ok()) r->checks.push_back(bal->message);
+  }
+  // Step 4: cost model for the same layout on this machine; memory measured vs predicted.
+  r->prediction = PredictProbe(r->spec, r->config, MeasureThisMachine(r->config.ranks, r->config.threads_per_rank));
+  const double measured = static_cast<double>(peak - r->baseline_rss_bytes);
+  if (r->prediction.available && measured > 0) {
+    Expected<MemoryReport> mem = CheckMemory(measured, r->prediction.memory_bytes, 4.0);
+    if (mem.ok())
+      r->checks.push_back(mem->message + " [measured = peak RSS high-water mark minus RSS before the "
+                                         "model was built]");
+  }
+}
+
+}  // namespace onboard::backends

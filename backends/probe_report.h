@@ -1,0 +1,33 @@
+// INTERNAL to backends/ (torch-free). Turning the ranks' JSON into one ProbeResult, and the
+// verdicts and cost-model comparison that go with it.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <vector>
+
+#include "backends/probe.h"
+#include "core/topology.h"
+
+namespace onboard::backends {
+
+// Loss / grad norm / lr from rank 0 (all ranks hold the same reduced values); step time, compute
+// time, per-collective time and peak RSS: max over ranks; expert load: sum over ranks.
+void MergeRankResults(const std::vector<nlohmann::json>& ranks, ProbeResult* result);
+
+// Task floor, validator verdicts (convergence, comm share, expert balance, memory) and the cost
+// model's prediction for the same layout on a topology of this machine.
+void FinishProbeResult(ProbeResult* result);
+
+// "copy task: floor 0 nats ..." and the two reference levels (floor, no-copy baseline).
+std::string TaskFloor(const ProbeConfig& config, double* floor_nats, double* baseline_nats);
+
+// This machine as a Topology: one "device" = one probe rank (threads_per_rank cores) with the
+// measured fp32 GEMM rate and memcpy bandwidth, one loopback tier with the measured TCP loopback
+// bandwidth and latency (machine_topology.cpp). Takes ~0.5 s.
+Topology MeasureThisMachine(int64_t ranks, int64_t threads_per_rank);
+
+// search/planner.h EvaluatePlan for the proxy layout (dp_shard = fsdp, dp_replicate = ranks/fsdp,
+// ep, full recompute, micro batch = batch/ranks) on `topo`.
+ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& config, const Topology& topo);
+
+}  // namespace onboard::backends

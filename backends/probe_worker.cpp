@@ -1,0 +1,236 @@
+// One rank of the training probe: rendezvous, process groups, seeded init + sharding, the training
+// loop (AdamW on local shards, warm-up + cosine, global-norm clipping) and the per-step record.
+//
+// Ranks and groups (N = world, F = fsdp, E = ep; groups of consecutive ranks):
+//   fsdp group  {F*(r/F) .. +F}   non-expert weights sharded, grads reduce-scattered
+//   replicas    {r%F + j*F}       HSDP: shard grads all-reduced across fsdp groups (N/F of them)
+//   ep group    {E*(r/E) .. +E}   routed experts partitioned, tokens exchanged all-to-all
+//   ep replicas {r%E + j*E}       expert grads all-reduced across ep groups (N/E of them)
+// Every rank is data-parallel: it takes batch/N of the global batch, generated identically on all.
+#include <sys/resource.h>
+
+#include <csignal>
+#include <cstdio>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "backends/fsdp_unit.h"
+#include "backends/probe_data.h"
+
+namespace onboard {
+namespace {
+
+using backends::Group;
+using backends::UnitLayout;
+using nlohmann::json;
+
+// One trainable or frozen flat buffer with its AdamW state.
+struct Buffer {
+  at::Tensor p;        // shard (dense/lora) or local experts (expert/expert_lora)
+  at::Tensor m, v, decay;
+  bool trainable = false;
+  bool expert = false;  // replicated over ep replicas (else over fsdp replicas)
+};
+
+struct UnitState {
+  Buffer dense, lora, expert, expert_lora;
+};
+
+int64_t PeakRssBytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+double LearningRate(const ProbeConfig& c, int64_t step) {
+  if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
+  const double span = std::max<int64_t>(1, c.steps - c.warmup);
+  const double t = std::min(1.0, static_cast<double>(step - c.warmup) / span);
+  const double min_lr = c.lr * c.min_lr_ratio;
+  return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(M_PI * t));
+}
+
+Buffer MakeShard(const at::Tensor& full, const at::Tensor& decay, int64_t rank, int64_t size,
+                 bool trainable) {
+  const int64_t n = full.numel(), shard = (n + size - 1) / size;
+  at::Tensor padded = at::constant_pad_nd(full, {0, shard * size - n});
+  at::Tensor dpad = at::constant_pad_nd(decay, {0, shard * size - n});
+  Buffer b;
+  b.p = padded.narrow(0, rank * shard, shard).clone().requires_grad_(trainable);
+  b.decay = dpad.narrow(0, rank * shard, shard).clone();
+  b.trainable = trainable;
+  return b;
+}
+
+// Local experts' buffers: experts generated one by one from (seed, expert id), so every rank
+// builds the same values for an expert whatever the placement.
+Buffer MakeExperts(const backends::FlatLayout& layout, const std::vector<int64_t>& local,
+                   uint64_t seed, bool trainable) {
+  Buffer b;
+  b.expert = true;
+  b.trainable = trainable;
+  if (layout.numel == 0) {
+    b.p = at::zeros({0});
+    b.decay = at::zeros({0});
+    return b;
+  }
+  std::vector<at::Tensor> rows, masks;
+  for (int64_t e : local) {
+    rows.push_back(backends::InitFlat(layout, seed + static_cast<uint64_t>(e) * 7919u));
+    masks.push_back(backends::DecayMask(layout));
+  }
+  b.p = at::cat(rows).requires_grad_(trainable);
+  b.decay = at::cat(masks);
+  return b;
+}
+
+void AdamW(Buffer& b, const ProbeConfig& c, double lr, int64_t step, double clip_coef) {
+  if (!b.trainable || b.p.numel() == 0) return;
+  at::NoGradGuard ng;
+  at::Tensor g = b.p.grad().defined() ? b.p.grad() * clip_coef : at::zeros_like(b.p);
+  if (!b.m.defined()) { b.m = at::zeros_like(b.p); b.v = at::zeros_like(b.p); }
+  b.m.mul_(c.beta1).add_(g, 1 - c.beta1);
+  b.v.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
+  const double bc1 = 1 - std::pow(c.beta1, step + 1), bc2 = 1 - std::pow(c.beta2, step + 1);
+  at::Tensor update = (b.m / bc1) / ((b.v / bc2).sqrt() + c.adam_eps);
+  b.p.mul_(1 - lr * c.weight_decay * b.decay);  // decoupled decay (decay mask: matrices only)
+  b.p.add_(update, -lr);
+  b.p.mutable_grad() = at::Tensor();
+}
+
+}  // namespace
+
+Status RunProbeWorker(const ProbeWorkerArgs& a) {
+  // Step 1: spec + config.
+  std::ifstream in(a.spec_file);
+  if (!in) return NotFound("probe spec file " + a.spec_file);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  ProxySpec spec;
+  ProbeConfig cfg;
+  ONBOARD_RETURN_IF_ERROR(ProbeSpecConfigFromJson(ss.str(), &spec, &cfg));
+  ONBOARD_RETURN_IF_ERROR(cfg.Validate(spec));
+  if (a.world != cfg.ranks)
+    return BadInput(a.spec_file, "ranks", "worker world size differs from config",
+                    std::to_string(a.world));
+  at::set_num_threads(static_cast<int>(cfg.threads_per_rank));
+  const int64_t N = a.world, r = a.rank, F = cfg.fsdp_degree(), E = cfg.ep_degree();
+
+  // Step 2: rendezvous and process groups.
+  backends::Rendezvous store(a.master_addr, a.master_port, a.serve_store, cfg.collective_timeout_s);
+  const double to = cfg.collective_timeout_s;
+  Group world(store, "world", r, N, to, a.master_addr);
+  Group fsdp(store, "fsdp" + std::to_string(r / F), r % F, F, to, a.master_addr);
+  Group frep(store, "fsdp_rep" + std::to_string(r % F), r / F, N / F, to, a.master_addr);
+  Group ep(store, "ep" + std::to_string(r / E), r % E, E, to, a.master_addr);
+  Group erep(store, "ep_rep" + std::to_string(r % E), r / E, N / E, to, a.master_addr);
+
+  // Step 3: layout, expert placement, seeded full init then shard.
+  const int64_t baseline_rss = PeakRssBytes();
+  std::vector<UnitLayout> units = backends::BuildLayout(spec, cfg);
+  backends::MoeRouting routing;
+  routing.ep = &ep;
+  routing.placement = cfg.expert_placement;
+  if (routing.placement.empty())
+    for (int64_t e = 0; e < spec.num_experts; ++e) routing.placement.push_back(e / (spec.num_experts / E));
+  for (int64_t e = 0; e < spec.num_experts; ++e)
+    if (routing.placement[static_cast<size_t>(e)] == r % E) routing.local_experts.push_back(e);
+  std::map<int64_t, std::vector<int64_t>> load;
+  routing.load = &load;
+  const ProxyParamCounts counts = backends::CountParams(units, spec, cfg);
+  const bool lora = cfg.mode == FinetuneMode::kLoRA;
+  std::vector<UnitState> state(units.size());
+  for (size_t u = 0; u < units.size(); ++u) {
+    const uint64_t base = cfg.seed * 1000003u + u * 16u;
+    const UnitLayout& L = units[u];
+    state[u].dense = MakeShard(backends::InitFlat(L.dense, base), backends::DecayMask(L.dense),
+                               r % F, F, !lora);
+    state[u].lora = MakeShard(backends::InitFlat(L.lora, base + 1), backends::DecayMask(L.lora),
+                              r % F, F, lora);
+    state[u].expert = MakeExperts(L.expert, routing.local_experts, base + 2, !lora);
+    state[u].expert_lora = MakeExperts(L.expert_lora, routing.local_experts, base + 3, lora);
+  }
+  const double lora_scale = lora ? cfg.lora_alpha / static_cast<double>(cfg.lora_rank) : 0.0;
+
+  // Step 4: training loop.
+  backends::ProbeData data(spec, cfg);
+  ONBOARD_RETURN_IF_ERROR(data.status());
+  const int64_t b_local = cfg.batch / N;
+  json steps = json::array();
+  for (int64_t step = 0; step < cfg.steps; ++step) {
+    if (r == cfg.die_rank && step == cfg.die_step) std::raise(SIGKILL);  // fault injection (tests)
+    backends::CommClock() = CollectiveTimes{};
+    load.clear();
+    const auto t0 = std::chrono::steady_clock::now();
+    backends::Batch batch = data.Get(step, r * b_local, b_local);
+    backends::UnitInputs inputs;
+    inputs.targets = &batch.targets;
+    inputs.loss_mask = &batch.mask;
+    inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());
+    std::vector<backends::UnitRunner> runners(units.size());
+    at::Tensor x = batch.tokens;
+    for (size_t u = 0; u < units.size(); ++u) {
+      runners[u] = {&spec, &units[u], &fsdp, &routing, &inputs, lora_scale};
+      x = backends::RunFsdpUnit(&runners[u], x, state[u].dense.p, state[u].lora.p,
+                                state[u].expert.p, state[u].expert_lora.p);
+    }
+    const double local_loss = x.item<double>();
+    x.backward();
+    // Step 4b: replica all-reduces (HSDP / EP replicas), then the global grad norm and loss.
+    double sq = 0;
+    for (UnitState& st : state) {
+      for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) {
+        if (!b->trainable || b->p.numel() == 0) continue;
+        if (!b->p.grad().defined()) b->p.mutable_grad() = at::zeros_like(b->p);
+        at::Tensor g = b->p.grad();
+        (b->expert ? erep : frep).AllReduceSum(g);
+        const double copies = static_cast<double>(b->expert ? N / E : N / F);
+        sq += g.pow(2).sum().item<double>() / copies;
+      }
+    }
+    at::Tensor red = at::tensor({local_loss, sq}, at::kDouble);
+    world.AllReduceSum(red);
+    const double loss = red[0].item<double>(), gnorm = std::sqrt(red[1].item<double>());
+    const double clip_coef = (cfg.clip > 0 && gnorm > cfg.clip) ? cfg.clip / (gnorm + 1e-6) : 1.0;
+    const double lr = LearningRate(cfg, step);
+    for (UnitState& st : state)
+      for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) AdamW(*b, cfg, lr, step, clip_coef);
+    const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const CollectiveTimes& c = backends::CommClock();
+    json lj = json::array();
+    for (auto& [layer, counts] : load) lj.push_back({{"layer", layer}, {"tokens", counts}});
+    steps.push_back({{"step", step}, {"loss", std::isfinite(loss) ? json(loss) : json(nullptr)},
+                     {"grad_norm", std::isfinite(gnorm) ? json(gnorm) : json(nullptr)},
+                     {"lr", lr}, {"step_s", step_s}, {"all_gather_s", c.all_gather_s},
+                     {"reduce_scatter_s", c.reduce_scatter_s}, {"all_to_all_s", c.all_to_all_s},
+                     {"all_reduce_s", c.all_reduce_s}, {"peak_rss_bytes", PeakRssBytes()},
+                     {"expert_load", lj}});
+    std::printf("rank %lld step %lld loss %.6f grad_norm %.4g lr %.3g %.1f ms\n",
+                static_cast<long long>(r), static_cast<long long>(step), loss, gnorm, lr, step_s * 1e3);
+    std::fflush(stdout);
+    if (!std::isfinite(loss)) break;  // every rank sees the same reduced loss: all stop together
+  }
+  world.Barrier();  // nobody leaves (and tears down a store it serves) while others still talk
+  // Step 5: result file (written to a temp name, then renamed: the launcher never reads half).
+  json out = {{"rank", r}, {"world", N}, {"backend", world.backend()},
+              {"torch", backends::TorchVersionString()}, {"local_experts", routing.local_experts},
+              {"baseline_rss_bytes", baseline_rss},
+              {"params", {{"total", counts.total}, {"expert", counts.expert}, {"lora", counts.lora},
+                          {"trainable", counts.trainable}}},
+              {"steps", steps}};
+  if (!a.out_file.empty()) {
+    const std::string tmp = a.out_file + ".tmp";
+    std::ofstream f(tmp);
+    f << out.dump();
+    f.close();
+    if (!f || std::rename(tmp.c_str(), a.out_file.c_str()) != 0)
+      return IoError("cannot write probe result " + a.out_file);
+  }
+  return Status::Ok();
+}
+
+}  // namespace onboard

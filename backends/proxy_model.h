@@ -1,0 +1,81 @@
+// INTERNAL to backends/ (includes LibTorch). The proxy model as flat parameter buffers + pure
+// forward functions, one "unit" per FSDP block: embed, each layer, head (final norm + output + loss).
+//
+// Per unit, four flat buffers (fp32):
+//   dense        non-expert weights                   (FSDP: sharded over the fsdp group)
+//   lora         rank-r adapters on non-expert weights (FSDP: sharded; mode lora only)
+//   expert       one routed expert's weights x local experts (EP: each rank holds its own experts)
+//   expert_lora  adapters on each local expert          (mode lora only)
+// Shapes: hidden states x_BTD [batch, tokens, hidden]; tokens/targets [batch, tokens] int64.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "backends/c10d_compat.h"
+#include "backends/probe.h"
+
+namespace onboard::backends {
+
+enum class Init { kNormal, kOnes, kZeros, kConst };
+
+struct ParamSlot {
+  std::string name;
+  std::vector<int64_t> shape;
+  int64_t offset = 0;   // elements into the flat buffer
+  int64_t numel = 0;
+  Init init = Init::kNormal;
+  double value = 0;     // std (kNormal) or constant (kConst)
+  bool decay = true;    // AdamW weight decay applies (matrices)
+};
+
+struct FlatLayout {
+  std::vector<ParamSlot> slots;
+  int64_t numel = 0;
+  void Add(const std::string& name, std::vector<int64_t> shape, Init init, double value, bool decay);
+};
+
+enum class UnitKind { kEmbed, kLayer, kHead };
+
+struct UnitLayout {
+  std::string name;     // "embed", "layer0", ..., "head"
+  UnitKind kind = UnitKind::kLayer;
+  int64_t layer = -1;
+  FlatLayout dense, lora, expert, expert_lora;
+};
+
+// All units of the proxy for this mode (adapters only in lora mode).
+std::vector<UnitLayout> BuildLayout(const ProxySpec& spec, const ProbeConfig& config);
+ProxyParamCounts CountParams(const std::vector<UnitLayout>& units, const ProxySpec& spec,
+                             const ProbeConfig& config);
+
+// Full, seeded initial values of a flat layout (identical on every rank).
+at::Tensor InitFlat(const FlatLayout& layout, uint64_t seed);
+at::Tensor DecayMask(const FlatLayout& layout);
+
+// What a MoE layer needs beyond its weights: the EP group, expert -> EP rank placement, and the
+// per-expert token counts it records (forward passes with record == true only).
+struct MoeRouting {
+  Group* ep = nullptr;
+  std::vector<int64_t> placement;        // expert -> EP rank
+  std::vector<int64_t> local_experts;    // global ids held here, ascending
+  bool record = true;
+  std::map<int64_t, std::vector<int64_t>>* load = nullptr;  // layer -> tokens per expert
+};
+
+struct UnitInputs {
+  const at::Tensor* targets = nullptr;   // head: [b, T] int64
+  const at::Tensor* loss_mask = nullptr; // head: [b, T] float (1 = counted)
+  double inv_global_tokens = 1.0;        // head: 1 / counted tokens in the global batch
+};
+
+// Forward of one unit given full (unsharded) flat buffers. x: tokens (embed) or hidden states.
+at::Tensor UnitForward(const ProxySpec& spec, const UnitLayout& unit, const at::Tensor& x,
+                       const at::Tensor& dense, const at::Tensor& lora, const at::Tensor& experts,
+                       const at::Tensor& expert_lora, double lora_scale, MoeRouting& routing,
+                       const UnitInputs& inputs);
+
+}  // namespace onboard::backends

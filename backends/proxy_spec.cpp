@@ -1,0 +1,267 @@
+// ProxyFromModel / ProxySpec::Validate / ProbeConfig::Validate / ProxyToModelIR: the scaled-down
+// proxy of a model and the probe configuration, both checked field by field. No LibTorch here.
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+
+#include "backends/probe.h"
+
+namespace onboard {
+namespace {
+
+Status Bad(const std::string& field, const std::string& problem, const std::string& value) {
+  return BadInput("probe", field, problem, value);
+}
+
+bool IsLinearMixer(MixerKind k) {
+  return k == MixerKind::kKDA || k == MixerKind::kGatedDeltaNet || k == MixerKind::kLinearAttention;
+}
+
+}  // namespace
+
+std::string ProxySpec::PatternString() const {
+  std::ostringstream os;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    os << (i ? "," : "") << (layers[i].mixer == ProxyMixer::kKDA ? "KDA" : (index_topk > 0 && index_heads > 0 ? "MLA+DSA" : "MLA"))
+       << "/" << (layers[i].channel == ProxyChannel::kMoE ? "MoE" : "MLP");
+  }
+  return os.str();
+}
+
+Status ProxySpec::Validate() const {
+  if (layers.empty()) return Bad("layers", "proxy needs at least one layer", "0");
+  auto pos = [](const char* f, int64_t v) -> Status {
+    if (v <= 0) return Bad(f, "must be > 0", std::to_string(v));
+    return Status::Ok();
+  };
+  ONBOARD_RETURN_IF_ERROR(pos("vocab", vocab));
+  ONBOARD_RETURN_IF_ERROR(pos("hidden", hidden));
+  ONBOARD_RETURN_IF_ERROR(pos("kda_heads", kda_heads));
+  ONBOARD_RETURN_IF_ERROR(pos("kda_head_dim", kda_head_dim));
+  ONBOARD_RETURN_IF_ERROR(pos("conv_kernel", conv_kernel));
+  ONBOARD_RETURN_IF_ERROR(pos("chunk", chunk));
+  ONBOARD_RETURN_IF_ERROR(pos("gate_rank", gate_rank));
+  ONBOARD_RETURN_IF_ERROR(pos("mla_heads", mla_heads));
+  ONBOARD_RETURN_IF_ERROR(pos("kv_lora_rank", kv_lora_rank));
+  ONBOARD_RETURN_IF_ERROR(pos("qk_nope_dim", qk_nope_dim));
+  ONBOARD_RETURN_IF_ERROR(pos("v_head_dim", v_head_dim));
+  ONBOARD_RETURN_IF_ERROR(pos("mlp_inter", mlp_inter));
+  if (q_lora_rank < 0) return Bad("q_lora_rank", "must be >= 0", std::to_string(q_lora_rank));
+  if (qk_rope_dim < 0) return Bad("qk_rope_dim", "must be >= 0", std::to_string(qk_rope_dim));
+  if (!(gate_lower_bound < 0) || gate_lower_bound < -20)
+    return Bad("gate_lower_bound", "must be in [-20, 0)", std::to_string(gate_lower_bound));
+  if (gate_lower_bound * chunk < -80)
+    return Bad("chunk", "chunk * |gate_lower_bound| must be <= 80 (exp range of fp32)",
+               std::to_string(chunk));
+  if (index_topk < 0 || index_heads < 0 || index_head_dim < 0)
+    return Bad("index_topk", "indexer sizes must be >= 0", std::to_string(index_topk));
+  if (index_topk > 0 && (index_heads == 0 || index_head_dim == 0))
+    return Bad("index_heads", "index_topk > 0 needs index_heads and index_head_dim > 0",
+               std::to_string(index_heads));
+  bool any_moe = std::any_of(layers.begin(), layers.end(),
+                             [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
+  if (any_moe) {
+    ONBOARD_RETURN_IF_ERROR(pos("num_experts", num_experts));
+    ONBOARD_RETURN_IF_ERROR(pos("top_k", top_k));
+    ONBOARD_RETURN_IF_ERROR(pos("expert_inter", expert_inter));
+    if (top_k > num_experts)
+      return Bad("top_k", "must be <= num_experts=" + std::to_string(num_experts),
+                 std::to_string(top_k));
+    if (num_shared < 0) return Bad("num_shared", "must be >= 0", std::to_string(num_shared));
+    if (num_shared > 0) ONBOARD_RETURN_IF_ERROR(pos("shared_inter", shared_inter));
+    if (latent_dim < 0) return Bad("latent_dim", "must be >= 0", std::to_string(latent_dim));
+  }
+  return Status::Ok();
+}
+
+ProxySpec ProxyFromModel(const ModelIR& model, int64_t blocks) {
+  ProxySpec s;
+  s.source_model = model.name;
+  blocks = std::max<int64_t>(1, blocks);
+  const int64_t n = 4 * blocks;
+  // Step 1: the first n layers' mixer and channel kinds (the pattern repeats, so the prefix keeps it).
+  int64_t kda = 0, mla = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    ProxyLayer pl;
+    if (i < static_cast<int64_t>(model.layers.size())) {
+      const LayerSpec& l = model.layers[static_cast<size_t>(i)];
+      if (IsLinearMixer(l.attn.kind)) {
+        pl.mixer = ProxyMixer::kKDA;
+        if (l.attn.kind != MixerKind::kKDA)
+          s.notes.push_back("layer " + std::to_string(i) + ": " + MixerKindName(l.attn.kind) +
+                            " mixer mapped to KDA");
+      } else {
+        pl.mixer = ProxyMixer::kMLA;
+        if (l.attn.kind != MixerKind::kMLA && l.attn.kind != MixerKind::kDSA)
+          s.notes.push_back("layer " + std::to_string(i) + ": " + MixerKindName(l.attn.kind) +
+                            " mixer mapped to MLA");
+      }
+      pl.channel = l.channel == ChannelKind::kMoE ? ProxyChannel::kMoE : ProxyChannel::kDense;
+    } else {
+      pl.mixer = (i % 4 == 3) ? ProxyMixer::kMLA : ProxyMixer::kKDA;
+      pl.channel = ProxyChannel::kMoE;
+    }
+    (pl.mixer == ProxyMixer::kKDA ? kda : mla) += 1;
+    s.layers.push_back(pl);
+  }
+  if (model.layers.size() < static_cast<size_t>(n))
+    s.notes.push_back("model has " + std::to_string(model.layers.size()) +
+                      " layers; proxy padded with the KDA,KDA,KDA,MLA pattern");
+  // Step 2: features of the first MoE / MLA / KDA layer that the proxy keeps.
+  bool has_dsa = false, has_latent = false, has_shared = false;
+  for (const LayerSpec& l : model.layers) {
+    if (l.attn.kind == MixerKind::kDSA || l.attn.index_topk > 0) has_dsa = true;
+    if (l.channel == ChannelKind::kMoE) {
+      s.router = l.moe.router;
+      s.renormalize = l.moe.renormalize;
+      s.routed_scaling = l.moe.routed_scaling > 0 ? l.moe.routed_scaling : 1.0;
+      has_latent = has_latent || l.moe.latent_dim > 0;
+      has_shared = has_shared || l.moe.num_shared > 0;
+      s.latent_norm = l.moe.latent_norm;
+    }
+    if (l.attn.kind == MixerKind::kKDA && l.attn.gate_lower_bound < 0)
+      s.gate_lower_bound = std::max(-5.0, l.attn.gate_lower_bound);
+    if (IsSoftmaxAttention(l.attn.kind)) s.mla_output_gate = l.attn.output_gate || s.mla_output_gate;
+  }
+  if (!has_dsa) {
+    s.index_topk = 0;
+    s.index_heads = 0;
+    s.index_head_dim = 0;
+  }
+  if (!has_latent) s.latent_dim = 0;
+  if (!has_shared) s.num_shared = 0;
+  // Step 3: a vocab too small for byte-level tokens is raised (text task needs 256 symbols).
+  s.vocab = 256;
+  if (kda == 0 || mla == 0)
+    s.notes.push_back("pattern has " + std::to_string(kda) + " KDA and " + std::to_string(mla) +
+                      " MLA layers");
+  return s;
+}
+
+ModelIR ProxyToModelIR(const ProxySpec& s) {
+  ModelIR m;
+  m.name = "proxy-of-" + s.source_model;
+  m.model_type = "onboard_proxy";
+  m.family = "decoder";
+  m.vocab = s.vocab;
+  m.hidden = s.hidden;
+  m.max_position = 4096;
+  m.dtype = DType::kF32;
+  m.expert_dtype = DType::kF32;
+  for (size_t i = 0; i < s.layers.size(); ++i) {
+    LayerSpec l;
+    l.index = static_cast<int64_t>(i);
+    if (s.layers[i].mixer == ProxyMixer::kKDA) {
+      l.attn.kind = MixerKind::kKDA;
+      l.attn.num_heads = s.kda_heads;
+      l.attn.num_kv_heads = s.kda_heads;
+      l.attn.num_v_heads = s.kda_heads;
+      l.attn.head_dim = s.kda_head_dim;
+      l.attn.v_head_dim = s.kda_head_dim;
+      l.attn.conv_kernel = s.conv_kernel;
+      l.attn.gate_form = GateForm::kBounded;
+      l.attn.gate_lower_bound = s.gate_lower_bound;
+      l.attn.full_rank_gate = true;
+      l.attn.chunk_size = s.chunk;
+    } else {
+      l.attn.kind = s.index_topk > 0 ? MixerKind::kDSA : MixerKind::kMLA;
+      l.attn.dsa_base = MixerKind::kMLA;
+      l.attn.num_heads = s.mla_heads;
+      l.attn.num_kv_heads = s.mla_heads;
+      l.attn.head_dim = s.qk_nope_dim + s.qk_rope_dim;
+      l.attn.v_head_dim = s.v_head_dim;
+      l.attn.q_lora_rank = s.q_lora_rank;
+      l.attn.kv_lora_rank = s.kv_lora_rank;
+      l.attn.qk_nope_head_dim = s.qk_nope_dim;
+      l.attn.qk_rope_head_dim = s.qk_rope_dim;
+      l.attn.output_gate = s.mla_output_gate;
+      l.attn.index_heads = s.index_heads;
+      l.attn.index_head_dim = s.index_head_dim;
+      l.attn.index_topk = s.index_topk;
+    }
+    if (s.layers[i].channel == ProxyChannel::kMoE) {
+      l.channel = ChannelKind::kMoE;
+      l.moe.num_experts = s.num_experts;
+      l.moe.top_k = s.top_k;
+      l.moe.num_shared = s.num_shared;
+      l.moe.shared_intermediate = s.shared_inter;
+      l.moe.expert_intermediate = s.expert_inter;
+      l.moe.latent_dim = s.latent_dim;
+      l.moe.latent_norm = s.latent_norm;
+      l.moe.router = s.router;
+      l.moe.renormalize = s.renormalize;
+      l.moe.routed_scaling = s.routed_scaling;
+    } else {
+      l.channel = ChannelKind::kDenseMLP;
+      l.mlp.intermediate = s.mlp_inter;
+    }
+    m.layers.push_back(l);
+  }
+  return m;
+}
+
+Status ProbeConfig::Validate(const ProxySpec& spec) const {
+  auto num = [](double v) { std::ostringstream os; os << v; return os.str(); };
+  if (ranks < 1 || ranks > 64) return Bad("ranks", "must be in [1, 64]", std::to_string(ranks));
+  const int64_t e = ep_degree(), f = fsdp_degree();
+  if (e < 1 || ranks % e != 0)
+    return Bad("ep", "ep=" + std::to_string(e) + " must divide ranks=" + std::to_string(ranks),
+               std::to_string(e));
+  if (f < 1 || ranks % f != 0)
+    return Bad("fsdp", "fsdp=" + std::to_string(f) + " must divide ranks=" + std::to_string(ranks),
+               std::to_string(f));
+  if (spec.num_experts % e != 0)
+    return Bad("ep", "ep=" + std::to_string(e) + " must divide num_experts=" +
+                         std::to_string(spec.num_experts), std::to_string(e));
+  if (steps < 1 || steps > 100000) return Bad("steps", "must be in [1, 100000]", std::to_string(steps));
+  if (batch < 1 || batch % ranks != 0)
+    return Bad("batch", "batch=" + std::to_string(batch) + " must be a positive multiple of ranks=" +
+                            std::to_string(ranks), std::to_string(batch));
+  if (seq < 4 || seq > 8192) return Bad("seq", "must be in [4, 8192]", std::to_string(seq));
+  if (mode == FinetuneMode::kLoRA && (lora_rank < 1 || lora_rank > 256))
+    return Bad("lora_rank", "must be in [1, 256] in lora mode", std::to_string(lora_rank));
+  if (!(lr > 0) || !std::isfinite(lr)) return Bad("lr", "must be a finite number > 0", num(lr));
+  if (warmup < 0) return Bad("warmup", "must be >= 0", std::to_string(warmup));
+  if (!(clip >= 0)) return Bad("clip", "must be >= 0", num(clip));
+  if (!(weight_decay >= 0)) return Bad("weight_decay", "must be >= 0", num(weight_decay));
+  if (!(beta1 >= 0 && beta1 < 1)) return Bad("beta1", "must be in [0, 1)", num(beta1));
+  if (!(beta2 >= 0 && beta2 < 1)) return Bad("beta2", "must be in [0, 1)", num(beta2));
+  if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1))
+    return Bad("min_lr_ratio", "must be in [0, 1]", num(min_lr_ratio));
+  if (task == ProbeTask::kCopy && (copy_symbols < 2 || copy_symbols > 250))
+    return Bad("copy_symbols", "must be in [2, 250]", std::to_string(copy_symbols));
+  if (task == ProbeTask::kText && text_file.empty())
+    return Bad("text_file", "text task needs a file", "");
+  if (!(timeout_s > 0)) return Bad("timeout", "must be > 0 seconds", num(timeout_s));
+  if (!(collective_timeout_s > 0))
+    return Bad("collective_timeout", "must be > 0 seconds", num(collective_timeout_s));
+  if (threads_per_rank < 1 || threads_per_rank > 64)
+    return Bad("threads_per_rank", "must be in [1, 64]", std::to_string(threads_per_rank));
+  if (!(converge_fraction > 0 && converge_fraction < 1))
+    return Bad("converge_fraction", "must be in (0, 1)", num(converge_fraction));
+  if (!expert_placement.empty()) {
+    if (static_cast<int64_t>(expert_placement.size()) != spec.num_experts)
+      return Bad("expert_placement", "needs one EP rank per expert (" +
+                                         std::to_string(spec.num_experts) + ")",
+                 std::to_string(expert_placement.size()));
+    std::vector<int64_t> per_rank(static_cast<size_t>(e), 0);
+    for (size_t i = 0; i < expert_placement.size(); ++i) {
+      int64_t r = expert_placement[i];
+      if (r < 0 || r >= e)
+        return Bad("expert_placement", "expert " + std::to_string(i) + " placed on rank outside [0, ep=" +
+                                           std::to_string(e) + ")", std::to_string(r));
+      per_rank[static_cast<size_t>(r)] += 1;
+    }
+    for (int64_t r = 0; r < e; ++r)
+      if (per_rank[static_cast<size_t>(r)] != spec.num_experts / e)
+        return Bad("expert_placement", "EP rank " + std::to_string(r) + " holds " +
+                                           std::to_string(per_rank[static_cast<size_t>(r)]) +
+                                           " experts; every rank must hold num_experts/ep=" +
+                                           std::to_string(spec.num_experts / e),
+                   std::to_string(per_rank[static_cast<size_t>(r)]));
+  }
+  if (die_rank >= ranks) return Bad("die_rank", "must be < ranks", std::to_string(die_rank));
+  return spec.Validate();
+}
+
+}  // namespace onboard

@@ -1,0 +1,131 @@
+// LoadCpuKernel: write source -> compile to <cache>/<name>-<hash>.so (atomic rename) -> dlopen -> dlsym.
+#include "codegen/cpu_kernel_loader.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+namespace onboard::codegen {
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kFlags = "-std=c++17 -O3 -march=native -fPIC -shared -pthread -w";
+
+std::string EnvOr(const char* name, const std::string& fallback) {
+  const char* v = std::getenv(name);
+  return (v != nullptr && *v != '\0') ? std::string(v) : fallback;
+}
+
+std::string Compiler() { return EnvOr("ONBOARD_CXX", EnvOr("CXX", "c++")); }
+
+// Shell-quotes a path (single quotes; embedded quotes escaped).
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+// Runs cmd with stderr folded into stdout; returns exit status and the captured output.
+int RunCapture(const std::string& cmd, std::string* output) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output->append(buf.data(), n);
+  return pclose(pipe);
+}
+
+std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(s.size() - n); }
+
+}  // namespace
+
+CpuKernelLibrary::~CpuKernelLibrary() {
+  if (handle != nullptr) dlclose(handle);
+}
+
+std::string KernelCacheDir() {
+  const char* explicit_dir = std::getenv("ONBOARD_KERNEL_CACHE");
+  if (explicit_dir != nullptr && *explicit_dir != '\0') return explicit_dir;
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && *xdg != '\0') return std::string(xdg) + "/onboard/kernels";
+  return EnvOr("HOME", "/tmp") + "/.cache/onboard/kernels";
+}
+
+Expected<std::shared_ptr<CpuKernelLibrary>> LoadCpuKernel(const GeneratedKernel& kernel) {
+  if (kernel.target != KernelTarget::kCpu) {
+    return BadInput(kernel.name, "target", "LoadCpuKernel needs a CPU kernel", "cuda");
+  }
+  ONBOARD_ASSERT(IsValidKernelIdentifier(kernel.name), "kernel name is not an identifier");
+  // Step 1: the cache key covers source, compiler and flags.
+  const std::string compiler = Compiler();
+  const std::string key = ContentHash(kernel.source + "\n" + compiler + " " + kFlags);
+  const fs::path dir = KernelCacheDir();
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return IoError("kernel cache " + dir.string() + ": " + ec.message());
+  const fs::path so = dir / (kernel.name + "-" + key + ".so");
+  auto lib = std::make_shared<CpuKernelLibrary>();
+  lib->name = kernel.name;
+  lib->so_path = so.string();
+  lib->cache_hit = fs::exists(so);
+  // Step 2: compile into a unique temporary, then rename (concurrent test processes may race).
+  if (!lib->cache_hit) {
+    const std::string stem = kernel.name + "-" + key + "." + std::to_string(getpid());
+    const fs::path src = dir / (stem + ".cpp");
+    const fs::path tmp = dir / (stem + ".so.tmp");
+    {
+      std::ofstream f(src, std::ios::binary);
+      f << kernel.source;
+      if (!f) return IoError("cannot write " + src.string());
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string log;
+    const std::string cmd =
+        Quote(compiler) + " " + kFlags + " " + Quote(src.string()) + " -o " + Quote(tmp.string());
+    const int rc = RunCapture(cmd, &log);
+    lib->compile_seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rc != 0) {
+      fs::remove(tmp, ec);
+      return Status(ErrorCode::kBuild, "compiling " + kernel.name + " (" + cmd + ") failed:\n" +
+                                           Tail(log, 2000));
+    }
+    fs::rename(tmp, so, ec);
+    fs::remove(src, ec);
+    if (!fs::exists(so)) return IoError("compiled kernel vanished: " + so.string());
+  }
+  // Step 3: load and resolve the entry points of this op.
+  lib->handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (lib->handle == nullptr) {
+    return Status(ErrorCode::kBuild, "dlopen " + so.string() + ": " + dlerror());
+  }
+  auto sym = [&](const char* name) { return dlsym(lib->handle, name); };
+  auto version = reinterpret_cast<onboard_abi_version_fn>(sym("onboard_kernel_abi_version"));
+  auto name_fn = reinterpret_cast<onboard_kernel_name_fn>(sym("onboard_kernel_name"));
+  if (version == nullptr || name_fn == nullptr || version() != ONBOARD_KERNEL_ABI_VERSION ||
+      kernel.name != name_fn()) {
+    return Status(ErrorCode::kBuild, so.string() + ": not an ABI v1 library of kernel " + kernel.name);
+  }
+  lib->kda_fwd = reinterpret_cast<onboard_kda_fwd_fn>(sym("onboard_kda_fwd"));
+  lib->dsa_fwd = reinterpret_cast<onboard_dsa_fwd_fn>(sym("onboard_dsa_fwd"));
+  lib->dsa_index = reinterpret_cast<onboard_dsa_index_fn>(sym("onboard_dsa_index"));
+  lib->dsa_attn = reinterpret_cast<onboard_dsa_attn_fn>(sym("onboard_dsa_attn"));
+  const bool ok = kernel.op == "kda" ? lib->kda_fwd != nullptr
+                                     : (lib->dsa_fwd && lib->dsa_index && lib->dsa_attn);
+  if (!ok) return Status(ErrorCode::kBuild, so.string() + ": missing entry points for " + kernel.op);
+  return lib;
+}
+
+}  // namespace onboard::codegen

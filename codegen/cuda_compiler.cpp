@@ -1,0 +1,99 @@
+// CompileCuda: write <name>.cu, run nvcc -cubin (and -ptx) for the kernel's sm arch.
+#include "codegen/cuda_compiler.h"
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+namespace onboard::codegen {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+int RunCapture(const std::string& cmd, std::string* output) {
+  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return -1;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output->append(buf.data(), n);
+  return pclose(pipe);
+}
+
+bool IsExecutable(const fs::path& p) {
+  std::error_code ec;
+  const auto st = fs::status(p, ec);
+  return !ec && fs::is_regular_file(st) &&
+         (st.permissions() & fs::perms::owner_exec) != fs::perms::none;
+}
+
+}  // namespace
+
+std::optional<std::string> FindNvcc() {
+  const char* env = std::getenv("ONBOARD_NVCC");
+  if (env != nullptr && *env != '\0') {
+    if (IsExecutable(env)) return std::string(env);
+    return std::nullopt;
+  }
+  if (const char* path = std::getenv("PATH")) {
+    std::string p = path;
+    size_t start = 0;
+    while (start <= p.size()) {
+      const size_t end = p.find(':', start);
+      const std::string dir = p.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!dir.empty() && IsExecutable(fs::path(dir) / "nvcc")) return (fs::path(dir) / "nvcc").string();
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+  }
+  if (IsExecutable("/usr/local/cuda/bin/nvcc")) return std::string("/usr/local/cuda/bin/nvcc");
+  return std::nullopt;
+}
+
+Expected<CudaBuildResult> CompileCuda(const GeneratedKernel& kernel, const std::string& out_dir,
+                                      bool want_ptx) {
+  if (kernel.target != KernelTarget::kCuda) {
+    return BadInput(kernel.name, "target", "CompileCuda needs a CUDA kernel", "cpu");
+  }
+  ONBOARD_ASSERT(IsValidKernelIdentifier(kernel.name), "kernel name is not an identifier");
+  const auto nvcc = FindNvcc();
+  if (!nvcc) return NotFound("nvcc (set ONBOARD_NVCC or put CUDA's bin on PATH)");
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (ec) return IoError(out_dir + ": " + ec.message());
+  CudaBuildResult r;
+  const std::string arch = "sm_" + std::to_string(kernel.cuda_arch);
+  r.cu_path = (fs::path(out_dir) / kernel.FileName()).string();
+  r.cubin_path = (fs::path(out_dir) / (kernel.name + "." + arch + ".cubin")).string();
+  {
+    std::ofstream f(r.cu_path, std::ios::binary);
+    f << kernel.source;
+    if (!f) return IoError("cannot write " + r.cu_path);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string log;
+  const std::string base = Quote(*nvcc) + " -std=c++17 -O3 -arch=" + arch + " ";
+  std::string cmd = base + "-cubin " + Quote(r.cu_path) + " -o " + Quote(r.cubin_path);
+  int rc = RunCapture(cmd, &log);
+  if (rc == 0 && want_ptx) {
+    r.ptx_path = (fs::path(out_dir) / (kernel.name + "." + arch + ".ptx")).string();
+    cmd = base + "-ptx " + Quote(r.cu_path) + " -o " + Quote(r.ptx_path);
+    rc = RunCapture(cmd, &log);
+  }
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (rc != 0) {
+    const std::string tail = log.size() > 3000 ? log.substr(log.size() - 3000) : log;
+    return Status(ErrorCode::kBuild, "nvcc " + kernel.name + " failed (" + cmd + "):\n" + tail);
+  }
+  return r;
+}
+
+}  // namespace onboard::codegen

@@ -1,0 +1,85 @@
+// Plan arithmetic checks. Every message names each factor involved.
+#include "core/plan.h"
+
+#include <string>
+
+namespace onboard {
+
+const char* RecomputeName(Recompute r) {
+  switch (r) {
+    case Recompute::kNone: return "none";
+    case Recompute::kSelective: return "selective";
+    case Recompute::kFull: return "full";
+  }
+  return "none";
+}
+
+namespace {
+Status Bad(const std::string& msg) { return Status(ErrorCode::kBadInput, msg); }
+std::string S(int64_t v) { return std::to_string(v); }
+}  // namespace
+
+Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t num_heads,
+                    int64_t num_layers) {
+  const ParallelDegrees& d = p.deg;
+  if (d.dp_replicate < 1 || d.dp_shard < 1 || d.tp < 1 || d.pp < 1 || d.ep < 1 ||
+      d.expert_fsdp < 1 || d.interleave < 1)
+    return Bad("every degree must be >= 1: dp_replicate=" + S(d.dp_replicate) + " dp_shard=" +
+               S(d.dp_shard) + " tp=" + S(d.tp) + " pp=" + S(d.pp) + " ep=" + S(d.ep) +
+               " expert_fsdp=" + S(d.expert_fsdp) + " interleave=" + S(d.interleave));
+  if (d.world() != world)
+    return Bad("dp_replicate*dp_shard*tp*pp=" + S(d.dp_replicate) + "*" + S(d.dp_shard) + "*" +
+               S(d.tp) + "*" + S(d.pp) + "=" + S(d.world()) + " must equal the device count " + S(world));
+  if (num_heads > 0 && num_heads % d.tp != 0)
+    return Bad("tp=" + S(d.tp) + " must divide attention heads=" + S(num_heads));
+  const int64_t ep_space = d.dp_shard * d.tp;
+  if (num_experts > 0) {
+    if (ep_space % d.ep != 0)
+      return Bad("ep=" + S(d.ep) + " must divide dp_shard*tp=" + S(d.dp_shard) + "*" + S(d.tp) + "=" + S(ep_space));
+    if (num_experts % d.ep != 0)
+      return Bad("ep=" + S(d.ep) + " must divide experts=" + S(num_experts));
+    if (d.expert_fsdp * d.ep != ep_space)
+      return Bad("expert_fsdp=" + S(d.expert_fsdp) + " must equal dp_shard*tp/ep=" + S(ep_space) + "/" +
+                 S(d.ep) + "=" + S(ep_space / d.ep));
+  } else if (d.ep != 1) {
+    return Bad("ep=" + S(d.ep) + " needs a model with routed experts (experts=0)");
+  }
+  if (num_layers > 0 && d.pp * d.interleave > num_layers)
+    return Bad("pp*interleave=" + S(d.pp) + "*" + S(d.interleave) + " exceeds layers=" + S(num_layers));
+  if (d.interleave > 1 && d.pp == 1)
+    return Bad("interleave=" + S(d.interleave) + " needs pp > 1 (pp=1)");
+  if (p.micro_batch < 1 || p.num_micro_batches < 1)
+    return Bad("micro_batch=" + S(p.micro_batch) + " and num_micro_batches=" + S(p.num_micro_batches) +
+               " must be >= 1");
+  if (d.interleave > 1 && p.num_micro_batches % d.pp != 0)
+    return Bad("interleaved schedule needs num_micro_batches=" + S(p.num_micro_batches) +
+               " divisible by pp=" + S(d.pp));
+  const int64_t dp = d.dp_replicate * d.dp_shard;
+  if (p.global_batch > 0 && p.global_batch != p.micro_batch * p.num_micro_batches * dp)
+    return Bad("global_batch=" + S(p.global_batch) + " must equal micro_batch*num_micro_batches*dp=" +
+               S(p.micro_batch) + "*" + S(p.num_micro_batches) + "*" + S(dp));
+  if (p.seq < 1) return Bad("seq=" + S(p.seq) + " must be >= 1");
+  if (d.sequence_parallel && d.tp == 1) return Bad("sequence_parallel needs tp > 1 (tp=1)");
+  if (p.mode == FinetuneMode::kLoRA && p.lora_rank < 1)
+    return Bad("lora_rank=" + S(p.lora_rank) + " must be >= 1 in LoRA mode");
+  if (p.base_dtype != "bf16" && p.base_dtype != "fp8" && p.base_dtype != "mxfp4")
+    return Bad("base_dtype='" + p.base_dtype + "' must be bf16, fp8 or mxfp4");
+  if (p.compute_dtype != "bf16" && p.compute_dtype != "fp8" && p.compute_dtype != "fp16")
+    return Bad("compute_dtype='" + p.compute_dtype + "' must be bf16, fp16 or fp8");
+  if (!p.stage_layer_starts.empty()) {
+    if (static_cast<int64_t>(p.stage_layer_starts.size()) != d.pp * d.interleave)
+      return Bad("stage_layer_starts has " + S(p.stage_layer_starts.size()) + " entries, needs pp*interleave=" +
+                 S(d.pp * d.interleave));
+    int64_t prev = -1;
+    for (int64_t s : p.stage_layer_starts) {
+      if (s <= prev || (num_layers > 0 && s >= num_layers))
+        return Bad("stage_layer_starts must increase strictly within [0, layers=" + S(num_layers) +
+                   "), got " + S(s) + " after " + S(prev));
+      prev = s;
+    }
+    if (p.stage_layer_starts[0] != 0) return Bad("stage_layer_starts[0]=" + S(p.stage_layer_starts[0]) + " must be 0");
+  }
+  return Status::Ok();
+}
+
+}  // namespace onboard

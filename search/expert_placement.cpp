@@ -1,0 +1,130 @@
+// Hierarchical expert placement (our own code, after the idea of DeepSeek EPLB):
+//   Step 1: pack expert groups onto nodes, heaviest group first onto the lightest node with room
+//           (each node takes experts/nodes base experts).
+//   Step 2: per node, hand its spare slots (spare_slots_per_rank * ranks_per_node) to the experts
+//           with the highest load per copy, one copy at a time (load splits evenly among copies).
+//   Step 3: per node, pack the copies onto its ranks: heaviest copy first onto the lightest rank
+//           with a free slot (slots per rank = experts/ep_ranks + spare_slots_per_rank).
+// Loads are tokens per expert; max/mean is over ranks.
+#include "search/expert_placement.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+namespace onboard {
+namespace {
+
+double MaxOverMean(const std::vector<double>& v) {
+  if (v.empty()) return 0;
+  const double sum = std::accumulate(v.begin(), v.end(), 0.0);
+  if (sum <= 0) return 1.0;
+  return *std::max_element(v.begin(), v.end()) / (sum / static_cast<double>(v.size()));
+}
+
+std::vector<size_t> HeaviestFirst(const std::vector<double>& w) {
+  std::vector<size_t> idx(w.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return w[a] > w[b]; });
+  return idx;
+}
+
+}  // namespace
+
+Expected<ExpertPlacement> PlaceExperts(const ExpertPlacementRequest& req) {
+  const std::string f = "expert placement";
+  const int64_t E = static_cast<int64_t>(req.expert_load.size());
+  if (E == 0) return BadInput(f, "expert_load", "needs at least one expert", "[]");
+  for (int64_t e = 0; e < E; ++e)
+    if (!(req.expert_load[e] >= 0) || !std::isfinite(req.expert_load[e]))
+      return BadInput(f, "expert_load[" + std::to_string(e) + "]", "must be finite and >= 0",
+                      std::to_string(req.expert_load[e]));
+  if (req.ep_ranks < 1 || E % req.ep_ranks != 0)
+    return BadInput(f, "ep_ranks", "must divide experts=" + std::to_string(E), std::to_string(req.ep_ranks));
+  if (req.ranks_per_node < 1 || req.ep_ranks % std::min(req.ranks_per_node, req.ep_ranks) != 0)
+    return BadInput(f, "ranks_per_node", "must divide ep_ranks=" + std::to_string(req.ep_ranks),
+                    std::to_string(req.ranks_per_node));
+  if (req.spare_slots_per_rank < 0 || req.spare_slots_per_rank > E)
+    return BadInput(f, "spare_slots_per_rank", "must be in [0, experts]", std::to_string(req.spare_slots_per_rank));
+  const int64_t rpn = std::min(req.ranks_per_node, req.ep_ranks);
+  const int64_t nodes = req.ep_ranks / rpn;
+  const int64_t per_rank = E / req.ep_ranks;
+  const int64_t per_node = per_rank * rpn;
+  int64_t gsize = std::max<int64_t>(1, req.group_size);
+  if (E % gsize != 0 || per_node % gsize != 0) gsize = 1;  // groups that cannot tile nodes: place singly
+  ExpertPlacement out;
+  // Baseline: contiguous placement, no replicas.
+  out.rank_load_before.assign(req.ep_ranks, 0);
+  for (int64_t e = 0; e < E; ++e) out.rank_load_before[e / per_rank] += req.expert_load[e];
+  out.max_over_mean_before = MaxOverMean(out.rank_load_before);
+  // Step 1: groups -> nodes.
+  const int64_t G = E / gsize;
+  std::vector<double> gload(G, 0);
+  for (int64_t e = 0; e < E; ++e) gload[e / gsize] += req.expert_load[e];
+  std::vector<std::vector<int64_t>> node_experts(nodes);
+  std::vector<double> node_load(nodes, 0);
+  for (size_t g : HeaviestFirst(gload)) {
+    int64_t best = -1;
+    for (int64_t n = 0; n < nodes; ++n)
+      if (static_cast<int64_t>(node_experts[n].size()) + gsize <= per_node && (best < 0 || node_load[n] < node_load[best]))
+        best = n;
+    ONBOARD_ASSERT(best >= 0, "node packing ran out of slots");
+    for (int64_t k = 0; k < gsize; ++k) node_experts[best].push_back(static_cast<int64_t>(g) * gsize + k);
+    node_load[best] += gload[g];
+  }
+  out.replicas.assign(E, 1);
+  out.rank_experts.assign(req.ep_ranks, {});
+  out.rank_load_after.assign(req.ep_ranks, 0);
+  const int64_t slots = per_rank + req.spare_slots_per_rank;
+  for (int64_t n = 0; n < nodes; ++n) {
+    // Step 2: replicas of the hottest experts into this node's spare slots.
+    const auto& ex = node_experts[n];
+    std::vector<int64_t> copies(ex.size(), 1);
+    for (int64_t s = 0; s < req.spare_slots_per_rank * rpn; ++s) {
+      size_t hot = 0;
+      for (size_t i = 1; i < ex.size(); ++i)
+        if (req.expert_load[ex[i]] / copies[i] > req.expert_load[ex[hot]] / copies[hot]) hot = i;
+      if (copies[hot] >= rpn) break;  // a copy per rank already; more would not help
+      ++copies[hot];
+    }
+    // Step 3: pack copies onto the node's ranks; copies of one expert go to distinct ranks.
+    std::vector<int64_t> ids;
+    std::vector<double> w;
+    for (size_t i = 0; i < ex.size(); ++i)
+      for (int64_t c = 0; c < copies[i]; ++c) {
+        ids.push_back(ex[i]);
+        w.push_back(req.expert_load[ex[i]] / static_cast<double>(copies[i]));
+      }
+    for (size_t k : HeaviestFirst(w)) {
+      int64_t best = -1;
+      for (int pass = 0; pass < 2 && best < 0; ++pass)  // pass 1 allows a second copy on one rank
+        for (int64_t r = n * rpn; r < (n + 1) * rpn; ++r) {
+          const auto& held = out.rank_experts[r];
+          if (static_cast<int64_t>(held.size()) >= slots) continue;
+          if (pass == 0 && std::find(held.begin(), held.end(), ids[k]) != held.end()) continue;
+          if (best < 0 || out.rank_load_after[r] < out.rank_load_after[best]) best = r;
+        }
+      ONBOARD_ASSERT(best >= 0, "rank packing ran out of slots");
+      out.rank_experts[best].push_back(ids[k]);
+      out.rank_load_after[best] += w[k];
+    }
+    for (size_t i = 0; i < ex.size(); ++i) out.replicas[ex[i]] = copies[i];
+  }
+  out.max_over_mean_after = MaxOverMean(out.rank_load_after);
+  out.node_load_after.assign(nodes, 0);
+  for (int64_t r = 0; r < req.ep_ranks; ++r) out.node_load_after[r / rpn] += out.rank_load_after[r];
+  return out;
+}
+
+std::vector<double> ZipfExpertLoads(int64_t num_experts, double s, double total_tokens, uint64_t seed) {
+  std::vector<double> w(std::max<int64_t>(num_experts, 0));
+  double H = 0;
+  for (int64_t i = 0; i < num_experts; ++i) H += 1.0 / std::pow(static_cast<double>(i + 1), s);
+  for (int64_t i = 0; i < num_experts; ++i) w[i] = total_tokens / std::pow(static_cast<double>(i + 1), s) / H;
+  std::mt19937_64 rng(seed);
+  std::shuffle(w.begin(), w.end(), rng);
+  return w;
+}
+
+}  // namespace onboard

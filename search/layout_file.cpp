@@ -1,0 +1,294 @@
+// Layout files for `onboard plan --evaluate` (schema in search/README.md).
+// Every error names the file, the JSON path of the field and the value.
+#include "search/layout_file.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace onboard {
+namespace {
+
+using nlohmann::json;
+
+// Typed field access on one JSON object; `path` prefixes field names in errors.
+class Fields {
+ public:
+  Fields(const json& j, std::string origin, std::string path) : j_(j), origin_(std::move(origin)), path_(std::move(path)) {}
+
+  Status Int(const char* key, int64_t lo, int64_t hi, int64_t* out, bool required = false) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) return required ? BadInput(origin_, path_ + key, "missing required integer") : Status::Ok();
+    if (!it->is_number_integer() && !it->is_number_unsigned())
+      return BadInput(origin_, path_ + key, "must be an integer", it->dump());
+    const int64_t v = it->get<int64_t>();
+    if (v < lo || v > hi)
+      return BadInput(origin_, path_ + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                      std::to_string(v));
+    *out = v;
+    return Status::Ok();
+  }
+  Status Num(const char* key, double lo, double hi, double* out, bool required = false) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) return required ? BadInput(origin_, path_ + key, "missing required number") : Status::Ok();
+    if (!it->is_number()) return BadInput(origin_, path_ + key, "must be a number", it->dump());
+    const double v = it->get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi) return BadInput(origin_, path_ + key, "out of range", it->dump());
+    *out = v;
+    return Status::Ok();
+  }
+  Status Bool(const char* key, bool* out) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) return Status::Ok();
+    if (!it->is_boolean()) return BadInput(origin_, path_ + key, "must be true or false", it->dump());
+    *out = it->get<bool>();
+    return Status::Ok();
+  }
+  Status Str(const char* key, std::string* out, bool required = false) const {
+    auto it = j_.find(key);
+    if (it == j_.end()) return required ? BadInput(origin_, path_ + key, "missing required string") : Status::Ok();
+    if (!it->is_string()) return BadInput(origin_, path_ + key, "must be a string", it->dump());
+    *out = it->get<std::string>();
+    return Status::Ok();
+  }
+  const std::string& origin() const { return origin_; }
+  const std::string& path() const { return path_; }
+
+ private:
+  const json& j_;
+  std::string origin_, path_;
+};
+
+Expected<Recompute> ParseRecompute(const std::string& s, const Fields& f, const std::string& key) {
+  if (s == "none") return Recompute::kNone;
+  if (s == "selective") return Recompute::kSelective;
+  if (s == "full") return Recompute::kFull;
+  return BadInput(f.origin(), f.path() + key, "must be none, selective or full", s);
+}
+
+// Plan fields shared by both forms.
+Status ReadPlan(const json& j, const Fields& f, Plan* p) {
+  constexpr int64_t kMax = int64_t{1} << 20;
+  int64_t dp = 0;
+  ONBOARD_RETURN_IF_ERROR(f.Int("tp", 1, kMax, &p->deg.tp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("pp", 1, kMax, &p->deg.pp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("dp", 1, kMax, &dp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("dp_shard", 1, kMax, &p->deg.dp_shard));
+  ONBOARD_RETURN_IF_ERROR(f.Int("dp_replicate", 1, kMax, &p->deg.dp_replicate));
+  ONBOARD_RETURN_IF_ERROR(f.Int("ep", 1, kMax, &p->deg.ep));
+  ONBOARD_RETURN_IF_ERROR(f.Int("interleave", 1, 1024, &p->deg.interleave));
+  ONBOARD_RETURN_IF_ERROR(f.Bool("sequence_parallel", &p->deg.sequence_parallel));
+  ONBOARD_RETURN_IF_ERROR(f.Int("micro_batch", 1, kMax, &p->micro_batch));
+  ONBOARD_RETURN_IF_ERROR(f.Int("global_batch", 1, int64_t{1} << 40, &p->global_batch));
+  ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, int64_t{1} << 24, &p->seq));
+  ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 1, 65536, &p->lora_rank));
+  ONBOARD_RETURN_IF_ERROR(f.Str("base_dtype", &p->base_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Str("precision", &p->compute_dtype));
+  std::string mode = "full", sharding;
+  ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
+  if (mode != "full" && mode != "lora") return BadInput(f.origin(), f.path() + "mode", "must be full or lora", mode);
+  p->mode = mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  if (p->mode == FinetuneMode::kLoRA && p->lora_rank == 0) p->lora_rank = 16;
+  ONBOARD_RETURN_IF_ERROR(f.Str("optimizer_sharding", &sharding));
+  if (dp > 0) {  // Megatron-style "dp": data-parallel ranks; sharding says what they share
+    p->deg.dp_shard = dp;
+    p->deg.dp_replicate = 1;
+    p->zero_stage = 0;
+  }
+  if (!sharding.empty()) {
+    if (sharding == "none") p->zero_stage = 0;
+    else if (sharding == "zero1") p->zero_stage = 1;
+    else if (sharding == "fsdp") p->zero_stage = 3;
+    else return BadInput(f.origin(), f.path() + "optimizer_sharding", "must be none, zero1 or fsdp", sharding);
+  }
+  p->deg.expert_fsdp = std::max<int64_t>(1, p->deg.dp_shard * p->deg.tp / p->deg.ep);
+  const int64_t dpt = p->deg.dp_replicate * p->deg.dp_shard;
+  p->num_micro_batches = std::max<int64_t>(1, p->global_batch / std::max<int64_t>(1, p->micro_batch * dpt));
+  if (p->global_batch == 0) p->global_batch = p->micro_batch * p->num_micro_batches * dpt;
+  auto rc = j.find("recompute");
+  if (rc != j.end()) {
+    if (rc->is_string()) {
+      ONBOARD_ASSIGN_OR_RETURN(Recompute r, ParseRecompute(rc->get<std::string>(), f, "recompute"));
+      p->recompute["*"] = r;
+    } else if (rc->is_object()) {
+      for (auto it = rc->begin(); it != rc->end(); ++it) {
+        if (!it->is_string()) return BadInput(f.origin(), f.path() + "recompute." + it.key(), "must be a string", it->dump());
+        ONBOARD_ASSIGN_OR_RETURN(Recompute r, ParseRecompute(it->get<std::string>(), f, "recompute." + it.key()));
+        p->recompute[it.key()] = r;
+      }
+    } else {
+      return BadInput(f.origin(), f.path() + "recompute", "must be a string or an object", rc->dump());
+    }
+  }
+  return Status::Ok();
+}
+
+Expected<ModelIR> ModelFromJson(const json& m, const std::string& origin, const std::string& path) {
+  if (!m.is_object()) return BadInput(origin, path, "must be an object", m.dump().substr(0, 40));
+  Fields f(m, origin, path + ".");
+  constexpr int64_t kDim = int64_t{1} << 22;
+  int64_t hidden = 0, ffn = 0, heads = 0, layers = 0, vocab = 0, kv = 0, seq = 2048;
+  int64_t experts = 0, top_k = 0, moe_ffn = 0, shared = 0, dense_layers = 0;
+  bool gated = false;
+  ONBOARD_RETURN_IF_ERROR(f.Int("hidden", 1, kDim, &hidden, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("ffn", 1, kDim, &ffn, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("heads", 1, 65536, &heads, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("layers", 1, 4096, &layers, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("vocab", 1, kDim, &vocab, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, int64_t{1} << 24, &seq));
+  ONBOARD_RETURN_IF_ERROR(f.Int("kv_heads", 1, 65536, &kv));
+  ONBOARD_RETURN_IF_ERROR(f.Int("experts", 0, 65536, &experts));
+  ONBOARD_RETURN_IF_ERROR(f.Int("top_k", 0, 65536, &top_k));
+  ONBOARD_RETURN_IF_ERROR(f.Int("moe_ffn", 0, kDim, &moe_ffn));
+  ONBOARD_RETURN_IF_ERROR(f.Int("shared_experts", 0, 64, &shared));
+  ONBOARD_RETURN_IF_ERROR(f.Int("dense_layers", 0, 4096, &dense_layers));
+  ONBOARD_RETURN_IF_ERROR(f.Bool("gated", &gated));
+  if (hidden % heads != 0)
+    return BadInput(origin, path + ".heads", "must divide hidden=" + std::to_string(hidden), std::to_string(heads));
+  if (kv > 0 && heads % kv != 0)
+    return BadInput(origin, path + ".kv_heads", "must divide heads=" + std::to_string(heads), std::to_string(kv));
+  if (experts > 0 && (top_k < 1 || top_k > experts))
+    return BadInput(origin, path + ".top_k", "must be in [1, experts=" + std::to_string(experts) + "]", std::to_string(top_k));
+  ModelIR ir;
+  ir.name = path;
+  ir.source = origin;
+  ir.family = "decoder";
+  ir.hidden = hidden;
+  ir.vocab = vocab;
+  ir.max_position = seq;
+  ir.has_position_embedding = !gated;  // GPT-style (learned positions) unless SwiGLU/RoPE-style
+  ir.tied_embeddings = !gated;
+  for (int64_t i = 0; i < layers; ++i) {
+    LayerSpec l;
+    l.index = i;
+    l.attn.kind = kv > 0 && kv < heads ? MixerKind::kGQA : MixerKind::kMHA;
+    l.attn.num_heads = heads;
+    l.attn.num_kv_heads = kv > 0 ? kv : heads;
+    l.attn.head_dim = hidden / heads;
+    l.attn.v_head_dim = hidden / heads;
+    l.attn.qkv_bias = l.attn.o_bias = !gated;
+    l.norm_bias = !gated;
+    if (experts > 0 && i >= dense_layers) {
+      l.channel = ChannelKind::kMoE;
+      l.moe.num_experts = experts;
+      l.moe.top_k = top_k;
+      l.moe.expert_intermediate = moe_ffn > 0 ? moe_ffn : ffn;
+      l.moe.num_shared = shared;
+      l.moe.shared_intermediate = moe_ffn > 0 ? moe_ffn : ffn;
+      l.moe.gated = gated;
+    } else {
+      l.mlp.intermediate = ffn;
+      l.mlp.gated = gated;
+      l.mlp.bias = !gated;
+      l.mlp.act = gated ? Activation::kSwiGLU : Activation::kGELU;
+    }
+    ir.layers.push_back(l);
+  }
+  if (!ModelSizeFitsInt64(ir)) return BadInput(origin, path, "dimensions too large", std::to_string(hidden));
+  return ir;
+}
+
+Expected<LayoutRun> ParseRun(const json& r, const std::string& origin, const std::string& path) {
+  if (!r.is_object()) return BadInput(origin, path, "must be an object", r.dump().substr(0, 40));
+  Fields f(r, origin, path + ".");
+  LayoutRun run;
+  ONBOARD_RETURN_IF_ERROR(f.Str("id", &run.id));
+  if (run.id.empty()) run.id = path;
+  auto m = r.find("model");
+  if (m == r.end()) return BadInput(origin, path + ".model", "missing (a run needs its model dims)");
+  ONBOARD_ASSIGN_OR_RETURN(run.model, ModelFromJson(*m, origin, path + ".model"));
+  run.model.name = run.id.substr(0, run.id.find('/'));
+  run.has_model = true;
+  Fields mf(*m, origin, path + ".model.");
+  run.dropout = 0.1;
+  run.attention_kernel = "unfused";
+  ONBOARD_RETURN_IF_ERROR(mf.Num("dropout", 0, 0.99, &run.dropout));
+  ONBOARD_RETURN_IF_ERROR(mf.Str("attention", &run.attention_kernel));
+  if (run.attention_kernel != "flash" && run.attention_kernel != "unfused")
+    return BadInput(origin, path + ".model.attention", "must be flash or unfused", run.attention_kernel);
+  run.plan.seq = run.model.max_position;
+  run.plan.compute_dtype = "fp16";
+  ONBOARD_RETURN_IF_ERROR(ReadPlan(r, f, &run.plan));
+  std::string hw;
+  int64_t gpus = 0;
+  double nic = 200;
+  ONBOARD_RETURN_IF_ERROR(f.Str("hardware", &hw, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("gpus", 1, int64_t{1} << 20, &gpus, true));
+  ONBOARD_RETURN_IF_ERROR(f.Num("nic_gbit", 1, 1e5, &nic));
+  ONBOARD_ASSIGN_OR_RETURN(run.topology, TopologyForHardware(hw, gpus, nic, origin, path + "."));
+  double measured = 0;
+  ONBOARD_RETURN_IF_ERROR(f.Num("measured_step_s", 0, 1e9, &measured));
+  if (measured > 0) run.measured_step_s = measured;
+  return run;
+}
+
+}  // namespace
+
+Expected<ModelIR> ModelFromDims(const std::string& json_text, const std::string& origin) {
+  json j = json::parse(json_text, nullptr, false);
+  if (j.is_discarded()) return BadInput(origin, "(document)", "not valid JSON");
+  return ModelFromJson(j, origin, "model");
+}
+
+Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const std::string& origin) {
+  json j = json::parse(text, nullptr, false);
+  if (j.is_discarded()) return BadInput(origin, "(document)", "not valid JSON");
+  if (!j.is_object()) return BadInput(origin, "(document)", "must be a JSON object", j.dump().substr(0, 40));
+  std::vector<LayoutRun> out;
+  auto runs = j.find("runs");
+  if (runs == j.end()) {  // (a) one layout for the model/topology on the command line
+    LayoutRun run;
+    run.id = "layout";
+    run.plan.seq = 0;  // 0 = take --seq from the command line
+    Fields f(j, origin, "");
+    ONBOARD_RETURN_IF_ERROR(ReadPlan(j, f, &run.plan));
+    out.push_back(run);
+    return out;
+  }
+  if (!runs->is_array() || runs->empty()) return BadInput(origin, "runs", "must be a non-empty array", runs->dump().substr(0, 40));
+  for (size_t i = 0; i < runs->size(); ++i) {
+    ONBOARD_ASSIGN_OR_RETURN(LayoutRun run, ParseRun((*runs)[i], origin, "runs[" + std::to_string(i) + "]"));
+    out.push_back(std::move(run));
+  }
+  // Figure-1 style memory, keyed by model name (the id before '/').
+  auto mem = j.find("memory_gib_per_gpu");
+  if (mem != j.end() && mem->is_object()) {
+    for (auto& run : out) {
+      auto it = mem->find(run.model.name);
+      if (it == mem->end() || !it->is_object()) continue;
+      Fields f(*it, origin, "memory_gib_per_gpu." + run.model.name + ".");
+      MeasuredMemoryGiB mm;
+      ONBOARD_RETURN_IF_ERROR(f.Num("params_grads_optimizer", 0, 1e6, &mm.params_grads_optimizer));
+      ONBOARD_RETURN_IF_ERROR(f.Num("activations_no_recompute", 0, 1e6, &mm.activations_no_recompute));
+      ONBOARD_RETURN_IF_ERROR(f.Num("activations_seq_selective", 0, 1e6, &mm.activations_seq_selective));
+      run.measured_memory = mm;
+    }
+  }
+  return out;
+}
+
+Expected<std::vector<LayoutRun>> LoadLayoutFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return NotFound("layout file " + path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ParseLayoutJson(ss.str(), path);
+}
+
+PlanRequest RequestForRun(const LayoutRun& run) {
+  PlanRequest req;
+  req.model = run.model;
+  req.topology = run.topology;
+  req.mode = run.plan.mode;
+  req.lora_rank = run.plan.lora_rank > 0 ? run.plan.lora_rank : 16;
+  req.base_dtype = run.plan.base_dtype;
+  req.compute_dtype = run.plan.compute_dtype;
+  req.seq = run.plan.seq;
+  req.global_batch = run.plan.global_batch;
+  req.dropout = run.dropout;
+  req.attention_kernel = run.attention_kernel;
+  return req;
+}
+
+}  // namespace onboard

@@ -1,0 +1,59 @@
+// Layout files for `onboard plan --evaluate`:
+//  (a) one layout: {"tp":8,"pp":1,"dp":1,"ep":1,"micro_batch":1,"global_batch":4,...} costed on the
+//      model and topology given on the command line;
+//  (b) a published_runs.json-style {"runs":[{id, model{hidden,ffn,heads,layers,seq,vocab,...},
+//      hardware, gpus, tp, pp, dp, ..., measured_step_s}], "memory_gib_per_gpu":{...}}: each run
+//      carries its own model dims and hardware, and is evaluated on them.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/model_ir.h"
+#include "core/plan.h"
+#include "core/status.h"
+#include "core/topology.h"
+#include "search/planner.h"
+
+namespace onboard {
+
+struct MeasuredMemoryGiB {                     // Figure-1 style, per device, GiB
+  double params_grads_optimizer = 0;
+  double activations_no_recompute = 0;
+  double activations_seq_selective = 0;
+};
+
+struct LayoutRun {
+  std::string id;
+  bool has_model = false;                     // model/topology given inside the file
+  ModelIR model;
+  Topology topology;
+  Plan plan;
+  std::string optimizer_sharding = "none";    // none | zero1 | fsdp (dp ranks share optimizer state)
+  std::optional<double> measured_step_s;
+  std::optional<MeasuredMemoryGiB> measured_memory;  // matched by model name ("megatron-22B")
+  double dropout = 0;                         // model.dropout (dims form: default 0.1, Megatron-LM's)
+  std::string attention_kernel = "flash";     // model.attention (dims form: default "unfused")
+};
+
+// The request that evaluates `run` on its own model and topology (full fine-tuning unless the run
+// says "mode": "lora").
+PlanRequest RequestForRun(const LayoutRun& run);
+
+// Parses either form. Bad input names file, field (json path) and value.
+Expected<std::vector<LayoutRun>> LoadLayoutFile(const std::string& path);
+Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const std::string& origin);
+
+// Dense / MoE decoder from published dims: hidden, ffn, heads, layers, vocab, kv_heads, experts,
+// top_k, moe_ffn, gated. `origin` names it in errors.
+Expected<ModelIR> ModelFromDims(const std::string& json_text, const std::string& origin);
+
+// Topology for a known device type name (A100-80GB, H100-80GB, H800-80GB, H200-141GB,
+// Ascend-950DT): nodes of 8 on the scale-up link, one NIC per device (nic_gbit Gb/s) across.
+// `field_prefix` is put before field names in errors ("runs[2]." -> "runs[2].gpus").
+Expected<Topology> TopologyForHardware(const std::string& hardware, int64_t devices,
+                                       double nic_gbit, const std::string& origin,
+                                       const std::string& field_prefix = "");
+
+}  // namespace onboard

@@ -1,0 +1,153 @@
+// Per-device memory of a plan, worst pipeline stage. Units: bytes.
+//
+// Legend: t = tp, d_s = dp_shard, d = dp_replicate*dp_shard, e = ep, f_e = expert_fsdp, p = pp,
+// v = interleave, m = micro-batches, T = micro_batch * seq tokens, h = hidden, s = seq.
+//
+// Full fine-tuning, bytes per parameter (mixed-precision Adam):
+//   zero 3 (FSDP2):   weights 4 (fp32 sharded) + grads 4 + optimizer 8 (m, v),      / d_s (experts / f_e)
+//   zero 1:           weights 2 + grads 4 (fp32 main grad) full, optimizer 12 / d
+//   zero 0 (DDP):     weights 2 + grads 4 + optimizer 12 (master + m + v)           (= 18, Megatron)
+//   dense parameters are divided by t, routed-expert parameters by e.
+// LoRA: base weights at base_dtype bytes (bf16 2, fp8 1, mxfp4 0.53125), sharded as above, no grads;
+//   adapters r * (in + out) per adapted matrix carry the full-fine-tuning bytes.
+// Activations per micro-batch (Korthikanti et al. 2022, generalised per block kind):
+//   T * sum over the stage's layers of LayerActBytesPerToken (replicated parts / t only with SP,
+//   split parts / t, unfused scores H*s*(2+3*dropout)/t only without recompute, routed parts on
+//   EP ranks * imbalance / t). In flight: 1 without PP; stage 0 of 1F1B holds min(m, p) micro-batches
+//   of L/p layers; interleaving multiplies by 1 + (p-1)/(p*v).
+// A2A buffers: a2a_buffers * T/t * top_k * width * 2 * imbalance.
+// Workspace: reserved + 2 gathered layers under FSDP (prefetch) + fp32 logits and their grad.
+#include <algorithm>
+
+#include "search/cost_model.h"
+
+namespace onboard {
+
+Recompute PolicyFor(const Plan& p, const std::string& kind) {
+  auto it = p.recompute.find(kind);
+  if (it != p.recompute.end()) return it->second;
+  auto all = p.recompute.find("*");
+  return all != p.recompute.end() ? all->second : Recompute::kNone;
+}
+
+double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out) {
+  const LayerProfile& lp = c.prof.layers[l];
+  const double t = static_cast<double>(p.deg.tp);
+  const double rep_div = p.deg.sequence_parallel ? t : 1.0;
+  const Recompute mix = PolicyFor(p, lp.mixer_kind);
+  const Recompute chan = PolicyFor(p, lp.channel_kind);
+  const double h2 = 2 * lp.hidden;
+  double rep = 0, split = 0, routed = 0;
+  if (mix == Recompute::kFull && chan == Recompute::kFull) {
+    rep = h2;  // only the layer input is kept
+  } else {
+    if (mix == Recompute::kFull) {
+      rep += h2;
+    } else {
+      rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
+      split += lp.act_mixer;
+      if (mix == Recompute::kSelective) split -= lp.act_mixer_selective;
+      if (mix == Recompute::kNone) split += lp.scores_bytes_per_key * static_cast<double>(c.prof.seq);
+    }
+    if (chan == Recompute::kFull) {
+      rep += h2;
+    } else {
+      rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
+      split += lp.act_channel;
+      routed = lp.act_routed * c.req->expert_imbalance / t;
+    }
+  }
+  if (routed_out) *routed_out = routed;
+  return rep / rep_div + split / t;
+}
+
+namespace {
+
+double LoraBytes(const CostContext& c) {
+  if (c.req->base_dtype == "mxfp4") return DTypeBytes(DType::kMXFP4);
+  if (c.req->base_dtype == "fp8") return 1.0;
+  return 2.0;
+}
+
+}  // namespace
+
+MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::vector<int64_t>& starts,
+                               int* stage_out) {
+  const ParallelDegrees& d = p.deg;
+  const ModelProfile& prof = c.prof;
+  const PlanRequest& req = *c.req;
+  const double t = static_cast<double>(d.tp), ep = static_cast<double>(d.ep);
+  const double dp = static_cast<double>(d.dp_shard * d.dp_replicate);
+  const double ds = static_cast<double>(d.dp_shard), fe = static_cast<double>(d.expert_fsdp);
+  const double T = static_cast<double>(p.micro_batch * p.seq);
+  const int64_t L = static_cast<int64_t>(prof.layers.size());
+  const double m = static_cast<double>(p.num_micro_batches), pp = static_cast<double>(d.pp);
+  const double cap = req.topology.device.hbm_gib * 1073741824.0;
+  MemoryBreakdown worst;
+  worst.total = -1;
+  for (int64_t s = 0; s < d.pp; ++s) {
+    // Step 1: parameters on this stage (dense / t, experts / ep).
+    double dense = 0, expert = 0, lora = 0, act_tok = 0, routed_tok = 0, largest_layer = 0;
+    double dispatch = 0;
+    for (size_t ch = 0; ch < starts.size(); ++ch) {
+      if (static_cast<int64_t>(ch) % d.pp != s) continue;
+      const int64_t end = ch + 1 < starts.size() ? starts[ch + 1] : L;
+      for (int64_t l = starts[ch]; l < end; ++l) {
+        const LayerProfile& lp = prof.layers[l];
+        dense += lp.dense_params / t;
+        expert += lp.expert_params / ep;
+        lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
+        double routed = 0;
+        act_tok += LayerActBytesPerToken(c, p, l, &routed);
+        routed_tok += routed;
+        largest_layer = std::max(largest_layer, 2 * (lp.dense_params / t + lp.expert_params / ep));
+        if (lp.top_k > 0)
+          dispatch = std::max(dispatch, T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 *
+                                            req.expert_imbalance);
+      }
+    }
+    const bool first = s == 0, last = s == d.pp - 1;
+    if (first) dense += (prof.embed_params + prof.vision_params) / t;
+    if (last) dense += (prof.head_params + prof.other_params) / t;
+    // Step 2: weights, grads, optimizer by mode and sharding.
+    MemoryBreakdown mb;
+    const double dense_shard = p.zero_stage >= 3 ? ds : 1.0;
+    const double exp_shard = p.zero_stage >= 3 ? fe : 1.0;
+    const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp) : 1.0;
+    const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * t / ep) : 1.0;
+    const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
+    const double master = p.zero_stage >= 3 ? 8.0 : 12.0;  // fp32 master lives in `weights` under FSDP2
+    if (p.mode == FinetuneMode::kLoRA) {
+      const double b = LoraBytes(c);
+      mb.weights = b * (dense / dense_shard + expert / exp_shard) + wbytes * lora / dense_shard;
+      mb.grads = 4 * lora / dense_shard;
+      mb.optimizer = master * lora / opt_dense;
+    } else {
+      mb.weights = wbytes * (dense / dense_shard + expert / exp_shard);
+      mb.grads = 4 * (dense / dense_shard + expert / exp_shard);
+      mb.optimizer = master * (dense / opt_dense + expert / opt_exp);
+    }
+    // Step 3: activations of the micro-batches in flight on this stage.
+    double inflight = 1;
+    if (d.pp > 1) {
+      inflight = std::min(m, pp - static_cast<double>(s));
+      if (d.interleave > 1) inflight *= 1 + (pp - 1) / (pp * static_cast<double>(d.interleave));
+    }
+    mb.activations = T * (act_tok + routed_tok) * inflight;
+    mb.a2a_buffers = c.k.a2a_buffers * dispatch;
+    // Step 4: workspace.
+    mb.workspace = req.constraints.reserved_gib * 1073741824.0;
+    if ((p.zero_stage >= 3 && (d.dp_shard > 1 || d.expert_fsdp > 1))) mb.workspace += 2 * largest_layer;
+    if (last) mb.workspace += 2 * 4 * T * prof.vocab / t;  // fp32 logits + their gradient
+    mb.total = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.a2a_buffers + mb.workspace;
+    mb.capacity = cap;
+    mb.margin = req.constraints.memory_margin * cap;
+    if (mb.total > worst.total) {
+      worst = mb;
+      if (stage_out) *stage_out = static_cast<int>(s);
+    }
+  }
+  return worst;
+}
+
+}  // namespace onboard

@@ -1,0 +1,94 @@
+// BuildProfile: split ComputeStats' per-layer totals into what TP divides, what EP moves and what
+// each recompute policy keeps. Units and legend: search/model_profile.h.
+#include "search/model_profile.h"
+
+#include <algorithm>
+
+namespace onboard {
+
+ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention) {
+  const ModelStats st = ComputeStats(model, seq);
+  ModelProfile p;
+  p.seq = seq;
+  p.hidden = static_cast<double>(model.hidden);
+  p.vocab = static_cast<double>(model.vocab);
+  p.dropout = dropout;
+  p.unfused_attention = unfused_attention;
+  const double h = p.hidden;
+  auto add_kind = [&p](const std::string& k) {
+    if (std::find(p.kinds.begin(), p.kinds.end(), k) == p.kinds.end()) p.kinds.push_back(k);
+  };
+  for (size_t i = 0; i < model.layers.size(); ++i) {
+    const LayerSpec& l = model.layers[i];
+    const LayerStats& ls = st.layers[i];
+    LayerProfile lp;
+    lp.hidden = h;
+    lp.mixer_kind = MixerKindName(l.attn.kind);
+    lp.channel_kind = l.channel == ChannelKind::kMoE ? "MoE" : "MLP";
+    lp.softmax = IsSoftmaxAttention(l.attn.kind);
+    lp.heads = l.attn.num_heads;
+    lp.params = static_cast<double>(ls.params);
+    lp.expert_params = static_cast<double>(ls.expert_params);
+    lp.dense_params = lp.params - lp.expert_params;
+    lp.core_flops = ls.attn_flops_per_token;
+    const double H = static_cast<double>(l.attn.num_heads);
+    const double d = static_cast<double>(l.attn.head_dim);
+    const double HV = static_cast<double>(l.attn.num_v_heads > 0 ? l.attn.num_v_heads : l.attn.num_heads);
+    const double dv = static_cast<double>(l.attn.v_head_dim > 0 ? l.attn.v_head_dim : l.attn.head_dim);
+    // Step 1: channel split (formulas as in core/model_stats.cpp ActivationBytes).
+    double lora_per_rank = 8 * h;  // ~4 attention projections, (in + out) ~ 2h each
+    if (l.channel == ChannelKind::kMoE) {
+      const MoESpec& m = l.moe;
+      lp.experts = m.num_experts;
+      lp.top_k = m.top_k;
+      lp.dispatch_width = m.latent_dim > 0 ? static_cast<double>(m.latent_dim) : h;
+      lp.expert_inter = static_cast<double>(m.expert_intermediate);
+      if (m.num_groups > 1 && m.topk_groups > 0 && m.top_k > 0)
+        lp.cross_node_fraction = std::min(1.0, static_cast<double>(m.topk_groups) / static_cast<double>(m.top_k));
+      lp.expert_params_each = m.num_experts > 0 ? lp.expert_params / static_cast<double>(m.num_experts) : 0;
+      lp.routed_flops = 2.0 * static_cast<double>(m.top_k) * lp.expert_params_each;
+      const double I = lp.expert_inter, Is = static_cast<double>(m.shared_intermediate);
+      lp.act_routed = static_cast<double>(m.top_k) * (2 * lp.dispatch_width + (m.gated ? 6 : 4) * I);
+      lp.act_channel = 4.0 * static_cast<double>(m.num_experts) + static_cast<double>(m.num_shared) * 6 * Is;
+      if (m.latent_dim > 0) lp.act_channel += 2 * (h + static_cast<double>(m.latent_dim));
+      lora_per_rank += static_cast<double>(m.num_shared) * 3 * (h + Is);
+      add_kind(lp.mixer_kind);
+      add_kind("MoE");
+    } else {
+      const double I = static_cast<double>(l.mlp.intermediate);
+      lp.act_channel = (l.mlp.gated ? 6 : 4) * I;
+      lora_per_rank += (l.mlp.gated ? 3 : 2) * (h + I);
+      add_kind(lp.mixer_kind);
+      add_kind("MLP");
+    }
+    lp.lora_params_per_rank = lora_per_rank;
+    lp.dense_gemm_flops = std::max(0.0, ls.flops_per_token - lp.core_flops - lp.routed_flops);
+    lp.mixer_gemm_flops = std::min(lp.dense_gemm_flops, 2.0 * static_cast<double>(ls.attn_params));
+    // Step 2: mixer split = the rest of ComputeStats' no-recompute bytes.
+    lp.act_norms = 2 * h * static_cast<double>(l.norms);
+    lp.act_inputs = 4 * h;
+    // ComputeStats counts each block's input (2h) inside the block; here both sit in act_inputs.
+    lp.act_mixer = std::max(0.0, ls.act_bytes_per_token - lp.act_norms - lp.act_inputs - lp.act_channel -
+                                     lp.act_routed);
+    if (l.attn.kind == MixerKind::kKDA || l.attn.kind == MixerKind::kGatedDeltaNet)
+      lp.act_mixer_selective = std::min(lp.act_mixer, 2 * (2 * H * d + HV * dv));  // pre-conv q, k, v
+    if (lp.softmax && unfused_attention)
+      lp.scores_bytes_per_key = H * (2 + (dropout > 0 ? 3 : 0));
+    lp.dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
+    p.min_heads = p.min_heads == 0 ? lp.heads : std::min(p.min_heads, lp.heads);
+    p.experts = std::max(p.experts, lp.experts);
+    p.expert_params += lp.expert_params;
+    p.layers.push_back(lp);
+  }
+  p.embed_params = static_cast<double>(st.embedding_params);
+  p.head_params = static_cast<double>(st.head_params);
+  p.vision_params = static_cast<double>(st.vision_params);
+  p.other_params = static_cast<double>(st.other_params);
+  p.total_params = static_cast<double>(st.total_params);
+  p.active_params = static_cast<double>(st.active_params);
+  p.head_flops = 2 * h * p.vocab;
+  p.model_flops_per_token = st.flops_per_token;
+  return p;
+}
+
+}  // namespace onboard

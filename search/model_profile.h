@@ -1,0 +1,70 @@
+// ModelProfile: the per-layer numbers the cost model reads, derived once per (model, seq) from
+// ComputeStats (core/model_stats.cpp) plus the split the planner needs: what TP divides, what EP
+// moves, what each recompute policy keeps.
+//
+// Units: parameters are counts; FLOPs per token are forward FLOPs (multiply-add = 2); activation
+// bytes are per token of one sequence, 16-bit tensors unless stated; h = hidden, s = seq, H = heads.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/model_ir.h"
+
+namespace onboard {
+
+struct LayerProfile {
+  std::string mixer_kind;           // "KDA", "MLA", "DSA", "GQA", "MHA", ...
+  std::string channel_kind;         // "MLP" | "MoE"
+  bool softmax = false;             // softmax attention (scores materialised when unfused)
+  int64_t heads = 0;                // query heads (TP divides them)
+  // Parameters.
+  double params = 0;                // all parameters of the layer
+  double dense_params = 0;          // parameters outside routed experts (TP/FSDP sharded)
+  double expert_params = 0;         // all routed-expert parameters (EP/expert-FSDP sharded)
+  double expert_params_each = 0;
+  double lora_params_per_rank = 0;  // LoRA adapter params per unit rank r: sum over adapted
+                                    // matrices (attention + dense/shared MLP) of (in + out)
+  // Forward FLOPs per token.
+  double dense_gemm_flops = 0;      // 2 * dense matmul params (attention projections, MLP, shared, latent, router)
+  double mixer_gemm_flops = 0;      // of which the mixer's projections (2 * attention params)
+  double core_flops = 0;            // seq-dependent attention / recurrence (ComputeStats attn_flops_per_token)
+  double routed_flops = 0;          // top_k * 2 * expert_params_each
+  int64_t experts = 0, top_k = 0;
+  double dispatch_width = 0;        // hidden, or the latent width for latent MoE (elements)
+  double expert_inter = 0;          // routed expert FFN width
+  double cross_node_fraction = 1;   // group-limited routing: min(1, topk_groups / top_k) when groups > 1
+  // Activation bytes per token kept for backward, no recompute, fused (flash) attention, no dropout.
+  double act_norms = 0;             // 2*h*norms, replicated across TP unless sequence-parallel
+  double act_inputs = 0;            // block inputs of the mixer and the channel GEMMs, 2*h each (replicated w/o SP)
+  double act_mixer = 0;             // TP-split mixer tensors
+  double act_mixer_selective = 0;   // bytes selective recompute drops from act_mixer (KDA conv/gates)
+  double act_channel = 0;           // TP-split dense channel tensors (MLP, shared experts, latent, router)
+  double act_routed = 0;            // routed-expert tensors per token (live on EP ranks)
+  double scores_bytes_per_key = 0;  // unfused softmax: bytes per token per key (H*(2 + 3*dropout)),
+                                    // times s; kept only with recompute none
+  double dropout_mask_bytes = 0;    // 1-byte masks after attention and channel (2*h*dropout>0), replicated
+  double hidden = 0;
+};
+
+struct ModelProfile {
+  std::vector<LayerProfile> layers;
+  int64_t seq = 0;
+  double hidden = 0, vocab = 0;
+  int64_t min_heads = 0;            // smallest query-head count of any layer (TP must divide)
+  int64_t experts = 0;              // routed experts (0 = dense)
+  double embed_params = 0, head_params = 0, vision_params = 0, other_params = 0;
+  double total_params = 0, active_params = 0, expert_params = 0;
+  double head_flops = 0;            // 2*h*vocab per token
+  double model_flops_per_token = 0; // forward, incl. head (ComputeStats)
+  double dropout = 0;
+  bool unfused_attention = false;   // softmax kernels materialise s x s scores
+  std::vector<std::string> kinds;   // block kinds present, in first-seen order
+};
+
+// Builds the profile. `dropout` > 0 adds Korthikanti's 1-byte masks; `unfused_attention` adds the
+// s x s score tensors (5*H*s bytes per token with dropout, 2*H*s without) to recompute-none memory.
+ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention);
+
+}  // namespace onboard

@@ -1,0 +1,165 @@
+// Parallel-layout planner: analytical step-time / memory cost model and the search over
+// FSDP/HSDP x TP x PP x EP x recompute on a tiered topology.
+//
+// Units everywhere in this header: seconds (s), bytes, tokens, FLOPs (multiply-add = 2),
+// FLOP/s, GB/s = 1e9 bytes/s. Memory is reported in bytes (GiB = 2^30 bytes when printed).
+//
+// Entry points:
+//   SearchPlans(req)          -> best plan, runners-up, Pareto front, rejected summary
+//   EvaluatePlan(req, plan)   -> PlanEstimate for one given layout (no search)
+//   SmallestFittingWorld(req) -> smallest device count of the same topology family that fits
+//   ToTorchtitanToml / ToMegatronArgs (search/plan_export.h) -> exports of a Plan
+//   LoadLayoutFile (search/layout_file.h) -> layouts / published runs for `--evaluate`
+//   PlaceExperts (search/expert_placement.h) -> hierarchical expert placement with replicas
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/model_ir.h"
+#include "core/plan.h"
+#include "core/status.h"
+#include "core/topology.h"
+#include "search/plan_export.h"
+
+namespace onboard {
+
+// Multipliers the agent derives from probe measurements (measured / predicted). 1.0 = datasheet
+// model as shipped. Every field is dimensionless.
+struct CostCalibration {
+  double compute_efficiency = 1.0;       // scales achieved FLOP/s of dense GEMMs and attention
+  double grouped_gemm_efficiency = 1.0;  // scales achieved FLOP/s of grouped (per-expert) GEMMs
+  double memory_bound_efficiency = 1.0;  // scales achieved HBM bandwidth for elementwise ops
+  std::vector<double> tier_bandwidth;    // per topology tier, scales bw (missing entries = 1.0)
+  double latency = 1.0;                  // scales every tier's per-message latency
+  std::string source;                    // "probe job 17, 2026-11-30", shown in reports
+  Status Validate() const;               // every factor finite and in (0, 10]
+};
+
+// Optional constraints on the search: 0 (or empty) = free. A fixed factor that the model or the
+// topology rejects makes the search report that reason for every candidate.
+struct PlanConstraints {
+  int64_t tp = 0, pp = 0, ep = 0, dp_shard = 0, dp_replicate = 0;
+  int64_t interleave = 0;
+  int64_t micro_batch = 0;
+  int64_t max_tp = 0;                    // 0 = size of the fastest tier
+  std::string recompute;                 // "" = searched; else none|selective|full for every block
+  double memory_margin = 0.08;           // fraction of HBM kept free (allocator fragmentation, NCCL)
+  double reserved_gib = 2.0;             // fixed per-device reservation (CUDA/CANN context, workspace)
+};
+
+struct PlanRequest {
+  ModelIR model;
+  Topology topology;
+  FinetuneMode mode = FinetuneMode::kFull;
+  int64_t lora_rank = 16;                // LoRA rank r (mode == kLoRA)
+  std::string base_dtype = "bf16";       // frozen base weights in LoRA: bf16 | fp8 | mxfp4
+  std::string compute_dtype = "bf16";    // bf16 | fp8 (GEMM inputs)
+  int64_t seq = 4096;                    // tokens per sequence
+  int64_t global_batch = 0;              // sequences per optimizer step; 0 = ~4M tokens rounded
+  double expert_imbalance = 1.0;         // max/mean routed tokens per EP rank after placement (>= 1)
+  double dropout = 0.0;                  // training dropout probability (> 0 keeps 1-byte masks)
+  std::string attention_kernel = "flash";// flash (fused, scores never stored) | unfused (s x s scores
+                                         // materialised: Megatron-LM 2022 and earlier)
+  bool overlap_ep_comm = false;          // framework overlaps EP all-to-all with another micro-batch's
+                                         // compute (DualPipe, Megatron --overlap-moe-expert-parallel-comm)
+  PlanConstraints constraints;
+  CostCalibration calibration;
+  int threads = 2;                       // worker threads for the search (std::thread)
+  int top_n = 5;                         // runners-up kept
+  Status Validate() const;               // names the field and value on error
+};
+
+// One additive term of the step time. `exposed_s` is what lands on the critical path after
+// overlap; `total_s` is the term's own duration.
+struct TimeTerm {
+  std::string name;                      // "compute.KDA", "comm.ep_a2a", "bubble", ...
+  double total_s = 0;
+  double exposed_s = 0;
+  std::string tier;                      // tier a collective runs on ("" for compute)
+  std::string formula;                   // one line, with the numbers plugged in
+};
+
+// Per-device memory, bytes. total = weights + grads + optimizer + activations + a2a_buffers +
+// workspace; fits when total <= capacity - margin.
+struct MemoryBreakdown {
+  double weights = 0;
+  double grads = 0;
+  double optimizer = 0;                  // fp32 master + Adam m, v (sharded)
+  double activations = 0;                // kept for backward, all in-flight micro-batches
+  double a2a_buffers = 0;                // EP dispatch/combine buffers
+  double workspace = 0;                  // reserved context + largest gathered (unsharded) layer
+  double total = 0;
+  double capacity = 0;                   // HBM per device
+  double margin = 0;                     // kept free
+  double usable() const { return capacity - margin; }
+};
+
+struct PlanEstimate {
+  double step_s = 0;                     // optimizer step wall time
+  double tokens_per_s = 0;               // global tokens / step_s
+  double mfu = 0;                        // model FLOPs (6*N_active*tokens + attention) / (peak * world * step)
+  double model_flops = 0;                // per step, whole cluster
+  std::vector<TimeTerm> time_terms;      // one per line, sum of exposed_s == step_s
+  std::map<std::string, double> compute_s_by_kind;  // block kind -> seconds per step (per device)
+  double bubble_s = 0;
+  double exposed_comm_s = 0;
+  double overlapped_comm_s = 0;
+  MemoryBreakdown memory;
+  bool fits = false;
+  std::vector<std::string> notes;        // explanations: why this EP, what limits, what was assumed
+};
+
+struct PlanCandidate {
+  Plan plan;
+  PlanEstimate estimate;
+};
+
+// Candidates dropped for one reason ("memory", "ep_divides_experts", ...).
+struct RejectGroup {
+  std::string reason;                    // short key
+  int64_t count = 0;
+  std::string example;                   // one full message: "tp=16 ... needs 162 GiB per device, has 144"
+};
+
+struct SearchResult {
+  bool feasible = false;                 // false: `best` is the candidate closest to fitting
+  PlanCandidate best;
+  std::vector<PlanCandidate> runners_up; // next best distinct layouts, fastest first
+  std::vector<PlanCandidate> pareto;     // time vs memory front over fitting plans, by memory
+  std::vector<RejectGroup> rejected;     // by count, largest first
+  int64_t candidates_enumerated = 0;
+  int64_t candidates_evaluated = 0;      // fully costed (time + memory)
+  double wall_s = 0;
+  std::vector<std::string> explanation;  // why the best plan (EP/FSDP split, limits)
+};
+
+// Searches the plan space. Returns an error only for a bad request; "nothing fits" is a result
+// with feasible == false (the CLI maps it to exit 4 = kInfeasible and prints the arithmetic).
+Expected<SearchResult> SearchPlans(const PlanRequest& req);
+
+// Costs one layout. Errors: the plan is invalid for this model/topology (message names factors).
+Expected<PlanEstimate> EvaluatePlan(const PlanRequest& req, const Plan& plan);
+
+// Smallest device count (multiples of the topology's first-tier group, same device and tiers,
+// up to `max_world`) at which SearchPlans finds a fitting plan. kInfeasible when none up to max.
+struct WorldSizeResult {
+  int64_t world = 0;
+  PlanCandidate best;
+  std::vector<std::string> tried;        // "256: needs 151.2 GiB, has 132.5" lines
+};
+Expected<WorldSizeResult> SmallestFittingWorld(const PlanRequest& req, int64_t max_world);
+
+// Copy of `t` resized to `world` devices (tiers clamped/extended to span it).
+Topology ResizeTopology(const Topology& t, int64_t world);
+
+// Human-readable report (the `onboard plan` text) and machine-readable JSON.
+std::string FormatSearchResult(const PlanRequest& req, const SearchResult& r);
+std::string FormatEstimate(const PlanRequest& req, const Plan& plan, const PlanEstimate& e);
+std::string SearchResultToJson(const PlanRequest& req, const SearchResult& r);   // pretty, stable keys
+std::string EstimateToJson(const Plan& plan, const PlanEstimate& e);
+std::string PlanSummary(const Plan& plan);  // "dp_rep=1 fsdp=2 tp=1 pp=1 ep=64 efsdp=2 mb=1x8 rc=KDA:full,..."
+
+}  // namespace onboard

@@ -1,0 +1,165 @@
+// The whole loop on the tiny flagship-shaped model, nothing mocked: parse, templates, plan,
+// kernels (generated, built and checked), probe rounds over c10d/Gloo, rules, reports.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "agent/orchestrator.h"
+#include "orchestrator_test_support.h"
+
+namespace onboard::agent {
+namespace {
+
+namespace fs = std::filesystem;
+using testing::FreshDir;
+using testing::TinyRequest;
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in, nullptr, false);
+}
+
+TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
+  ASSERT_TRUE(fs::exists(testing::OnboardBinary())) << "build the onboard binary first (probe workers)";
+  std::string out = FreshDir("full");
+  CollectingEventSink sink;
+  CancelToken cancel;
+  auto res = RunOnboarding(TinyRequest(out, /*probe=*/true, /*kernels=*/true), sink, cancel);
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+
+  // Artifacts.
+  for (const char* f : {"plan.json", "plan.torchtitan.toml", "plan.megatron.txt", "templates.json", "trace.json",
+                        "report.json", "report.md", "report.html", "probe/round1/probe.json"})
+    EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
+  ASSERT_TRUE(fs::is_directory(fs::path(out) / "kernels"));
+  size_t kernel_files = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(out) / "kernels")) kernel_files += e.is_regular_file();
+  EXPECT_GE(kernel_files, 2u);  // at least one source + its manifest
+  EXPECT_GE(res->rounds, 1);
+  EXPECT_LE(res->rounds, 2);
+
+  // Report content matches the run.
+  nlohmann::json rep = ReadJson(out + "/report.json");
+  ASSERT_FALSE(rep.is_discarded());
+  EXPECT_EQ(rep["schema"], "onboard.report/1");
+  EXPECT_EQ(rep["probe"]["rounds"].size(), static_cast<size_t>(res->rounds));
+  EXPECT_FALSE(rep["probe"]["rounds"][0]["loss"].empty());
+  EXPECT_TRUE(rep["kernels"]["ran"].get<bool>());
+  EXPECT_GT(rep["kernels"]["total"].get<int>(), 0);
+  EXPECT_EQ(rep["templates"]["unknown"], 0);
+  EXPECT_TRUE(rep["plan"]["chosen"]["summary"].is_string());
+
+  // Events: ordered, typed, timestamped; every decision in the trace was also an event.
+  auto events = sink.events();
+  ASSERT_GE(events.size(), 10u);
+  EXPECT_EQ(events.front()["type"], "stage_started");
+  EXPECT_EQ(events.front()["stage"], "parse");
+  EXPECT_EQ(events.back()["type"], "finished");
+  EXPECT_TRUE(events.back()["ok"].get<bool>());
+  std::set<std::string> stages;
+  int decision_events = 0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_TRUE(events[i].contains("ts"));
+    EXPECT_EQ(events[i]["seq"].get<size_t>(), i);
+    if (events[i]["type"] == "stage_finished") stages.insert(events[i]["stage"].get<std::string>());
+    if (events[i]["type"] == "decision") ++decision_events;
+  }
+  for (const char* s : {"parse", "templates", "plan", "kernels", "probe", "validate", "report"})
+    EXPECT_TRUE(stages.count(s)) << s;
+  nlohmann::json trace = ReadJson(out + "/trace.json");
+  EXPECT_EQ(trace["decisions"].size(), static_cast<size_t>(decision_events));
+  EXPECT_EQ(res->decisions, decision_events);
+  EXPECT_GE(trace["observations"].size(), 1u);  // also when no rule fired
+  fs::remove_all(out);
+}
+
+TEST(OrchestratorE2E, InMemoryConfigAndInlineTopology) {
+  std::string out = FreshDir("inmem");
+  RunRequest r = TinyRequest(out, false, false);
+  std::ifstream m(testing::TinyModel()), t(testing::TinyTopology());
+  r.model_bytes.assign(std::istreambuf_iterator<char>(m), {});
+  r.model_path.clear();
+  r.topology.assign(std::istreambuf_iterator<char>(t), {});
+  r.model_name = "tiny-in-memory";
+  NullEventSink sink;
+  auto res = RunOnboarding(r, sink, CancelToken{});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->report["model"]["name"], "tiny-in-memory");
+  EXPECT_EQ(res->report["request"]["topology"], "(inline JSON)");
+  EXPECT_EQ(res->rounds, 0);
+  fs::remove_all(out);
+}
+
+TEST(OrchestratorE2E, BadInputNamesTheFieldAndEmitsAFailedFinish) {
+  CollectingEventSink sink;
+  RunRequest r = TinyRequest(FreshDir("bad"), false, false);
+  r.max_rounds = 0;
+  auto res = RunOnboarding(r, sink, CancelToken{});
+  ASSERT_FALSE(res.ok());
+  EXPECT_EQ(res.status().code(), ErrorCode::kBadInput);
+  EXPECT_NE(res.status().message().find("max_rounds"), std::string::npos);
+  ASSERT_FALSE(sink.events().empty());
+  EXPECT_FALSE(sink.events().back()["ok"].get<bool>());
+
+  r = TinyRequest(FreshDir("bad2"), false, false);
+  r.topology = "no-such-topology";
+  res = RunOnboarding(r, sink, CancelToken{});
+  EXPECT_EQ(res.status().code(), ErrorCode::kNotFound);
+  EXPECT_NE(res.status().message().find("no-such-topology"), std::string::npos);
+
+  r = TinyRequest(FreshDir("bad3"), false, false);
+  r.model_path = "/nonexistent/config.json";
+  EXPECT_FALSE(RunOnboarding(r, sink, CancelToken{}).ok());
+  fs::remove_all(FreshDir("bad"));
+  fs::remove_all(FreshDir("bad2"));
+  fs::remove_all(FreshDir("bad3"));
+}
+
+// Cancels as soon as the first plan is done.
+class CancelAfterPlan : public EventSink {
+ public:
+  explicit CancelAfterPlan(CancelToken& t) : token_(t) {}
+  void OnEvent(const nlohmann::json& e) override {
+    if (e["type"] == "stage_finished" && e["stage"] == "plan") token_.Cancel();
+    last_ = e;
+  }
+  nlohmann::json last_;
+
+ private:
+  CancelToken& token_;
+};
+
+TEST(OrchestratorE2E, CancelStopsBetweenStages) {
+  std::string out = FreshDir("cancel");
+  CancelToken token;
+  CancelAfterPlan sink(token);
+  auto res = RunOnboarding(TinyRequest(out, true, true), sink, token);
+  ASSERT_FALSE(res.ok());
+  EXPECT_TRUE(IsCancelled(res.status())) << res.status().ToString();
+  EXPECT_TRUE(sink.last_["cancelled"].get<bool>());
+  EXPECT_FALSE(fs::exists(fs::path(out) / "probe"));
+  fs::remove_all(out);
+}
+
+TEST(OrchestratorE2E, UnknownModuleIsFlaggedAndTheRunGoesOn) {
+  std::string out = FreshDir("unknown");
+  std::string over = out + ".override.json";
+  std::ofstream(over) << R"({"disable":["kda-chunked"]})";
+  RunRequest r = TinyRequest(out, false, false);
+  r.templates_override = over;
+  NullEventSink sink;
+  auto res = RunOnboarding(r, sink, CancelToken{});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  EXPECT_EQ(res->report["outcome"]["unknown_modules"], 1);
+  std::ifstream md(out + "/report.md");
+  std::string text((std::istreambuf_iterator<char>(md)), {});
+  EXPECT_NE(text.find("**UNKNOWN**"), std::string::npos);
+  EXPECT_NE(text.find("no template for mixer kind 'KDA'"), std::string::npos);
+  fs::remove_all(out);
+  fs::remove(over);
+}
+
+}  // namespace
+}  // namespace onboard::agent

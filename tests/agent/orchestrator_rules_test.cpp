@@ -1,0 +1,251 @@
+// Each agent rule in isolation, on real inputs built here: ProbeResults with diverging or healthy
+// loss curves, skewed expert loads, comm-heavy steps, memory above prediction; kernel check rows.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "agent/rules.h"
+
+namespace onboard::agent {
+namespace {
+
+// A probe result with `n` steps whose loss follows `loss(i)`.
+template <typename F>
+ProbeResult Curve(int n, F loss) {
+  ProbeResult p;
+  p.config.ranks = 2;
+  p.config.ep = 2;
+  for (int i = 0; i < n; ++i) {
+    ProbeStep s;
+    s.step = i;
+    s.loss = loss(i);
+    s.grad_norm = 1.0 + 0.1 * i;
+    s.step_s = 0.1;
+    s.comm.all_to_all_s = 0.01;
+    s.compute_s = 0.09;
+    s.peak_rss_bytes = 100 << 20;
+    p.steps.push_back(s);
+  }
+  p.convergence = "converged";
+  return p;
+}
+
+ProbeResult Healthy() { return Curve(12, [](int i) { return 4.0 * std::exp(-0.2 * i); }); }
+
+TEST(RuleProbeDiverged, RisingLossLowersLrTightensClipAndReprobes) {
+  ProbeResult p = Curve(12, [](int i) { return 3.0 + 0.5 * i; });
+  p.convergence = "diverged";
+  RoundEvidence ev;
+  ev.round = 1;
+  ev.probe = &p;
+  LoopKnobs k;
+  k.learning_rate = 1e-2;
+  k.grad_clip = 1.0;
+  auto d = RuleProbeDiverged(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->rule, "probe_diverged");
+  EXPECT_NEAR(k.learning_rate, 3e-3, 1e-12);
+  EXPECT_NEAR(k.grad_clip, 0.5, 1e-12);
+  EXPECT_TRUE(k.router_fp32);
+  EXPECT_TRUE(k.reprobe);
+  EXPECT_GT(d->observed["loss_ratio"].get<double>(), 1.5);
+  EXPECT_EQ(d->changed["learning_rate"][0], 1e-2);
+}
+
+TEST(RuleProbeDiverged, NanLossFiresEvenWithoutAValidatorVerdict) {
+  ProbeResult p = Curve(10, [](int i) { return i < 6 ? 3.0 - 0.1 * i : NAN; });
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  auto d = RuleProbeDiverged(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->observed["nonfinite"].get<bool>());
+  EXPECT_NO_THROW(d->ToJson().dump());  // NaN never reaches the JSON
+}
+
+TEST(RuleProbeDiverged, HealthyCurveDoesNotFire) {
+  ProbeResult p = Healthy();
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  EXPECT_FALSE(RuleProbeDiverged(ev, Thresholds{}, k).has_value());
+  EXPECT_FALSE(k.reprobe);
+}
+
+// Loads per step per layer: experts 0-3 (all on rank 0 under contiguous placement) get `hot`.
+ProbeResult Skewed(int64_t hot, int64_t cold) {
+  ProbeResult p = Healthy();
+  for (auto& s : p.steps) {
+    std::vector<int64_t> layer(8);
+    for (int e = 0; e < 8; ++e) layer[e] = e < 4 ? hot - e : cold + e;
+    s.expert_load = {layer, layer};
+  }
+  return p;
+}
+
+TEST(RuleExpertImbalance, RePlacesExpertsFromMeasuredLoads) {
+  ProbeResult p = Skewed(100, 10);
+  RoundEvidence ev;
+  ev.round = 2;
+  ev.probe = &p;
+  LoopKnobs k;
+  auto d = RuleExpertImbalance(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(k.expert_placement.size(), 8u);
+  // The new placement splits the hot experts across both ranks.
+  std::vector<double> after = RankLoads(MeasuredExpertLoad(p), 2, k.expert_placement);
+  double before = d->observed["rank_max_over_mean"].get<double>();
+  EXPECT_GT(before, 1.5);
+  EXPECT_LT(MaxOverMean(after), 1.1);
+  EXPECT_NEAR(d->observed["rank_max_over_mean_after_predicted"].get<double>(), MaxOverMean(after), 1e-9);
+  EXPECT_TRUE(k.reprobe);
+  EXPECT_TRUE(k.replan);
+  EXPECT_TRUE(k.bias_balancing);
+  EXPECT_GE(k.expert_imbalance, 1.0);
+  // Re-running on the loads measured under the new placement does not fire again.
+  p.config.expert_placement = k.expert_placement;
+  LoopKnobs k2 = k;
+  k2.reprobe = false;
+  EXPECT_FALSE(RuleExpertImbalance(ev, Thresholds{}, k2).has_value());
+}
+
+TEST(RuleExpertImbalance, BalancedLoadsDoNotFire) {
+  ProbeResult p = Skewed(20, 20);
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  EXPECT_FALSE(RuleExpertImbalance(ev, Thresholds{}, k).has_value());
+  EXPECT_TRUE(k.expert_placement.empty());
+}
+
+TEST(RuleCommShare, CalibratesFromMeasuredVsPredictedOnce) {
+  ProbeResult p = Healthy();
+  for (auto& s : p.steps) {
+    s.step_s = 0.2;
+    s.comm.all_gather_s = 0.08;
+    s.comm.all_to_all_s = 0.04;
+    s.compute_s = 0.08;
+  }
+  p.prediction.available = true;
+  p.prediction.step_s = 0.05;
+  p.prediction.comm_s = 0.012;  // the cost model thinks collectives are 10x faster than measured
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  auto d = RuleCommShare(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_NEAR(d->observed["comm_share"].get<double>(), 0.6, 1e-9);
+  ASSERT_FALSE(k.calibration.tier_bandwidth.empty());
+  EXPECT_NEAR(k.calibration.tier_bandwidth[0], 0.012 / 0.12, 1e-9);
+  EXPECT_NEAR(k.calibration.compute_efficiency, 0.038 / 0.08, 1e-9);
+  EXPECT_TRUE(k.calibration.Validate().ok());
+  EXPECT_TRUE(k.replan);
+  EXPECT_FALSE(RuleCommShare(ev, Thresholds{}, k).has_value());  // once per run
+}
+
+TEST(RuleCommShare, LowShareDoesNotFire) {
+  ProbeResult p = Healthy();  // 10% comm
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  EXPECT_FALSE(RuleCommShare(ev, Thresholds{}, k).has_value());
+  EXPECT_FALSE(k.calibrated);
+}
+
+PlanCandidate PlanUsing(double total_gib) {
+  PlanCandidate c;
+  c.estimate.memory.capacity = 100.0 * (1 << 30);
+  c.estimate.memory.margin = 8.0 * (1 << 30);
+  c.estimate.memory.total = total_gib * (1 << 30);
+  return c;
+}
+
+TEST(RuleMemoryOverPrediction, RecomputesThenShardsFurtherWhenThePlanWouldNotFit) {
+  ProbeResult p = Healthy();  // peak 100 MiB
+  p.prediction.available = true;
+  p.prediction.memory_bytes = 50 << 20;  // predicted half of it
+  PlanCandidate plan = PlanUsing(80);    // 80 GiB * 2 > 92 GiB usable
+  RoundEvidence ev;
+  ev.probe = &p;
+  ev.plan = &plan;
+  LoopKnobs k;
+  auto d = RuleMemoryOverPrediction(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_NEAR(d->observed["ratio"].get<double>(), 2.0, 1e-9);
+  EXPECT_EQ(k.recompute, "full");
+  EXPECT_TRUE(k.replan);
+  auto d2 = RuleMemoryOverPrediction(ev, Thresholds{}, k);
+  ASSERT_TRUE(d2.has_value());
+  EXPECT_GT(k.memory_margin, 0.08);
+  EXPECT_TRUE(d2->changed.contains("memory_margin"));
+}
+
+TEST(RuleMemoryOverPrediction, KeepsAPlanThatStillFits) {
+  ProbeResult p = Healthy();
+  p.prediction.available = true;
+  p.prediction.memory_bytes = 50 << 20;
+  PlanCandidate plan = PlanUsing(30);  // 60 GiB scaled still fits in 92
+  RoundEvidence ev;
+  ev.probe = &p;
+  ev.plan = &plan;
+  LoopKnobs k;
+  auto d = RuleMemoryOverPrediction(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->changed.empty());
+  EXPECT_TRUE(k.recompute.empty());
+  EXPECT_FALSE(k.replan);
+  p.prediction.memory_bytes = 95 << 20;  // within the threshold: nothing to say
+  EXPECT_FALSE(RuleMemoryOverPrediction(ev, Thresholds{}, k).has_value());
+}
+
+TEST(RuleKernelFallback, FailedCheckFallsBackToTheTemplateReference) {
+  std::vector<validators::KernelCheckRow> rows(3);
+  rows[0] = {"kda_h2_k16", "T=33", "fp64 recurrence", 1e-7, 1e-7, 1e-5, true, true, ""};
+  rows[1] = {"dsa_hq2_k16", "T=33", "fp64 dense", 0.3, -1, 1e-5, true, false, "index mismatch"};
+  rows[2] = {"dsa_hq2_k16", "T=65", "fp64 dense", 0.2, -1, 1e-5, true, false, ""};
+  RoundEvidence ev;
+  ev.kernel_rows = &rows;
+  ev.kernel_reference_ops = {{"kda", "kda_recurrent_reference"}, {"dsa", "dsa_reference"}};
+  LoopKnobs k;
+  auto d = RuleKernelFallback(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  ASSERT_EQ(k.kernel_fallbacks.size(), 1u);
+  EXPECT_EQ(k.kernel_fallbacks.at("dsa_hq2_k16"), "dsa_reference");
+  EXPECT_NE(d->action.find("dsa_hq2_k16"), std::string::npos);
+  EXPECT_FALSE(RuleKernelFallback(ev, Thresholds{}, k).has_value());  // already on fallback
+  rows[1].pass = rows[2].pass = true;
+  LoopKnobs fresh;
+  EXPECT_FALSE(RuleKernelFallback(ev, Thresholds{}, fresh).has_value());
+}
+
+TEST(ApplyRules, ADivergedProbeIsNotEvidenceForOtherRules) {
+  ProbeResult p = Skewed(100, 10);
+  for (size_t i = 0; i < p.steps.size(); ++i) p.steps[i].loss = 2.0 + i;  // diverging
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  auto ds = ApplyRules(ev, Thresholds{}, k);
+  ASSERT_EQ(ds.size(), 1u);
+  EXPECT_EQ(ds[0].rule, "probe_diverged");
+  EXPECT_TRUE(k.expert_placement.empty());
+  // Healthy loss with the same skew: the balance rule fires.
+  ProbeResult q = Skewed(100, 10);
+  ev.probe = &q;
+  LoopKnobs k2;
+  auto ds2 = ApplyRules(ev, Thresholds{}, k2);
+  ASSERT_EQ(ds2.size(), 1u);
+  EXPECT_EQ(ds2[0].rule, "expert_imbalance");
+  EXPECT_EQ(RuleTable().size(), 5u);
+}
+
+TEST(Thresholds, ValidateNamesTheField) {
+  Thresholds t;
+  t.comm_share = 1.5;
+  Status s = t.Validate();
+  EXPECT_EQ(s.code(), ErrorCode::kBadInput);
+  EXPECT_NE(s.message().find("comm_share"), std::string::npos);
+  EXPECT_NE(s.message().find("1.5"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onboard::agent

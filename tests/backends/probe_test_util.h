@@ -1,0 +1,55 @@
+// Shared settings of the multi-process probe tests: a small proxy and the `onboard` worker binary.
+#pragma once
+
+#include <string>
+
+#include "backends/probe.h"
+
+namespace onboard::testing_probe {
+
+// Default 4-layer KDA,KDA,KDA,MLA+DSA proxy (dense first layer, latent MoE with a shared expert),
+// shrunk so one step takes a few milliseconds.
+inline ProxySpec SmallSpec() {
+  ProxySpec s;
+  s.source_model = "test-proxy";
+  s.layers = {{ProxyMixer::kKDA, ProxyChannel::kDense},
+              {ProxyMixer::kKDA, ProxyChannel::kMoE},
+              {ProxyMixer::kKDA, ProxyChannel::kMoE},
+              {ProxyMixer::kMLA, ProxyChannel::kMoE}};
+  s.hidden = 32;
+  s.kda_heads = 2;
+  s.kda_head_dim = 8;
+  s.chunk = 8;
+  s.gate_rank = 8;
+  s.q_lora_rank = 16;
+  s.kv_lora_rank = 16;
+  s.qk_nope_dim = 8;
+  s.qk_rope_dim = 4;
+  s.v_head_dim = 8;
+  s.index_heads = 2;
+  s.index_head_dim = 8;
+  s.index_topk = 6;
+  s.num_experts = 8;
+  s.top_k = 2;
+  s.expert_inter = 16;
+  s.shared_inter = 32;
+  s.latent_dim = 16;
+  s.mlp_inter = 64;
+  return s;
+}
+
+inline ProbeConfig SmallConfig(int64_t ranks, const std::string& out) {
+  ProbeConfig c;
+  c.ranks = ranks;
+  c.steps = 20;
+  c.seq = 16;
+  c.batch = 8;
+  c.lr = 3e-3;
+  c.warmup = 3;
+  c.timeout_s = 120;
+  c.out_dir = out;
+  c.worker_binary = std::string(ONBOARD_BINARY_DIR) + "/onboard";
+  return c;
+}
+
+}  // namespace onboard::testing_probe

@@ -1,0 +1,101 @@
+// `onboard plan` end to end through the binary: the seed scenario, --evaluate on published runs,
+// exports, and bad topology / layout files (exit 2 with file, field and value).
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <sys/wait.h>
+
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout + stderr
+};
+
+Result Onboard(const std::string& args) {
+  const std::string cmd = std::string(ONBOARD_BINARY_DIR) + "/onboard " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+const std::string kFlagship = std::string(ONBOARD_TEST_DATA) + "/hf/flagship.config.json";
+const std::string kTopo = std::string(ONBOARD_SOURCE_DIR) + "/examples/topologies/";
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(PlanCli, SeedLoraFitsAndExplainsEp) {
+  const Result r = Onboard("plan " + kFlagship + " --topology " + kTopo + "atlas-950-superpod-128.json --mode lora --lora-rank 16");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("best plan:"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("experts per rank"), std::string::npos);
+  EXPECT_NE(r.out.find("memory per device (GiB)"), std::string::npos);
+  EXPECT_NE(r.out.find("runners-up:"), std::string::npos);
+  EXPECT_NE(r.out.find("rejected:"), std::string::npos);
+}
+
+TEST(PlanCli, FullFineTuningIsInfeasibleWithArithmetic) {
+  const Result r = Onboard("plan " + kFlagship + " --topology " + kTopo + "atlas-950-superpod-128.json --mode full");
+  EXPECT_EQ(r.code, 4) << r.out;
+  EXPECT_NE(r.out.find("NO PLAN FITS"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("16 B per parameter"), std::string::npos);
+  EXPECT_NE(r.out.find("smallest"), std::string::npos);
+}
+
+TEST(PlanCli, EvaluatePublishedRunsPrintsPredictedVsMeasured) {
+  const Result r = Onboard("plan --evaluate " + std::string(ONBOARD_TEST_DATA) + "/published_runs.json");
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("gpt3-175B/seqsel"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("vs measured 13.75 s"), std::string::npos) << r.out;
+}
+
+TEST(PlanCli, ExportsMegatronAndTorchtitan) {
+  const std::string base = "plan " + kFlagship + " --topology " + kTopo + "atlas-950-superpod-128.json";
+  const Result m = Onboard(base + " --export megatron");
+  EXPECT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("--expert-model-parallel-size"), std::string::npos) << m.out;
+  const Result t = Onboard(base + " --export torchtitan");
+  EXPECT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("[parallelism]"), std::string::npos) << t.out;
+}
+
+TEST(PlanCli, BadTopologyExits2NamingFileFieldValue) {
+  const std::string bad = Write("bad_topo.json",
+                                R"({"name":"x","num_devices":16,"device":{"tflops_bf16":100,"hbm_gib":80,"hbm_gbps":2000},)"
+                                R"("tiers":[{"group_size":8,"bw_gbps":-3},{"group_size":16,"bw_gbps":5}]})");
+  const Result r = Onboard("plan " + kFlagship + " --topology " + bad);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("bad_topo.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("tiers[0].bw_gbps"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("-3"), std::string::npos) << r.out;
+  const Result missing = Onboard("plan " + kFlagship + " --topology /nonexistent/t.json");
+  EXPECT_EQ(missing.code, 2) << missing.out;
+}
+
+TEST(PlanCli, BadLayoutExits2NamingFileFieldValue) {
+  const std::string bad = Write("bad_layout.json", R"({"runs":[{"id":"a","model":{"hidden":64,"ffn":256,"heads":4,)"
+                                                   R"("layers":2,"vocab":100},"hardware":"A100-80GB","gpus":8,"tp":"x"}]})");
+  const Result r = Onboard("plan --evaluate " + bad);
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("bad_layout.json"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("runs[0].tp"), std::string::npos) << r.out;
+  const Result degrees = Onboard("plan " + kFlagship + " --topology " + kTopo + "atlas-950-superpod-128.json --evaluate " +
+                                 Write("l.json", R"({"tp":1,"dp_shard":128,"ep":48,"global_batch":128})"));
+  EXPECT_EQ(degrees.code, 2) << degrees.out;
+  EXPECT_NE(degrees.out.find("ep=48"), std::string::npos) << degrees.out;
+}
+
+}  // namespace

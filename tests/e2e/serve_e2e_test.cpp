@@ -1,0 +1,204 @@
+// End-to-end: the real `onboard serve` binary on a free loopback port with a temp database.
+//  1. Submit the tiny flagship-shaped config (by path, under --allowed-root), follow its events
+//     over SSE (httplib::Client) to the end, fetch report.{json,md,html}; SIGTERM; restart on the
+//     same database and find the job, its events and its reports again.
+//  2. SIGKILL the server while a job runs; the restarted server reports it `interrupted`;
+//     POST /retry runs it to success.
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <nlohmann/json.hpp>
+
+#include "tests/agent/http_sse_client.h"
+#include "tests/agent/http_test_support.h"
+#include "tests/e2e/serve_process.h"
+
+namespace onboard::serve {
+namespace {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+const char* kToken = "e2e-token-0123456789abcdef";
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class ServeE2eTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    binary_ = std::string(ONBOARD_BINARY_DIR) + "/onboard";
+    ASSERT_TRUE(fs::exists(binary_)) << binary_ << " is missing: build the `onboard` target first";
+    models_ = dir_.path + "/models";
+    fs::create_directories(models_);
+    fs::copy_file(std::string(ONBOARD_TEST_DATA) + "/e2e/tiny_kimi.config.json", models_ + "/config.json");
+    fs::copy_file(std::string(ONBOARD_TEST_DATA) + "/e2e/tiny_cluster.topology.json", models_ + "/topology.json");
+    std::ofstream(dir_.path + "/token") << kToken << "\n";
+  }
+
+  bool StartServer(testing::ServeProcess& p, const std::string& log) {
+    return p.Start(binary_,
+                   {"--port", "0", "--host", "127.0.0.1", "--db", dir_.path + "/e2e.db", "--allowed-root", models_,
+                    "--token-file", dir_.path + "/token", "--workers", "1", "--grace", "20"},
+                   dir_.path + "/" + log);
+  }
+
+  std::unique_ptr<httplib::Client> Client(int port) {
+    auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
+    c->set_bearer_token_auth(kToken);
+    c->set_read_timeout(120, 0);
+    return c;
+  }
+
+  // A small but complete job: plan + kernels + one short probe round on the tiny model.
+  json JobBody() {
+    return {{"model", {{"path", "config.json"}}},
+            {"topology", {{"path", models_ + "/topology.json"}}},
+            {"options",
+             {{"mode", "lora"},
+              {"seq", 1024},
+              {"max_rounds", 1},
+              {"probe", {{"enabled", true}, {"ranks", 2}, {"steps", 6}, {"seq", 16}}}}}};
+  }
+
+  std::string Submit(httplib::Client& c) {
+    auto res = c.Post("/v1/jobs", JobBody().dump(), "application/json");
+    EXPECT_TRUE(res);
+    if (!res) return "";
+    EXPECT_EQ(res->status, 202) << res->body;
+    return json::parse(res->body).value("id", "");
+  }
+
+  // Follows the job's events to the end; returns the frames.
+  std::vector<testing::SseFrame> Follow(httplib::Client& c, const std::string& id, const std::string& last_id = "") {
+    int status = 0;
+    httplib::Headers h;
+    if (!last_id.empty()) h.emplace("Last-Event-ID", last_id);
+    auto frames = testing::ReadEventStream(c, "/v1/jobs/" + id + "/events", h, &status);
+    EXPECT_EQ(status, 200);
+    return frames;
+  }
+
+  json GetJob(httplib::Client& c, const std::string& id) {
+    auto res = c.Get(("/v1/jobs/" + id).c_str());
+    EXPECT_TRUE(res);
+    if (!res) return nullptr;
+    EXPECT_EQ(res->status, 200) << res->body;
+    return json::parse(res->body, nullptr, false);
+  }
+
+  testing::TempDir dir_;
+  std::string binary_, models_;
+};
+
+TEST_F(ServeE2eTest, SubmitFollowReportsRestart) {
+  std::string id;
+  std::string report_json, report_md, report_html;
+  size_t num_events = 0;
+  {
+    testing::ServeProcess server;
+    ASSERT_TRUE(StartServer(server, "serve1.log")) << Slurp(dir_.path + "/serve1.log");
+    auto c = Client(server.port());
+    id = Submit(*c);
+    ASSERT_FALSE(id.empty());
+    auto frames = Follow(*c, id);
+    ASSERT_GE(frames.size(), 4u) << server.log();
+    EXPECT_EQ(frames.front().event, "queued");
+    EXPECT_EQ(frames.back().event, "end");
+    std::set<std::string> types;
+    for (const auto& f : frames) types.insert(f.event);
+    EXPECT_TRUE(types.count("started"));
+    EXPECT_TRUE(types.count("stage_started")) << "the orchestrator's own events reach the stream";
+    ASSERT_EQ(frames[frames.size() - 2].event, "succeeded")
+        << frames[frames.size() - 2].data << "\n" << GetJob(*c, id).dump(2) << "\n" << server.log();
+    num_events = frames.size() - 1;
+
+    json job = GetJob(*c, id);
+    EXPECT_EQ(job["state"], "succeeded");
+    for (const char* fmt : {"json", "md", "html"}) {
+      auto r = c->Get(("/v1/jobs/" + id + "/report." + fmt).c_str());
+      ASSERT_TRUE(r);
+      ASSERT_EQ(r->status, 200) << fmt << ": " << r->body;
+      EXPECT_FALSE(r->body.empty()) << fmt;
+      (std::string(fmt) == "json" ? report_json : std::string(fmt) == "md" ? report_md : report_html) = r->body;
+    }
+    EXPECT_TRUE(json::parse(report_json, nullptr, false).is_object());
+    EXPECT_NE(report_html.find("<html"), std::string::npos);
+    EXPECT_NE(report_md.find('#'), std::string::npos);
+    int st = server.Stop(SIGTERM);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n" << server.log();
+  }
+  // Restart on the same database: the job, its events and its reports are still there.
+  testing::ServeProcess server;
+  ASSERT_TRUE(StartServer(server, "serve2.log")) << Slurp(dir_.path + "/serve2.log");
+  auto c = Client(server.port());
+  json job = GetJob(*c, id);
+  EXPECT_EQ(job["state"], "succeeded");
+  auto list = c->Get("/v1/jobs");
+  ASSERT_TRUE(list);
+  EXPECT_EQ(json::parse(list->body)["total"], 1);
+  auto frames = Follow(*c, id);
+  EXPECT_EQ(frames.size(), num_events + 1);
+  auto tail = Follow(*c, id, std::to_string(num_events - 1));
+  ASSERT_EQ(tail.size(), 2u);
+  EXPECT_EQ(tail[0].event, "succeeded");
+  for (auto [fmt, want] : {std::pair<std::string, std::string*>{"json", &report_json}, {"md", &report_md},
+                           {"html", &report_html}}) {
+    auto r = c->Get(("/v1/jobs/" + id + "/report." + fmt).c_str());
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body, *want) << fmt;
+  }
+}
+
+TEST_F(ServeE2eTest, KilledMidJobComesBackInterruptedAndRetryCompletes) {
+  std::string id;
+  {
+    testing::ServeProcess server;
+    ASSERT_TRUE(StartServer(server, "kill1.log")) << Slurp(dir_.path + "/kill1.log");
+    auto c = Client(server.port());
+    id = Submit(*c);
+    ASSERT_FALSE(id.empty());
+    // Read the stream until the job is running, then kill the server without warning.
+    std::string buffer;
+    bool running = false;
+    c->Get(("/v1/jobs/" + id + "/events").c_str(), [&](const char* data, size_t n) {
+      buffer.append(data, n);
+      for (const auto& f : testing::TakeSseFrames(buffer)) {
+        if (f.event == "stage_started") running = true;
+      }
+      return !running;  // stop reading once it runs
+    });
+    ASSERT_TRUE(running) << server.log();
+    server.Stop(SIGKILL);
+  }
+  testing::ServeProcess server;
+  ASSERT_TRUE(StartServer(server, "kill2.log")) << Slurp(dir_.path + "/kill2.log");
+  EXPECT_NE(server.log().find("1 job(s) recovered as interrupted"), std::string::npos) << server.log();
+  auto c = Client(server.port());
+  json job = GetJob(*c, id);
+  ASSERT_EQ(job["state"], "interrupted") << job.dump(2);
+  EXPECT_EQ(job["error"]["code"], "interrupted");
+  auto retry = c->Post(("/v1/jobs/" + id + "/retry").c_str(), "", "application/json");
+  ASSERT_TRUE(retry);
+  ASSERT_EQ(retry->status, 202) << retry->body;
+  auto frames = Follow(*c, id, std::to_string(job["last_event_seq"].get<int64_t>()));
+  ASSERT_GE(frames.size(), 3u);
+  EXPECT_EQ(frames.front().event, "retry");
+  EXPECT_EQ(frames[frames.size() - 2].event, "succeeded") << GetJob(*c, id).dump(2) << "\n" << server.log();
+  job = GetJob(*c, id);
+  EXPECT_EQ(job["state"], "succeeded");
+  EXPECT_EQ(job["attempts"], 2);
+  auto r = c->Get(("/v1/jobs/" + id + "/report.html").c_str());
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+}
+
+}  // namespace
+}  // namespace onboard::serve

@@ -1,0 +1,98 @@
+// Runs the real `onboard serve` binary as a child process for the end-to-end tests and the API
+// benchmark: loopback only, `--port 0` (the server prints the port it bound), a temp database,
+// output captured in a log file.
+#pragma once
+
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace onboard::serve::testing {
+
+class ServeProcess {
+ public:
+  // `args` follow `onboard serve`; returns false (with log()) when the server did not come up.
+  bool Start(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path) {
+    log_path_ = log_path;
+    pid_ = fork();
+    if (pid_ == 0) {
+      FILE* out = freopen(log_path.c_str(), "w", stdout);
+      (void)out;
+      dup2(fileno(stdout), fileno(stderr));
+      std::vector<char*> argv;
+      argv.push_back(const_cast<char*>(binary.c_str()));
+      static std::string serve = "serve";
+      argv.push_back(serve.data());
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execv(binary.c_str(), argv.data());
+      _exit(127);
+    }
+    // Wait (bounded) for "listening on http://127.0.0.1:<port>".
+    static const std::regex kListening(R"(listening on http://[0-9.]+:([0-9]+))");
+    for (int i = 0; i < 3000 && pid_ > 0; ++i) {
+      std::smatch m;
+      std::string text = log();
+      if (std::regex_search(text, m, kListening)) {
+        port_ = std::stoi(m[1]);
+        return true;
+      }
+      int status = 0;
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        exit_status_ = status;
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  // Sends `sig` and waits (bounded: 60 s, then SIGKILL) for the process; returns its wait status.
+  int Stop(int sig) {
+    if (pid_ <= 0) return exit_status_;
+    kill(pid_, sig);
+    int status = 0;
+    for (int i = 0; i < 6000; ++i) {
+      if (waitpid(pid_, &status, WNOHANG) == pid_) {
+        pid_ = -1;
+        exit_status_ = status;
+        return status;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    kill(pid_, SIGKILL);
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    exit_status_ = status;
+    return status;
+  }
+
+  ~ServeProcess() { Stop(SIGKILL); }
+
+  int port() const { return port_; }
+  std::string log() const {
+    std::ifstream in(log_path_);
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  int exit_status_ = -1;
+  std::string log_path_;
+};
+
+}  // namespace onboard::serve::testing

@@ -1,0 +1,162 @@
+// The flagship (tests/data/hf/flagship.config.json, same as examples/flagship/config.json) and the
+// layer-layout traps of the real families.
+#include <gtest/gtest.h>
+
+#include "core/model_ir.h"
+#include "parsers/hf_config.h"
+
+namespace onboard {
+namespace {
+
+ModelIR Load(const std::string& name) {
+  auto ir = ParseHfConfigFile(std::string(ONBOARD_TEST_DATA) + "/hf/" + name);
+  EXPECT_TRUE(ir.ok()) << ir.status().ToString();
+  return ir.ok() ? *ir : ModelIR{};
+}
+
+int64_t CountKind(const ModelIR& m, MixerKind k) {
+  int64_t n = 0;
+  for (const LayerSpec& l : m.layers) n += l.attn.kind == k;
+  return n;
+}
+
+TEST(HfFlagship, TotalsLayersExpertsVision) {
+  const ModelIR m = Load("flagship.config.json");
+  ASSERT_EQ(m.layers.size(), 93u);
+  EXPECT_EQ(CountKind(m, MixerKind::kKDA), 69);
+  EXPECT_EQ(CountKind(m, MixerKind::kDSA), 24);
+  const LayerSpec& dsa = m.layers[3];  // full_attn_layers is 1-indexed: 4 -> index 3
+  EXPECT_EQ(dsa.attn.kind, MixerKind::kDSA);
+  EXPECT_EQ(dsa.attn.dsa_base, MixerKind::kMLA);
+  EXPECT_TRUE(dsa.attn.output_gate);
+  EXPECT_EQ(dsa.attn.index_topk, 2048);
+  EXPECT_EQ(dsa.attn.index_heads, 32);
+  EXPECT_EQ(m.layers[92].attn.kind, MixerKind::kDSA);
+  EXPECT_EQ(m.layers[0].attn.kind, MixerKind::kKDA);
+  EXPECT_EQ(m.layers[0].attn.gate_form, GateForm::kBounded);
+  EXPECT_TRUE(m.layers[0].attn.full_rank_gate);
+  EXPECT_EQ(m.layers[0].channel, ChannelKind::kDenseMLP);  // first_k_dense_replace = 1
+  const LayerSpec& moe = m.layers[1];
+  ASSERT_EQ(moe.channel, ChannelKind::kMoE);
+  EXPECT_EQ(moe.moe.num_experts, 896);
+  EXPECT_EQ(moe.moe.top_k, 16);
+  EXPECT_EQ(moe.moe.num_shared, 2);
+  EXPECT_EQ(moe.moe.latent_dim, 3584);
+  EXPECT_EQ(moe.moe.router, RouterActivation::kSigmoid);
+  ASSERT_TRUE(m.vision.has_value());
+  EXPECT_EQ(m.vision->kind, "moonvit");
+  EXPECT_EQ(m.vision->depth, 27);
+  EXPECT_GT(m.vision->params, 300000000);
+  const ModelStats s = ComputeStats(m, 4096);
+  EXPECT_GE(s.total_params, 2.70e12);
+  EXPECT_LE(s.total_params, 2.90e12);
+  EXPECT_GE(s.active_params, 95e9);
+  EXPECT_LE(s.active_params, 115e9);
+  EXPECT_EQ(m.max_position, 1048576);
+}
+
+TEST(HfLayouts, OneIndexedKimiLists) {
+  const ModelIR m = Load("kimi-linear-48b-a3b-instruct.config.json");
+  ASSERT_EQ(m.layers.size(), 27u);
+  EXPECT_EQ(CountKind(m, MixerKind::kKDA), 20);
+  EXPECT_EQ(CountKind(m, MixerKind::kMLA), 7);
+  EXPECT_EQ(m.layers[3].attn.kind, MixerKind::kMLA);   // "4" in full_attn_layers
+  EXPECT_EQ(m.layers[26].attn.kind, MixerKind::kMLA);  // "27"
+  EXPECT_EQ(m.layers[0].attn.kind, MixerKind::kKDA);
+  EXPECT_EQ(m.layers[0].attn.gate_form, GateForm::kOriginal);
+  EXPECT_EQ(m.layers[0].attn.q_lora_rank, 0);
+}
+
+TEST(HfLayouts, Qwen3NextFullAttentionInterval) {
+  const ModelIR m = Load("qwen3-next-80b-a3b-instruct.config.json");
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const bool full = (i + 1) % 4 == 0;
+    EXPECT_EQ(m.layers[i].attn.kind, full ? MixerKind::kGQA : MixerKind::kGatedDeltaNet) << i;
+  }
+  EXPECT_TRUE(m.layers[3].attn.output_gate);
+  EXPECT_TRUE(m.layers[3].attn.qk_norm);
+  EXPECT_TRUE(m.layers[0].moe.shared_gate);
+  EXPECT_EQ(m.layers[0].attn.num_v_heads, 32);
+}
+
+TEST(HfLayouts, GptOssSlidingFullSinksBiases) {
+  const ModelIR m = Load("gpt-oss-120b.config.json");
+  EXPECT_EQ(m.layers[0].attn.kind, MixerKind::kSlidingWindow);
+  EXPECT_EQ(m.layers[0].attn.window, 128);
+  EXPECT_EQ(m.layers[1].attn.kind, MixerKind::kGQA);
+  EXPECT_TRUE(m.layers[1].attn.sinks);
+  EXPECT_TRUE(m.layers[1].attn.o_bias);
+  EXPECT_TRUE(m.layers[1].moe.router_bias);
+  EXPECT_TRUE(m.layers[1].moe.expert_bias);
+  EXPECT_EQ(m.expert_dtype, DType::kMXFP4);
+  EXPECT_EQ(m.dtype, DType::kBF16);
+  // MXFP4 experts: 0.53125 bytes per parameter, the U8 bytes of the real index (EXPECTED.json note).
+  const ModelStats s = ComputeStats(m, 4096);
+  double mx = 0;
+  for (const auto& [dt, b] : s.weight_bytes_by_dtype)
+    if (dt == DType::kMXFP4) mx = b;
+  EXPECT_DOUBLE_EQ(mx, 60914073600.0);
+}
+
+TEST(HfLayouts, DeepSeekDenseFirstLayersAndMtp) {
+  const ModelIR m = Load("deepseek-v3.config.json");
+  EXPECT_EQ(m.layers[2].channel, ChannelKind::kDenseMLP);
+  EXPECT_EQ(m.layers[3].channel, ChannelKind::kMoE);
+  EXPECT_EQ(m.layers[3].moe.num_groups, 8);
+  EXPECT_TRUE(m.layers[3].moe.expert_score_bias);
+  EXPECT_EQ(m.mtp_layers, 1);
+  EXPECT_EQ(m.expert_dtype, DType::kFP8);
+  EXPECT_EQ(m.layers[0].attn.kind, MixerKind::kMLA);
+}
+
+TEST(HfLayouts, Glm45vTextAndVisionNesting) {
+  const ModelIR m = Load("glm-4.5v.config.json");
+  EXPECT_EQ(m.hidden, 4096);  // from text_config
+  EXPECT_EQ(m.layers[0].channel, ChannelKind::kDenseMLP);
+  EXPECT_EQ(m.layers[1].moe.num_shared, 1);
+  EXPECT_TRUE(m.layers[0].attn.qkv_bias);
+  EXPECT_FALSE(m.layers[0].attn.o_bias);
+  ASSERT_TRUE(m.vision.has_value());
+  EXPECT_EQ(m.vision->kind, "glm4v");
+  EXPECT_EQ(m.vision->depth, 24);
+}
+
+}  // namespace
+}  // namespace onboard
+
+namespace onboard {
+namespace {
+
+TEST(HfLayouts, Qwen3VlMoeTextMatchesQwen3MoeAndAddsVision) {
+  // Qwen3-VL-30B-A3B's text_config has Qwen3-30B-A3B's dimensions: same language-model count.
+  const ModelIR vl = Load("extra/qwen3-vl-30b-a3b-instruct.config.json");
+  const ModelIR text = Load("qwen3-30b-a3b.config.json");
+  ASSERT_TRUE(vl.vision.has_value());
+  EXPECT_EQ(vl.vision->kind, "qwen3_vl");
+  const ModelStats a = ComputeStats(vl, 4096), b = ComputeStats(text, 4096);
+  EXPECT_EQ(a.total_params - a.vision_params, b.total_params);
+  EXPECT_GT(a.vision_params, 400000000);
+  EXPECT_LT(a.vision_params, 700000000);
+}
+
+TEST(HfLayouts, MiniMaxLightningEveryEighthSoftmax) {
+  const ModelIR m = Load("extra/minimax-text-01.config.json");
+  ASSERT_EQ(m.layers.size(), 80u);
+  EXPECT_EQ(m.layers[0].attn.kind, MixerKind::kLinearAttention);
+  EXPECT_EQ(m.layers[7].attn.kind, MixerKind::kGQA);
+  EXPECT_EQ(m.layers[8].attn.kind, MixerKind::kLinearAttention);
+}
+
+TEST(HfLayouts, DeepSeekV32IsDsaOnMla) {
+  const ModelIR m = Load("extra/deepseek-v3.2-exp.config.json");
+  EXPECT_EQ(m.layers[0].attn.kind, MixerKind::kDSA);
+  EXPECT_EQ(m.layers[0].attn.dsa_base, MixerKind::kMLA);
+  EXPECT_EQ(m.layers[0].attn.index_heads, 64);
+  // The indexer (wq_b 1536x8192, wk 7168x128, weights_proj 7168x64, k_norm 2x128) on each of 61 layers.
+  const ModelIR v3 = Load("deepseek-v3.config.json");
+  const int64_t per_layer = 1536 * 64 * 128 + 7168 * 128 + 7168 * 64 + 2 * 128;
+  EXPECT_EQ(ComputeStats(m, 4096).total_params - ComputeStats(v3, 4096).total_params, 61 * per_layer);
+}
+
+}  // namespace
+}  // namespace onboard

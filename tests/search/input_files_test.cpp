@@ -1,0 +1,110 @@
+// Topology and layout files: every shipped topology loads; bad files fail with the file, the
+// field and the value in one line (kBadInput -> exit 2); exports name the degrees.
+#include "search/layout_file.h"
+#include "search_test_util.h"
+
+namespace onboard {
+namespace {
+
+TEST(Topologies, ShippedFilesLoad) {
+  for (const char* name : {"atlas-950-superpod-128", "atlas-950-superpod-8192", "h200-16x8",
+                           "h800-2048-deepseek-v3", "a100-selene-4480"}) {
+    const Topology t = test::ShippedTopology(name);
+    EXPECT_EQ(t.name, name);
+    EXPECT_EQ(t.tiers.back().group_size, t.num_devices);
+    EXPECT_TRUE(ValidateTopology(t).ok());
+    auto again = ParseTopologyJson(TopologyToJson(t), "roundtrip");
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->num_devices, t.num_devices);
+  }
+  EXPECT_EQ(test::ShippedTopology("atlas-950-superpod-8192").num_devices, 8192);
+  EXPECT_EQ(test::ShippedTopology("h800-2048-deepseek-v3").num_devices, 2048);
+}
+
+struct BadCase {
+  std::string json;
+  const char* field;
+  const char* value;
+};
+
+TEST(Topologies, BadFilesNameFileFieldValue) {
+  const std::string dev = R"("device":{"name":"d","tflops_bf16":100,"hbm_gib":80,"hbm_gbps":2000})";
+  const BadCase cases[] = {
+      {"{\"num_devices\":16," + dev + ",\"tiers\":[{\"group_size\":8,\"bw_gbps\":-5},{\"group_size\":16,\"bw_gbps\":5}]}",
+       "tiers[0].bw_gbps", "-5"},
+      {"{\"num_devices\":16," + dev + ",\"tiers\":[{\"group_size\":6,\"bw_gbps\":5},{\"group_size\":16,\"bw_gbps\":5}]}",
+       "tiers[0].group_size", "6"},
+      {"{\"num_devices\":16," + dev + ",\"tiers\":[{\"group_size\":8,\"bw_gbps\":5}]}", "tiers[0].group_size", "8"},
+      {"{\"num_devices\":\"many\"," + dev + ",\"tiers\":[]}", "num_devices", "many"},
+      {"{\"num_devices\":8," + dev + ",\"tiers\":[{\"group_size\":8,\"bw_gbps\":5,\"efficiency\":1.5}]}",
+       "tiers[0].efficiency", "1.5"},
+      {"{\"num_devices\":8," + dev + ",\"tiers\":[{\"group_size\":8,\"bw_gbps\":5,\"bandwith\":3}]}",
+       "tiers[0].bandwith", "bandwith"},
+  };
+  for (const auto& c : cases) {
+    auto t = ParseTopologyJson(c.json, "bad.json");
+    ASSERT_FALSE(t.ok()) << c.json;
+    EXPECT_EQ(t.status().code(), ErrorCode::kBadInput);
+    const std::string& msg = t.status().message();
+    EXPECT_NE(msg.find("bad.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.field), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.value), std::string::npos) << msg;
+  }
+  EXPECT_EQ(LoadTopologyFile("/nonexistent/t.json").status().code(), ErrorCode::kNotFound);
+  EXPECT_FALSE(ParseTopologyJson("{not json", "x.json").ok());
+}
+
+TEST(LayoutFiles, BadRunsNameFileFieldValue) {
+  const BadCase cases[] = {
+      {R"({"runs":[{"id":"a","model":{"hidden":64,"ffn":256,"heads":4,"layers":2,"vocab":100},"hardware":"TPU-v9","gpus":8,"tp":8}]})",
+       "runs[0].hardware", "TPU-v9"},
+      {R"({"runs":[{"id":"a","model":{"hidden":64,"ffn":256,"heads":5,"layers":2,"vocab":100},"hardware":"A100-80GB","gpus":8}]})",
+       "runs[0].model.heads", "5"},
+      {R"({"runs":[{"id":"a","model":{"hidden":64,"ffn":256,"heads":4,"layers":2,"vocab":100},"hardware":"A100-80GB","gpus":8,"recompute":"sometimes"}]})",
+       "runs[0].recompute", "sometimes"},
+      {R"({"tp":"eight"})", "tp", "eight"},
+      {R"({"runs":[{"id":"a","hardware":"A100-80GB","gpus":8}]})", "runs[0].model", ""},
+      {R"({"runs":[{"id":"a","model":{"hidden":64,"ffn":256,"heads":4,"layers":2,"vocab":100},"hardware":"A100-80GB","gpus":12}]})",
+       "runs[0].gpus", "12"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseLayoutJson(c.json, "layout.json");
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_EQ(ExitCodeFor(r.status().code()), 2);
+    const std::string& msg = r.status().message();
+    EXPECT_NE(msg.find("layout.json"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.field), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.value), std::string::npos) << msg;
+  }
+}
+
+TEST(LayoutFiles, InvalidDegreesAreRejectedAtEvaluation) {
+  auto runs = ParseLayoutJson(
+      R"({"runs":[{"id":"x/y","model":{"hidden":64,"ffn":256,"heads":4,"layers":2,"vocab":100},"hardware":"A100-80GB","gpus":8,"tp":8,"pp":1,"dp":1,"global_batch":4,"micro_batch":4}]})",
+      "l.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  auto e = EvaluatePlan(RequestForRun(runs->front()), runs->front().plan);
+  ASSERT_FALSE(e.ok());
+  EXPECT_NE(e.status().message().find("tp=8 must divide attention heads=4"), std::string::npos) << e.status().message();
+}
+
+TEST(Exports, TorchtitanAndMegatronCarryTheDegrees) {
+  Plan p = test::MakePlan({2, 16, 4, 2, 32, 2, 2, true}, 4096, 1, 8);
+  p.recompute = {{"KDA", Recompute::kSelective}, {"MoE", Recompute::kFull}};
+  const std::string toml = ToTorchtitanToml(p);
+  EXPECT_NE(toml.find("data_parallel_replicate_degree = 2"), std::string::npos) << toml;
+  EXPECT_NE(toml.find("data_parallel_shard_degree = 16"), std::string::npos);
+  EXPECT_NE(toml.find("tensor_parallel_degree = 4"), std::string::npos);
+  EXPECT_NE(toml.find("pipeline_parallel_schedule = \"Interleaved1F1B\""), std::string::npos);
+  EXPECT_NE(toml.find("expert_parallel_degree = 32"), std::string::npos);
+  EXPECT_NE(toml.find("mode = \"full\""), std::string::npos);
+  const std::string args = ToMegatronArgs(p);
+  EXPECT_NE(args.find("--tensor-model-parallel-size 4"), std::string::npos) << args;
+  EXPECT_NE(args.find("--pipeline-model-parallel-size 2"), std::string::npos);
+  EXPECT_NE(args.find("--expert-model-parallel-size 32"), std::string::npos);
+  EXPECT_NE(args.find("--sequence-parallel"), std::string::npos);
+  EXPECT_NE(args.find("--global-batch-size 256"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onboard
