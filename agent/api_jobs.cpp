@@ -29,10 +29,12 @@ std::optional<int64_t> ParseNonNegative(const std::string& s) {
   return v;
 }
 
+// The body is always parsed as JSON; only types that cannot be JSON are refused. (curl -d sends
+// application/x-www-form-urlencoded unless told otherwise, so that one is accepted.)
 bool IsJsonContentType(const httplib::Request& req) {
-  if (!req.has_header("Content-Type")) return true;  // curl -d without -H is common; the body is still parsed
+  if (!req.has_header("Content-Type")) return true;
   std::string ct = req.get_header_value("Content-Type");
-  return ct.find("json") != std::string::npos || ct.find("text/plain") != std::string::npos;
+  return ct.rfind("multipart/", 0) != 0 && ct.rfind("image/", 0) != 0 && ct.rfind("application/octet-stream", 0) != 0;
 }
 
 // Loads the job named by the first regex group, or sends 404 and returns nullopt.

@@ -107,6 +107,7 @@ Expected<std::string> StageValidate(RunState& st, int round, Emitter& em) {
   ev.round = round;
   ev.probe = &pr.result;
   if (const PlanRound* p = st.final_plan()) ev.plan = &p->search.best;
+  ev.target_device = st.topology.device.name;
   st.knobs.replan = false;
   st.knobs.reprobe = false;
   // Step 2: rules.

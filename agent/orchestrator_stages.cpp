@@ -8,6 +8,7 @@
 #include <set>
 #include <sstream>
 
+#include "agent/report_format.h"
 #include "agent/report_html.h"
 #include "agent/report_json.h"
 #include "agent/report_markdown.h"
@@ -88,8 +89,7 @@ Expected<std::string> StageParse(RunState& st) {
   ONBOARD_ASSIGN_OR_RETURN(st.topology, ResolveTopology(req.topology));
   st.stats = ComputeStats(st.model, req.seq);
   return st.model.name + ": " + std::to_string(st.model.layers.size()) + " layers, " +
-         Fixed(static_cast<double>(st.stats.total_params) / 1e9, 1) + "B params (" +
-         Fixed(static_cast<double>(st.stats.active_params) / 1e9, 1) + "B active); topology " +
+         FmtCount(st.stats.total_params) + " params (" + FmtCount(st.stats.active_params) + " active); topology " +
          st.topology.name + " (" + std::to_string(st.topology.num_devices) + " x " + st.topology.device.name + ")";
 }
 
@@ -152,12 +152,24 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
     ks.skipped_reason = "the model has no KDA/DSA blocks; its other kernels come from the vendor library";
     return ks.skipped_reason;
   }
-  // Step 2: generate, build and check one spec at a time (cancellable, with progress).
+  // Step 2: the model's own kernels at full dims, CPU and CUDA (sm_90) sources + manifests.
+  for (auto target : {codegen::KernelTarget::kCpu, codegen::KernelTarget::kCuda}) {
+    codegen::TargetOptions to;
+    to.target = target;
+    ONBOARD_ASSIGN_OR_RETURN(auto kernels, codegen::GenerateKernels(st.model, to));
+    std::string sub = std::string("kernels/") + codegen::KernelTargetName(target) + "/";
+    for (const auto& g : kernels) {
+      ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, sub + g.FileName(), g.source));
+      ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, sub + g.name + ".json", g.ManifestJson()));
+      ks.generated.push_back(sub.substr(8) + g.FileName());
+    }
+  }
+  ks.notes.push_back("CUDA sources are generated, not compiled or run here; `onboard kernels --target cuda` "
+                     "compiles them and scripts/gpu-check.sh checks them on a GPU");
+  // Step 3: build and check the CPU kernels one spec at a time (scaled model dims + odd shapes;
+  // cancellable, with progress).
   validators::KernelCheckOptions opt;
-  opt.out_dir = ks.dir;
   opt.num_threads = st.req.threads;
-  std::error_code ec;
-  fs::create_directories(ks.dir, ec);
   size_t done = 0;
   auto progress = [&](const std::string& name) {
     ++done;
@@ -177,7 +189,6 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
       ks.rows.push_back(r);
       ks.notes.push_back(name + ": " + rows.status().message());
     }
-    ks.generated.push_back(name);
     progress(name);
   };
   for (const auto& spec : plan.kda) {
@@ -191,7 +202,7 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
     record(name, validators::CheckDsaKernel(spec, opt));
   }
   ks.ran = true;
-  // Step 3: the kernel-fallback rule, with the reference operators the templates name.
+  // Step 4: the kernel-fallback rule, with the reference operators the templates name.
   RoundEvidence ev;
   ev.round = 0;
   ev.kernel_rows = &ks.rows;
@@ -210,7 +221,7 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
     st.trace.AddObservation(0, "kernels", {{"rows", ks.rows.size()}, {"passed", passed}},
                             "every generated kernel matches its reference");
   }
-  return std::to_string(ks.generated.size()) + " kernels generated, " + std::to_string(passed) + "/" +
+  return std::to_string(ks.generated.size()) + " kernel sources generated, " + std::to_string(passed) + "/" +
          std::to_string(ks.rows.size()) + " checks passed" +
          (st.knobs.kernel_fallbacks.empty() ? ""
                                             : ", " + std::to_string(st.knobs.kernel_fallbacks.size()) +

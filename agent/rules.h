@@ -54,6 +54,7 @@ struct RoundEvidence {
   const PlanCandidate* plan = nullptr;                         // chosen plan for the full model
   const std::vector<validators::KernelCheckRow>* kernel_rows = nullptr;
   std::map<std::string, std::string> kernel_reference_ops;     // kernel name -> template reference_op
+  std::string target_device;     // the plan's device ("Ascend-950DT"); "" = same hardware as the probe
 };
 
 struct Decision {
@@ -119,7 +120,7 @@ struct CommShare {
   double compute_s = 0;
 };
 CommShare ComputeCommShare(const ProbeResult& p);
-// Max over steps of peak RSS, bytes.
+// Max over steps of peak RSS minus the runtime's RSS before the model was built, bytes.
 double MeasuredPeakBytes(const ProbeResult& p);
 
 }  // namespace onboard::agent

@@ -53,6 +53,18 @@ std::optional<Decision> RuleCommShare(const RoundEvidence& ev, const Thresholds&
     }
   }
   k.calibrated = true;
+  // Step 3: only transfer factors measured on the target's own hardware.
+  const std::string& host = pred.topology;
+  if (!what.empty() && !ev.target_device.empty() && host.find(ev.target_device) == std::string::npos) {
+    d.observed["probe_host"] = host;
+    d.observed["factors_not_applied"] = what;
+    d.action = "keep the datasheet cost model for " + ev.target_device + ": the probe ran on " +
+               (host.empty() ? std::string("another host") : host) +
+               ", whose collectives say nothing about the target's links (" + what +
+               " measured there); re-probe on the target (scripts/gpu-probe.sh) to calibrate";
+    d.changed = nlohmann::json::object();
+    return d;
+  }
   if (what.empty()) {
     d.action = pred.available ? "measured times match the cost model within tolerance; keep the plan"
                               : "no cost-model prediction for the probe layout; keep the datasheet model";

@@ -32,7 +32,17 @@ std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const 
   std::snprintf(buf, sizeof(buf), "measured / predicted peak memory > %.2f", th.memory_over_prediction);
   d.threshold = buf;
 
-  // Step 2: does the full-model plan still fit with the same under-prediction?
+  // Step 2: a tiny prediction is mostly fixed overhead (allocator, runtime): not evidence for the plan.
+  if (predicted < th.memory_min_predicted_bytes) {
+    std::snprintf(buf, sizeof(buf),
+                  "prediction %.1f MiB is below %.0f MiB: the ratio is dominated by runtime and allocator "
+                  "overheads of the small proxy, so it is not applied to the plan",
+                  predicted / (1024.0 * 1024), th.memory_min_predicted_bytes / (1024.0 * 1024));
+    d.action = buf;
+    d.changed = nlohmann::json::object();
+    return d;
+  }
+  // Step 3: does the full-model plan still fit with the same under-prediction?
   if (ev.plan) {
     const MemoryBreakdown& m = ev.plan->estimate.memory;
     double scaled = m.total * ratio;
@@ -48,7 +58,7 @@ std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const 
       return d;
     }
   }
-  // Step 3: recompute more, then shard further.
+  // Step 4: recompute more, then shard further.
   if (k.recompute != "full") {
     d.changed = {{"recompute", {k.recompute.empty() ? "searched" : k.recompute, "full"}}};
     k.recompute = "full";

@@ -86,7 +86,7 @@ CommShare ComputeCommShare(const ProbeResult& p) {
 double MeasuredPeakBytes(const ProbeResult& p) {
   double peak = 0;
   for (const auto& st : p.steps) peak = std::max(peak, static_cast<double>(st.peak_rss_bytes));
-  return peak;
+  return std::max(0.0, peak - static_cast<double>(p.baseline_rss_bytes));
 }
 
 nlohmann::json Decision::ToJson() const {

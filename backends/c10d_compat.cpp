@@ -115,8 +115,12 @@ at::Tensor Group::AllGather(const at::Tensor& shard) {
   at::Tensor in = shard.contiguous();
   if (size_ == 1) return in.clone();
   Timed t(&CommClock().all_gather_s);
+  // Gloo (1.13) lacks _allgather_base: the list form writes into views of one flat output.
   at::Tensor out = at::empty({in.numel() * size_}, in.options());
-  impl_->pg->_allgather_base(out, in)->wait();
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int64_t r = 0; r < size_; ++r) outs[0].push_back(out.narrow(0, r * in.numel(), in.numel()));
+  std::vector<at::Tensor> ins{in};
+  impl_->pg->allgather(outs, ins)->wait();
   return out;
 }
 

@@ -78,6 +78,19 @@ Expected<CudaBuildResult> CompileCuda(const GeneratedKernel& kernel, const std::
     f << kernel.source;
     if (!f) return IoError("cannot write " + r.cu_path);
   }
+  // A cubin built from the same source (sidecar <cubin>.hash) is reused.
+  const std::string stamp = kernel.content_hash + (want_ptx ? " ptx" : "");
+  const std::string stamp_path = r.cubin_path + ".hash";
+  {
+    std::ifstream f(stamp_path);
+    std::string old;
+    std::getline(f, old);
+    if (old == stamp && fs::exists(r.cubin_path)) {
+      if (want_ptx) r.ptx_path = (fs::path(out_dir) / (kernel.name + "." + arch + ".ptx")).string();
+      r.cached = true;
+      return r;
+    }
+  }
   const auto t0 = std::chrono::steady_clock::now();
   std::string log;
   const std::string base = Quote(*nvcc) + " -std=c++17 -O3 -arch=" + arch + " ";
@@ -93,6 +106,7 @@ Expected<CudaBuildResult> CompileCuda(const GeneratedKernel& kernel, const std::
     const std::string tail = log.size() > 3000 ? log.substr(log.size() - 3000) : log;
     return Status(ErrorCode::kBuild, "nvcc " + kernel.name + " failed (" + cmd + "):\n" + tail);
   }
+  std::ofstream(stamp_path) << stamp << "\n";
   return r;
 }
 

@@ -47,8 +47,8 @@ std::string MixerText(const AttentionSpec& a) {
       os << " x " << a.head_dim;
       if (a.v_head_dim > 0 && a.v_head_dim != a.head_dim) os << "/" << a.v_head_dim;
       if (a.conv_kernel > 0) os << " conv" << a.conv_kernel;
-      if (a.gate_form == GateForm::kBounded) os << " gate bounded(" << a.gate_lower_bound << ")";
-      if (a.full_rank_gate) os << " full-rank gate";
+      if (a.gate_form == GateForm::kBounded) os << " bounded-gate(" << a.gate_lower_bound << ")";
+      if (a.full_rank_gate) os << " full-rank";
       break;
     case MixerKind::kLinearAttention:
       os << "LinearAttention " << a.num_heads << "h x " << a.head_dim;

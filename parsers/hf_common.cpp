@@ -149,6 +149,7 @@ MoESpec ReadHfMoE(HfContext& c, const char* expert_width_key) {
 }
 
 void AddLayers(HfContext& c, const std::function<LayerSpec(int64_t)>& make) {
+  if (!c.text.ok()) return;  // an earlier field was bad: the per-layer lists may be inconsistent
   for (int64_t i = 0; i < c.num_layers; ++i) {
     LayerSpec l = make(i);
     l.index = i;

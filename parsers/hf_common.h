@@ -53,7 +53,7 @@ MoESpec ReadHfMoE(HfContext& c, const char* expert_width_key = "moe_intermediate
 // Activation from hidden_act ("silu" -> SwiGLU when gated, ...); unknown -> SwiGLU + warning.
 Activation ParseHfActivation(const std::string& s, bool* known);
 
-// Adds `n` layers built by `make(i)` (0-based) to c.ir.
+// Adds num_layers layers built by `make(i)` (0-based) to c.ir; does nothing once a field read failed.
 void AddLayers(HfContext& c, const std::function<LayerSpec(int64_t)>& make);
 
 // A 1-indexed layer list (kimi kda_layers / full_attn_layers) -> 0-based set; entries must lie in

@@ -104,6 +104,12 @@ Expected<ModelIR> ParseHfConfigText(const std::string& text, const std::string& 
     if (at != std::string::npos) msg = msg.substr(at);
     for (char& ch : msg) if (ch == '\n' || ch == '\r') ch = ' ';
     return BadInput(origin, "<json>", "invalid JSON: " + msg + " (byte " + std::to_string(e.byte) + ")");
+  } catch (const nlohmann::json::exception& e) {
+    // e.g. out_of_range.406 "number overflow parsing '1e8001'": valid syntax, unrepresentable value.
+    std::string msg = e.what();
+    const size_t close = msg.find("] ");
+    if (close != std::string::npos) msg = msg.substr(close + 2);
+    return BadInput(origin, "<json>", "invalid JSON: " + msg);
   }
   return ParseHfConfigJson(j, origin);
 }

@@ -113,8 +113,8 @@ Status ReadQwen3Next(HfContext& c) {
   const MlpSpec mlp = ReadHfMlp(c);
   AddLayers(c, [&](int64_t i) {
     LayerSpec l;
-    const bool is_full = types.empty() ? (i + 1) % interval == 0
-                                       : types[static_cast<size_t>(i)] == "full_attention";
+    const size_t k = static_cast<size_t>(i);
+    const bool is_full = k < types.size() ? types[k] == "full_attention" : (i + 1) % interval == 0;
     l.attn = is_full ? full : gdn;
     if (m.num_experts > 0 && !mlp_only.count(i) && (i + 1) % step == 0) {
       l.channel = ChannelKind::kMoE;

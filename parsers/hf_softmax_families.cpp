@@ -127,7 +127,8 @@ Status ReadGptOss(HfContext& c) {
                   types[i]);
   }
   AddLayers(c, [&](int64_t i) {
-    const bool slide = types.empty() ? i % 2 == 0 : types[static_cast<size_t>(i)] == "sliding_attention";
+    const size_t k = static_cast<size_t>(i);
+    const bool slide = k < types.size() ? types[k] == "sliding_attention" : i % 2 == 0;
     return Layer(slide ? sliding : full, true, m, {});
   });
   return c.text.status();

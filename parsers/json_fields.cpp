@@ -6,6 +6,9 @@
 namespace onboard {
 
 std::string JsonValueText(const nlohmann::json& v) {
+  // Containers are summarised, never dumped: a hostile value may nest millions deep.
+  if (v.is_array()) return "a list of " + std::to_string(v.size());
+  if (v.is_object()) return "an object of " + std::to_string(v.size()) + " fields";
   std::string s = v.dump(-1, ' ', true, nlohmann::json::error_handler_t::replace);
   if (s.size() > 60) s = s.substr(0, 57) + "...";
   return s;

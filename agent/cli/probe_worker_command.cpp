@@ -39,7 +39,9 @@ int RunWorker(ProbeWorkerArgs a, bool torchrun) {
     Status st = RunProbeWorker(a);
     if (!st.ok()) return ReportError("probe-worker rank " + std::to_string(a.rank), st);
   } catch (const std::exception& e) {  // c10d errors (peer gone, timeout) arrive as exceptions
-    std::cerr << "onboard probe-worker rank " << a.rank << ": collective failed: " << e.what() << "\n";
+    std::string what = e.what();  // c10::Error appends a backtrace: keep the first line
+    what = what.substr(0, what.find('\n'));
+    std::cerr << "onboard probe-worker rank " << a.rank << ": collective failed: " << what << "\n";
     return ExitCodeFor(ErrorCode::kNetwork);
   }
   return 0;

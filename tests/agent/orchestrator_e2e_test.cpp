@@ -35,8 +35,9 @@ TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
     EXPECT_TRUE(fs::exists(fs::path(out) / f)) << f;
   ASSERT_TRUE(fs::is_directory(fs::path(out) / "kernels"));
   size_t kernel_files = 0;
-  for (const auto& e : fs::directory_iterator(fs::path(out) / "kernels")) kernel_files += e.is_regular_file();
-  EXPECT_GE(kernel_files, 2u);  // at least one source + its manifest
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(out) / "kernels")) kernel_files += e.is_regular_file();
+  EXPECT_GE(kernel_files, 8u);  // KDA + DSA, CPU + CUDA, source + manifest each
+  EXPECT_TRUE(fs::exists(fs::path(out) / "kernels/cpu") && fs::exists(fs::path(out) / "kernels/cuda"));
   EXPECT_GE(res->rounds, 1);
   EXPECT_LE(res->rounds, 2);
 

@@ -23,7 +23,7 @@ ProbeResult Curve(int n, F loss) {
     s.step_s = 0.1;
     s.comm.all_to_all_s = 0.01;
     s.compute_s = 0.09;
-    s.peak_rss_bytes = 100 << 20;
+    s.peak_rss_bytes = 400LL << 20;
     p.steps.push_back(s);
   }
   p.convergence = "converged";
@@ -163,7 +163,7 @@ PlanCandidate PlanUsing(double total_gib) {
 TEST(RuleMemoryOverPrediction, RecomputesThenShardsFurtherWhenThePlanWouldNotFit) {
   ProbeResult p = Healthy();  // peak 100 MiB
   p.prediction.available = true;
-  p.prediction.memory_bytes = 50 << 20;  // predicted half of it
+  p.prediction.memory_bytes = 200LL << 20;  // predicted half of it
   PlanCandidate plan = PlanUsing(80);    // 80 GiB * 2 > 92 GiB usable
   RoundEvidence ev;
   ev.probe = &p;
@@ -183,7 +183,7 @@ TEST(RuleMemoryOverPrediction, RecomputesThenShardsFurtherWhenThePlanWouldNotFit
 TEST(RuleMemoryOverPrediction, KeepsAPlanThatStillFits) {
   ProbeResult p = Healthy();
   p.prediction.available = true;
-  p.prediction.memory_bytes = 50 << 20;
+  p.prediction.memory_bytes = 200LL << 20;
   PlanCandidate plan = PlanUsing(30);  // 60 GiB scaled still fits in 92
   RoundEvidence ev;
   ev.probe = &p;
@@ -194,8 +194,56 @@ TEST(RuleMemoryOverPrediction, KeepsAPlanThatStillFits) {
   EXPECT_TRUE(d->changed.empty());
   EXPECT_TRUE(k.recompute.empty());
   EXPECT_FALSE(k.replan);
-  p.prediction.memory_bytes = 95 << 20;  // within the threshold: nothing to say
+  p.prediction.memory_bytes = 380LL << 20;  // within the threshold: nothing to say
   EXPECT_FALSE(RuleMemoryOverPrediction(ev, Thresholds{}, k).has_value());
+}
+
+TEST(RuleMemoryOverPrediction, SmallProxyPredictionIsNotAppliedToThePlan) {
+  ProbeResult p = Healthy();
+  p.baseline_rss_bytes = 380LL << 20;  // runtime before the model: 20 MiB of model memory measured
+  p.prediction.available = true;
+  p.prediction.memory_bytes = 1 << 20;
+  EXPECT_NEAR(MeasuredPeakBytes(p), 20.0 * (1 << 20), 1);
+  PlanCandidate plan = PlanUsing(80);
+  RoundEvidence ev;
+  ev.probe = &p;
+  ev.plan = &plan;
+  LoopKnobs k;
+  auto d = RuleMemoryOverPrediction(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_NEAR(d->observed["ratio"].get<double>(), 20.0, 1e-9);
+  EXPECT_TRUE(d->changed.empty());
+  EXPECT_TRUE(k.recompute.empty());
+  EXPECT_FALSE(k.replan);
+}
+
+TEST(RuleCommShare, FactorsFromAnotherHostAreNotTransferred) {
+  ProbeResult p = Healthy();
+  for (auto& s : p.steps) {
+    s.step_s = 0.2;
+    s.comm.all_to_all_s = 0.12;
+    s.compute_s = 0.08;
+  }
+  p.prediction.available = true;
+  p.prediction.step_s = 0.05;
+  p.prediction.comm_s = 0.012;
+  p.prediction.topology = "localhost-cpu (measured): loopback 1.8 GB/s";
+  RoundEvidence ev;
+  ev.probe = &p;
+  ev.target_device = "Ascend-950DT";
+  LoopKnobs k;
+  auto d = RuleCommShare(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_TRUE(d->changed.empty());
+  EXPECT_TRUE(k.calibration.tier_bandwidth.empty());
+  EXPECT_FALSE(k.replan);
+  EXPECT_NE(d->action.find("Ascend-950DT"), std::string::npos);
+  // Same hardware: applied.
+  p.prediction.topology = "Ascend-950DT x2 (measured)";
+  LoopKnobs k2;
+  ASSERT_TRUE(RuleCommShare(ev, Thresholds{}, k2).has_value());
+  EXPECT_FALSE(k2.calibration.tier_bandwidth.empty());
+  EXPECT_TRUE(k2.replan);
 }
 
 TEST(RuleKernelFallback, FailedCheckFallsBackToTheTemplateReference) {

@@ -2,6 +2,7 @@
 // reported as diverged (or NaN), and a rank that dies mid-probe fails the probe with its name.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 
 #include "tests/backends/probe_test_util.h"

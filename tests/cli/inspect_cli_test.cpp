@@ -71,6 +71,12 @@ TEST(InspectCli, BadFilesExitTwoWithOneLine) {
   EXPECT_EQ(Inspect(kData + "flagship.config.json --seq 0", Capture::kStderr).code, 2);
 }
 
+TEST(InspectCli, OnnxFile) {
+  const CliRun r = Inspect(std::string(ONBOARD_TEST_DATA) + "/onnx/llama_gqa_tiny.onnx --json");
+  ASSERT_EQ(r.code, 0) << r.out.substr(0, 400);
+  EXPECT_EQ(nlohmann::json::parse(r.out)["totals"]["params"], 3283200);  // llama_gqa_tiny.truth.json
+}
+
 TEST(InspectCli, DirectoryWithSafetensorsIndexCrossChecks) {
   const std::string dir = ::testing::TempDir() + "inspect_gpt_oss";
   mkdir(dir.c_str(), 0755);

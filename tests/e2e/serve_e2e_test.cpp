@@ -57,7 +57,8 @@ class ServeE2eTest : public ::testing::Test {
     return c;
   }
 
-  // A small but complete job: plan + kernels + one short probe round on the tiny model.
+  // A small job: parse, templates, plan, one short probe round (2 ranks, 6 steps) and the reports on
+  // the tiny model. Kernel generation is skipped to keep the test fast (tests/agent covers it).
   json JobBody() {
     return {{"model", {{"path", "config.json"}}},
             {"topology", {{"path", models_ + "/topology.json"}}},
@@ -65,6 +66,7 @@ class ServeE2eTest : public ::testing::Test {
              {{"mode", "lora"},
               {"seq", 1024},
               {"max_rounds", 1},
+              {"generate_kernels", false},
               {"probe", {{"enabled", true}, {"ranks", 2}, {"steps", 6}, {"seq", 16}}}}}};
   }
 

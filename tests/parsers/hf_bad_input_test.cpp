@@ -45,6 +45,10 @@ TEST(HfBadInput, TruncatedJson) {
   ExpectBad(text.substr(0, text.find(",\n", text.size() / 2) + 2), {"invalid JSON", "unexpected end of input"});
 }
 
+TEST(HfBadInput, NumberOverflow) {
+  ExpectBad("{\"hidden_size\": 1e8001}", {"<json>", "number overflow", "1e8001"});
+}
+
 TEST(HfBadInput, NotAnObject) { ExpectBad("[1, 2, 3]", {"<root>", "expected a JSON object"}); }
 
 TEST(HfBadInput, WrongFieldType) {
@@ -79,6 +83,13 @@ TEST(HfBadInput, AbsurdAndOverflowingDims) {
   j["num_hidden_layers"] = 100000;
   j["head_dim"] = 128;
   ExpectBad(j.dump(), {"'hidden_size'", "overflows int64"});
+}
+
+TEST(HfBadInput, DeeplyNestedValue) {
+  std::string text = ReadText(kLlama);
+  const std::string deep = std::string(100000, '[') + std::string(100000, ']');
+  text.replace(text.find("4096"), 4, deep);  // "hidden_size": 4096
+  ExpectBad(text, {"'hidden_size'", "a list of 1"});
 }
 
 TEST(HfBadInput, MissingRequiredField) {
@@ -137,9 +148,17 @@ TEST(HfBadInput, EveryFieldEveryHostileValue) {
     const nlohmann::json flat = base.flatten();
     for (const auto& [k, v] : flat.items()) ptrs.emplace_back(k);
     for (const auto& p : ptrs) {
+      std::vector<nlohmann::json> variants;
       for (const auto& h : hostile) {
-        nlohmann::json j = base;
-        j[p] = h;
+        variants.push_back(base);
+        variants.back()[p] = h;
+      }
+      // A list one entry short (layer_types / kda_layers shorter than num_hidden_layers).
+      if (base[p.parent_pointer()].is_array()) {
+        variants.push_back(base);
+        variants.back()[p.parent_pointer()].erase(std::stoul(p.back()));
+      }
+      for (const nlohmann::json& j : variants) {
         auto ir = ParseHfConfigText(j.dump(), "cfg.json");
         ++parses;
         if (ir.ok()) {

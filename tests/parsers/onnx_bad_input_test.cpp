@@ -138,5 +138,27 @@ TEST(OnnxTiedHead, TransposedCopyOfEmbeddingIsTiedAndCountedOnce) {
   EXPECT_EQ(ComputeStats(shared->ir, 16).total_params, kLlamaParams);
 }
 
+// With the q Reshape's target no longer constant, head_dim comes from the 1/sqrt(d) score scale.
+TEST(OnnxHeadDim, FallsBackToTheScoreScaleConstant) {
+  onnx::ModelProto m = LoadLlama();
+  int edited = 0;
+  for (auto& n : *m.mutable_graph()->mutable_node()) {
+    const std::string& name = n.name();
+    const std::string suffix = "/self_attn/Reshape";
+    if (name.size() > suffix.size() && name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      n.set_input(1, name.substr(0, name.size() - 7) + "Shape_output_0");  // a runtime shape
+      ++edited;
+    }
+  }
+  ASSERT_EQ(edited, 4);
+  auto info = AnalyzeOnnxBytes(m.SerializeAsString(), "scale.onnx");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->ir.layers[0].attn.head_dim, 32);
+  EXPECT_EQ(info->ir.layers[3].attn.num_kv_heads, 2);
+  bool from_scale = false;
+  for (const auto& note : info->notes) from_scale = from_scale || note.find("scale constant") != std::string::npos;
+  EXPECT_TRUE(from_scale);
+}
+
 }  // namespace
 }  // namespace onboard
