@@ -68,7 +68,9 @@ std::string ReadArtifact(const agent::RunResult& r, const std::string& name) {
 
 JobRunner MakeOnboardingRunner(std::string jobs_dir) {
   return [jobs_dir](JobContext& ctx) -> Expected<JobOutput> {
-    std::string out_dir = (std::filesystem::path(jobs_dir) / ctx.id()).string();
+    // One directory per attempt: processes left over from a killed attempt never share files with a retry.
+    std::string out_dir =
+        (std::filesystem::path(jobs_dir) / ctx.id() / ("attempt-" + std::to_string(ctx.attempt()))).string();
     ONBOARD_ASSIGN_OR_RETURN(agent::RunRequest req, ToRunRequest(ctx.request(), out_dir));
     StoreEventSink sink(ctx);
     agent::CancelToken token;

@@ -142,7 +142,7 @@ void JobQueue::RunOne(const std::string& id) {
   if (job.ok()) {
     // Step 2: run it; a throwing runner is a failed job, never a dead worker.
     nlohmann::json request = nlohmann::json::parse(job->request_json, nullptr, /*allow_exceptions=*/false);
-    JobContext ctx(id, std::move(request), store_, notifier_, flags->cancel);
+    JobContext ctx(id, job->attempts, std::move(request), store_, notifier_, flags->cancel);
     try {
       out = runner_(ctx);
     } catch (const std::exception& e) {

@@ -34,10 +34,12 @@ namespace onboard::serve {
 // What a runner sees of its job.
 class JobContext {
  public:
-  JobContext(std::string id, nlohmann::json request, JobStore& store, JobNotifier& notifier,
+  JobContext(std::string id, int64_t attempt, nlohmann::json request, JobStore& store, JobNotifier& notifier,
              const std::atomic<bool>& cancel)
-      : id_(std::move(id)), request_(std::move(request)), store_(store), notifier_(notifier), cancel_(cancel) {}
+      : id_(std::move(id)), attempt_(attempt), request_(std::move(request)), store_(store), notifier_(notifier),
+        cancel_(cancel) {}
   const std::string& id() const { return id_; }
+  int64_t attempt() const { return attempt_; }  // 1 for the first run, +1 per retry
   const nlohmann::json& request() const { return request_; }
   // Stores one event (type + JSON data) and wakes SSE followers. Thread-safe.
   Status Emit(const std::string& type, const nlohmann::json& data);
@@ -46,6 +48,7 @@ class JobContext {
 
  private:
   std::string id_;
+  int64_t attempt_ = 1;
   nlohmann::json request_;
   JobStore& store_;
   JobNotifier& notifier_;

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <future>
 #include <numeric>
 #include <sstream>
@@ -56,6 +57,21 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, int round
   return c;
 }
 
+// The last "rank 0 step N loss X ..." line of the rank-0 log (the probe worker writes one per
+// step): step index and loss, for progress while the probe runs. {-1, ""} when none yet.
+std::pair<int64_t, std::string> LastStep(const std::string& log_path) {
+  std::ifstream in(log_path);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (line.rfind("rank 0 step ", 0) == 0) last = line;
+  if (last.empty()) return {-1, ""};
+  std::istringstream ss(last.substr(12));
+  int64_t step = -1;
+  std::string word, loss;
+  ss >> step >> word >> loss;
+  return {step, word == "loss" ? loss : ""};
+}
+
 }  // namespace
 
 Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const CancelToken& cancel) {
@@ -72,10 +88,19 @@ Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const Can
                            std::to_string(cfg.ep) + ", lr " + Fixed(cfg.lr, 5)}});
   // Step 1: run the probe on a worker thread; poll cancellation while it runs.
   auto fut = std::async(std::launch::async, [spec, cfg] { return RunProbeSpec(spec, cfg); });
-  while (fut.wait_for(std::chrono::milliseconds(200)) != std::future_status::ready) {
-    if (cancel.cancelled())
+  int64_t shown = -1;
+  const std::string log0 = cfg.out_dir + "/rank0.log";
+  while (fut.wait_for(std::chrono::milliseconds(250)) != std::future_status::ready) {
+    if (cancel.cancelled()) {
       em.Log("warn", "cancel requested: waiting for probe round " + std::to_string(round) + " to stop");
-    if (cancel.cancelled()) break;
+      break;
+    }
+    auto [step, loss] = LastStep(log0);
+    if (step > shown) {
+      shown = step;
+      em.Emit({{"type", "stage_progress"}, {"stage", "probe"}, {"round", round}, {"done", step + 1},
+               {"total", cfg.steps}, {"message", "step " + std::to_string(step) + " loss " + loss}});
+    }
   }
   Expected<ProbeResult> res = fut.get();  // a cancelled probe still ends within its timeout
   if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during probe round " + std::to_string(round));

@@ -189,7 +189,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
         at::Tensor g = b->p.grad();
         (b->expert ? erep : frep).AllReduceSum(g);
         const double copies = static_cast<double>(b->expert ? N / E : N / F);
-        sq += g.pow(2).sum().item<double>() / copies;
+        sq += g.to(at::kDouble).pow(2).sum().item<double>() / copies;  // fp64: layout-independent
       }
     }
     at::Tensor red = at::tensor({local_loss, sq}, at::kDouble);

@@ -94,7 +94,9 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h) {
     at::Tensor wi = W.Lin("idx_w", h) / std::sqrt(double(ih * id));             // [b,T,ih]
     at::Tensor rel = at::relu(at::matmul(qi, ki.unsqueeze(1).transpose(-1, -2)));  // [b,T,ih,T]
     at::Tensor I = (rel * wi.unsqueeze(-1)).sum(2).masked_fill(keep.logical_not(), -INFINITY);
-    at::Tensor top = std::get<1>(I.topk(s.index_topk, -1));
+    // Ties (relu zeros are common) go to the earlier key: a stable sort, not topk, whose order
+    // among equal values is unspecified.
+    at::Tensor top = std::get<1>(I.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, s.index_topk);
     keep = keep.logical_and(at::zeros_like(keep).scatter(-1, top, true));
   }
   scores = scores.masked_fill(keep.logical_not().unsqueeze(1), -INFINITY);
@@ -133,7 +135,9 @@ at::Tensor Moe(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   // Step 1: router in fp32; top-k experts and their weights per token.
   at::Tensor logits = W.Lin("router", x.to(at::kFloat));
   at::Tensor scores = s.router == RouterActivation::kSigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
-  auto [wtop, itop] = scores.topk(k, -1);
+  // Top-k by a stable descending sort: equal scores go to the lower expert id on every layout.
+  at::Tensor itop = std::get<1>(scores.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
+  at::Tensor wtop = scores.gather(-1, itop);
   if (s.renormalize) wtop = wtop / (wtop.sum(-1, true) + 1e-20);
   wtop = wtop * s.routed_scaling;
   if (R.record && R.load != nullptr) {

@@ -24,6 +24,8 @@
 //                              + 2 * conv * conv_channels          (short causal depthwise conv)
 //       lightning/linear attn:   per head  4 * d * d + 2 * C * d   (state update + read, intra-chunk)
 //   + LM head: 2 * vocab * h (the embedding lookup is free).
+//   The vision tower runs per image patch, not per text token: its parameters count in total and active,
+//   its FLOPs are not in flops_per_token.
 //
 // Activation bytes per token kept for backward (16-bit tensors, no recompute, flash attention so no
 // n x n score matrix, no dropout masks; fp32 where the kernels keep fp32). Per layer:

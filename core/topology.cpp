@@ -73,7 +73,8 @@ Status CheckKeys(const json& obj, const std::vector<std::string>& known, const s
 
 Status ValidateTopology(const Topology& t) {
   const std::string& f = t.source.empty() ? t.name : t.source;
-  if (t.num_devices <= 0) return BadInput(f, "num_devices", "must be > 0", std::to_string(t.num_devices));
+  if (t.num_devices <= 0 || t.num_devices > (int64_t{1} << 20))
+    return BadInput(f, "num_devices", "must be in [1, 1048576]", std::to_string(t.num_devices));
   if (!(t.device.tflops_bf16 > 0) || !Finite(t.device.tflops_bf16))
     return BadInput(f, "device.tflops_bf16", "must be > 0", Num(t.device.tflops_bf16));
   if (t.device.tflops_fp8 < 0 || !Finite(t.device.tflops_fp8))

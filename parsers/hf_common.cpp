@@ -129,7 +129,7 @@ MoESpec ReadHfMoE(HfContext& c, const char* expert_width_key) {
     m.num_shared = m.shared_intermediate > 0 ? 1 : 0;
     m.shared_gate = m.num_shared > 0;
   } else {
-    m.shared_intermediate = m.expert_intermediate;
+    m.shared_intermediate = m.num_shared > 0 ? m.expert_intermediate : 0;  // each shared expert = a routed one
   }
   const std::string score = t.StrOr("scoring_func", t.StrOr("moe_router_activation_func", "softmax"));
   if (score == "sigmoid") {

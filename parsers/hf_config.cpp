@@ -22,6 +22,7 @@ const std::map<std::string, HfFamilyReader>& FamilyTable() {
       {"glm4_moe", ReadGlm4MoE},            {"glm4v_moe", ReadGlm4MoE},
       {"glm4v_moe_text", ReadGlm4MoE},      {"gpt_oss", ReadGptOss},
       {"minimax", ReadMiniMaxLightning},    {"minimax_m2", ReadMiniMaxM2},
+      {"minimax_text_01", ReadMiniMaxLightning}, {"minimax_m1", ReadMiniMaxLightning},
       {"deepseek_v2", ReadDeepSeek},        {"deepseek_v3", ReadDeepSeek},
       {"deepseek_v32", ReadDeepSeek},       {"kimi_k2", ReadDeepSeek},
       {"kimi_linear", ReadKimiLinear},      {"kimi_k3", ReadKimiLinear},

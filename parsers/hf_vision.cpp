@@ -63,6 +63,7 @@ Status ReadVisionTower(HfContext& c) {
     p += h;                                       // post_layernorm
     p += h * out * m2 + out;                      // downsample Conv2d + bias
     p += out * out + 2 * out + 3 * out * I;       // merger: proj, LayerNorm, gate/up/down
+    t.intermediate = t.out_hidden;                // VisionTower::intermediate is the blocks' MLP width
   } else if (t.kind == "moonvit") {
     const Num ph = v.IntOr({"init_pos_emb_height"}, 64, 1, 1 << 16);
     const Num pw = v.IntOr({"init_pos_emb_width"}, 64, 1, 1 << 16);

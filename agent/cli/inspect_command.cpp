@@ -38,8 +38,11 @@ void PrintText(const ModelIR& m, const ModelStats& s, const std::string& crossch
   std::printf("shape      hidden %lld, vocab %lld, context %lld, %zu layers, embeddings %s\n",
               static_cast<long long>(m.hidden), static_cast<long long>(m.vocab),
               static_cast<long long>(m.max_position), m.layers.size(), m.tied_embeddings ? "tied" : "untied");
-  std::printf("dtypes     weights %s, routed experts %s%s%s\n", DTypeName(m.dtype), DTypeName(m.expert_dtype),
-              m.quantization.empty() ? "" : ", quantization ", m.quantization.c_str());
+  std::printf("dtypes     weights %s", DTypeName(m.dtype));
+  if (m.linear_dtype != DType::kUnknown && m.linear_dtype != m.dtype)
+    std::printf(", in-layer linears %s", DTypeName(m.linear_dtype));
+  std::printf(", routed experts %s%s%s\n", DTypeName(m.expert_dtype), m.quantization.empty() ? "" : ", quantization ",
+              m.quantization.c_str());
   std::printf("layers\n");
   for (const std::string& line : SummarizeLayers(m)) std::printf("  %s\n", line.c_str());
   if (m.mtp_layers > 0)

@@ -2,31 +2,16 @@
 // exports, and bad topology / layout files (exit 2 with file, field and value).
 #include <gtest/gtest.h>
 
-#include <array>
-#include <cstdio>
 #include <fstream>
 #include <string>
-#include <sys/wait.h>
+
+#include "onboard_runner.h"
 
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout + stderr
-};
+using Result = onboard::clitest::CliRun;
 
-Result Onboard(const std::string& args) {
-  const std::string cmd = std::string(ONBOARD_BINARY_DIR) + "/onboard " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+Result Onboard(const std::string& args) { return onboard::clitest::RunOnboard(args); }
 
 const std::string kFlagship = std::string(ONBOARD_TEST_DATA) + "/hf/flagship.config.json";
 const std::string kTopo = std::string(ONBOARD_SOURCE_DIR) + "/examples/topologies/";

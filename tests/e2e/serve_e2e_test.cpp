@@ -88,6 +88,20 @@ class ServeE2eTest : public ::testing::Test {
     return frames;
   }
 
+  // Reads the job's event stream until the orchestrator has started its first stage.
+  bool WaitUntilRunning(httplib::Client& c, const std::string& id) {
+    std::string buffer;
+    bool running = false;
+    c.Get(("/v1/jobs/" + id + "/events").c_str(), [&](const char* data, size_t n) {
+      buffer.append(data, n);
+      for (const auto& f : testing::TakeSseFrames(buffer)) {
+        if (f.event == "stage_started") running = true;
+      }
+      return !running;  // stop reading once it runs
+    });
+    return running;
+  }
+
   json GetJob(httplib::Client& c, const std::string& id) {
     auto res = c.Get(("/v1/jobs/" + id).c_str());
     EXPECT_TRUE(res);
@@ -167,17 +181,8 @@ TEST_F(ServeE2eTest, KilledMidJobComesBackInterruptedAndRetryCompletes) {
     auto c = Client(server.port());
     id = Submit(*c);
     ASSERT_FALSE(id.empty());
-    // Read the stream until the job is running, then kill the server without warning.
-    std::string buffer;
-    bool running = false;
-    c->Get(("/v1/jobs/" + id + "/events").c_str(), [&](const char* data, size_t n) {
-      buffer.append(data, n);
-      for (const auto& f : testing::TakeSseFrames(buffer)) {
-        if (f.event == "stage_started") running = true;
-      }
-      return !running;  // stop reading once it runs
-    });
-    ASSERT_TRUE(running) << server.log();
+    // Wait until the job runs, then kill the server without warning.
+    ASSERT_TRUE(WaitUntilRunning(*c, id)) << server.log();
     server.Stop(SIGKILL);
   }
   testing::ServeProcess server;
@@ -200,6 +205,31 @@ TEST_F(ServeE2eTest, KilledMidJobComesBackInterruptedAndRetryCompletes) {
   auto r = c->Get(("/v1/jobs/" + id + "/report.html").c_str());
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
+}
+
+TEST_F(ServeE2eTest, SigtermCancelsTheRunningJobAsInterrupted) {
+  std::string id;
+  {
+    testing::ServeProcess server;
+    ASSERT_TRUE(server.Start(binary_,
+                             {"--port", "0", "--db", dir_.path + "/e2e.db", "--allowed-root", models_,
+                              "--token-file", dir_.path + "/token", "--grace", "0"},
+                             dir_.path + "/term.log"))
+        << Slurp(dir_.path + "/term.log");
+    auto c = Client(server.port());
+    id = Submit(*c);
+    ASSERT_FALSE(id.empty());
+    ASSERT_TRUE(WaitUntilRunning(*c, id)) << server.log();
+    int st = server.Stop(SIGTERM);
+    EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) << "status " << st << "\n" << server.log();
+  }
+  testing::ServeProcess server;
+  ASSERT_TRUE(StartServer(server, "term2.log")) << Slurp(dir_.path + "/term2.log");
+  EXPECT_NE(server.log().find("0 job(s) recovered"), std::string::npos) << "shutdown already stored the outcome";
+  auto c = Client(server.port());
+  json job = GetJob(*c, id);
+  EXPECT_EQ(job["state"], "interrupted") << job.dump(2);
+  EXPECT_NE(job["error"]["message"].get<std::string>().find("shut down"), std::string::npos) << job.dump(2);
 }
 
 }  // namespace

@@ -119,6 +119,7 @@ TEST(HfLayouts, Glm45vTextAndVisionNesting) {
   ASSERT_TRUE(m.vision.has_value());
   EXPECT_EQ(m.vision->kind, "glm4v");
   EXPECT_EQ(m.vision->depth, 24);
+  EXPECT_EQ(m.vision->intermediate, 4096);  // blocks' MLP is out_hidden_size wide
 }
 
 }  // namespace
