@@ -132,6 +132,8 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
   out.summary = st.final_plan() ? PlanSummary(st.final_plan()->search.best.plan) : "";
   out.summary += "; " + std::to_string(out.rounds) + " probe round(s), " + std::to_string(out.decisions) +
                  " decision(s)" + (out.converged ? "" : ", probe NOT converged");
+  for (const char* name : {"plan.json", "trace.json", "report.json", "report.md", "report.html"})
+    if (st.artifacts.count(name)) em.Emit({{"type", "artifact"}, {"name", name}, {"path", st.artifacts[name]}});
   em.Emit({{"type", "finished"}, {"ok", true}, {"report", st.artifacts["report.json"]},
            {"summary", out.summary}});
   return out;

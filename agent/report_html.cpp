@@ -54,10 +54,11 @@ const char* kStyle =
     "body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px auto;max-width:1220px;color:#222}"
     "h1{font-size:24px}h2{font-size:19px;border-bottom:1px solid #ccc;padding-bottom:4px;margin-top:30px}"
     "table{border-collapse:collapse;margin:8px 0;font-size:13px}td,th{border:1px solid #ccc;padding:3px 7px;"
-    "text-align:left;vertical-align:top}th{background:#f0f0f0}tr.bad td{background:#fde2e2}tr.warn td{background:#fff4d6}"
+    "text-align:left;vertical-align:top;overflow-wrap:anywhere}th{background:#f0f0f0}tr.bad td{background:#fde2e2}tr.warn td{background:#fff4d6}"
     "code{background:#f4f4f4;padding:1px 4px;border-radius:3px}.charts{display:flex;flex-wrap:wrap;gap:12px}"
     ".chart{border:1px solid #ddd}.kv{display:grid;grid-template-columns:220px auto;gap:2px 12px;font-size:14px}"
-    ".decision{border-left:4px solid #1f77b4;padding:4px 10px;margin:8px 0;background:#f7fbff;font-size:13px}"
+    ".decision{border-left:4px solid #1f77b4;padding:4px 10px;margin:8px 0;background:#f7fbff;font-size:13px;"
+    "overflow-wrap:anywhere}"
     ".flag{color:#b00;font-weight:bold}";
 
 void Header(std::ostringstream& o, const json& r) {

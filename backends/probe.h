@@ -119,6 +119,10 @@ struct ProbeConfig {
   int64_t copy_symbols = 16;         // copy task alphabet size
   std::string text_file;             // task == kText: byte-level tokens from this file
   bool router_fp32 = true;           // router logits/scores in fp32 (always fp32 here; kept for parity)
+  // Compute dtype: "fp32" (default) or "fp64". In fp32, sharded and 1-process curves agree to ~1e-7
+  // until a near-tie top-k decision (MoE router, DSA indexer) flips on a 1e-7 difference; fp64
+  // makes such flips practically impossible, for exact layout comparisons.
+  std::string dtype = "fp32";
   std::vector<int64_t> expert_placement;  // expert -> EP rank; empty = contiguous blocks
   double timeout_s = 300;            // whole probe; a rank that hangs or dies fails the probe
   double collective_timeout_s = 30;  // c10d/Gloo timeout on each collective

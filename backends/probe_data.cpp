@@ -45,7 +45,7 @@ int64_t ProbeData::CountedTokensPerStep() const {
 Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
   const int64_t T = cfg_.seq, h = T / 2;
   at::Tensor seqs = at::zeros({count, T + 1}, at::kLong);
-  at::Tensor mask = at::zeros({count, T});
+  at::Tensor mask = at::zeros({count, T}, at::kFloat);
   auto sa = seqs.accessor<int64_t, 2>();
   auto ma = mask.accessor<float, 2>();
   for (int64_t i = 0; i < count; ++i) {
@@ -64,7 +64,8 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
       for (int64_t t = 0; t < T; ++t) ma[i][t] = 1.0f;
     }
   }
-  return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(), mask};
+  return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(),
+          mask.to(at::typeMetaToScalarType(at::get_default_dtype()))};
 }
 
 }  // namespace onboard::backends

@@ -118,6 +118,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     return BadInput(a.spec_file, "ranks", "worker world size differs from config",
                     std::to_string(a.world));
   at::set_num_threads(static_cast<int>(cfg.threads_per_rank));
+  if (cfg.dtype == "fp64") at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
   const int64_t N = a.world, r = a.rank, F = cfg.fsdp_degree(), E = cfg.ep_degree();
 
   // Step 2: rendezvous and process groups.

@@ -133,7 +133,7 @@ at::Tensor Moe(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   const int64_t ep = R.ep->size();
   at::Tensor x = h.reshape({b * T, D});
   // Step 1: router in fp32; top-k experts and their weights per token.
-  at::Tensor logits = W.Lin("router", x.to(at::kFloat));
+  at::Tensor logits = W.Lin("router", x.scalar_type() == at::kDouble ? x : x.to(at::kFloat));
   at::Tensor scores = s.router == RouterActivation::kSigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
   // Top-k by a stable descending sort: equal scores go to the lower expert id on every layout.
   at::Tensor itop = std::get<1>(scores.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);

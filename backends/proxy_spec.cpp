@@ -232,6 +232,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("copy_symbols", "must be in [2, 250]", std::to_string(copy_symbols));
   if (task == ProbeTask::kText && text_file.empty())
     return Bad("text_file", "text task needs a file", "");
+  if (dtype != "fp32" && dtype != "fp64") return Bad("dtype", "must be fp32 or fp64", dtype);
   if (!(timeout_s > 0)) return Bad("timeout", "must be > 0 seconds", num(timeout_s));
   if (!(collective_timeout_s > 0))
     return Bad("collective_timeout", "must be > 0 seconds", num(collective_timeout_s));

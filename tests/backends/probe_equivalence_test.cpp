@@ -1,5 +1,9 @@
 // The sharded probe is the same computation as a single process: 2- and 4-process FSDP + EP runs
 // (real processes over Gloo) give the 1-process loss curve to a relative 1e-4 over 20 steps.
+// The runs use dtype fp64: in fp32 the curves agree to ~1e-7 per step, but the layouts' different
+// gradient summation orders leave 1e-7 differences that, a few seeds in five over 20 steps, flip
+// one near-tie top-k decision (MoE router or DSA indexer) and move the curve by 1e-4..3e-3 from
+// then on (measured; see backends/README.md). fp64 removes the flips, not the check.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -32,14 +36,19 @@ void ExpectSameCurve(const std::vector<double>& a, const std::vector<double>& b,
   }
 }
 
+ProbeConfig Fp64(ProbeConfig c) {
+  c.dtype = "fp64";
+  return c;
+}
+
 TEST(ProbeEquivalence, ShardedRunsMatchOneProcess) {
   const ProxySpec spec = SmallSpec();
-  Expected<ProbeResult> one = RunProbeSpec(spec, SmallConfig(1, TempDir("r1")));
+  Expected<ProbeResult> one = RunProbeSpec(spec, Fp64(SmallConfig(1, TempDir("r1"))));
   ASSERT_TRUE(one.ok()) << one.status().ToString();
   ASSERT_EQ(one->steps.size(), 20u);
   EXPECT_LT(one->steps.back().loss, one->steps.front().loss);  // it learns at all
 
-  ProbeConfig two = SmallConfig(2, TempDir("r2"));  // fsdp=2, ep=2
+  ProbeConfig two = Fp64(SmallConfig(2, TempDir("r2")));  // fsdp=2, ep=2
   Expected<ProbeResult> r2 = RunProbeSpec(spec, two);
   ASSERT_TRUE(r2.ok()) << r2.status().ToString();
   ExpectSameCurve(Losses(*r2), Losses(*one), "2 ranks fsdp=2 ep=2");
@@ -47,7 +56,7 @@ TEST(ProbeEquivalence, ShardedRunsMatchOneProcess) {
   EXPECT_GT(r2->steps.back().comm.reduce_scatter_s, 0.0);  // FSDP reduce-scattered grads
   EXPECT_EQ(r2->backend, "gloo");
 
-  ProbeConfig four = SmallConfig(4, TempDir("r4"));  // fsdp=4, ep=4: 2 experts per rank
+  ProbeConfig four = Fp64(SmallConfig(4, TempDir("r4")));  // fsdp=4, ep=4: 2 experts per rank
   Expected<ProbeResult> r4 = RunProbeSpec(spec, four);
   ASSERT_TRUE(r4.ok()) << r4.status().ToString();
   ExpectSameCurve(Losses(*r4), Losses(*one), "4 ranks fsdp=4 ep=4");
@@ -63,7 +72,7 @@ TEST(ProbeEquivalence, ShardedRunsMatchOneProcess) {
 TEST(ProbeEquivalence, HybridShardingAndPlacementMatch) {
   // 4 ranks: HSDP (fsdp=2 x 2 replicas), ep=2 with a non-contiguous expert placement; LoRA mode.
   const ProxySpec spec = SmallSpec();
-  ProbeConfig base = SmallConfig(1, TempDir("lora1"));
+  ProbeConfig base = Fp64(SmallConfig(1, TempDir("lora1")));
   base.mode = FinetuneMode::kLoRA;
   base.steps = 8;
   base.lr = 1e-2;
