@@ -5,6 +5,7 @@
 //   DSA  T=16384, top-k=2048, HQ=16 sharing one KV head (MQA), D=DV=128, indexer 4x64:
 //        sparse attention over the selected keys vs dense causal attention (LibTorch, causal blocks).
 // Units: seconds (best of N runs), FLOPs per the formulas in /work/shared/reference/kernels.md.
+#include <ATen/Version.h>
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -85,14 +86,15 @@ torch::Tensor TorchChunkedKda(const codegen::KdaSpec& s, const validators::KdaIn
   return O.reshape({H, Tp, V}).index({Slice(), Slice(0, T)});
 }
 
-// Dense causal attention (MQA: all heads share k, v), in query blocks that skip masked key blocks.
+// Dense causal attention (MQA: all heads share k, v), in query blocks of 512 that skip masked key
+// blocks; only every `stride`-th query block is computed (the caller scales the time by stride).
 torch::Tensor TorchDenseCausal(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                               double scale) {
+                               double scale, int64_t stride) {
   // q [HQ,T,D], k [T,D], v [T,DV]
   using torch::indexing::Slice;
   const int64_t T = q.size(1), QB = 512;
-  auto out = torch::empty({q.size(0), T, v.size(1)});
-  for (int64_t t0 = 0; t0 < T; t0 += QB) {
+  auto out = torch::zeros({q.size(0), T, v.size(1)});
+  for (int64_t t0 = (stride / 2) * QB; t0 < T; t0 += stride * QB) {
     const int64_t t1 = std::min(T, t0 + QB);
     auto s = torch::matmul(q.index({Slice(), Slice(t0, t1)}), k.index({Slice(0, t1)}).t()) * scale;
     auto mask = torch::ones({t1 - t0, t1}, torch::kBool).triu(t0 + 1);
@@ -107,8 +109,13 @@ torch::Tensor TorchDenseCausal(const torch::Tensor& q, const torch::Tensor& k, c
 int main() {
   torch::set_num_threads(2);
   const int64_t threads = 2;
-  std::printf("bench_kernels: generated CPU kernels (%lld threads) vs baselines in the same run\n\n",
+  std::printf("bench_kernels: generated CPU kernels (%lld threads) vs baselines in the same run\n",
               static_cast<long long>(threads));
+  // The LibTorch baselines are only as fast as the BLAS it was built on: say which.
+  const std::string cfg = at::show_config();
+  const size_t blas = cfg.find("BLAS_INFO");
+  std::printf("LibTorch %s, %s\n\n", TORCH_VERSION,
+              blas == std::string::npos ? "BLAS unknown" : cfg.substr(blas, cfg.find(',', blas) - blas).c_str());
   // ---- KDA ----
   codegen::KdaSpec kda;
   kda.num_heads = kda.num_v_heads = 4;
@@ -121,7 +128,9 @@ int main() {
   if (!gen.ok()) { std::fprintf(stderr, "%s\n", gen.status().ToString().c_str()); return 1; }
   auto lib = codegen::LoadCpuKernel(*gen);
   if (!lib.ok()) { std::fprintf(stderr, "%s\n", lib.status().ToString().c_str()); return 1; }
-  const auto in = validators::RandomKdaInputs(kda, 1, T, false, 1);
+  auto in = validators::RandomKdaInputs(kda, 1, T, false, 1);
+  // Mild gates (decay >= about -0.2 per step) so that the unanchored LibTorch baseline stays finite.
+  for (float& x : in.dt_bias) x = -5.0f;
   std::vector<float> o(T * 4 * 128), st(4 * 128 * 128);
   auto run_chunked = [&] {
     (*lib)->kda_fwd(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), in.a_log.data(),
@@ -177,13 +186,19 @@ int main() {
   auto qt = torch::from_blob(const_cast<float*>(din.q.data()), {TD, 16, 128}).transpose(0, 1).contiguous();
   auto kt = torch::from_blob(const_cast<float*>(din.k.data()), {TD, 128});
   auto vt = torch::from_blob(const_cast<float*>(din.v.data()), {TD, 128});
+  // Dense over all 32 query blocks takes minutes with this machine's LibTorch; time 1 block in
+  // `stride` (centred in each group, so the causal lengths average out) and scale by stride.
+  const int64_t stride = 8;
   torch::Tensor dense;
-  const double t_dense = Seconds([&] { torch::NoGradGuard ng; dense = TorchDenseCausal(qt, kt, vt, dsa.ResolvedScale()); }, 1);
+  const double t_dense = stride * Seconds([&] {
+    torch::NoGradGuard ng;
+    dense = TorchDenseCausal(qt, kt, vt, dsa.ResolvedScale(), stride);
+  }, 1);
   const double sel = static_cast<double>(TD) * dsa.topk - dsa.topk * (dsa.topk - 1) / 2.0;  // sum_t min(k, t+1)
   const double sparse_bytes = sel * (128 + 128) * 4.0;  // gathered K and V rows, fp32
   const double sparse_flops = 2.0 * sel * 16 * (128 + 128);
   std::printf("\nDSA T=%lld top-k=%lld HQ=16 MQA D=DV=128 indexer 4x64: indexer+top-k %.0f ms, sparse attention "
-              "%.0f ms (%.1f GFLOP/s, gather %.1f GB/s), dense causal (LibTorch) %.0f ms\n",
+              "%.0f ms (%.1f GFLOP/s, gather %.1f GB/s), dense causal (LibTorch, 4 of 32 query blocks x 8) %.0f ms\n",
               static_cast<long long>(TD), static_cast<long long>(dsa.topk), t_index * 1e3, t_sparse * 1e3,
               sparse_flops / t_sparse / 1e9, sparse_bytes / t_sparse / 1e9, t_dense * 1e3);
   Row("DSA sparse attention vs dense causal attention (speedup)", t_dense / t_sparse, 4, "x");
