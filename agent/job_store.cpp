@@ -131,7 +131,15 @@ Expected<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path, int 
   std::unique_ptr<JobStore> store(new JobStore());
   store->path_ = path;
   store->busy_timeout_ms_ = busy_timeout_ms;
-  ONBOARD_ASSIGN_OR_RETURN(store->writer_, SqliteDb::Open(path, busy_timeout_ms));
+  auto db = SqliteDb::Open(path, busy_timeout_ms);
+  if (!db.ok()) {
+    // A file that exists but is not SQLite is bad input (exit 2), not an I/O failure.
+    if (db.status().message().find("file is not a database") != std::string::npos) {
+      return BadInput(path, "(file)", "is not an SQLite database", "pass a new path or an onboard job store");
+    }
+    return db.status();
+  }
+  store->writer_ = std::move(db).value();
   ONBOARD_RETURN_IF_ERROR(store->Migrate());
   ONBOARD_RETURN_IF_ERROR(store->RecoverRunning());
   return store;

@@ -2,6 +2,7 @@
 #include "backends/probe_data.h"
 
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <random>
 #include <sstream>
@@ -20,7 +21,10 @@ std::mt19937_64 SeqRng(uint64_t seed, int64_t step, int64_t j) {
 
 }  // namespace
 
-ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config) : cfg_(config) {
+ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t symbol_offset,
+                     double unshifted_share)
+    : cfg_(config), symbol_offset_(symbol_offset), unshifted_share_(unshifted_share) {
+  if (symbol_offset_ != 0) cfg_.seed = cfg_.seed * 31u + static_cast<uint64_t>(symbol_offset_);  // other sequences
   if (cfg_.task == ProbeTask::kText) {
     std::ifstream f(cfg_.text_file, std::ios::binary);
     if (!f) {
@@ -34,6 +38,9 @@ ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config) : cfg_(co
       status_ = BadInput(cfg_.text_file, "text_file", "needs at least seq+2=" +
                          std::to_string(cfg_.seq + 2) + " bytes", std::to_string(text_.size()));
   }
+  if (cfg_.task == ProbeTask::kCopy && kFirstSymbol + symbol_offset_ + cfg_.copy_symbols > 256)
+    status_ = BadInput("probe", "copy_symbols", "'a' + symbol offset " + std::to_string(symbol_offset_) +
+                       " + copy_symbols must stay below 256", std::to_string(cfg_.copy_symbols));
   if (spec.vocab < 256)
     status_ = BadInput("probe", "vocab", "byte-level tasks need vocab >= 256", std::to_string(spec.vocab));
 }
@@ -51,7 +58,12 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
   for (int64_t i = 0; i < count; ++i) {
     std::mt19937_64 rng = SeqRng(cfg_.seed, step, first + i);
     if (cfg_.task == ProbeTask::kCopy) {
-      std::uniform_int_distribution<int64_t> sym(0, cfg_.copy_symbols - 1);
+      std::uniform_int_distribution<int64_t> uni(0, cfg_.copy_symbols - 1);
+      std::uniform_real_distribution<double> coin(0.0, 1.0);
+      auto sym = [&](std::mt19937_64& g) {
+        const int64_t shift = (symbol_offset_ != 0 && coin(g) < unshifted_share_) ? 0 : symbol_offset_;
+        return shift + uni(g);
+      };
       sa[i][0] = kBos;
       for (int64_t t = 1; t <= h; ++t) sa[i][t] = kFirstSymbol + sym(rng);
       for (int64_t t = h + 1; t <= 2 * h; ++t) sa[i][t] = sa[i][t - h];
@@ -66,6 +78,27 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
   }
   return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(),
           mask.to(at::typeMetaToScalarType(at::get_default_dtype()))};
+}
+
+int64_t LoraBaseSteps(const ProbeConfig& config) {
+  if (const char* env = std::getenv("ONBOARD_PROBE_BASE_STEPS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long long v = std::strtoll(env, &end, 10);
+    if (end != nullptr && *end == '\0' && v >= 0) return static_cast<int64_t>(v);
+  }
+  return static_cast<int64_t>(std::ceil(kLoraBaseFraction * static_cast<double>(config.steps)));
+}
+
+int64_t LoraSourceSymbolOffset(const ProbeConfig& config) {
+  if (const char* env = std::getenv("ONBOARD_PROBE_SOURCE_OFFSET"); env != nullptr && *env != '\0')
+    return std::atoll(env);
+  return std::min<int64_t>(config.copy_symbols, 256 - kFirstSymbol - config.copy_symbols);
+}
+
+double LoraSourceTargetShare() {
+  if (const char* env = std::getenv("ONBOARD_PROBE_SOURCE_SHARE"); env != nullptr && *env != '\0')
+    return std::atof(env);
+  return kLoraSourceTargetShare;
 }
 
 }  // namespace onboard::backends

@@ -6,6 +6,8 @@
 //   copy: [BOS, s_1..s_h, s_1..s_h] with h = seq/2 symbols drawn uniformly from `copy_symbols`
 //         letters; the loss counts only the h copied tokens. Floor: 0 nats (perfect copy).
 //         A model that ignores the copy structure can at best reach ln(copy_symbols) nats.
+//         symbol_offset shifts the alphabet (LoRA's base phase trains on the next copy_symbols
+//         letters: a related source task whose symbols the target task does not use).
 //   text: windows of seq+1 bytes from a file at seeded offsets, byte-level tokens; every position
 //         counts. No known floor.
 // Shapes: tokens, targets [b, seq] int64; mask [b, seq] float (1 = counted in the loss).
@@ -25,7 +27,10 @@ struct Batch {
 
 class ProbeData {
  public:
-  ProbeData(const ProxySpec& spec, const ProbeConfig& config);
+  // symbol_offset: each copy symbol comes from the alphabet shifted by symbol_offset, except with
+  // probability unshifted_share from the unshifted one (copy task only); offset != 0 also reseeds.
+  ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t symbol_offset = 0,
+            double unshifted_share = 0.0);
   const Status& status() const { return status_; }
   // Sequences [first, first + count) of the global batch of `step`.
   Batch Get(int64_t step, int64_t first, int64_t count) const;
@@ -33,8 +38,24 @@ class ProbeData {
 
  private:
   ProbeConfig cfg_;
+  int64_t symbol_offset_ = 0;
+  double unshifted_share_ = 0.0;
   std::string text_;
   Status status_;
 };
+
+// LoRA base phase (mode lora): full training of the base for this many steps on the source task
+// before the `steps` recorded adapter steps. Taken from the environment variable
+// ONBOARD_PROBE_BASE_STEPS (`onboard probe --base-steps N` sets it; workers inherit it), else the
+// default ceil(kLoraBaseFraction * steps). 0 = adapters on the random base.
+constexpr double kLoraBaseFraction = 0.6;
+int64_t LoraBaseSteps(const ProbeConfig& config);
+// Source task of the base phase: copy over the next copy_symbols letters after the target's
+// (less when they would pass byte 255), with the target's own letters as a rare minority
+// (kLoraSourceTargetShare of the symbols): a base pretrained on a related distribution in which
+// the target domain is rare, as for domain-adaptation LoRA.
+constexpr double kLoraSourceTargetShare = 0.1;
+int64_t LoraSourceSymbolOffset(const ProbeConfig& config);
+double LoraSourceTargetShare();   // kLoraSourceTargetShare, or ONBOARD_PROBE_SOURCE_SHARE
 
 }  // namespace onboard::backends

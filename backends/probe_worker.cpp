@@ -144,26 +144,26 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   routing.load = &load;
   const ProxyParamCounts counts = backends::CountParams(units, spec, cfg);
   const bool lora = cfg.mode == FinetuneMode::kLoRA;
+  const int64_t base_steps = lora ? backends::LoraBaseSteps(cfg) : 0;
+  // LoRA with a base phase: the base (dense + experts) is trained first, adapters frozen.
+  const bool base_first = base_steps > 0;
   std::vector<UnitState> state(units.size());
   for (size_t u = 0; u < units.size(); ++u) {
     const uint64_t base = cfg.seed * 1000003u + u * 16u;
     const UnitLayout& L = units[u];
     state[u].dense = MakeShard(backends::InitFlat(L.dense, base), backends::DecayMask(L.dense),
-                               r % F, F, !lora);
+                               r % F, F, !lora || base_first);
     state[u].lora = MakeShard(backends::InitFlat(L.lora, base + 1), backends::DecayMask(L.lora),
-                              r % F, F, lora);
-    state[u].expert = MakeExperts(L.expert, routing.local_experts, base + 2, !lora);
-    state[u].expert_lora = MakeExperts(L.expert_lora, routing.local_experts, base + 3, lora);
+                              r % F, F, lora && !base_first);
+    state[u].expert = MakeExperts(L.expert, routing.local_experts, base + 2, !lora || base_first);
+    state[u].expert_lora = MakeExperts(L.expert_lora, routing.local_experts, base + 3, lora && !base_first);
   }
   const double lora_scale = lora ? cfg.lora_alpha / static_cast<double>(cfg.lora_rank) : 0.0;
 
-  // Step 4: training loop.
-  backends::ProbeData data(spec, cfg);
-  ONBOARD_RETURN_IF_ERROR(data.status());
+  // One optimizer step of `phase` (its steps/warmup drive the lr schedule) on `data`.
   const int64_t b_local = cfg.batch / N;
-  json steps = json::array();
-  for (int64_t step = 0; step < cfg.steps; ++step) {
-    if (r == cfg.die_rank && step == cfg.die_step) std::raise(SIGKILL);  // fault injection (tests)
+  auto train_step = [&](const backends::ProbeData& data, const ProbeConfig& phase, int64_t step,
+                        double scale) -> json {
     backends::CommClock() = CollectiveTimes{};
     load.clear();
     const auto t0 = std::chrono::steady_clock::now();
@@ -175,13 +175,13 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     std::vector<backends::UnitRunner> runners(units.size());
     at::Tensor x = batch.tokens;
     for (size_t u = 0; u < units.size(); ++u) {
-      runners[u] = {&spec, &units[u], &fsdp, &routing, &inputs, lora_scale};
+      runners[u] = {&spec, &units[u], &fsdp, &routing, &inputs, scale};
       x = backends::RunFsdpUnit(&runners[u], x, state[u].dense.p, state[u].lora.p,
                                 state[u].expert.p, state[u].expert_lora.p);
     }
     const double local_loss = x.item<double>();
     x.backward();
-    // Step 4b: replica all-reduces (HSDP / EP replicas), then the global grad norm and loss.
+    // Replica all-reduces (HSDP / EP replicas), then the global grad norm and loss.
     double sq = 0;
     for (UnitState& st : state) {
       for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) {
@@ -196,24 +196,71 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     at::Tensor red = at::tensor({local_loss, sq}, at::kDouble);
     world.AllReduceSum(red);
     const double loss = red[0].item<double>(), gnorm = std::sqrt(red[1].item<double>());
-    const double clip_coef = (cfg.clip > 0 && gnorm > cfg.clip) ? cfg.clip / (gnorm + 1e-6) : 1.0;
-    const double lr = LearningRate(cfg, step);
+    const double clip_coef = (phase.clip > 0 && gnorm > phase.clip) ? phase.clip / (gnorm + 1e-6) : 1.0;
+    const double lr = LearningRate(phase, step);
     for (UnitState& st : state)
-      for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) AdamW(*b, cfg, lr, step, clip_coef);
+      for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) AdamW(*b, phase, lr, step, clip_coef);
     const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const CollectiveTimes& c = backends::CommClock();
     json lj = json::array();
     for (auto& [layer, counts] : load) lj.push_back({{"layer", layer}, {"tokens", counts}});
-    steps.push_back({{"step", step}, {"loss", std::isfinite(loss) ? json(loss) : json(nullptr)},
-                     {"grad_norm", std::isfinite(gnorm) ? json(gnorm) : json(nullptr)},
-                     {"lr", lr}, {"step_s", step_s}, {"all_gather_s", c.all_gather_s},
-                     {"reduce_scatter_s", c.reduce_scatter_s}, {"all_to_all_s", c.all_to_all_s},
-                     {"all_reduce_s", c.all_reduce_s}, {"peak_rss_bytes", PeakRssBytes()},
-                     {"expert_load", lj}});
-    std::printf("rank %lld step %lld loss %.6f grad_norm %.4g lr %.3g %.1f ms\n",
-                static_cast<long long>(r), static_cast<long long>(step), loss, gnorm, lr, step_s * 1e3);
+    return {{"step", step}, {"loss", std::isfinite(loss) ? json(loss) : json(nullptr)},
+            {"grad_norm", std::isfinite(gnorm) ? json(gnorm) : json(nullptr)},
+            {"lr", lr}, {"step_s", step_s}, {"all_gather_s", c.all_gather_s},
+            {"reduce_scatter_s", c.reduce_scatter_s}, {"all_to_all_s", c.all_to_all_s},
+            {"all_reduce_s", c.all_reduce_s}, {"peak_rss_bytes", PeakRssBytes()},
+            {"expert_load", lj}};
+  };
+  auto print_step = [&](const char* what, const json& j) {
+    std::printf("rank %lld %s %lld loss %.6f grad_norm %.4g lr %.3g %.1f ms\n", static_cast<long long>(r),
+                what, static_cast<long long>(j["step"].get<int64_t>()),
+                j["loss"].is_null() ? NAN : j["loss"].get<double>(),
+                j["grad_norm"].is_null() ? NAN : j["grad_norm"].get<double>(), j["lr"].get<double>(),
+                j["step_s"].get<double>() * 1e3);
     std::fflush(stdout);
-    if (!std::isfinite(loss)) break;  // every rank sees the same reduced loss: all stop together
+  };
+
+  // Step 4a (LoRA): base phase. Full training of the base for base_steps on the related source
+  // task (copy over the next copy_symbols letters), then freeze it and train only the adapters.
+  json base_phase = json::array();
+  if (base_first) {
+    ProbeConfig bcfg = cfg;
+    bcfg.mode = FinetuneMode::kFull;
+    bcfg.steps = base_steps;
+    bcfg.warmup = std::min(cfg.warmup, std::max<int64_t>(1, base_steps / 4));
+    backends::ProbeData source(spec, bcfg, backends::LoraSourceSymbolOffset(cfg),
+                               backends::LoraSourceTargetShare());
+    ONBOARD_RETURN_IF_ERROR(source.status());
+    for (int64_t step = 0; step < base_steps; ++step) {
+      json j = train_step(source, bcfg, step, 0.0);
+      print_step("base_step", j);
+      base_phase.push_back(j);
+      if (j["loss"].is_null()) return Status(ErrorCode::kInternal, "LoRA base phase diverged at step " + std::to_string(step));
+    }
+    for (UnitState& st : state) {
+      for (Buffer* b : {&st.dense, &st.expert}) {
+        b->p.requires_grad_(false);
+        b->trainable = false;
+        b->m = at::Tensor();
+        b->v = at::Tensor();
+      }
+      for (Buffer* b : {&st.lora, &st.expert_lora}) {
+        b->p.requires_grad_(b->p.numel() > 0);
+        b->trainable = true;
+      }
+    }
+  }
+
+  // Step 4b: the recorded training loop (full, or LoRA adapters on the frozen base).
+  backends::ProbeData data(spec, cfg);
+  ONBOARD_RETURN_IF_ERROR(data.status());
+  json steps = json::array();
+  for (int64_t step = 0; step < cfg.steps; ++step) {
+    if (r == cfg.die_rank && step == cfg.die_step) std::raise(SIGKILL);  // fault injection (tests)
+    json j = train_step(data, cfg, step, lora_scale);
+    print_step("step", j);
+    steps.push_back(j);
+    if (j["loss"].is_null()) break;  // every rank sees the same reduced loss: all stop together
   }
   world.Barrier();  // nobody leaves (and tears down a store it serves) while others still talk
   // Step 5: result file (written to a temp name, then renamed: the launcher never reads half).
@@ -222,7 +269,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
               {"baseline_rss_bytes", baseline_rss},
               {"params", {{"total", counts.total}, {"expert", counts.expert}, {"lora", counts.lora},
                           {"trainable", counts.trainable}}},
-              {"steps", steps}};
+              {"steps", steps}, {"base_phase", base_phase}};
   if (!a.out_file.empty()) {
     const std::string tmp = a.out_file + ".tmp";
     std::ofstream f(tmp);

@@ -312,7 +312,7 @@ std::string FormatKernelTable(const KernelCheckReport& report) {
   char line[512];
   std::snprintf(line, sizeof(line), "%-50s %-48s %-25s %11s %11s %8s %s\n", "kernel", "shape", "vs",
                 "rel_err", "state_err", "tol", "result");
-  os << line;
+  if (!report.rows.empty()) os << line;
   for (const auto& r : report.rows) {
     char rel[32], st[32], tol[32];
     if (std::isnan(r.rel_err)) std::snprintf(rel, sizeof(rel), "-");

@@ -176,7 +176,7 @@ TEST_F(JobStoreTest, NonDatabaseFileIsAnErrorNotACrash) {
   std::ofstream(db_) << "this is not a database, just text that is long enough to have a header......\n";
   auto s = JobStore::Open(db_);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(s.status().code(), ErrorCode::kIo);
+  EXPECT_EQ(s.status().code(), ErrorCode::kBadInput);
   EXPECT_NE(s.status().message().find(db_), std::string::npos) << s.status().message();
 }
 
