@@ -1,5 +1,7 @@
 #include "agent/http_server.h"
 
+#include <sys/socket.h>
+
 #include <exception>
 
 #include "agent/http_auth.h"
@@ -40,6 +42,12 @@ void ApiServer::Install() {
   server_.set_payload_max_length(config_.max_body);
   server_.set_keep_alive_max_count(10000);
   server_.set_tcp_nodelay(true);
+  // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server
+  // bind the same port silently instead of failing.
+  server_.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+  });
   server_.set_read_timeout(30, 0);
   server_.set_write_timeout(30, 0);
 

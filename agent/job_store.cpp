@@ -135,7 +135,7 @@ Expected<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path, int 
   if (!db.ok()) {
     // A file that exists but is not SQLite is bad input (exit 2), not an I/O failure.
     if (db.status().message().find("file is not a database") != std::string::npos) {
-      return BadInput(path, "(file)", "is not an SQLite database", "pass a new path or an onboard job store");
+      return BadInput(path, "--db", "is not an SQLite database; pass a new path or an onboard job store");
     }
     return db.status();
   }

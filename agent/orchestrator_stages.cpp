@@ -1,6 +1,7 @@
 // Stages parse, templates, plan, kernels and report of the orchestrator (see orchestrator_stages.h).
 // The probe and validate stages are in orchestrator_probe.cpp.
 #include "agent/orchestrator_stages.h"
+#include "agent/report_format.h"
 
 #include <cstdlib>
 #include <filesystem>
@@ -19,14 +20,6 @@ namespace onboard::agent {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Fixed(double v, int digits) {
-  std::ostringstream s;
-  s.setf(std::ios::fixed);
-  s.precision(digits);
-  s << v;
-  return s.str();
-}
 
 // Directories that may hold examples/topologies: $ONBOARD_EXAMPLES_DIR, the working directory and
 // the executable's directory and its parents (build/ sits inside the source tree).
@@ -135,8 +128,8 @@ Expected<std::string> StagePlan(RunState& st, int round, const std::string& reas
   st.plans.push_back(std::move(pr));
   const auto& e = best.estimate;
   return std::string(st.plans.back().search.feasible ? "" : "NOTHING FITS; closest: ") + PlanSummary(best.plan) +
-         " step " + Fixed(e.step_s, 2) + " s, MFU " + Fixed(e.mfu * 100, 1) + "%, " +
-         Fixed(e.memory.total / (1024.0 * 1024 * 1024), 1) + " GiB/device";
+         " step " + FmtFixed(e.step_s, 2) + " s, MFU " + FmtFixed(e.mfu * 100, 1) + "%, " +
+         FmtFixed(e.memory.total / (1024.0 * 1024 * 1024), 1) + " GiB/device";
 }
 
 Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken& cancel) {

@@ -91,4 +91,11 @@ std::string CompactJson(const nlohmann::json& j, size_t max_array) {
   return j.dump();
 }
 
+const nlohmann::json& JsonAt(const nlohmann::json& j, const char* key) {
+  static const nlohmann::json kNull;
+  return j.is_object() && j.contains(key) ? j[key] : kNull;
+}
+
+bool JsonTrue(const nlohmann::json& j) { return j.is_boolean() && j.get<bool>(); }
+
 }  // namespace onboard::agent

@@ -13,11 +13,6 @@ namespace {
 
 using nlohmann::json;
 
-const json& At(const json& j, const char* key) {
-  static const json kNull;
-  return j.is_object() && j.contains(key) ? j[key] : kNull;
-}
-bool Bool(const json& j) { return j.is_boolean() && j.get<bool>(); }
 std::string E(const std::string& s) { return XmlEscape(s); }
 double D(const json& j) { return j.is_number() ? j.get<double>() : std::nan(""); }
 std::vector<double> Vec(const json& a) {
@@ -62,52 +57,52 @@ const char* kStyle =
     ".flag{color:#b00;font-weight:bold}";
 
 void Header(std::ostringstream& o, const json& r) {
-  const json& m = At(r, "model");
-  const json& t = At(r, "topology");
-  const json& out = At(r, "outcome");
-  const json& p = At(r, "plan");
+  const json& m = JsonAt(r, "model");
+  const json& t = JsonAt(r, "topology");
+  const json& out = JsonAt(r, "outcome");
+  const json& p = JsonAt(r, "plan");
   o << "<h1>Onboarding report: " << E(JsonStr(m, "name")) << "</h1><div class=\"kv\">";
-  o << "<div>Topology</div><div>" << E(JsonStr(t, "name")) << " (" << At(t, "devices").dump() << " x "
-    << E(JsonStr(At(t, "device"), "name")) << ")</div>";
-  o << "<div>Mode</div><div>" << E(JsonStr(At(r, "request"), "mode")) << ", LoRA rank "
-    << At(At(r, "request"), "lora_rank").dump() << ", seq " << At(At(r, "request"), "seq").dump() << "</div>";
+  o << "<div>Topology</div><div>" << E(JsonStr(t, "name")) << " (" << JsonAt(t, "devices").dump() << " x "
+    << E(JsonStr(JsonAt(t, "device"), "name")) << ")</div>";
+  o << "<div>Mode</div><div>" << E(JsonStr(JsonAt(r, "request"), "mode")) << ", LoRA rank "
+    << JsonAt(JsonAt(r, "request"), "lora_rank").dump() << ", seq " << JsonAt(JsonAt(r, "request"), "seq").dump() << "</div>";
   if (p.is_object())
-    o << "<div>Chosen plan</div><div><code>" << E(JsonStr(At(p, "chosen"), "summary")) << "</code>"
-      << (Bool(At(p, "feasible")) ? "" : " <span class=\"flag\">NOTHING FITS: closest plan shown</span>") << "</div>";
-  o << "<div>Probe</div><div>" << At(out, "probe_rounds").dump() << " round(s), "
-    << (Bool(At(out, "converged")) ? "converged" : "<span class=\"flag\">not converged</span>") << "</div>";
-  o << "<div>Agent decisions</div><div>" << At(out, "decisions").dump() << "</div>";
+    o << "<div>Chosen plan</div><div><code>" << E(JsonStr(JsonAt(p, "chosen"), "summary")) << "</code>"
+      << (JsonTrue(JsonAt(p, "feasible")) ? "" : " <span class=\"flag\">NOTHING FITS: closest plan shown</span>") << "</div>";
+  o << "<div>Probe</div><div>" << JsonAt(out, "probe_rounds").dump() << " round(s), "
+    << (JsonTrue(JsonAt(out, "converged")) ? "converged" : "<span class=\"flag\">not converged</span>") << "</div>";
+  o << "<div>Agent decisions</div><div>" << JsonAt(out, "decisions").dump() << "</div>";
   o << "<div>Unknown modules</div><div>"
-    << (D(At(out, "unknown_modules")) > 0 ? "<span class=\"flag\">" + At(out, "unknown_modules").dump() + "</span>" : "0")
+    << (D(JsonAt(out, "unknown_modules")) > 0 ? "<span class=\"flag\">" + JsonAt(out, "unknown_modules").dump() + "</span>" : "0")
     << "</div></div>";
 }
 
 void Model(std::ostringstream& o, const json& r) {
-  const json& m = At(r, "model");
+  const json& m = JsonAt(r, "model");
   o << "<h2>Model</h2><p><code>" << E(JsonStr(m, "model_type")) << "</code> / <code>" << E(JsonStr(m, "architecture"))
-    << "</code>: " << At(m, "layers").dump() << " layers, hidden " << At(m, "hidden").dump() << ", vocab "
-    << At(m, "vocab").dump() << ", context " << At(m, "max_position").dump() << " tokens</p><ul>";
-  for (const auto& l : At(m, "summary")) o << "<li>" << E(l.get<std::string>()) << "</li>";
+    << "</code>: " << JsonAt(m, "layers").dump() << " layers, hidden " << JsonAt(m, "hidden").dump() << ", vocab "
+    << JsonAt(m, "vocab").dump() << ", context " << JsonAt(m, "max_position").dump() << " tokens</p><ul>";
+  for (const auto& l : JsonAt(m, "summary")) o << "<li>" << E(l.get<std::string>()) << "</li>";
   o << "</ul>";
   Table t({"total params", "active params", "vision params", "weights", "forward FLOPs/token"});
-  t.Row({FmtCount(At(m, "total_params")), FmtCount(At(m, "active_params")), FmtCount(At(m, "vision_params")),
-         E(FmtGiB(At(m, "weight_bytes"))), FmtCount(At(m, "flops_per_token"))});
+  t.Row({FmtCount(JsonAt(m, "total_params")), FmtCount(JsonAt(m, "active_params")), FmtCount(JsonAt(m, "vision_params")),
+         E(FmtGiB(JsonAt(m, "weight_bytes"))), FmtCount(JsonAt(m, "flops_per_token"))});
   o << t.Html();
-  for (const auto& w : At(m, "warnings")) o << "<p class=\"flag\">warning: " << E(w.get<std::string>()) << "</p>";
+  for (const auto& w : JsonAt(m, "warnings")) o << "<p class=\"flag\">warning: " << E(w.get<std::string>()) << "</p>";
 }
 
 void Templates(std::ostringstream& o, const json& r) {
   o << "<h2>Module templates</h2>";
   Table t({"module", "kind", "layers", "detail", "template", "kernel", "parallel", "recompute", "precision"});
-  for (const auto& m : At(At(r, "templates"), "modules")) {
-    const json& tp = At(m, "template");
+  for (const auto& m : JsonAt(JsonAt(r, "templates"), "modules")) {
+    const json& tp = JsonAt(m, "template");
     if (tp.is_null()) {
       t.Row({E(JsonStr(m, "module")), E(JsonStr(m, "kind")), E(JsonStr(m, "layers")), E(JsonStr(m, "detail")),
              "<span class=\"flag\">UNKNOWN</span>", "-", "-", "-", E(JsonStr(m, "unknown"))}, "bad");
       continue;
     }
     std::string prec;
-    for (const auto& [k, v] : At(tp, "precision").items()) prec += (prec.empty() ? "" : ", ") + k + " " + v.get<std::string>();
+    for (const auto& [k, v] : JsonAt(tp, "precision").items()) prec += (prec.empty() ? "" : ", ") + k + " " + v.get<std::string>();
     t.Row({E(JsonStr(m, "module")), E(JsonStr(m, "kind")), E(JsonStr(m, "layers")), E(JsonStr(m, "detail")),
            E(JsonStr(tp, "name")), E(JsonStr(tp, "kernel").empty() ? "(library)" : JsonStr(tp, "kernel")),
            E(JsonStr(tp, "parallel") + " over " + JsonStr(tp, "parallel_over")), E(JsonStr(tp, "recompute")), E(prec)});
@@ -116,23 +111,23 @@ void Templates(std::ostringstream& o, const json& r) {
 }
 
 void Plan(std::ostringstream& o, const json& r) {
-  const json& p = At(r, "plan");
+  const json& p = JsonAt(r, "plan");
   if (!p.is_object()) return;
-  const json& ch = At(p, "chosen");
-  const json& e = At(ch, "estimate");
-  const json& mem = At(e, "memory");
+  const json& ch = JsonAt(p, "chosen");
+  const json& e = JsonAt(ch, "estimate");
+  const json& mem = JsonAt(e, "memory");
   o << "<h2>Chosen plan</h2><p><code>" << E(JsonStr(ch, "summary")) << "</code></p>";
   Table t({"step", "tokens/s", "MFU", "exposed comm", "bubble", "memory/device", "fits"});
-  t.Row({FmtSeconds(At(e, "step_s")), FmtSig(At(e, "tokens_per_s")), FmtPct(At(e, "mfu")),
-         FmtSeconds(At(e, "exposed_comm_s")), FmtSeconds(At(e, "bubble_s")), FmtGiB(At(mem, "total")),
-         Bool(At(e, "fits")) ? "yes" : "<span class=\"flag\">no</span>"});
+  t.Row({FmtSeconds(JsonAt(e, "step_s")), FmtSig(JsonAt(e, "tokens_per_s")), FmtPct(JsonAt(e, "mfu")),
+         FmtSeconds(JsonAt(e, "exposed_comm_s")), FmtSeconds(JsonAt(e, "bubble_s")), FmtGiB(JsonAt(mem, "total")),
+         JsonTrue(JsonAt(e, "fits")) ? "yes" : "<span class=\"flag\">no</span>"});
   o << t.Html() << "<h3>Why this plan</h3><ul>";
-  for (const auto& w : At(p, "why")) o << "<li>" << E(w.get<std::string>()) << "</li>";
-  for (const auto& n : At(e, "notes")) o << "<li>" << E(n.get<std::string>()) << "</li>";
+  for (const auto& w : JsonAt(p, "why")) o << "<li>" << E(w.get<std::string>()) << "</li>";
+  for (const auto& n : JsonAt(e, "notes")) o << "<li>" << E(n.get<std::string>()) << "</li>";
   o << "</ul>";
   Table terms({"term", "exposed", "total", "tier", "formula"});
-  for (const auto& x : At(e, "time_terms"))
-    terms.Row({E(JsonStr(x, "name")), FmtSeconds(At(x, "exposed_s")), FmtSeconds(At(x, "total_s")),
+  for (const auto& x : JsonAt(e, "time_terms"))
+    terms.Row({E(JsonStr(x, "name")), FmtSeconds(JsonAt(x, "exposed_s")), FmtSeconds(JsonAt(x, "total_s")),
                E(JsonStr(x, "tier")), E(JsonStr(x, "formula"))});
   o << terms.Html();
 
@@ -142,73 +137,73 @@ void Plan(std::ostringstream& o, const json& r) {
   std::vector<std::vector<double>> values;
   auto stack = [&](const json& m) {
     std::vector<double> v;
-    for (const char* k : parts) v.push_back(D(At(m, k)) / (1024.0 * 1024 * 1024));
+    for (const char* k : parts) v.push_back(D(JsonAt(m, k)) / (1024.0 * 1024 * 1024));
     values.push_back(v);
   };
   stack(mem);
   int i = 0;
-  for (const auto& c : At(p, "runners_up")) {
+  for (const auto& c : JsonAt(p, "runners_up")) {
     if (++i > 4) break;
     bars.push_back("runner-up " + std::to_string(i));
-    stack(At(At(c, "estimate"), "memory"));
+    stack(JsonAt(JsonAt(c, "estimate"), "memory"));
   }
   std::vector<SvgPoint> front;
-  for (const auto& c : At(p, "pareto"))
-    front.push_back({D(At(c, "memory_bytes")) / (1024.0 * 1024 * 1024), D(At(c, "step_s")), JsonStr(c, "summary"),
+  for (const auto& c : JsonAt(p, "pareto"))
+    front.push_back({D(JsonAt(c, "memory_bytes")) / (1024.0 * 1024 * 1024), D(JsonAt(c, "step_s")), JsonStr(c, "summary"),
                      JsonStr(c, "summary") == JsonStr(ch, "summary")});
-  double usable = (D(At(mem, "capacity")) - D(At(mem, "margin"))) / (1024.0 * 1024 * 1024);
+  double usable = (D(JsonAt(mem, "capacity")) - D(JsonAt(mem, "margin"))) / (1024.0 * 1024 * 1024);
   o << "<div class=\"charts\">"
     << SvgStackedBars("Memory per device (GiB)", bars, {"weights", "grads", "optimizer", "activations", "a2a buffers", "workspace"},
                       values, "GiB", usable, "usable HBM")
     << SvgScatter("Plan Pareto front", front, "memory per device (GiB)", "step time (s)") << "</div>";
 
-  o << "<h2>Alternatives</h2><p>Searched " << At(p, "candidates_enumerated").dump() << " layouts, costed "
-    << At(p, "candidates_evaluated").dump() << ".</p>";
+  o << "<h2>Alternatives</h2><p>Searched " << JsonAt(p, "candidates_enumerated").dump() << " layouts, costed "
+    << JsonAt(p, "candidates_evaluated").dump() << ".</p>";
   Table ru({"runner-up", "step", "MFU", "memory/device", "fits"});
-  for (const auto& c : At(p, "runners_up")) {
-    const json& ce = At(c, "estimate");
-    ru.Row({"<code>" + E(JsonStr(c, "summary")) + "</code>", FmtSeconds(At(ce, "step_s")), FmtPct(At(ce, "mfu")),
-            FmtGiB(At(At(ce, "memory"), "total")), Bool(At(ce, "fits")) ? "yes" : "no"});
+  for (const auto& c : JsonAt(p, "runners_up")) {
+    const json& ce = JsonAt(c, "estimate");
+    ru.Row({"<code>" + E(JsonStr(c, "summary")) + "</code>", FmtSeconds(JsonAt(ce, "step_s")), FmtPct(JsonAt(ce, "mfu")),
+            FmtGiB(JsonAt(JsonAt(ce, "memory"), "total")), JsonTrue(JsonAt(ce, "fits")) ? "yes" : "no"});
   }
   o << ru.Html();
   Table rej({"rejected because", "count", "example"});
-  for (const auto& g : At(p, "rejected"))
-    rej.Row({E(JsonStr(g, "reason")), At(g, "count").dump(), E(JsonStr(g, "example"))});
+  for (const auto& g : JsonAt(p, "rejected"))
+    rej.Row({E(JsonStr(g, "reason")), JsonAt(g, "count").dump(), E(JsonStr(g, "example"))});
   o << rej.Html();
-  if (At(p, "rounds").size() > 1) {
+  if (JsonAt(p, "rounds").size() > 1) {
     Table pr({"plan round", "reason", "plan", "step", "memory", "imbalance", "recompute", "margin"});
-    for (const auto& x : At(p, "rounds"))
-      pr.Row({At(x, "round").dump(), E(JsonStr(x, "reason")), "<code>" + E(JsonStr(x, "summary")) + "</code>",
-              FmtSeconds(At(x, "step_s")), FmtGiB(At(x, "memory_bytes")), FmtFixed(At(x, "expert_imbalance"), 2),
+    for (const auto& x : JsonAt(p, "rounds"))
+      pr.Row({JsonAt(x, "round").dump(), E(JsonStr(x, "reason")), "<code>" + E(JsonStr(x, "summary")) + "</code>",
+              FmtSeconds(JsonAt(x, "step_s")), FmtGiB(JsonAt(x, "memory_bytes")), FmtFixed(JsonAt(x, "expert_imbalance"), 2),
               E(JsonStr(x, "recompute_constraint").empty() ? "searched" : JsonStr(x, "recompute_constraint")),
-              FmtPct(At(x, "memory_margin"))});
+              FmtPct(JsonAt(x, "memory_margin"))});
     o << pr.Html();
   }
 }
 
 void Kernels(std::ostringstream& o, const json& r) {
-  const json& k = At(r, "kernels");
+  const json& k = JsonAt(r, "kernels");
   o << "<h2>Kernels</h2>";
-  if (!Bool(At(k, "ran"))) {
+  if (!JsonTrue(JsonAt(k, "ran"))) {
     o << "<p>Not generated: " << E(JsonStr(k, "skipped_reason")) << "</p>";
     return;
   }
-  o << "<p>" << At(k, "generated").size() << " kernels generated (sources and manifests in <code>kernels/</code>); "
-    << At(k, "passed").dump() << "/" << At(k, "total").dump() << " checks passed.</p>";
+  o << "<p>" << JsonAt(k, "generated").size() << " kernels generated (sources and manifests in <code>kernels/</code>); "
+    << JsonAt(k, "passed").dump() << "/" << JsonAt(k, "total").dump() << " checks passed.</p>";
   Table t({"kernel", "shape", "against", "rel err", "state err", "tol", "pass", "note"});
-  for (const auto& row : At(k, "rows"))
-    t.Row({E(JsonStr(row, "kernel")), E(JsonStr(row, "shape")), E(JsonStr(row, "against")), FmtSig(At(row, "rel_err")),
-           FmtSig(At(row, "state_err")), FmtSig(At(row, "tol")), Bool(At(row, "pass")) ? "yes" : "<b>FAIL</b>",
+  for (const auto& row : JsonAt(k, "rows"))
+    t.Row({E(JsonStr(row, "kernel")), E(JsonStr(row, "shape")), E(JsonStr(row, "against")), FmtSig(JsonAt(row, "rel_err")),
+           FmtSig(JsonAt(row, "state_err")), FmtSig(JsonAt(row, "tol")), JsonTrue(JsonAt(row, "pass")) ? "yes" : "<b>FAIL</b>",
            E(JsonStr(row, "note"))},
-          Bool(At(row, "pass")) ? "" : "bad");
+          JsonTrue(JsonAt(row, "pass")) ? "" : "bad");
   o << t.Html();
-  for (const auto& [kernel, ref] : At(k, "fallbacks").items())
+  for (const auto& [kernel, ref] : JsonAt(k, "fallbacks").items())
     o << "<p class=\"flag\">Fallback: <code>" << E(kernel) << "</code> failed its check; the module runs the reference operator <code>"
       << E(ref.get<std::string>()) << "</code>.</p>";
 }
 
 void Probe(std::ostringstream& o, const json& r) {
-  const json& rounds = At(At(r, "probe"), "rounds");
+  const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
   o << "<h2>Probe evidence</h2>";
   if (rounds.empty()) {
     o << "<p>No probe ran.</p>";
@@ -218,72 +213,72 @@ void Probe(std::ostringstream& o, const json& r) {
   Table t({"round", "proxy", "ranks/ep", "lr", "clip", "loss first -> last", "verdict", "rank imbalance", "comm share",
            "peak mem (predicted)"});
   for (const auto& pr : rounds) {
-    std::string name = "round " + At(pr, "round").dump();
+    std::string name = "round " + JsonAt(pr, "round").dump();
     if (pr.contains("error")) {
-      t.Row({At(pr, "round").dump(), "failed: " + E(JsonStr(pr, "error")), "", "", "", "", "", "", "", ""}, "bad");
+      t.Row({JsonAt(pr, "round").dump(), "failed: " + E(JsonStr(pr, "error")), "", "", "", "", "", "", "", ""}, "bad");
       continue;
     }
-    SvgSeries l{name, {}, Vec(At(pr, "loss"))}, g{name, {}, Vec(At(pr, "grad_norm"))};
+    SvgSeries l{name, {}, Vec(JsonAt(pr, "loss"))}, g{name, {}, Vec(JsonAt(pr, "grad_norm"))};
     for (size_t i = 0; i < l.y.size(); ++i) l.x.push_back(static_cast<double>(i + 1));
     g.x = l.x;
     loss.push_back(l);
     grad.push_back(g);
-    const json& ls = At(pr, "loss");
-    const json& cfg = At(pr, "config");
-    t.Row({At(pr, "round").dump(), E(JsonStr(pr, "proxy")), At(cfg, "ranks").dump() + "/" + At(cfg, "ep").dump(),
-           FmtSig(At(cfg, "lr")), FmtSig(At(cfg, "clip")),
+    const json& ls = JsonAt(pr, "loss");
+    const json& cfg = JsonAt(pr, "config");
+    t.Row({JsonAt(pr, "round").dump(), E(JsonStr(pr, "proxy")), JsonAt(cfg, "ranks").dump() + "/" + JsonAt(cfg, "ep").dump(),
+           FmtSig(JsonAt(cfg, "lr")), FmtSig(JsonAt(cfg, "clip")),
            ls.empty() ? "-" : FmtFixed(ls.front(), 3) + " -> " + FmtFixed(ls.back(), 3), E(JsonStr(pr, "convergence")),
-           FmtFixed(At(pr, "rank_imbalance"), 2), FmtPct(At(At(pr, "measured"), "comm_share")),
-           FmtGiB(At(At(pr, "measured"), "peak_bytes")) + " (" + FmtGiB(At(At(pr, "predicted"), "memory_bytes")) + ")"},
+           FmtFixed(JsonAt(pr, "rank_imbalance"), 2), FmtPct(JsonAt(JsonAt(pr, "measured"), "comm_share")),
+           FmtGiB(JsonAt(JsonAt(pr, "measured"), "peak_bytes")) + " (" + FmtGiB(JsonAt(JsonAt(pr, "predicted"), "memory_bytes")) + ")"},
           JsonStr(pr, "convergence") == "converged" ? "" : "warn");
   }
   o << "<div class=\"charts\">" << SvgLineChart("Probe loss per round", loss, "step", "loss (nats)")
     << SvgLineChart("Gradient norm per round", grad, "step", "grad norm", true) << "</div>" << t.Html() << "<ul>";
   for (const auto& pr : rounds)
-    for (const auto& c : At(pr, "checks")) o << "<li>round " << At(pr, "round").dump() << ": " << E(c.get<std::string>()) << "</li>";
+    for (const auto& c : JsonAt(pr, "checks")) o << "<li>round " << JsonAt(pr, "round").dump() << ": " << E(c.get<std::string>()) << "</li>";
   o << "</ul>";
 
   // Expert load: before/after placement when the rule fired, else the last round's loads.
-  const json& eb = At(r, "expert_balance");
+  const json& eb = JsonAt(r, "expert_balance");
   std::vector<std::string> names;
   std::vector<std::vector<double>> vals;
   std::vector<std::string> cats;
   if (eb.is_object()) {
     names = {"before", "predicted after"};
-    vals = {Vec(At(eb, "before")), Vec(At(eb, "predicted_after"))};
+    vals = {Vec(JsonAt(eb, "before")), Vec(JsonAt(eb, "predicted_after"))};
     if (eb.contains("measured_after")) {
       names.push_back("measured after");
-      vals.push_back(Vec(At(eb, "measured_after")));
+      vals.push_back(Vec(JsonAt(eb, "measured_after")));
     }
     for (size_t i = 0; i < vals[0].size(); ++i) cats.push_back("rank " + std::to_string(i));
     o << "<h3>Expert load before/after placement</h3><p>" << E(JsonStr(eb, "action")) << "</p>";
     Table bt({"", "max/mean per EP rank"});
-    bt.Row({"before (round " + At(eb, "round").dump() + ")", FmtFixed(At(eb, "before_max_over_mean"), 3)});
-    bt.Row({"predicted after", FmtFixed(At(eb, "predicted_max_over_mean"), 3)});
-    if (eb.contains("measured_after")) bt.Row({"measured after", FmtFixed(At(eb, "measured_after_max_over_mean"), 3)});
+    bt.Row({"before (round " + JsonAt(eb, "round").dump() + ")", FmtFixed(JsonAt(eb, "before_max_over_mean"), 3)});
+    bt.Row({"predicted after", FmtFixed(JsonAt(eb, "predicted_max_over_mean"), 3)});
+    if (eb.contains("measured_after")) bt.Row({"measured after", FmtFixed(JsonAt(eb, "measured_after_max_over_mean"), 3)});
     o << bt.Html();
   }
   const json& last = rounds.back();
-  std::vector<double> experts = Vec(At(last, "expert_load"));
+  std::vector<double> experts = Vec(JsonAt(last, "expert_load"));
   std::vector<std::string> ecats;
   for (size_t i = 0; i < experts.size(); ++i) ecats.push_back("e" + std::to_string(i));
   o << "<div class=\"charts\">";
   if (!cats.empty()) o << SvgGroupedBars("Routed tokens per EP rank", cats, names, vals, "tokens");
-  o << SvgGroupedBars("Routed tokens per expert (last round)", ecats, {"round " + At(last, "round").dump()}, {experts}, "tokens")
+  o << SvgGroupedBars("Routed tokens per expert (last round)", ecats, {"round " + JsonAt(last, "round").dump()}, {experts}, "tokens")
     << "</div>";
 }
 
 void Decisions(std::ostringstream& o, const json& r) {
   o << "<h2>Agent decisions</h2>";
-  if (At(r, "decisions").empty()) o << "<p>No rule fired.</p>";
-  for (const auto& d : At(r, "decisions"))
-    o << "<div class=\"decision\"><b>round " << At(d, "round").dump() << ", rule <code>" << E(JsonStr(d, "rule"))
+  if (JsonAt(r, "decisions").empty()) o << "<p>No rule fired.</p>";
+  for (const auto& d : JsonAt(r, "decisions"))
+    o << "<div class=\"decision\"><b>round " << JsonAt(d, "round").dump() << ", rule <code>" << E(JsonStr(d, "rule"))
       << "</code></b> (" << E(JsonStr(d, "family")) << "): " << E(JsonStr(d, "action")) << "<br>observed: "
-      << E(CompactJson(At(d, "observed"))) << "<br>threshold: " << E(JsonStr(d, "threshold")) << "<br>changed: "
-      << E(CompactJson(At(d, "changed"))) << "</div>";
+      << E(CompactJson(JsonAt(d, "observed"))) << "<br>threshold: " << E(JsonStr(d, "threshold")) << "<br>changed: "
+      << E(CompactJson(JsonAt(d, "changed"))) << "</div>";
   Table t({"round", "stage", "observed", "outcome"});
-  for (const auto& ob : At(r, "observations"))
-    t.Row({At(ob, "round").dump(), E(JsonStr(ob, "stage")), E(CompactJson(At(ob, "observed"))), E(JsonStr(ob, "outcome"))});
+  for (const auto& ob : JsonAt(r, "observations"))
+    t.Row({JsonAt(ob, "round").dump(), E(JsonStr(ob, "stage")), E(CompactJson(JsonAt(ob, "observed"))), E(JsonStr(ob, "outcome"))});
   o << t.Html();
 }
 
@@ -291,19 +286,19 @@ void Timeline(std::ostringstream& o, const json& r) {
   o << "<h2>Stage timeline</h2>";
   std::vector<SvgSpan> spans;
   Table t({"stage", "round", "wall time", "ok", "summary"});
-  for (const auto& s : At(r, "timeline")) {
-    spans.push_back({JsonStr(s, "stage"), D(At(s, "start_s")), D(At(s, "seconds")), Bool(At(s, "ok")),
-                     JsonStr(s, "stage") + " round " + At(s, "round").dump() + ": " + FmtSeconds(At(s, "seconds"))});
-    t.Row({E(JsonStr(s, "stage")), At(s, "round").dump(), FmtSeconds(At(s, "seconds")), Bool(At(s, "ok")) ? "yes" : "no",
+  for (const auto& s : JsonAt(r, "timeline")) {
+    spans.push_back({JsonStr(s, "stage"), D(JsonAt(s, "start_s")), D(JsonAt(s, "seconds")), JsonTrue(JsonAt(s, "ok")),
+                     JsonStr(s, "stage") + " round " + JsonAt(s, "round").dump() + ": " + FmtSeconds(JsonAt(s, "seconds"))});
+    t.Row({E(JsonStr(s, "stage")), JsonAt(s, "round").dump(), FmtSeconds(JsonAt(s, "seconds")), JsonTrue(JsonAt(s, "ok")) ? "yes" : "no",
            E(JsonStr(s, "summary"))},
-          Bool(At(s, "ok")) ? "" : "bad");
+          JsonTrue(JsonAt(s, "ok")) ? "" : "bad");
   }
   for (auto& s : spans)
     if (!(s.start >= 0)) s.start = 0;
   o << SvgTimeline("Stage timeline", spans) << t.Html();
-  for (const auto& n : At(r, "notes")) o << "<p>note: " << E(n.get<std::string>()) << "</p>";
+  for (const auto& n : JsonAt(r, "notes")) o << "<p>note: " << E(n.get<std::string>()) << "</p>";
   o << "<h2>Artifacts</h2><ul>";
-  for (const auto& a : At(r, "artifacts")) {
+  for (const auto& a : JsonAt(r, "artifacts")) {
     std::string name = a.get<std::string>();
     o << "<li><a href=\"" << E(name) << "\">" << E(name) << "</a></li>";
   }
@@ -315,7 +310,7 @@ void Timeline(std::ostringstream& o, const json& r) {
 std::string RenderHtmlReport(const nlohmann::json& report) {
   std::ostringstream o;
   o << "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>Onboarding report: "
-    << E(JsonStr(At(report, "model"), "name")) << "</title><style>" << kStyle << "</style></head><body>";
+    << E(JsonStr(JsonAt(report, "model"), "name")) << "</title><style>" << kStyle << "</style></head><body>";
   Header(o, report);
   Model(o, report);
   Templates(o, report);

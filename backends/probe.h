@@ -134,6 +134,11 @@ struct ProbeConfig {
   int64_t die_step = -1;
   // Convergence criteria (validators/convergence.h): final loss < converge_fraction * start.
   double converge_fraction = 0.6;
+  // LoRA base phase: full training of the base for this many steps on a related source task before
+  // the `steps` recorded adapter steps (backends/README.md); -1 = ceil(0.6 * steps), 0 = none.
+  int64_t base_steps = -1;
+  // KDA forward: "generated" (codegen's CPU kernel, torch-ops fallback with a logged reason) | "torch".
+  std::string kda_kernel = "generated";
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
   int64_t ep_degree() const { return ep > 0 ? ep : ranks; }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : ranks; }

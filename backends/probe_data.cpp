@@ -81,24 +81,12 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
 }
 
 int64_t LoraBaseSteps(const ProbeConfig& config) {
-  if (const char* env = std::getenv("ONBOARD_PROBE_BASE_STEPS"); env != nullptr && *env != '\0') {
-    char* end = nullptr;
-    const long long v = std::strtoll(env, &end, 10);
-    if (end != nullptr && *end == '\0' && v >= 0) return static_cast<int64_t>(v);
-  }
+  if (config.base_steps >= 0) return config.base_steps;
   return static_cast<int64_t>(std::ceil(kLoraBaseFraction * static_cast<double>(config.steps)));
 }
 
 int64_t LoraSourceSymbolOffset(const ProbeConfig& config) {
-  if (const char* env = std::getenv("ONBOARD_PROBE_SOURCE_OFFSET"); env != nullptr && *env != '\0')
-    return std::atoll(env);
   return std::min<int64_t>(config.copy_symbols, 256 - kFirstSymbol - config.copy_symbols);
-}
-
-double LoraSourceTargetShare() {
-  if (const char* env = std::getenv("ONBOARD_PROBE_SOURCE_SHARE"); env != nullptr && *env != '\0')
-    return std::atof(env);
-  return kLoraSourceTargetShare;
 }
 
 }  // namespace onboard::backends

@@ -45,17 +45,15 @@ class ProbeData {
 };
 
 // LoRA base phase (mode lora): full training of the base for this many steps on the source task
-// before the `steps` recorded adapter steps. Taken from the environment variable
-// ONBOARD_PROBE_BASE_STEPS (`onboard probe --base-steps N` sets it; workers inherit it), else the
-// default ceil(kLoraBaseFraction * steps). 0 = adapters on the random base.
+// before the `steps` recorded adapter steps: ProbeConfig::base_steps (`onboard probe --base-steps N`),
+// or when it is -1 the default ceil(kLoraBaseFraction * steps). 0 = adapters on the random base.
 constexpr double kLoraBaseFraction = 0.6;
 int64_t LoraBaseSteps(const ProbeConfig& config);
 // Source task of the base phase: copy over the next copy_symbols letters after the target's
 // (less when they would pass byte 255), with the target's own letters as a rare minority
 // (kLoraSourceTargetShare of the symbols): a base pretrained on a related distribution in which
 // the target domain is rare, as for domain-adaptation LoRA.
-constexpr double kLoraSourceTargetShare = 0.1;
+constexpr double kLoraSourceTargetShare = 0.05;
 int64_t LoraSourceSymbolOffset(const ProbeConfig& config);
-double LoraSourceTargetShare();   // kLoraSourceTargetShare, or ONBOARD_PROBE_SOURCE_SHARE
 
 }  // namespace onboard::backends

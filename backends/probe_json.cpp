@@ -66,7 +66,8 @@ json ConfigJson(const ProbeConfig& c) {
           {"timeout_s", c.timeout_s}, {"collective_timeout_s", c.collective_timeout_s},
           {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank},
           {"die_rank", c.die_rank}, {"die_step", c.die_step},
-          {"converge_fraction", c.converge_fraction}, {"dtype", c.dtype}};
+          {"converge_fraction", c.converge_fraction}, {"dtype", c.dtype},
+          {"base_steps", c.base_steps}, {"kda_kernel", c.kda_kernel}};
 }
 
 void ConfigFromJson(const json& j, ProbeConfig* c) {
@@ -79,6 +80,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   ONBOARD_GET(expert_placement); ONBOARD_GET(timeout_s); ONBOARD_GET(collective_timeout_s);
   ONBOARD_GET(out_dir); ONBOARD_GET(threads_per_rank); ONBOARD_GET(die_rank);
   ONBOARD_GET(die_step); ONBOARD_GET(converge_fraction); ONBOARD_GET(dtype);
+  ONBOARD_GET(base_steps); ONBOARD_GET(kda_kernel);
 #undef ONBOARD_GET
   c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;

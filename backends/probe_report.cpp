@@ -38,6 +38,25 @@ void MergeRankResults(const std::vector<json>& ranks, ProbeResult* r) {
     r->params = {p.value("total", int64_t{0}), p.value("expert", int64_t{0}),
                  p.value("lora", int64_t{0}), p.value("trainable", int64_t{0})};
   }
+  // LoRA base phase (rank JSON "base_phase"): reported beside the curve, never in it.
+  if (r0.contains("base_phase") && !r0["base_phase"]["steps"].empty()) {
+    const json& bp = r0["base_phase"];
+    const json& bs = bp["steps"];
+    auto mean3 = [&](bool last) {
+      double sum = 0;
+      const size_t n = std::min<size_t>(3, bs.size());
+      for (size_t i = 0; i < n; ++i) sum += NumOr(bs[last ? bs.size() - 1 - i : i], "loss", std::nan(""));
+      return sum / static_cast<double>(n);
+    };
+    double secs = 0;
+    for (const json& st : bs) secs += NumOr(st, "step_s", 0);
+    r->spec.notes.push_back("LoRA base phase (not in the curve): " + std::to_string(bs.size()) +
+                            " full-training steps on the source task (copy over letters shifted by " +
+                            std::to_string(bp.value("symbol_offset", int64_t{0})) + ", " +
+                            Fmt(100 * bp.value("target_share", 0.0)) + "% target letters), loss " +
+                            Fmt(mean3(false)) + " -> " + Fmt(mean3(true)) + " (mean of first/last 3), " +
+                            Fmt(secs) + " s; then base frozen, adapters trained on the target task");
+  }
   size_t steps = r0["steps"].size();
   for (const json& j : ranks) {
     steps = std::min(steps, j["steps"].size());

@@ -19,6 +19,7 @@
 #include <sstream>
 
 #include "backends/fsdp_unit.h"
+#include "backends/kda_generated.h"
 #include "backends/probe_data.h"
 
 namespace onboard {
@@ -118,6 +119,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     return BadInput(a.spec_file, "ranks", "worker world size differs from config",
                     std::to_string(a.world));
   at::set_num_threads(static_cast<int>(cfg.threads_per_rank));
+  backends::SetProcessKdaImpl(backends::KdaImplFromName(cfg.kda_kernel));
   if (cfg.dtype == "fp64") at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
   const int64_t N = a.world, r = a.rank, F = cfg.fsdp_degree(), E = cfg.ep_degree();
 
@@ -222,19 +224,20 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
 
   // Step 4a (LoRA): base phase. Full training of the base for base_steps on the related source
   // task (copy over the next copy_symbols letters), then freeze it and train only the adapters.
-  json base_phase = json::array();
+  json base_phase = {{"steps", json::array()}, {"symbol_offset", backends::LoraSourceSymbolOffset(cfg)},
+                     {"target_share", backends::kLoraSourceTargetShare}};
   if (base_first) {
     ProbeConfig bcfg = cfg;
     bcfg.mode = FinetuneMode::kFull;
     bcfg.steps = base_steps;
     bcfg.warmup = std::min(cfg.warmup, std::max<int64_t>(1, base_steps / 4));
-    backends::ProbeData source(spec, bcfg, backends::LoraSourceSymbolOffset(cfg),
-                               backends::LoraSourceTargetShare());
+    backends::ProbeData source(spec, bcfg, base_phase["symbol_offset"].get<int64_t>(),
+                               backends::kLoraSourceTargetShare);
     ONBOARD_RETURN_IF_ERROR(source.status());
     for (int64_t step = 0; step < base_steps; ++step) {
       json j = train_step(source, bcfg, step, 0.0);
       print_step("base_step", j);
-      base_phase.push_back(j);
+      base_phase["steps"].push_back(j);
       if (j["loss"].is_null()) return Status(ErrorCode::kInternal, "LoRA base phase diverged at step " + std::to_string(step));
     }
     for (UnitState& st : state) {

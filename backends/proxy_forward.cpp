@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "backends/kda_chunked.h"
+#include "backends/kda_generated.h"
 #include "backends/proxy_model.h"
 
 namespace onboard::backends {
@@ -49,19 +50,17 @@ at::Tensor ConvSilu(const at::Tensor& y, const at::Tensor& w) {
   return at::silu(c.narrow(2, 0, T).transpose(1, 2));
 }
 
-at::Tensor L2Norm(const at::Tensor& x) { return x * at::rsqrt(x.pow(2).sum(-1, true) + 1e-6); }
-
 at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h) {
   const int64_t b = h.size(0), T = h.size(1), nh = s.kda_heads, K = s.kda_head_dim;
   auto heads = [&](const at::Tensor& t) { return t.view({b, T, nh, K}); };
-  at::Tensor q = L2Norm(heads(ConvSilu(W.Lin("q_proj", h), W["conv_q"]))) / std::sqrt(double(K));
-  at::Tensor k = L2Norm(heads(ConvSilu(W.Lin("k_proj", h), W["conv_k"])));
+  at::Tensor q = heads(ConvSilu(W.Lin("q_proj", h), W["conv_q"]));  // raw: KdaCore normalises
+  at::Tensor k = heads(ConvSilu(W.Lin("k_proj", h), W["conv_k"]));
   at::Tensor v = heads(ConvSilu(W.Lin("v_proj", h), W["conv_v"]));
   // Bounded gate: g = lb * sigmoid(exp(A_log[h]) * (g_raw + dt_bias)), in [lb, 0].
   at::Tensor graw = heads(W.Lin("g_proj", h) + W["dt_bias"]);
   at::Tensor g = s.gate_lower_bound * at::sigmoid(W["A_log"].exp().view({nh, 1}) * graw);
   at::Tensor beta = at::sigmoid(W.Lin("beta_proj", h));  // [b,T,nh]
-  at::Tensor o = KdaChunked(q, k, v, g, beta, s.chunk);  // [b,T,nh,K]
+  at::Tensor o = KdaCore(q, k, v, g, beta, s.chunk, ProcessKdaImpl());  // [b,T,nh,K]
   o = Rms(o, W["o_norm"]) * heads(at::sigmoid(W.Lin("gate_b", W.Lin("gate_a", h))));
   return W.Lin("o_proj", o.reshape({b, T, nh * K}));
 }

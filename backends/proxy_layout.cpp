@@ -126,7 +126,9 @@ std::vector<UnitLayout> BuildLayout(const ProxySpec& s, const ProbeConfig& c) {
   head.name = "head";
   head.kind = UnitKind::kHead;
   Norm(head.dense, "final_norm", s.hidden);
-  head.dense.Add("out", {s.vocab, s.hidden}, Init::kNormal, Fan(s.hidden), true);
+  // LoRA also adapts the output head (PEFT target "lm_head"): the target task's letters are
+  // rare for the base, and a frozen head bounds how far adapters can move the output distribution.
+  Linear(head, "out", s.vocab, s.hidden, true, c);
   units.push_back(std::move(head));
   return units;
 }

@@ -240,6 +240,10 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("threads_per_rank", "must be in [1, 64]", std::to_string(threads_per_rank));
   if (!(converge_fraction > 0 && converge_fraction < 1))
     return Bad("converge_fraction", "must be in (0, 1)", num(converge_fraction));
+  if (base_steps < -1 || base_steps > 100000)
+    return Bad("base_steps", "must be -1 (default) or in [0, 100000]", std::to_string(base_steps));
+  if (kda_kernel != "generated" && kda_kernel != "torch")
+    return Bad("kda_kernel", "must be generated or torch", kda_kernel);
   if (!expert_placement.empty()) {
     if (static_cast<int64_t>(expert_placement.size()) != spec.num_experts)
       return Bad("expert_placement", "needs one EP rank per expert (" +

@@ -1,5 +1,6 @@
 // LoadCpuKernel: write source -> compile to <cache>/<name>-<hash>.so (atomic rename) -> dlopen -> dlsym.
 #include "codegen/cpu_kernel_loader.h"
+#include "codegen/shell_command.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -26,26 +27,6 @@ std::string EnvOr(const char* name, const std::string& fallback) {
 }
 
 std::string Compiler() { return EnvOr("ONBOARD_CXX", EnvOr("CXX", "c++")); }
-
-// Shell-quotes a path (single quotes; embedded quotes escaped).
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  return out + "'";
-}
-
-// Runs cmd with stderr folded into stdout; returns exit status and the captured output.
-int RunCapture(const std::string& cmd, std::string* output) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output->append(buf.data(), n);
-  return pclose(pipe);
-}
 
 std::string Tail(const std::string& s, size_t n) { return s.size() <= n ? s : s.substr(s.size() - n); }
 
@@ -93,7 +74,7 @@ Expected<std::shared_ptr<CpuKernelLibrary>> LoadCpuKernel(const GeneratedKernel&
     const auto t0 = std::chrono::steady_clock::now();
     std::string log;
     const std::string cmd =
-        Quote(compiler) + " " + kFlags + " " + Quote(src.string()) + " -o " + Quote(tmp.string());
+        ShellQuote(compiler) + " " + kFlags + " " + ShellQuote(src.string()) + " -o " + ShellQuote(tmp.string());
     const int rc = RunCapture(cmd, &log);
     lib->compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

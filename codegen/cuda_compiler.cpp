@@ -1,5 +1,6 @@
 // CompileCuda: write <name>.cu, run nvcc -cubin (and -ptx) for the kernel's sm arch.
 #include "codegen/cuda_compiler.h"
+#include "codegen/shell_command.h"
 
 #include <array>
 #include <chrono>
@@ -12,21 +13,6 @@ namespace onboard::codegen {
 namespace {
 
 namespace fs = std::filesystem;
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
-
-int RunCapture(const std::string& cmd, std::string* output) {
-  FILE* pipe = popen((cmd + " 2>&1").c_str(), "r");
-  if (pipe == nullptr) return -1;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) output->append(buf.data(), n);
-  return pclose(pipe);
-}
 
 bool IsExecutable(const fs::path& p) {
   std::error_code ec;
@@ -93,12 +79,12 @@ Expected<CudaBuildResult> CompileCuda(const GeneratedKernel& kernel, const std::
   }
   const auto t0 = std::chrono::steady_clock::now();
   std::string log;
-  const std::string base = Quote(*nvcc) + " -std=c++17 -O3 -arch=" + arch + " ";
-  std::string cmd = base + "-cubin " + Quote(r.cu_path) + " -o " + Quote(r.cubin_path);
+  const std::string base = ShellQuote(*nvcc) + " -std=c++17 -O3 -arch=" + arch + " ";
+  std::string cmd = base + "-cubin " + ShellQuote(r.cu_path) + " -o " + ShellQuote(r.cubin_path);
   int rc = RunCapture(cmd, &log);
   if (rc == 0 && want_ptx) {
     r.ptx_path = (fs::path(out_dir) / (kernel.name + "." + arch + ".ptx")).string();
-    cmd = base + "-ptx " + Quote(r.cu_path) + " -o " + Quote(r.ptx_path);
+    cmd = base + "-ptx " + ShellQuote(r.cu_path) + " -o " + ShellQuote(r.ptx_path);
     rc = RunCapture(cmd, &log);
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -88,10 +88,8 @@ checks=$(grep -c '^CHECK' "$log" || true)
 fails=$(grep -c '^CHECK.*FAIL' "$log" || true)
 echo "gpu-check: $checks checks against the CPU reference, $fails failed (peak ${PEAK_TFLOPS} TFLOP/s, ${PEAK_GBS} GB/s)"
 [ "$fails" -eq 0 ] || status=1
+# ---- probe (backends/) ------------------------------------------------------------------------
+# The distributed-training probe on the same machine: builds `onboard` against the device's
+# LibTorch 2.x (CUDA, so c10d_compat.cpp compiles its USE_C10D_NCCL lines) and runs a short probe.
+bash "$(dirname "$0")/gpu-probe.sh" || status=1
 exit $status
-
-# ---- probe (backends/, h5) ---------------------------------------------------------------------
-# The distributed-training probe check is scripts/gpu-probe.sh: it builds `onboard` against the
-# device's LibTorch 2.x (CUDA, so c10d_compat.cpp compiles its USE_C10D_NCCL lines), runs a 2-rank
-# probe of the flagship proxy and test_backends. This script exits above, so run it after this one:
-#   scripts/gpu-probe.sh [BUILD_DIR] [MODEL]

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
+#include <cstdlib>
 #include <sstream>
 
 #include "agent/cli/command_registry.h"
@@ -24,6 +25,8 @@ struct ProbeOptions {
   std::string task = "copy";
   std::string placement;      // comma-separated expert -> EP rank
   int64_t blocks = 1;
+  int64_t base_steps = -1;    // LoRA base phase; -1 = default (backends/README.md)
+  std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
   bool json = false;
 };
 
@@ -54,6 +57,13 @@ int RunProbeCommand(ProbeOptions o) {
     Status st = ParsePlacement(o.placement, &o.cfg.expert_placement);
     if (!st.ok()) return ReportError("probe", st);
   }
+  if (o.base_steps < -1 || o.base_steps > 100000)
+    return ReportError("probe", BadInput("--base-steps", "base_steps", "must be in [0, 100000]",
+                                         std::to_string(o.base_steps)));
+  o.cfg.base_steps = o.base_steps;
+  if (!o.kda_kernel.empty() && o.kda_kernel != "generated" && o.kda_kernel != "torch")
+    return ReportError("probe", BadInput("--kda-kernel", "kda_kernel", "must be generated or torch", o.kda_kernel));
+  if (!o.kda_kernel.empty()) o.cfg.kda_kernel = o.kda_kernel;
   if (o.blocks < 1 || o.blocks > 16)
     return ReportError("probe", BadInput("--blocks", "blocks", "must be in [1, 16]", std::to_string(o.blocks)));
   Expected<ModelIR> model = LoadModel(o.model);
@@ -80,6 +90,11 @@ OnboardCommand kProbe{
       sub.add_option("--steps", o->cfg.steps, "optimizer steps")->capture_default_str();
       sub.add_option("--mode", o->mode, "full | lora")->capture_default_str();
       sub.add_option("--lora-rank", o->cfg.lora_rank, "LoRA rank")->capture_default_str();
+      sub.add_option("--kda-kernel", o->kda_kernel,
+                     "KDA forward: generated (CPU kernel from codegen/, default) | torch (LibTorch ops)");
+      sub.add_option("--base-steps", o->base_steps,
+                     "lora: full-training steps of the base on the source task before the adapter "
+                     "steps (default ceil(0.6 * steps))");
       sub.add_option("--lr", o->cfg.lr, "peak learning rate")->capture_default_str();
       sub.add_option("--warmup", o->cfg.warmup, "warm-up steps")->capture_default_str();
       sub.add_option("--clip", o->cfg.clip, "grad-norm clip (0 = off)")->capture_default_str();

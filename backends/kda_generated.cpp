@@ -1,0 +1,145 @@
+// KDA core with the generated CPU kernel as forward and LibTorch-ops recompute as backward
+// (kda_generated.h). Shapes: q_raw, k_raw [B,T,H,K]; v [B,T,H,V]; g [B,T,H,K]; beta [B,T,H].
+#include "backends/kda_generated.h"
+
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <tuple>
+
+#include "backends/kda_chunked.h"
+#include "codegen/cpu_kernel_loader.h"
+#include "codegen/kernel_generator.h"
+
+namespace onboard::backends {
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+at::Tensor L2Normalise(const at::Tensor& x) { return x * at::rsqrt(x.pow(2).sum(-1, true) + 1e-6); }
+
+// One loaded library per (H, K, V, chunk) in this process; nullptr + reason when it cannot load.
+struct Loaded {
+  std::shared_ptr<codegen::CpuKernelLibrary> lib;
+  std::string why;
+};
+
+const Loaded& KernelFor(int64_t H, int64_t K, int64_t V, int64_t chunk) {
+  static std::mutex mu;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Loaded> cache;
+  std::lock_guard<std::mutex> lock(mu);
+  auto key = std::make_tuple(H, K, V, chunk);
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Loaded l;
+  codegen::KdaSpec spec;
+  spec.num_heads = H;
+  spec.num_v_heads = H;
+  spec.head_dim = K;
+  spec.v_head_dim = V;
+  spec.chunk_size = chunk;
+  spec.gate_form = GateForm::kNone;   // the layer computes the bounded log decay itself
+  spec.normalize_qk = true;           // same L2 normalisation (eps 1e-6) and K^-1/2 as the layer
+  Expected<codegen::GeneratedKernel> gen = codegen::GenerateKda(spec, codegen::TargetOptions{});
+  if (!gen.ok()) {
+    l.why = gen.status().message();
+  } else {
+    Expected<std::shared_ptr<codegen::CpuKernelLibrary>> lib = codegen::LoadCpuKernel(*gen);
+    if (!lib.ok() || (*lib)->kda_fwd == nullptr)
+      l.why = lib.ok() ? "library exports no onboard_kda_fwd" : lib.status().message();
+    else
+      l.lib = *lib;
+  }
+  return cache.emplace(key, std::move(l)).first->second;
+}
+
+// Forward: generated kernel. Backward: recompute KdaCoreTorch under autograd.
+struct KdaGeneratedFn : public torch::autograd::Function<KdaGeneratedFn> {
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& q, const at::Tensor& k,
+                            const at::Tensor& v, const at::Tensor& g, const at::Tensor& beta,
+                            int64_t chunk, int64_t lib_ptr) {
+    ctx->save_for_backward({q, k, v, g, beta});
+    ctx->saved_data["chunk"] = chunk;
+    auto* lib = reinterpret_cast<codegen::CpuKernelLibrary*>(lib_ptr);
+    const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
+    const at::Tensor gc = g.contiguous(), bc = beta.contiguous();
+    at::Tensor o = at::empty({v.size(0), v.size(1), v.size(2), v.size(3)}, v.options());
+    const int rc = lib->kda_fwd(qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(),
+                                gc.data_ptr<float>(), bc.data_ptr<float>(), nullptr, nullptr, nullptr,
+                                o.data_ptr<float>(), nullptr, q.size(0), q.size(1),
+                                static_cast<int64_t>(at::get_num_threads()));
+    ONBOARD_ASSERT(rc == 0, "generated KDA kernel " + lib->name + " returned " + std::to_string(rc));
+    return o;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
+    variable_list saved = ctx->get_saved_variables();
+    variable_list leaves;
+    for (const at::Tensor& t : saved) leaves.push_back(t.detach().requires_grad_(true));
+    at::Tensor out;
+    {
+      torch::AutoGradMode on(true);
+      out = KdaCoreTorch(leaves[0], leaves[1], leaves[2], leaves[3], leaves[4],
+                         ctx->saved_data["chunk"].toInt());
+    }
+    variable_list grads = torch::autograd::grad({out}, leaves, {grad_out[0]}, false, false, true);
+    for (size_t i = 0; i < grads.size(); ++i)
+      if (!grads[i].defined()) grads[i] = at::zeros_like(saved[i]);
+    grads.push_back(at::Tensor());  // chunk
+    grads.push_back(at::Tensor());  // lib_ptr
+    return grads;
+  }
+};
+
+void LogOnce(const std::string& why) {
+  static std::once_flag once;
+  std::call_once(once, [&] {
+    std::fprintf(stderr, "kda: generated kernel not used, torch ops instead: %s\n", why.c_str());
+  });
+}
+
+}  // namespace
+
+at::Tensor KdaCoreTorch(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::Tensor& v,
+                        const at::Tensor& g, const at::Tensor& beta, int64_t chunk) {
+  const double K = static_cast<double>(q_raw.size(-1));
+  return KdaChunked(L2Normalise(q_raw) / std::sqrt(K), L2Normalise(k_raw), v, g, beta, chunk);
+}
+
+at::Tensor KdaCore(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::Tensor& v,
+                   const at::Tensor& g, const at::Tensor& beta, int64_t chunk, KdaImpl want,
+                   std::string* why) {
+  std::string reason;
+  if (want == KdaImpl::kGenerated) {
+    if (q_raw.scalar_type() != at::kFloat || v.scalar_type() != at::kFloat) {
+      reason = "the generated CPU kernel is fp32 only (dtype " + std::string(c10::toString(q_raw.scalar_type())) + ")";
+    } else {
+      const Loaded& l = KernelFor(q_raw.size(2), q_raw.size(3), v.size(3), chunk);
+      if (l.lib)
+        return KdaGeneratedFn::apply(q_raw, k_raw, v, g, beta, chunk,
+                                     reinterpret_cast<int64_t>(l.lib.get()));
+      reason = l.why;
+    }
+    LogOnce(reason);
+  }
+  if (why != nullptr) *why = reason;
+  return KdaCoreTorch(q_raw, k_raw, v, g, beta, chunk);
+}
+
+KdaImpl KdaImplFromName(const std::string& name) {
+  return name == "torch" ? KdaImpl::kTorch : KdaImpl::kGenerated;
+}
+
+namespace {
+std::atomic<KdaImpl> g_process_kda_impl{KdaImpl::kGenerated};
+}  // namespace
+
+void SetProcessKdaImpl(KdaImpl impl) { g_process_kda_impl.store(impl); }
+KdaImpl ProcessKdaImpl() { return g_process_kda_impl.load(); }
+
+}  // namespace onboard::backends
