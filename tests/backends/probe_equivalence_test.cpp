@@ -69,6 +69,20 @@ TEST(ProbeEquivalence, ShardedRunsMatchOneProcess) {
   EXPECT_EQ(r4->steps[0].expert_load, one->steps[0].expert_load);
 }
 
+// The issue's own setting, fp32: 1 vs 2 processes, 20 steps, relative difference under 1e-4.
+// At this seed the 4-process fp32 curve matches for 17 steps, then one near-tie top-k decision
+// flips and steps 17 and 19 differ by 4.0e-4 and 2.9e-4 (measured 2026-11-30): that is why the
+// 4-process comparison above runs in fp64, and why this one is a 2-process check only.
+TEST(ProbeEquivalence, Fp32TwoProcessesMatchOneProcess) {
+  const ProxySpec spec = SmallSpec();
+  Expected<ProbeResult> one = RunProbeSpec(spec, SmallConfig(1, TempDir("f1")));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_EQ(one->steps.size(), 20u);
+  Expected<ProbeResult> two = RunProbeSpec(spec, SmallConfig(2, TempDir("f2")));
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  ExpectSameCurve(Losses(*two), Losses(*one), "2 ranks fp32");
+}
+
 TEST(ProbeEquivalence, HybridShardingAndPlacementMatch) {
   // 4 ranks: HSDP (fsdp=2 x 2 replicas), ep=2 with a non-contiguous expert placement; LoRA mode.
   const ProxySpec spec = SmallSpec();
