@@ -83,7 +83,7 @@ struct TemplateMatch {
 // Step 1: enumerate the model's modules; Step 2: pick the most specific template for each.
 TemplateMatch MatchTemplates(const ModelIR& model, const TemplateLibrary& lib);
 
-// "1-3,5-7,9" from sorted indices.
+// "1-3,5-7,9" from sorted indices (as given: TemplateMatchToJson passes 1-based layer numbers).
 std::string LayerRanges(const std::vector<int64_t>& layers);
 
 nlohmann::json TemplateToJson(const OptTemplate& t);

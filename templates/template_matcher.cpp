@@ -154,7 +154,10 @@ nlohmann::json TemplateMatchToJson(const TemplateMatch& m) {
   for (const auto& mm : m.modules) {
     nlohmann::json j = {{"module", mm.module}, {"kind", mm.kind}, {"detail", mm.detail}};
     if (!mm.layers.empty()) {
-      j["layers"] = LayerRanges(mm.layers);
+      // Displayed 1-based, like `onboard inspect` and the HF layer lists.
+      std::vector<int64_t> one_based(mm.layers);
+      for (int64_t& l : one_based) ++l;
+      j["layers"] = LayerRanges(one_based);
       j["layer_count"] = mm.layers.size();
     }
     if (mm.chosen) {
