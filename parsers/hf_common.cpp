@@ -169,4 +169,14 @@ std::set<int64_t> ReadZeroBasedLayerList(HfContext& c, JsonFields& f, const std:
   return out;
 }
 
+void SetChannel(LayerSpec& l, bool is_moe, const MoESpec& moe, const MlpSpec& mlp) {
+  if (is_moe) {
+    l.channel = ChannelKind::kMoE;
+    l.moe = moe;
+  } else {
+    l.channel = ChannelKind::kDenseMLP;
+    l.mlp = mlp;
+  }
+}
+
 }  // namespace onboard

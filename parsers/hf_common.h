@@ -53,6 +53,9 @@ MoESpec ReadHfMoE(HfContext& c, const char* expert_width_key = "moe_intermediate
 // Activation from hidden_act ("silu" -> SwiGLU when gated, ...); unknown -> SwiGLU + warning.
 Activation ParseHfActivation(const std::string& s, bool* known);
 
+// Sets l's channel mixer: the MoE `moe` when `is_moe`, else the dense `mlp`.
+void SetChannel(LayerSpec& l, bool is_moe, const MoESpec& moe, const MlpSpec& mlp);
+
 // Adds num_layers layers built by `make(i)` (0-based) to c.ir; does nothing once a field read failed.
 void AddLayers(HfContext& c, const std::function<LayerSpec(int64_t)>& make);
 

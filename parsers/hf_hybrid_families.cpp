@@ -66,12 +66,7 @@ Status ReadKimiLinear(HfContext& c) {
       l.attn = mla;
       if (lin && !full_layers.count(i)) ++unlisted;
     }
-    if (m.num_experts > 0 && i >= first && i % freq == 0) {
-      l.channel = ChannelKind::kMoE;
-      l.moe = m;
-    } else {
-      l.mlp = mlp;
-    }
+    SetChannel(l, m.num_experts > 0 && i >= first && i % freq == 0, m, mlp);
     return l;
   });
   if (unlisted > 0)
@@ -116,12 +111,7 @@ Status ReadQwen3Next(HfContext& c) {
     const size_t k = static_cast<size_t>(i);
     const bool is_full = k < types.size() ? types[k] == "full_attention" : (i + 1) % interval == 0;
     l.attn = is_full ? full : gdn;
-    if (m.num_experts > 0 && !mlp_only.count(i) && (i + 1) % step == 0) {
-      l.channel = ChannelKind::kMoE;
-      l.moe = m;
-    } else {
-      l.mlp = mlp;
-    }
+    SetChannel(l, m.num_experts > 0 && !mlp_only.count(i) && (i + 1) % step == 0, m, mlp);
     return l;
   });
   return t.status();

@@ -49,12 +49,7 @@ Status ReadDeepSeek(HfContext& c) {
   AddLayers(c, [&](int64_t i) {
     LayerSpec l;
     l.attn = a;
-    if (m.num_experts > 0 && i >= first && i % freq == 0) {
-      l.channel = ChannelKind::kMoE;
-      l.moe = m;
-    } else {
-      l.mlp = mlp;
-    }
+    SetChannel(l, m.num_experts > 0 && i >= first && i % freq == 0, m, mlp);
     return l;
   });
   return t.status();

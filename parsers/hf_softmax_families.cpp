@@ -26,8 +26,7 @@ std::function<bool(int64_t)> FirstKDenseLayers(HfContext& c, const MoESpec& m) {
 LayerSpec Layer(const AttentionSpec& a, bool moe, const MoESpec& m, const MlpSpec& mlp) {
   LayerSpec l;
   l.attn = a;
-  l.channel = moe ? ChannelKind::kMoE : ChannelKind::kDenseMLP;
-  if (moe) l.moe = m; else l.mlp = mlp;
+  SetChannel(l, moe, m, mlp);
   return l;
 }
 

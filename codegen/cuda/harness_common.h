@@ -119,4 +119,16 @@ float TimeMs(Fn fn, int reps) {
   return ms[ms.size() / 2];
 }
 
+// The harness command line: `check CASE_DIR...` (exit 1 when any case fails) | `time B T`.
+inline int Main(int argc, char** argv, int (*check)(const std::string&), int (*time)(int64_t, int64_t)) {
+  if (argc >= 3 && std::string(argv[1]) == "check") {
+    int bad = 0;
+    for (int i = 2; i < argc; ++i) bad += check(argv[i]);
+    return bad == 0 ? 0 : 1;
+  }
+  if (argc == 4 && std::string(argv[1]) == "time") return time(std::atoll(argv[2]), std::atoll(argv[3]));
+  std::fprintf(stderr, "usage: %s check CASE_DIR... | time B T\n", argv[0]);
+  return 2;
+}
+
 }  // namespace harness

@@ -57,13 +57,4 @@ static int Time(int64_t B, int64_t T) {
   return 0;
 }
 
-int main(int argc, char** argv) {
-  if (argc >= 3 && std::string(argv[1]) == "check") {
-    int bad = 0;
-    for (int i = 2; i < argc; ++i) bad += Check(argv[i]);
-    return bad == 0 ? 0 : 1;
-  }
-  if (argc == 4 && std::string(argv[1]) == "time") return Time(std::atoll(argv[2]), std::atoll(argv[3]));
-  std::fprintf(stderr, "usage: %s check CASE_DIR... | time B T\n", argv[0]);
-  return 2;
-}
+int main(int argc, char** argv) { return harness::Main(argc, argv, Check, Time); }
