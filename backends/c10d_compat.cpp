@@ -3,6 +3,7 @@
 #define USE_C10D_GLOO
 #endif
 #include "backends/c10d_compat.h"
+#include "backends/ordered_sum.h"
 
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
@@ -137,11 +138,12 @@ at::Tensor Group::ReduceScatterSum(const at::Tensor& full) {
     return out;
   }
 #endif
-  // Gloo: alltoall of equal chunks, then sum the `size` received chunks of my shard in rank order.
+  // Gloo: alltoall of equal chunks, then sum the `size` received chunks of my shard in the
+  // canonical pairwise order over ranks (ordered_sum.h): layout-independent bits.
   at::Tensor recv = at::empty_like(in);
   std::vector<int64_t> equal;  // empty split lists = equal splits
   impl_->pg->alltoall_base(recv, in, equal, equal)->wait();
-  return recv.view({size_, n}).sum(0);
+  return TreeSumRows(recv.view({size_, n}));
 }
 
 at::Tensor Group::AllToAll(const at::Tensor& in, const std::vector<int64_t>& send_rows,
@@ -160,6 +162,21 @@ at::Tensor Group::AllToAll(const at::Tensor& in, const std::vector<int64_t>& sen
   std::vector<int64_t> s = send_rows, r = recv_rows;
   impl_->pg->alltoall_base(out, src, r, s)->wait();
   return out;
+}
+
+at::Tensor Group::AllReduceSumOrdered(const at::Tensor& t) {
+  if (size_ == 1) return t;
+  at::Tensor flat = t.contiguous().view({-1});
+  at::Tensor all;
+  {
+    Timed timer(&CommClock().all_reduce_s);  // counted as an all-reduce: that is what it replaces
+    std::vector<std::vector<at::Tensor>> outs(1);
+    all = at::empty({size_, flat.numel()}, flat.options());
+    for (int64_t r = 0; r < size_; ++r) outs[0].push_back(all[r]);
+    std::vector<at::Tensor> ins{flat};
+    impl_->pg->allgather(outs, ins)->wait();
+  }
+  return TreeSumRows(all).view(t.sizes());
 }
 
 void Group::AllReduceSum(at::Tensor& t) {

@@ -7,7 +7,8 @@
 // Reduce-scatter on Gloo: ProcessGroupGloo (1.13 and 2.x) throws "does not support reduce_scatter".
 // ReduceScatterSum emulates it with one alltoall_base of equal splits + a local sum over the
 // received [size, n] chunks: every rank sends (size-1)/size of its buffer and receives the same,
-// exactly the bytes a ring reduce-scatter moves; the sum runs in rank order (deterministic).
+// exactly the bytes a ring reduce-scatter moves; the sum runs in the canonical pairwise rank
+// order of ordered_sum.h (deterministic, layout-independent).
 //
 // Units: tensors are rows x features; seconds for timings.
 #pragma once
@@ -42,8 +43,11 @@ class Group {
   // rows of `in` split by send_rows (one per rank) -> rows received, split by recv_rows.
   at::Tensor AllToAll(const at::Tensor& in, const std::vector<int64_t>& send_rows,
                       const std::vector<int64_t>& recv_rows);
-  // In-place sum over ranks.
+  // In-place sum over ranks (the backend's order: not bit-reproducible across layouts).
   void AllReduceSum(at::Tensor& t);
+  // Sum over ranks in the canonical pairwise rank order (ordered_sum.h): all-gather + local sum,
+  // size x the bytes of a ring all-reduce; identical bits on every rank and every layout.
+  at::Tensor AllReduceSumOrdered(const at::Tensor& t);
   void Barrier();
 
  private:
