@@ -8,11 +8,14 @@
 #include <torch/csrc/distributed/c10d/PrefixStore.hpp>
 #include <torch/csrc/distributed/c10d/ProcessGroupGloo.hpp>
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
+#include <torch/cuda.h>
 #ifdef USE_C10D_NCCL
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
 #include <cstdlib>
+#include <optional>
+#include <stdexcept>
 
 namespace onboard::backends {
 namespace {
@@ -29,10 +32,28 @@ std::chrono::milliseconds Ms(double s) {
   return std::chrono::milliseconds(static_cast<int64_t>(s * 1000.0));
 }
 
-// Adds the wall time of a scope to one CommClock() field.
+// CUDA collectives (NCCL) are asynchronous on the host: Work::wait() only makes the current CUDA
+// stream wait for the NCCL stream. To time a collective, and to make Barrier a host barrier, the
+// tensor's device is synchronized before the clock starts and after wait(). No-op on CPU tensors
+// (Gloo's wait() blocks the host until the data is there).
+void SyncIfCuda(const at::Tensor& t) {
+  if (t.is_cuda()) torch::cuda::synchronize(t.device().index());
+}
+
+// Work::wait (1.13 and 2.x) throws on failure/timeout and returns false when the work was aborted.
+void Wait(const c10::intrusive_ptr<c10d::Work>& work, const at::Tensor& t) {
+  if (!work->wait()) throw std::runtime_error("c10d collective was aborted");
+  SyncIfCuda(t);
+}
+
+// Adds the wall time of a scope to one CommClock() field; `t` (the collective's input) first
+// drains pending device work so that compute is not billed to the collective.
 class Timed {
  public:
-  explicit Timed(double* field) : field_(field), t0_(std::chrono::steady_clock::now()) {}
+  Timed(double* field, const at::Tensor& t) : field_(field) {
+    SyncIfCuda(t);
+    t0_ = std::chrono::steady_clock::now();
+  }
   ~Timed() {
     *field_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
   }
@@ -78,6 +99,23 @@ std::string Rendezvous::Get(const std::string& key) {
 struct Group::Impl {
   c10::intrusive_ptr<PgBase> pg;
   std::string backend = "local";
+  bool cuda = false;  // NCCL: collectives run on CUDA tensors
+  // NCCL: this rank's GPU (set_device, else the first CUDA tensor a collective saw, else the
+  // current CUDA device). NCCL binds a communicator to one GPU per rank: staging or a barrier
+  // tensor on another GPU would pair two ranks on one device.
+  std::optional<at::Device> device;
+
+  at::Device CudaDevice() const { return device.value_or(at::Device(at::kCUDA)); }
+  // NCCL has no CPU path: a CPU tensor is staged through the rank's GPU (copy in, collective,
+  // copy out, all inside the collective's time); CUDA tensors and Gloo pass through.
+  at::Tensor Stage(const at::Tensor& t) {
+    if (!cuda) return t;
+    if (t.is_cuda()) {
+      if (!device) device = t.device();
+      return t;
+    }
+    return t.to(CudaDevice());
+  }
 };
 
 Group::Group(Rendezvous& store, const std::string& name, int64_t rank, int64_t size,
@@ -90,8 +128,12 @@ Group::Group(Rendezvous& store, const std::string& name, int64_t rank, int64_t s
   if (want != nullptr && std::string(want) == "nccl") {
     auto opts = c10d::ProcessGroupNCCL::Options::create();
     opts->timeout = Ms(timeout_s);
+    // 2.x: ProcessGroupNCCL(c10::intrusive_ptr<Store>, int rank, int size, intrusive_ptr<Options>)
+    // (1.13: const intrusive_ptr<Store>&); Options::create(bool high_priority = false), `timeout`
+    // inherited from Backend::Options (1.13: ProcessGroup::Options).
     impl_->pg = c10::make_intrusive<c10d::ProcessGroupNCCL>(prefix, rank, size, opts);
     impl_->backend = "nccl";
+    impl_->cuda = true;
     return;
   }
 #endif
@@ -111,39 +153,44 @@ Group::Group(Rendezvous& store, const std::string& name, int64_t rank, int64_t s
 Group::~Group() = default;
 
 std::string Group::backend() const { return impl_->backend; }
+bool Group::needs_cuda_tensors() const { return impl_->cuda; }
+void Group::set_device(const at::Device& device) {
+  if (device.is_cuda()) impl_->device = device;
+}
 
 at::Tensor Group::AllGather(const at::Tensor& shard) {
-  at::Tensor in = shard.contiguous();
-  if (size_ == 1) return in.clone();
-  Timed t(&CommClock().all_gather_s);
+  if (size_ == 1) return shard.contiguous().clone();
+  Timed t(&CommClock().all_gather_s, shard);
+  at::Tensor in = impl_->Stage(shard.contiguous());
   // Gloo (1.13) lacks _allgather_base: the list form writes into views of one flat output.
   at::Tensor out = at::empty({in.numel() * size_}, in.options());
   std::vector<std::vector<at::Tensor>> outs(1);
   for (int64_t r = 0; r < size_; ++r) outs[0].push_back(out.narrow(0, r * in.numel(), in.numel()));
   std::vector<at::Tensor> ins{in};
-  impl_->pg->allgather(outs, ins)->wait();
-  return out;
+  Wait(impl_->pg->allgather(outs, ins), out);
+  return out.to(shard.device());
 }
 
 at::Tensor Group::ReduceScatterSum(const at::Tensor& full) {
   ONBOARD_ASSERT(full.numel() % size_ == 0, "reduce-scatter input not divisible by group size");
-  at::Tensor in = full.contiguous();
-  if (size_ == 1) return in.clone();
-  Timed t(&CommClock().reduce_scatter_s);
+  if (size_ == 1) return full.contiguous().clone();
+  Timed t(&CommClock().reduce_scatter_s, full);
+  at::Tensor in = impl_->Stage(full.contiguous());
   const int64_t n = in.numel() / size_;
 #ifdef USE_C10D_NCCL
   if (impl_->backend == "nccl") {
+    // NCCL's own reduction order: fast, but not bit-identical across layouts (header comment).
     at::Tensor out = at::empty({n}, in.options());
-    impl_->pg->_reduce_scatter_base(out, in)->wait();
-    return out;
+    Wait(impl_->pg->_reduce_scatter_base(out, in), out);
+    return out.to(full.device());
   }
 #endif
   // Gloo: alltoall of equal chunks, then sum the `size` received chunks of my shard in the
   // canonical pairwise order over ranks (ordered_sum.h): layout-independent bits.
   at::Tensor recv = at::empty_like(in);
   std::vector<int64_t> equal;  // empty split lists = equal splits
-  impl_->pg->alltoall_base(recv, in, equal, equal)->wait();
-  return TreeSumRows(recv.view({size_, n}));
+  Wait(impl_->pg->alltoall_base(recv, in, equal, equal), recv);
+  return TreeSumRows(recv.view({size_, n})).to(full.device());
 }
 
 at::Tensor Group::AllToAll(const at::Tensor& in, const std::vector<int64_t>& send_rows,
@@ -155,40 +202,44 @@ at::Tensor Group::AllToAll(const at::Tensor& in, const std::vector<int64_t>& sen
   for (int64_t r : recv_rows) total += r;
   std::vector<int64_t> out_shape = in.sizes().vec();
   out_shape[0] = total;
-  at::Tensor src = in.contiguous();
-  if (size_ == 1) return src.clone();
-  Timed t(&CommClock().all_to_all_s);
-  at::Tensor out = at::empty(out_shape, in.options());
+  if (size_ == 1) return in.contiguous().clone();
+  Timed t(&CommClock().all_to_all_s, in);
+  at::Tensor src = impl_->Stage(in.contiguous());
+  at::Tensor out = at::empty(out_shape, src.options());
   std::vector<int64_t> s = send_rows, r = recv_rows;
-  impl_->pg->alltoall_base(out, src, r, s)->wait();
-  return out;
+  Wait(impl_->pg->alltoall_base(out, src, r, s), out);
+  return out.to(in.device());
 }
 
 at::Tensor Group::AllReduceSumOrdered(const at::Tensor& t) {
   if (size_ == 1) return t;
-  at::Tensor flat = t.contiguous().view({-1});
   at::Tensor all;
   {
-    Timed timer(&CommClock().all_reduce_s);  // counted as an all-reduce: that is what it replaces
+    Timed timer(&CommClock().all_reduce_s, t);  // counted as an all-reduce: what it replaces
+    at::Tensor flat = impl_->Stage(t.contiguous().view({-1}));
     std::vector<std::vector<at::Tensor>> outs(1);
     all = at::empty({size_, flat.numel()}, flat.options());
     for (int64_t r = 0; r < size_; ++r) outs[0].push_back(all[r]);
     std::vector<at::Tensor> ins{flat};
-    impl_->pg->allgather(outs, ins)->wait();
+    Wait(impl_->pg->allgather(outs, ins), all);
   }
-  return TreeSumRows(all).view(t.sizes());
+  return TreeSumRows(all).view(t.sizes()).to(t.device());
 }
 
 void Group::AllReduceSum(at::Tensor& t) {
   if (size_ == 1) return;
-  Timed timer(&CommClock().all_reduce_s);
-  std::vector<at::Tensor> v{t};
-  impl_->pg->allreduce(v)->wait();
+  Timed timer(&CommClock().all_reduce_s, t);
+  std::vector<at::Tensor> v{impl_->Stage(t)};
+  Wait(impl_->pg->allreduce(v), v[0]);
+  if (!v[0].is_same(t)) t.copy_(v[0]);  // staged CPU tensor: copy the sum back in place
 }
 
 void Group::Barrier() {
   if (size_ == 1) return;
-  at::Tensor t = at::zeros({1});
+  // NCCL: a tensor on the rank's GPU; AllReduceSum synchronizes that device after
+  // wait(), so every rank's host has passed the all-reduce when Barrier returns (like Gloo's).
+  at::Tensor t = at::zeros({1}, at::TensorOptions().device(impl_->cuda ? impl_->CudaDevice()
+                                                                       : at::Device(at::kCPU)));
   AllReduceSum(t);
 }
 

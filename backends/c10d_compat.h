@@ -10,6 +10,13 @@
 // exactly the bytes a ring reduce-scatter moves; the sum runs in the canonical pairwise rank
 // order of ordered_sum.h (deterministic, layout-independent).
 //
+// NCCL (ONBOARD_PROBE_BACKEND=nccl in a USE_C10D_NCCL build): results come back on the input's
+// device; a CPU input is staged through the rank's GPU (set_device; NCCL has no CPU path) and the
+// copies count in the collective's time. CUDA collectives are timed with a device synchronize
+// before and after (Work::wait only orders streams). ReduceScatterSum uses NCCL's native
+// _reduce_scatter_base there: NCCL's summation order, not the canonical one (not bit-identical
+// across layouts); AllReduceSumOrdered keeps the canonical order on every backend.
+//
 // Units: tensors are rows x features; seconds for timings.
 #pragma once
 
@@ -35,6 +42,13 @@ class Group {
   int64_t rank() const { return rank_; }
   int64_t size() const { return size_; }
   std::string backend() const;
+  // True for NCCL groups: callers should keep their tensors on the rank's CUDA device (CPU
+  // tensors still work, staged through the device at the cost of two copies per collective).
+  bool needs_cuda_tensors() const;
+  // NCCL: this rank's GPU, for staging and Barrier (default: the first CUDA tensor a collective
+  // sees, else the current CUDA device). Call it with cuda:r before the first collective when
+  // ranks share a machine; ignored for CPU devices and on Gloo.
+  void set_device(const at::Device& device);
 
   // shard [n] -> [size*n], rank r's shard at [r*n, (r+1)*n).
   at::Tensor AllGather(const at::Tensor& shard);
@@ -48,6 +62,7 @@ class Group {
   // Sum over ranks in the canonical pairwise rank order (ordered_sum.h): all-gather + local sum,
   // size x the bytes of a ring all-reduce; identical bits on every rank and every layout.
   at::Tensor AllReduceSumOrdered(const at::Tensor& t);
+  // Returns once every rank has entered it (host-side on both Gloo and NCCL).
   void Barrier();
 
  private:

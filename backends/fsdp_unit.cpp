@@ -12,9 +12,11 @@ at::Tensor Gather(Group* g, const at::Tensor& shard, int64_t numel) {
   return g->AllGather(shard).narrow(0, 0, numel);
 }
 
-// Pads a full-size gradient to the shard multiple and reduce-scatters it.
-at::Tensor Scatter(Group* g, const at::Tensor& full_grad, int64_t numel, int64_t shard) {
-  at::Tensor grad = full_grad.defined() ? full_grad : at::zeros({numel});
+// Pads a full-size gradient to the shard multiple and reduce-scatters it (shard_like: the shard,
+// for dtype and device).
+at::Tensor Scatter(Group* g, const at::Tensor& full_grad, int64_t numel, const at::Tensor& shard_like) {
+  const int64_t shard = shard_like.numel();
+  at::Tensor grad = full_grad.defined() ? full_grad : at::zeros({numel}, shard_like.options());
   const int64_t padded = shard * g->size();
   if (padded > numel) grad = at::constant_pad_nd(grad, {0, padded - numel});
   return g->ReduceScatterSum(grad);
@@ -71,8 +73,8 @@ class FsdpUnitFn : public torch::autograd::Function<FsdpUnitFn> {
                                             /*create_graph=*/false, /*allow_unused=*/true);
     for (size_t j = 0; j < where.size(); ++j) result[where[j]] = g[j];
     // Step 3: weight gradients of the sharded buffers go back to their shards.
-    if (want[1]) result[1] = Scatter(r->fsdp, result[1], r->unit->dense.numel, saved[1].numel());
-    if (want[2]) result[2] = Scatter(r->fsdp, result[2], r->unit->lora.numel, saved[2].numel());
+    if (want[1]) result[1] = Scatter(r->fsdp, result[1], r->unit->dense.numel, saved[1]);
+    if (want[2]) result[2] = Scatter(r->fsdp, result[2], r->unit->lora.numel, saved[2]);
     for (size_t i : {size_t(3), size_t(4)})
       if (want[i] && !result[i].defined()) result[i] = at::zeros_like(saved[i]);
     return result;

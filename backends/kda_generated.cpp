@@ -116,7 +116,9 @@ at::Tensor KdaCore(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::T
                    std::string* why) {
   std::string reason;
   if (want == KdaImpl::kGenerated) {
-    if (q_raw.scalar_type() != at::kFloat || v.scalar_type() != at::kFloat) {
+    if (!q_raw.device().is_cpu()) {
+      reason = "the generated kernel is the CPU one (tensors on " + q_raw.device().str() + ")";
+    } else if (q_raw.scalar_type() != at::kFloat || v.scalar_type() != at::kFloat) {
       reason = "the generated CPU kernel is fp32 only (dtype " + std::string(c10::toString(q_raw.scalar_type())) + ")";
     } else {
       const Loaded& l = KernelFor(q_raw.size(2), q_raw.size(3), v.size(3), chunk);

@@ -58,6 +58,12 @@ struct ProxySpec {
   int64_t index_heads = 2;           // DSA lightning indexer heads (0 = no indexer: dense MLA)
   int64_t index_head_dim = 16;
   int64_t index_topk = 8;            // keys kept per query by the indexer
+  // Weight of the indexer's KL loss (DeepSeek-V3.2 sparse stage, backends/README.md): per MLA
+  // layer, coefficient * sum over queries t of KL(p_t || softmax(I_t)) over the selected keys S_t
+  // (p = main attention summed over heads, L1-normalised, detached) / global counted tokens, added
+  // to the LM loss; the indexer sees a detached input, so only this loss trains it.
+  // 0 = indexer frozen (no KL gradient); >= 0, finite.
+  double indexer_kl_weight = 1.0;
   // MoE
   int64_t num_experts = 8;
   int64_t top_k = 2;
@@ -115,13 +121,20 @@ struct ProbeConfig {
   uint64_t seed = 1234;
   int64_t seq = 32;                  // tokens per sequence
   int64_t batch = 8;                 // global sequences per step; split evenly over ranks
+  // Sequences per micro-batch on each rank (0 = batch/ranks: one micro-step per step). Each rank
+  // runs batch/(ranks*micro_batch) micro-steps and accumulates their gradients (Megatron's
+  // micro-batch size / gradient accumulation). Rank r's micro-step i takes global micro-batch
+  // i*ranks + r. Every gradient is summed over micro-batches in the canonical pairwise order of
+  // backends/ordered_sum.h, so for a fixed micro_batch the curve is bit-identical for every
+  // power-of-two ranks / fsdp / ep layout when batch/micro_batch is a power of two.
+  int64_t micro_batch = 0;
   ProbeTask task = ProbeTask::kCopy;
   int64_t copy_symbols = 16;         // copy task alphabet size
   std::string text_file;             // task == kText: byte-level tokens from this file
   bool router_fp32 = true;           // router logits/scores in fp32 (always fp32 here; kept for parity)
-  // Compute dtype: "fp32" (default) or "fp64". In fp32, sharded and 1-process curves agree to ~1e-7
-  // until a near-tie top-k decision (MoE router, DSA indexer) flips on a 1e-7 difference; fp64
-  // makes such flips practically impossible, for exact layout comparisons.
+  // Compute dtype: "fp32" (default) or "fp64". With the default micro_batch, sharded and 1-process
+  // fp32 curves agree to ~1e-7 until a near-tie top-k decision (MoE router, DSA indexer) flips on
+  // a 1e-7 summation-order difference; fix micro_batch across layouts for exact agreement.
   std::string dtype = "fp32";
   std::vector<int64_t> expert_placement;  // expert -> EP rank; empty = contiguous blocks
   double timeout_s = 300;            // whole probe; a rank that hangs or dies fails the probe
@@ -129,6 +142,10 @@ struct ProbeConfig {
   std::string out_dir;               // per-rank logs and JSON; empty = a temp dir
   std::string worker_binary;         // `onboard` binary for the workers; empty = this executable
   int64_t threads_per_rank = 1;      // intra-op threads in each worker
+  // Where each rank's tensors live: "cpu" (default) or "cuda" (rank r on cuda:(local rank % GPUs);
+  // several ranks need ONBOARD_PROBE_BACKEND=nccl: Gloo's all-to-all takes CPU tensors). With
+  // "cuda" the KDA layers run the LibTorch-ops form (the generated kernel here is the CPU one).
+  std::string device = "cpu";
   // Fault injection for tests: rank `die_rank` SIGKILLs itself at step `die_step` (-1 = off).
   int64_t die_rank = -1;
   int64_t die_step = -1;
@@ -142,6 +159,8 @@ struct ProbeConfig {
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
   int64_t ep_degree() const { return ep > 0 ? ep : ranks; }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : ranks; }
+  int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / ranks; }
+  int64_t micro_steps() const { return batch / (ranks * micro_batch_size()); }  // per rank per step
 };
 
 // ---- Results ----
@@ -167,6 +186,9 @@ struct ProbeStep {
   int64_t peak_rss_bytes = 0;        // max over ranks of the RSS high-water mark (getrusage)
   // expert_load[l][e]: tokens routed to expert e in MoE layer l (global, forward pass only).
   std::vector<std::vector<int64_t>> expert_load;
+  // indexer_kl[l]: DSA indexer KL(main attention || indexer) of the l-th MLA layer with an indexer,
+  // nats per counted token of the global batch (what ProxySpec::indexer_kl_weight multiplies).
+  std::vector<double> indexer_kl;
 };
 
 // Comparison of the measurement with the cost model (search/planner.h EvaluatePlan) for the same

@@ -37,9 +37,10 @@ std::string FormatProbeResult(const ProbeResult& r) {
      << " (experts " << r.params.expert << ", trainable " << r.params.trainable << ")\n";
   for (const std::string& n : r.spec.notes) os << "  note: " << n << "\n";
   os << "task: " << r.task_floor << "\n";
-  os << "batch " << c.batch << " x seq " << c.seq << ", lr " << c.lr << " (warm-up " << c.warmup
+  os << "batch " << c.batch << " x seq " << c.seq << " (micro-batch " << c.micro_batch_size() << " x "
+     << c.micro_steps() << " micro-steps per rank), lr " << c.lr << " (warm-up " << c.warmup
      << ", cosine), clip " << c.clip << ", seed " << c.seed << "\n\n";
-  os << " step      loss  grad_norm        lr   step_ms  tok/s    ag_ms   rs_ms  a2a_ms   ar_ms  rss_MiB  load max/mean\n";
+  os << " step      loss  grad_norm        lr   step_ms  tok/s    ag_ms   rs_ms  a2a_ms   ar_ms  rss_MiB  idx_kl  load max/mean\n";
   for (const ProbeStep& s : r.steps) {
     std::string bal;
     for (const auto& l : s.expert_load) bal += (bal.empty() ? "" : ",") + F("%.2f", MaxOverMean(l));
@@ -47,7 +48,10 @@ std::string FormatProbeResult(const ProbeResult& r) {
        << F(" %9.3g", s.lr) << F(" %9.1f", s.step_s * 1e3) << F(" %6.0f", s.tokens_per_s)
        << F(" %8.2f", s.comm.all_gather_s * 1e3) << F(" %7.2f", s.comm.reduce_scatter_s * 1e3)
        << F(" %7.2f", s.comm.all_to_all_s * 1e3) << F(" %7.2f", s.comm.all_reduce_s * 1e3)
-       << F(" %8.1f", static_cast<double>(s.peak_rss_bytes) / 1048576.0) << "  " << bal << "\n";
+       << F(" %8.1f", static_cast<double>(s.peak_rss_bytes) / 1048576.0);
+    double kl = 0;
+    for (double v : s.indexer_kl) kl += v;
+    os << (s.indexer_kl.empty() ? std::string("       -") : F(" %7.3f", kl)) << "  " << bal << "\n";
   }
   // Measured vs predicted (steady state: steps after the first).
   double step_s = 0, comm_s = 0;

@@ -22,7 +22,8 @@ json SpecJson(const ProxySpec& s) {
           {"qk_nope_dim", s.qk_nope_dim}, {"qk_rope_dim", s.qk_rope_dim},
           {"v_head_dim", s.v_head_dim}, {"mla_output_gate", s.mla_output_gate},
           {"index_heads", s.index_heads}, {"index_head_dim", s.index_head_dim},
-          {"index_topk", s.index_topk}, {"num_experts", s.num_experts}, {"top_k", s.top_k},
+          {"index_topk", s.index_topk}, {"indexer_kl_weight", s.indexer_kl_weight},
+          {"num_experts", s.num_experts}, {"top_k", s.top_k},
           {"num_shared", s.num_shared}, {"expert_inter", s.expert_inter},
           {"shared_inter", s.shared_inter}, {"latent_dim", s.latent_dim},
           {"latent_norm", s.latent_norm},
@@ -51,6 +52,7 @@ void SpecFromJson(const json& j, ProxySpec* s) {
   ONBOARD_GET(shared_inter); ONBOARD_GET(latent_dim); ONBOARD_GET(latent_norm);
   ONBOARD_GET(renormalize); ONBOARD_GET(routed_scaling); ONBOARD_GET(mlp_inter); ONBOARD_GET(notes);
 #undef ONBOARD_GET
+  s->indexer_kl_weight = j.value("indexer_kl_weight", 1.0);  // absent in older spec files
   s->router = j.at("router") == "sigmoid" ? RouterActivation::kSigmoid : RouterActivation::kSoftmax;
 }
 
@@ -60,11 +62,11 @@ json ConfigJson(const ProbeConfig& c) {
           {"lora_alpha", c.lora_alpha}, {"lr", c.lr}, {"warmup", c.warmup},
           {"min_lr_ratio", c.min_lr_ratio}, {"clip", c.clip}, {"weight_decay", c.weight_decay},
           {"beta1", c.beta1}, {"beta2", c.beta2}, {"adam_eps", c.adam_eps}, {"seed", c.seed},
-          {"seq", c.seq}, {"batch", c.batch}, {"task", c.task == ProbeTask::kCopy ? "copy" : "text"},
+          {"seq", c.seq}, {"batch", c.batch}, {"micro_batch", c.micro_batch}, {"task", c.task == ProbeTask::kCopy ? "copy" : "text"},
           {"copy_symbols", c.copy_symbols}, {"text_file", c.text_file},
           {"router_fp32", c.router_fp32}, {"expert_placement", c.expert_placement},
           {"timeout_s", c.timeout_s}, {"collective_timeout_s", c.collective_timeout_s},
-          {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank},
+          {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank}, {"device", c.device},
           {"die_rank", c.die_rank}, {"die_step", c.die_step},
           {"converge_fraction", c.converge_fraction}, {"dtype", c.dtype},
           {"base_steps", c.base_steps}, {"kda_kernel", c.kda_kernel}};
@@ -76,9 +78,9 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   ONBOARD_GET(lora_rank); ONBOARD_GET(lora_alpha); ONBOARD_GET(lr); ONBOARD_GET(warmup);
   ONBOARD_GET(min_lr_ratio); ONBOARD_GET(clip); ONBOARD_GET(weight_decay); ONBOARD_GET(beta1);
   ONBOARD_GET(beta2); ONBOARD_GET(adam_eps); ONBOARD_GET(seed); ONBOARD_GET(seq);
-  ONBOARD_GET(batch); ONBOARD_GET(copy_symbols); ONBOARD_GET(text_file); ONBOARD_GET(router_fp32);
+  ONBOARD_GET(batch); ONBOARD_GET(micro_batch); ONBOARD_GET(copy_symbols); ONBOARD_GET(text_file); ONBOARD_GET(router_fp32);
   ONBOARD_GET(expert_placement); ONBOARD_GET(timeout_s); ONBOARD_GET(collective_timeout_s);
-  ONBOARD_GET(out_dir); ONBOARD_GET(threads_per_rank); ONBOARD_GET(die_rank);
+  ONBOARD_GET(out_dir); ONBOARD_GET(threads_per_rank); ONBOARD_GET(device); ONBOARD_GET(die_rank);
   ONBOARD_GET(die_step); ONBOARD_GET(converge_fraction); ONBOARD_GET(dtype);
   ONBOARD_GET(base_steps); ONBOARD_GET(kda_kernel);
 #undef ONBOARD_GET
@@ -115,7 +117,7 @@ std::string ProbeResultToJson(const ProbeResult& r) {
                                {"reduce_scatter_s", s.comm.reduce_scatter_s},
                                {"all_to_all_s", s.comm.all_to_all_s},
                                {"all_reduce_s", s.comm.all_reduce_s}}},
-                     {"expert_load", s.expert_load}});
+                     {"expert_load", s.expert_load}, {"indexer_kl", s.indexer_kl}});
   }
   json pred = {{"available", r.prediction.available}, {"topology", r.prediction.topology},
                {"step_s", r.prediction.step_s}, {"memory_bytes", r.prediction.memory_bytes},

@@ -20,6 +20,9 @@
 #include <sstream>
 #include <thread>
 
+#include <torch/cuda.h>
+
+#include "backends/c10d_compat.h"
 #include "backends/c10d_store.h"
 #include "backends/probe_report.h"
 
@@ -115,6 +118,9 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   const auto t0 = std::chrono::steady_clock::now();
   ProbeConfig cfg = config_in;
   ONBOARD_RETURN_IF_ERROR(cfg.Validate(spec));
+  if (cfg.device == "cuda" && !torch::cuda::is_available())
+    return BadInput("probe", "device", "no CUDA device visible to this LibTorch (backends compiled: " +
+                    backends::CompiledBackends() + ")", "cuda");
   // Step 1: output folder, spec file, worker binary.
   if (cfg.out_dir.empty()) {
     char tmpl[] = "/tmp/onboard-probe-XXXXXX";

@@ -72,6 +72,7 @@ void MergeRankResults(const std::vector<json>& ranks, ProbeResult* r) {
     s.grad_norm = NumOr(a, "grad_norm", nan);
     s.lr = NumOr(a, "lr", 0);
     std::map<int64_t, std::vector<int64_t>> load;
+    std::map<int64_t, double> kl;  // each rank's share is already scaled by the global token count
     for (const json& j : ranks) {
       const json& st = j["steps"][i];
       const double step_s = NumOr(st, "step_s", 0);
@@ -90,7 +91,10 @@ void MergeRankResults(const std::vector<json>& ranks, ProbeResult* r) {
         if (row.empty()) row.assign(counts.size(), 0);
         for (size_t e = 0; e < counts.size() && e < row.size(); ++e) row[e] += counts[e];
       }
+      if (st.contains("indexer_kl"))
+        for (const json& l : st["indexer_kl"]) kl[l["layer"].get<int64_t>()] += NumOr(l, "kl", nan);
     }
+    for (auto& [layer, v] : kl) s.indexer_kl.push_back(v);
     s.tokens_per_s = s.step_s > 0 ? tokens / s.step_s : 0;
     for (auto& [layer, counts] : load) s.expert_load.push_back(counts);
     r->steps.push_back(std::move(s));

@@ -6,9 +6,11 @@
 //   replicas    {r%F + j*F}       HSDP: shard grads all-reduced across fsdp groups (N/F of them)
 //   ep group    {E*(r/E) .. +E}   routed experts partitioned, tokens exchanged all-to-all
 //   ep replicas {r%E + j*E}       expert grads all-reduced across ep groups (N/E of them)
-// Every rank is data-parallel: it takes batch/N of the global batch, generated identically on all.
+// Every rank is data-parallel: it takes batch/N of the global batch (generated identically on all),
+// as micro_steps() micro-batches of micro_batch_size() sequences whose gradients accumulate.
 #include <sys/resource.h>
 
+#include <array>
 #include <csignal>
 #include <cstdio>
 #include <chrono>
@@ -18,7 +20,10 @@
 #include <random>
 #include <sstream>
 
+#include <torch/cuda.h>
+
 #include "backends/fsdp_unit.h"
+#include "backends/ordered_sum.h"
 #include "backends/kda_generated.h"
 #include "backends/probe_data.h"
 
@@ -122,6 +127,15 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   backends::SetProcessKdaImpl(backends::KdaImplFromName(cfg.kda_kernel));
   if (cfg.dtype == "fp64") at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
   const int64_t N = a.world, r = a.rank, F = cfg.fsdp_degree(), E = cfg.ep_degree();
+  at::Device dev(at::kCPU);
+  if (cfg.device == "cuda") {
+    if (!torch::cuda::is_available())
+      return BadInput(a.spec_file, "device", "no CUDA device visible to this LibTorch (" +
+                      backends::TorchVersionString() + ", backends " + backends::CompiledBackends() + ")", "cuda");
+    const char* local = std::getenv("LOCAL_RANK");  // torchrun; else the rank on this machine
+    const int64_t lr = local != nullptr ? std::atoll(local) : r;
+    dev = at::Device(at::kCUDA, static_cast<c10::DeviceIndex>(lr % static_cast<int64_t>(torch::cuda::device_count())));
+  }
 
   // Step 2: rendezvous and process groups.
   backends::Rendezvous store(a.master_addr, a.master_port, a.serve_store, cfg.collective_timeout_s);
@@ -131,6 +145,12 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   Group frep(store, "fsdp_rep" + std::to_string(r % F), r / F, N / F, to, a.master_addr);
   Group ep(store, "ep" + std::to_string(r / E), r % E, E, to, a.master_addr);
   Group erep(store, "ep_rep" + std::to_string(r % E), r / E, N / E, to, a.master_addr);
+  if (dev.is_cuda())
+    for (Group* g : {&world, &fsdp, &frep, &ep, &erep}) g->set_device(dev);  // NCCL stages CPU tensors there
+  if (dev.is_cuda() && N > 1 && world.backend() != "nccl")
+    return BadInput(a.spec_file, "device", "device=cuda with ranks=" + std::to_string(N) +
+                    " needs ONBOARD_PROBE_BACKEND=nccl (the " + world.backend() +
+                    " backend's all-to-all takes CPU tensors)", "cuda");
 
   // Step 3: layout, expert placement, seeded full init then shard.
   const int64_t baseline_rss = PeakRssBytes();
@@ -160,42 +180,76 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     state[u].expert = MakeExperts(L.expert, routing.local_experts, base + 2, !lora || base_first);
     state[u].expert_lora = MakeExperts(L.expert_lora, routing.local_experts, base + 3, lora && !base_first);
   }
+  // Built on the CPU from seeds (same values on every device), then moved to the rank's device.
+  if (!dev.is_cpu()) {
+    for (UnitState& st : state)
+      for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) {
+        b->p = b->p.detach().to(dev).requires_grad_(b->p.requires_grad());
+        b->decay = b->decay.to(dev);
+      }
+  }
   const double lora_scale = lora ? cfg.lora_alpha / static_cast<double>(cfg.lora_rank) : 0.0;
 
   // One optimizer step of `phase` (its steps/warmup drive the lr schedule) on `data`.
-  const int64_t b_local = cfg.batch / N;
+  // Micro-batches: rank r's micro-step i takes global micro-batch j = i*N + r (micro_batch
+  // sequences from j*micro_batch). Per micro-step, in this order:
+  //   forward + backward          FSDP reduce-scatters each unit's shard gradient over the fsdp
+  //                               group, experts sum their EP sources' gradients (both in the
+  //                               canonical pairwise order of ordered_sum.h)
+  //   replica sums                HSDP / EP replicas: ordered all-reduce (all-gather + same order)
+  //   accumulation                the micro-step's gradient is pushed into a TreeAccumulator
+  // so the N micro-batches of a micro-step form one aligned block of the one-process tree.
+  const int64_t mb = cfg.micro_batch_size(), micro_steps = cfg.micro_steps();
+  // fn(unit, buffer index 0..3 = dense, lora, expert, expert_lora, buffer) over trainable buffers.
+  auto for_each_trainable = [&](auto&& fn) {
+    for (size_t u = 0; u < state.size(); ++u) {
+      Buffer* bufs[4] = {&state[u].dense, &state[u].lora, &state[u].expert, &state[u].expert_lora};
+      for (size_t k = 0; k < 4; ++k)
+        if (bufs[k]->trainable && bufs[k]->p.numel() > 0) fn(u, k, bufs[k]);
+    }
+  };
   auto train_step = [&](const backends::ProbeData& data, const ProbeConfig& phase, int64_t step,
                         double scale) -> json {
     backends::CommClock() = CollectiveTimes{};
     load.clear();
     const auto t0 = std::chrono::steady_clock::now();
-    backends::Batch batch = data.Get(step, r * b_local, b_local);
     backends::UnitInputs inputs;
-    inputs.targets = &batch.targets;
-    inputs.loss_mask = &batch.mask;
+    std::map<int64_t, double> indexer_kl;  // MLA layer -> KL(attention || indexer), summed over micro-steps
+    inputs.indexer_kl = &indexer_kl;
     inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());
     std::vector<backends::UnitRunner> runners(units.size());
-    at::Tensor x = batch.tokens;
-    for (size_t u = 0; u < units.size(); ++u) {
-      runners[u] = {&spec, &units[u], &fsdp, &routing, &inputs, scale};
-      x = backends::RunFsdpUnit(&runners[u], x, state[u].dense.p, state[u].lora.p,
-                                state[u].expert.p, state[u].expert_lora.p);
-    }
-    const double local_loss = x.item<double>();
-    x.backward();
-    // Replica all-reduces (HSDP / EP replicas), then the global grad norm and loss.
-    double sq = 0;
-    for (UnitState& st : state) {
-      for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) {
-        if (!b->trainable || b->p.numel() == 0) continue;
-        if (!b->p.grad().defined()) b->p.mutable_grad() = at::zeros_like(b->p);
-        at::Tensor g = b->p.grad();
-        (b->expert ? erep : frep).AllReduceSum(g);
-        const double copies = static_cast<double>(b->expert ? N / E : N / F);
-        sq += g.to(at::kDouble).pow(2).sum().item<double>() / copies;  // fp64: layout-independent
+    std::vector<std::array<backends::TreeAccumulator, 4>> acc(units.size());
+    double local_loss = 0;  // sum of fp32 micro-batch losses: exact in fp64, any order
+    for (int64_t i = 0; i < micro_steps; ++i) {
+      backends::Batch batch = data.Get(step, (i * N + r) * mb, mb);
+      if (!dev.is_cpu()) batch = {batch.tokens.to(dev), batch.targets.to(dev), batch.mask.to(dev)};
+      inputs.targets = &batch.targets;
+      inputs.loss_mask = &batch.mask;
+      at::Tensor x = batch.tokens;
+      for (size_t u = 0; u < units.size(); ++u) {
+        runners[u] = {&spec, &units[u], &fsdp, &routing, &inputs, scale};
+        x = backends::RunFsdpUnit(&runners[u], x, state[u].dense.p, state[u].lora.p,
+                                  state[u].expert.p, state[u].expert_lora.p);
       }
+      local_loss += x.item<double>();
+      x.backward();
+      for_each_trainable([&](size_t u, size_t k, Buffer* b) {
+        at::Tensor g = b->p.grad().defined() ? b->p.grad() : at::zeros_like(b->p);
+        b->p.mutable_grad() = at::Tensor();
+        Group& replicas = b->expert ? erep : frep;
+        if (replicas.size() > 1) g = replicas.AllReduceSumOrdered(g);
+        acc[u][k].Push(g);
+      });
     }
-    at::Tensor red = at::tensor({local_loss, sq}, at::kDouble);
+    // The step's gradients, then the global grad norm and loss.
+    double sq = 0;
+    for_each_trainable([&](size_t u, size_t k, Buffer* b) {
+      at::Tensor g = acc[u][k].Take();
+      b->p.mutable_grad() = g;
+      const double copies = static_cast<double>(b->expert ? N / E : N / F);
+      sq += g.to(at::kDouble).pow(2).sum().item<double>() / copies;  // fp64: layout-independent
+    });
+    at::Tensor red = at::tensor({local_loss, sq}, at::kDouble).to(dev);
     world.AllReduceSum(red);
     const double loss = red[0].item<double>(), gnorm = std::sqrt(red[1].item<double>());
     const double clip_coef = (phase.clip > 0 && gnorm > phase.clip) ? phase.clip / (gnorm + 1e-6) : 1.0;
@@ -206,12 +260,14 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     const CollectiveTimes& c = backends::CommClock();
     json lj = json::array();
     for (auto& [layer, counts] : load) lj.push_back({{"layer", layer}, {"tokens", counts}});
+    json kl = json::array();
+    for (auto& [layer, v] : indexer_kl) kl.push_back({{"layer", layer}, {"kl", v}});
     return {{"step", step}, {"loss", std::isfinite(loss) ? json(loss) : json(nullptr)},
             {"grad_norm", std::isfinite(gnorm) ? json(gnorm) : json(nullptr)},
             {"lr", lr}, {"step_s", step_s}, {"all_gather_s", c.all_gather_s},
             {"reduce_scatter_s", c.reduce_scatter_s}, {"all_to_all_s", c.all_to_all_s},
             {"all_reduce_s", c.all_reduce_s}, {"peak_rss_bytes", PeakRssBytes()},
-            {"expert_load", lj}};
+            {"expert_load", lj}, {"indexer_kl", kl}};
   };
   auto print_step = [&](const char* what, const json& j) {
     std::printf("rank %lld %s %lld loss %.6f grad_norm %.4g lr %.3g %.1f ms\n", static_cast<long long>(r),

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 
 #include "backends/kda_chunked.h"
 #include "backends/kda_generated.h"
@@ -34,7 +35,58 @@ at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h) {
   return W.Lin("o_proj", o.reshape({b, T, nh * K}));
 }
 
-at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h) {
+// DSA lightning indexer scores, causal: I[t,s] = sum_j w[t,j] relu(qI[t,j] . kI[s]), -inf for s > t.
+// h [b,T,D] -> I [b,T,T]; causal [b,T,T] bool.
+at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h,
+                         const at::Tensor& causal) {
+  const int64_t b = h.size(0), T = h.size(1), ih = s.index_heads, id = s.index_head_dim;
+  at::Tensor qi = W.Lin("idx_q", h).view({b, T, ih, id});
+  at::Tensor ki = W.Lin("idx_k", h);                                          // [b,T,id]
+  at::Tensor wi = W.Lin("idx_w", h) / std::sqrt(double(ih * id));             // [b,T,ih]
+  at::Tensor rel = at::relu(at::matmul(qi, ki.unsqueeze(1).transpose(-1, -2)));  // [b,T,ih,T]
+  return (rel * wi.unsqueeze(-1)).sum(2).masked_fill(causal.logical_not(), -INFINITY);
+}
+
+// Indexer KL of DeepSeek-V3.2's sparse stage, summed over queries (a scalar, nats):
+//   p[t,s]  = sum_h A[h,t,s] / sum_{s' in S_t} sum_h A[h,t,s']   (main attention, detached)
+//   KL_t    = sum_{s in S_t} p[t,s] * (log p[t,s] - log_softmax_{S_t}(I[t,:])[s])
+//   returns sum_{b,t} KL_t
+// attn [b,nh,T,T] (zero off S_t), I [b,T,T], keep [b,T,T] = S_t. Gradient reaches I only.
+at::Tensor IndexerKlSum(const at::Tensor& attn, const at::Tensor& I, const at::Tensor& keep) {
+  at::Tensor p = attn.detach().sum(1);
+  p = p / p.sum(-1, /*keepdim=*/true);
+  at::Tensor drop = keep.logical_not();
+  // Unselected keys: p = 0 and log q = -inf; fill before the product so no 0 * inf reaches autograd.
+  at::Tensor logq = at::log_softmax(I.masked_fill(drop, -INFINITY), -1).masked_fill(drop, 0.0);
+  return (at::xlogy(p, p) - p * logq).sum();
+}
+
+// Megatron's MoEAuxLossAutoScaler: returns y unchanged; backward passes y's gradient through and
+// gives the aux scalar gradient 1 (the LM loss's backward scale here: the head's loss is seeded
+// with 1), so d(aux)/d(indexer weights) is added to their gradient wherever y is backpropagated,
+// including FSDP's recomputation (fsdp_unit.cpp), which is the only backward of a unit.
+class AuxLossScaler : public torch::autograd::Function<AuxLossScaler> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& y,
+                            const at::Tensor& aux) {
+    ctx->save_for_backward({aux});
+    return y;
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    return {grads[0], at::ones_like(ctx->get_saved_variables()[0])};
+  }
+};
+
+// Where the indexer KL goes: its weight, scale and the per-layer record.
+struct IndexerKlSink {
+  double weight = 0;                           // ProxySpec::indexer_kl_weight
+  double inv_global_tokens = 1;
+  std::map<int64_t, double>* record = nullptr; // nullptr: this pass records nothing
+  int64_t layer = -1;
+};
+
+at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const IndexerKlSink& sink) {
   const int64_t b = h.size(0), T = h.size(1), nh = s.mla_heads;
   const int64_t dn = s.qk_nope_dim, dr = s.qk_rope_dim, dv = s.v_head_dim;
   at::Tensor q = s.q_lora_rank > 0 ? W.Lin("q_b", Rms(W.Lin("q_a", h), W["q_a_norm"]))
@@ -52,25 +104,37 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h) {
   at::Tensor scores = at::matmul(q.transpose(1, 2), k.transpose(1, 2).transpose(-1, -2)) /
                       std::sqrt(double(dn + dr));                              // [b,nh,T,T]
   at::Tensor keep = at::ones({T, T}, h.options().dtype(at::kBool)).tril().expand({b, T, T});
-  if (s.index_topk > 0 && s.index_topk < T) {
-    // DSA lightning indexer: I[t,s] = sum_j w[t,j] relu(qI[t,j] . kI[s]); keep the top-k causal keys.
-    // The selection is not differentiable: the indexer weights get no gradient from the LM loss.
-    at::NoGradGuard no_grad;
-    const int64_t ih = s.index_heads, id = s.index_head_dim;
-    at::Tensor qi = W.Lin("idx_q", h).view({b, T, ih, id});
-    at::Tensor ki = W.Lin("idx_k", h);                                          // [b,T,id]
-    at::Tensor wi = W.Lin("idx_w", h) / std::sqrt(double(ih * id));             // [b,T,ih]
-    at::Tensor rel = at::relu(at::matmul(qi, ki.unsqueeze(1).transpose(-1, -2)));  // [b,T,ih,T]
-    at::Tensor I = (rel * wi.unsqueeze(-1)).sum(2).masked_fill(keep.logical_not(), -INFINITY);
+  // Step 1: DSA lightning indexer, top-k causal keys. The selection is not differentiable: the LM
+  // loss never reaches the indexer. Its input is detached, so only the KL of Step 3 trains it.
+  const bool has_indexer = s.index_topk > 0 && s.index_heads > 0;
+  const bool kl_grad = has_indexer && sink.weight > 0 && at::GradMode::is_enabled();
+  const bool want_kl = has_indexer && (kl_grad || sink.record != nullptr);
+  at::Tensor I;
+  if (has_indexer && (s.index_topk < T || want_kl)) {
+    at::AutoGradMode grad(kl_grad);  // off: indexer frozen (weight 0) or a no-grad forward
+    I = IndexerScores(s, W, h.detach(), keep);
+  }
+  if (has_indexer && s.index_topk < T) {
     // Ties (relu zeros are common) go to the earlier key: a stable sort, not topk, whose order
     // among equal values is unspecified.
-    at::Tensor top = std::get<1>(I.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, s.index_topk);
+    at::Tensor top = std::get<1>(I.detach().sort(/*stable=*/true, -1, /*descending=*/true))
+                         .narrow(-1, 0, s.index_topk);
     keep = keep.logical_and(at::zeros_like(keep).scatter(-1, top, true));
   }
+  // Step 2: main attention over the selected keys.
   scores = scores.masked_fill(keep.logical_not().unsqueeze(1), -INFINITY);
-  at::Tensor o = at::matmul(at::softmax(scores, -1), v.transpose(1, 2)).transpose(1, 2);  // [b,T,nh,dv]
+  at::Tensor attn = at::softmax(scores, -1);                                  // [b,nh,T,T]
+  at::Tensor o = at::matmul(attn, v.transpose(1, 2)).transpose(1, 2);         // [b,T,nh,dv]
   if (s.mla_output_gate) o = o * at::sigmoid(W.Lin("gate", h)).view({b, T, nh, dv});
-  return W.Lin("o_proj", o.reshape({b, T, nh * dv}));
+  at::Tensor out = W.Lin("o_proj", o.reshape({b, T, nh * dv}));
+  // Step 3: indexer KL (sum over local queries / global counted tokens) recorded and, scaled by
+  // the weight, injected as an auxiliary loss on the layer's output.
+  if (want_kl) {
+    at::Tensor kl = IndexerKlSum(attn, I, keep) * sink.inv_global_tokens;
+    if (sink.record != nullptr) (*sink.record)[sink.layer] += kl.item<double>();
+    if (kl_grad && kl.requires_grad()) out = AuxLossScaler::apply(out, kl * sink.weight);
+  }
+  return out;
 }
 
 }  // namespace
@@ -93,18 +157,12 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
   }
   const ProxyLayer& pl = s.layers[static_cast<size_t>(u.layer)];
   at::Tensor h = Rms(x, W["norm1"]);
-  at::Tensor y = x + (pl.mixer == ProxyMixer::kKDA ? Kda(s, W, h) : Mla(s, W, h));
+  IndexerKlSink sink{s.indexer_kl_weight, in.inv_global_tokens,
+                     routing.record ? in.indexer_kl : nullptr, u.layer};
+  at::Tensor y = x + (pl.mixer == ProxyMixer::kKDA ? Kda(s, W, h) : Mla(s, W, h, sink));
   at::Tensor h2 = Rms(y, W["norm2"]);
   if (pl.channel == ProxyChannel::kDense) return y + SwiGlu(W, "", h2);
-  std::vector<Weights> ex(routing.local_experts.size());
-  const int64_t n_local = static_cast<int64_t>(routing.local_experts.size());
-  for (int64_t j = 0; j < n_local; ++j) {
-    ex[static_cast<size_t>(j)].lora_scale = lora_scale;
-    AddViews(ex[static_cast<size_t>(j)], u.expert, experts.view({n_local, u.expert.numel})[j]);
-    if (u.expert_lora.numel > 0)
-      AddViews(ex[static_cast<size_t>(j)], u.expert_lora, expert_lora.view({n_local, u.expert_lora.numel})[j]);
-  }
-  return y + MoeForward(s, u, W, ex, h2, routing);
+  return y + MoeForward(s, u, W, experts, expert_lora, lora_scale, h2, routing);
 }
 
 }  // namespace onboard::backends

@@ -70,6 +70,11 @@ struct UnitInputs {
   const at::Tensor* targets = nullptr;   // head: [b, T] int64
   const at::Tensor* loss_mask = nullptr; // head: [b, T] float (1 = counted)
   double inv_global_tokens = 1.0;        // head: 1 / counted tokens in the global batch
+                                         // (MLA layers: also scales the DSA indexer's KL loss)
+  // DSA indexer KL per MLA layer: layer -> sum over local queries of KL(p_t || softmax(I_t)) *
+  // inv_global_tokens (nats; without indexer_kl_weight), ADDED on forward passes with
+  // MoeRouting::record == true only (not on FSDP's backward recomputation). nullptr = not recorded.
+  std::map<int64_t, double>* indexer_kl = nullptr;
 };
 
 // Forward of one unit given full (unsharded) flat buffers. x: tokens (embed) or hidden states.

@@ -3,6 +3,7 @@
 // pairs, d = latent width (or D). Rows are tokens; counts are rows.
 #include <torch/torch.h>
 
+#include "backends/ordered_sum.h"
 #include "backends/proxy_weights.h"
 
 namespace onboard::backends {
@@ -29,10 +30,87 @@ class AllToAllFn : public torch::autograd::Function<AllToAllFn> {
   }
 };
 
+
+// Expert FFN (SwiGLU at latent width) over rows received from `seg.size()` EP source ranks, rows
+// grouped by source in rank order (seg[s] rows from source s).
+//   forward:  each source's rows alone: the same GEMM shapes as that source's micro-batch has on
+//             a single process, whatever the layout;
+//   backward: per-source weight gradients, summed over sources in the canonical pairwise order
+//             (ordered_sum.h; empty sources count as zeros), so the expert's gradient has the bits
+//             of the one-process micro-batch accumulation.
+// x [R, d]; w: one expert's flat weights; wl: its flat adapters ([0] without LoRA).
+class ExpertSegmentsFn : public torch::autograd::Function<ExpertSegmentsFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor& wl, int64_t unit_ptr, double lora_scale,
+                            std::vector<int64_t> seg) {
+    ctx->save_for_backward({x, w, wl});
+    ctx->saved_data["unit"] = unit_ptr;
+    ctx->saved_data["lora_scale"] = lora_scale;
+    ctx->saved_data["seg"] = seg;
+    const auto* u = reinterpret_cast<const UnitLayout*>(unit_ptr);
+    const Weights W = ExpertWeights(*u, w, wl, lora_scale);
+    std::vector<at::Tensor> ys;
+    int64_t off = 0;
+    for (int64_t c : seg) {
+      if (c > 0) ys.push_back(SwiGlu(W, "", x.narrow(0, off, c)));
+      off += c;
+    }
+    return ys.empty() ? x.new_zeros({0, x.size(1)}) : at::cat(ys, 0);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    variable_list saved = ctx->get_saved_variables();
+    const auto* u = reinterpret_cast<const UnitLayout*>(ctx->saved_data["unit"].toInt());
+    const double lora_scale = ctx->saved_data["lora_scale"].toDouble();
+    const std::vector<int64_t> seg = ctx->saved_data["seg"].toIntVector();
+    const bool want_w = ctx->needs_input_grad(1), want_wl = ctx->needs_input_grad(2) && saved[2].numel() > 0;
+    TreeAccumulator dw, dwl;
+    std::vector<at::Tensor> dx;
+    int64_t off = 0;
+    for (int64_t c : seg) {
+      if (c == 0) {  // this source sent nothing: a zero leaf keeps the tree's shape
+        if (want_w) dw.Push(at::zeros_like(saved[1]));
+        if (want_wl) dwl.Push(at::zeros_like(saved[2]));
+        continue;
+      }
+      at::AutoGradMode enable(true);
+      at::Tensor xs = saved[0].narrow(0, off, c).detach().requires_grad_(true);
+      at::Tensor w = saved[1].detach().requires_grad_(want_w);
+      at::Tensor wl = saved[2].detach().requires_grad_(want_wl);
+      at::Tensor y = SwiGlu(ExpertWeights(*u, w, wl, lora_scale), "", xs);
+      std::vector<at::Tensor> in{xs};
+      if (want_w) in.push_back(w);
+      if (want_wl) in.push_back(wl);
+      variable_list g = torch::autograd::grad({y}, in, {grads[0].narrow(0, off, c)}, false, false, true);
+      auto def = [](const at::Tensor& t, const at::Tensor& like) { return t.defined() ? t : at::zeros_like(like); };
+      dx.push_back(def(g[0], xs));
+      size_t k = 1;
+      if (want_w) dw.Push(def(g[k++], w));
+      if (want_wl) dwl.Push(def(g[k++], wl));
+      off += c;
+    }
+    at::Tensor dxa = dx.empty() ? at::zeros_like(saved[0]) : at::cat(dx, 0);
+    return {dxa, want_w ? dw.Take() : at::Tensor(), want_wl ? dwl.Take() : at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
+  }
+
+ private:
+  static Weights ExpertWeights(const UnitLayout& u, const at::Tensor& w, const at::Tensor& wl,
+                               double lora_scale) {
+    Weights W;
+    W.lora_scale = lora_scale;
+    AddViews(W, u.expert, w);
+    if (wl.numel() > 0) AddViews(W, u.expert_lora, wl);
+    return W;
+  }
+};
+
 }  // namespace
 
 at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
-               const std::vector<Weights>& experts, const at::Tensor& h, MoeRouting& R) {
+                      const at::Tensor& experts, const at::Tensor& expert_lora, double lora_scale,
+                      const at::Tensor& h, MoeRouting& R) {
   const int64_t b = h.size(0), T = h.size(1), D = s.hidden, E = s.num_experts, k = s.top_k;
   const int64_t ep = R.ep->size();
   at::Tensor x = h.reshape({b * T, D});
@@ -46,9 +124,9 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   wtop = wtop * s.routed_scaling;
   if (R.record && R.load != nullptr) {
     at::Tensor cnt = at::bincount(itop.flatten(), {}, E);
-    auto& row = (*R.load)[u.layer];
-    row.assign(static_cast<size_t>(E), 0);
-    for (int64_t e = 0; e < E; ++e) row[static_cast<size_t>(e)] = cnt[e].item<int64_t>();
+    auto& row = (*R.load)[u.layer];  // summed over the micro-batches of the step
+    row.resize(static_cast<size_t>(E), 0);
+    for (int64_t e = 0; e < E; ++e) row[static_cast<size_t>(e)] += cnt[e].item<int64_t>();
   }
   // Step 2: latent down-projection; routed experts run at latent width.
   at::Tensor xl = x;
@@ -65,11 +143,10 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
       for (int64_t e = 0; e < E; ++e)
         if (R.placement[static_cast<size_t>(e)] == r) { ordinal[static_cast<size_t>(e)] = pos++; per_rank[static_cast<size_t>(r)]++; }
   }
-  at::Tensor ord = at::tensor(ordinal, at::kLong);
+  at::Tensor ord = at::tensor(ordinal, at::kLong).to(itop.device());
   at::Tensor key = ord.index_select(0, itop.flatten());                          // [P]
   at::Tensor perm = std::get<1>(key.sort(/*stable=*/true, 0, false));
-  at::Tensor tok = at::arange(b * T, at::kLong).repeat_interleave(k).index_select(0, perm);
-  at::Tensor wsorted = wtop.flatten().index_select(0, perm);
+  at::Tensor tok = at::arange(b * T, itop.options()).repeat_interleave(k).index_select(0, perm);
   at::Tensor counts = at::bincount(key, {}, E);                                  // per ordinal
   // Step 4: exchange per-expert counts, then the token rows (split sizes = actual counts).
   const int64_t el = E / ep;
@@ -82,24 +159,36 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   }
   const auto group = reinterpret_cast<int64_t>(R.ep);
   at::Tensor xr = AllToAllFn::apply(xl.index_select(0, tok), group, send, recv);  // [R, d]
-  // Step 5: received rows are grouped by source then local expert; regroup by expert and run.
-  at::Tensor local_of_row = at::arange(el, at::kLong).repeat({ep}).repeat_interleave(recv_counts.flatten());
+  // Step 5: received rows are grouped by source then local expert; regroup by expert (stable:
+  // each expert's rows stay grouped by source) and run each expert over its sources' rows.
+  at::Tensor local_of_row = at::arange(el, itop.options()).repeat({ep}).repeat_interleave(recv_counts.flatten());
   at::Tensor by_e = std::get<1>(local_of_row.sort(true, 0, false));
   at::Tensor xe = xr.index_select(0, by_e);
-  at::Tensor per_e = recv_counts.sum(0);                                         // [el]
+  at::Tensor rc = recv_counts.contiguous();                                      // [ep source, el]
+  const int64_t n_local = experts.numel() / std::max<int64_t>(1, u.expert.numel);
+  ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) + " experts, EP expects " + std::to_string(el));
+  at::Tensor ex_rows = experts.view({el, u.expert.numel});
+  at::Tensor exl_rows = u.expert_lora.numel > 0 ? expert_lora.view({el, u.expert_lora.numel}) : at::Tensor();
   std::vector<at::Tensor> ys;
   int64_t start = 0;
   for (int64_t j = 0; j < el; ++j) {
-    const int64_t c = per_e[j].item<int64_t>();
-    if (c > 0) ys.push_back(SwiGlu(experts[static_cast<size_t>(j)], "", xe.narrow(0, start, c)));
+    std::vector<int64_t> seg(static_cast<size_t>(ep));
+    int64_t c = 0;
+    for (int64_t src = 0; src < ep; ++src) c += (seg[static_cast<size_t>(src)] = rc[src][j].item<int64_t>());
+    const at::Tensor wl = exl_rows.defined() ? exl_rows[j] : experts.new_zeros({0});
+    // Every local expert goes through the function, even with no rows: its backward then gives
+    // the expert a (zero) gradient on every layout alike.
+    ys.push_back(ExpertSegmentsFn::apply(xe.narrow(0, start, c), ex_rows[j], wl,
+                                         reinterpret_cast<int64_t>(&u), lora_scale, seg));
     start += c;
   }
   at::Tensor ye = ys.empty() ? xe * 0.0 : at::cat(ys, 0);
   at::Tensor yr = at::empty_like(ye).index_copy(0, by_e, ye);  // back to received order
-  // Step 6: send results back and combine with the router weights.
-  at::Tensor yb = AllToAllFn::apply(yr, group, recv, send);                       // [P, d]
-  at::Tensor y = at::zeros({b * T, xl.size(1)}, xl.options())
-                     .index_add(0, tok, yb * wsorted.unsqueeze(-1).to(yb.scalar_type()));
+  // Step 6: send results back; put them back in (token, slot) order and combine with the router
+  // weights, summing each token's top_k outputs in slot order (the same order on every layout).
+  at::Tensor yb = AllToAllFn::apply(yr, group, recv, send);                       // [P, d] pair order perm
+  at::Tensor ypair = at::empty_like(yb).index_copy(0, perm, yb).view({b * T, k, yb.size(1)});
+  at::Tensor y = (ypair * wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);       // [n, d]
   if (s.latent_dim > 0) y = W.Lin("lat_up", y);
   if (s.num_shared > 0) y = y + SwiGlu(W, "sh_", x);
   return y.view({b, T, D});

@@ -58,6 +58,11 @@ Status ProxySpec::Validate() const {
   if (index_topk > 0 && (index_heads == 0 || index_head_dim == 0))
     return Bad("index_heads", "index_topk > 0 needs index_heads and index_head_dim > 0",
                std::to_string(index_heads));
+  if (!(indexer_kl_weight >= 0) || !std::isfinite(indexer_kl_weight)) {
+    std::ostringstream v;
+    v << indexer_kl_weight;
+    return Bad("indexer_kl_weight", "must be a finite number >= 0", v.str());
+  }
   bool any_moe = std::any_of(layers.begin(), layers.end(),
                              [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
   if (any_moe) {
@@ -217,6 +222,10 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   if (batch < 1 || batch % ranks != 0)
     return Bad("batch", "batch=" + std::to_string(batch) + " must be a positive multiple of ranks=" +
                             std::to_string(ranks), std::to_string(batch));
+  if (micro_batch < 0 || (micro_batch > 0 && batch % (ranks * micro_batch) != 0))
+    return Bad("micro_batch", "batch=" + std::to_string(batch) + " must be a multiple of ranks=" +
+                                  std::to_string(ranks) + " * micro_batch=" + std::to_string(micro_batch),
+               std::to_string(micro_batch));
   if (seq < 4 || seq > 8192) return Bad("seq", "must be in [4, 8192]", std::to_string(seq));
   if (mode == FinetuneMode::kLoRA && (lora_rank < 1 || lora_rank > 256))
     return Bad("lora_rank", "must be in [1, 256] in lora mode", std::to_string(lora_rank));
@@ -236,6 +245,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   if (!(timeout_s > 0)) return Bad("timeout", "must be > 0 seconds", num(timeout_s));
   if (!(collective_timeout_s > 0))
     return Bad("collective_timeout", "must be > 0 seconds", num(collective_timeout_s));
+  if (device != "cpu" && device != "cuda") return Bad("device", "must be cpu or cuda", device);
   if (threads_per_rank < 1 || threads_per_rank > 64)
     return Bad("threads_per_rank", "must be in [1, 64]", std::to_string(threads_per_rank));
   if (!(converge_fraction > 0 && converge_fraction < 1))

@@ -47,9 +47,11 @@ inline at::Tensor SwiGlu(const Weights& W, const std::string& p, const at::Tenso
 }
 
 // Routed MoE of one layer (proxy_moe.cpp): fp32 router, top-k, latent down/up, EP dispatch over
-// routing.ep, local experts `experts` (one Weights per local expert, ascending global id), combine,
-// shared experts. h [b, T, D] -> [b, T, D].
+// routing.ep, local experts (flat buffers [n_local * u.expert.numel] and their adapters
+// [n_local * u.expert_lora.numel], ascending global id), combine, shared experts.
+// h [b, T, D] -> [b, T, D].
 at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
-                      const std::vector<Weights>& experts, const at::Tensor& h, MoeRouting& routing);
+                      const at::Tensor& experts, const at::Tensor& expert_lora, double lora_scale,
+                      const at::Tensor& h, MoeRouting& routing);
 
 }  // namespace onboard::backends

@@ -44,31 +44,33 @@ std::string KernelCacheDir() {
   return EnvOr("HOME", "/tmp") + "/.cache/onboard/kernels";
 }
 
-Expected<std::shared_ptr<CpuKernelLibrary>> LoadCpuKernel(const GeneratedKernel& kernel) {
-  if (kernel.target != KernelTarget::kCpu) {
-    return BadInput(kernel.name, "target", "LoadCpuKernel needs a CPU kernel", "cuda");
-  }
-  ONBOARD_ASSERT(IsValidKernelIdentifier(kernel.name), "kernel name is not an identifier");
+void* CpuKernelLibrary::Symbol(const char* symbol) const {
+  return handle == nullptr ? nullptr : dlsym(handle, symbol);
+}
+
+Expected<std::shared_ptr<CpuKernelLibrary>> BuildKernelLibrary(const std::string& name,
+                                                               const std::string& source) {
+  ONBOARD_ASSERT(IsValidKernelIdentifier(name), "kernel name is not an identifier");
   // Step 1: the cache key covers source, compiler and flags.
   const std::string compiler = Compiler();
-  const std::string key = ContentHash(kernel.source + "\n" + compiler + " " + kFlags);
+  const std::string key = ContentHash(source + "\n" + compiler + " " + kFlags);
   const fs::path dir = KernelCacheDir();
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec) return IoError("kernel cache " + dir.string() + ": " + ec.message());
-  const fs::path so = dir / (kernel.name + "-" + key + ".so");
+  const fs::path so = dir / (name + "-" + key + ".so");
   auto lib = std::make_shared<CpuKernelLibrary>();
-  lib->name = kernel.name;
+  lib->name = name;
   lib->so_path = so.string();
   lib->cache_hit = fs::exists(so);
   // Step 2: compile into a unique temporary, then rename (concurrent test processes may race).
   if (!lib->cache_hit) {
-    const std::string stem = kernel.name + "-" + key + "." + std::to_string(getpid());
+    const std::string stem = name + "-" + key + "." + std::to_string(getpid());
     const fs::path src = dir / (stem + ".cpp");
     const fs::path tmp = dir / (stem + ".so.tmp");
     {
       std::ofstream f(src, std::ios::binary);
-      f << kernel.source;
+      f << source;
       if (!f) return IoError("cannot write " + src.string());
     }
     const auto t0 = std::chrono::steady_clock::now();
@@ -80,32 +82,42 @@ Expected<std::shared_ptr<CpuKernelLibrary>> LoadCpuKernel(const GeneratedKernel&
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rc != 0) {
       fs::remove(tmp, ec);
-      return Status(ErrorCode::kBuild, "compiling " + kernel.name + " (" + cmd + ") failed:\n" +
+      return Status(ErrorCode::kBuild, "compiling " + name + " (" + cmd + ") failed:\n" +
                                            Tail(log, 2000));
     }
     fs::rename(tmp, so, ec);
     fs::remove(src, ec);
     if (!fs::exists(so)) return IoError("compiled kernel vanished: " + so.string());
   }
-  // Step 3: load and resolve the entry points of this op.
+  // Step 3: load and check the ABI version and name.
   lib->handle = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib->handle == nullptr) {
     return Status(ErrorCode::kBuild, "dlopen " + so.string() + ": " + dlerror());
   }
-  auto sym = [&](const char* name) { return dlsym(lib->handle, name); };
-  auto version = reinterpret_cast<onboard_abi_version_fn>(sym("onboard_kernel_abi_version"));
-  auto name_fn = reinterpret_cast<onboard_kernel_name_fn>(sym("onboard_kernel_name"));
+  auto version = reinterpret_cast<onboard_abi_version_fn>(lib->Symbol("onboard_kernel_abi_version"));
+  auto name_fn = reinterpret_cast<onboard_kernel_name_fn>(lib->Symbol("onboard_kernel_name"));
   if (version == nullptr || name_fn == nullptr || version() != ONBOARD_KERNEL_ABI_VERSION ||
-      kernel.name != name_fn()) {
-    return Status(ErrorCode::kBuild, so.string() + ": not an ABI v1 library of kernel " + kernel.name);
+      name != name_fn()) {
+    return Status(ErrorCode::kBuild, so.string() + ": not an ABI v1 library of kernel " + name);
   }
+  return lib;
+}
+
+Expected<std::shared_ptr<CpuKernelLibrary>> LoadCpuKernel(const GeneratedKernel& kernel) {
+  if (kernel.target != KernelTarget::kCpu) {
+    return BadInput(kernel.name, "target", "LoadCpuKernel needs a CPU kernel", "cuda");
+  }
+  ONBOARD_ASSIGN_OR_RETURN(auto lib, BuildKernelLibrary(kernel.name, kernel.source));
+  // Step 4: resolve the entry points of this op.
+  const std::string& so = lib->so_path;
+  auto sym = [&](const char* symbol) { return lib->Symbol(symbol); };
   lib->kda_fwd = reinterpret_cast<onboard_kda_fwd_fn>(sym("onboard_kda_fwd"));
   lib->dsa_fwd = reinterpret_cast<onboard_dsa_fwd_fn>(sym("onboard_dsa_fwd"));
   lib->dsa_index = reinterpret_cast<onboard_dsa_index_fn>(sym("onboard_dsa_index"));
   lib->dsa_attn = reinterpret_cast<onboard_dsa_attn_fn>(sym("onboard_dsa_attn"));
   const bool ok = kernel.op == "kda" ? lib->kda_fwd != nullptr
                                      : (lib->dsa_fwd && lib->dsa_index && lib->dsa_attn);
-  if (!ok) return Status(ErrorCode::kBuild, so.string() + ": missing entry points for " + kernel.op);
+  if (!ok) return Status(ErrorCode::kBuild, so + ": missing entry points for " + kernel.op);
   return lib;
 }
 

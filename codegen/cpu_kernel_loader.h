@@ -27,6 +27,8 @@ struct CpuKernelLibrary {
   onboard_dsa_attn_fn dsa_attn = nullptr;
   void* handle = nullptr;
 
+  void* Symbol(const char* symbol) const;  // dlsym in this library (nullptr when absent)
+
   CpuKernelLibrary() = default;
   CpuKernelLibrary(const CpuKernelLibrary&) = delete;
   CpuKernelLibrary& operator=(const CpuKernelLibrary&) = delete;
@@ -38,5 +40,11 @@ std::string KernelCacheDir();
 // kBadInput if the kernel is not a CPU kernel; kBuild with the compiler's log tail when compilation or
 // dlopen/dlsym fails.
 [[nodiscard]] Expected<std::shared_ptr<CpuKernelLibrary>> LoadCpuKernel(const GeneratedKernel& kernel);
+
+// The build + load steps of LoadCpuKernel for any C++ translation unit that exports the ABI's
+// onboard_kernel_abi_version() and onboard_kernel_name() (== name); entry points are left for the caller
+// to resolve with Symbol(). Used by the CUDA emulation loader (codegen/cuda_emulation_loader.h).
+[[nodiscard]] Expected<std::shared_ptr<CpuKernelLibrary>> BuildKernelLibrary(const std::string& name,
+                                                                            const std::string& source);
 
 }  // namespace onboard::codegen

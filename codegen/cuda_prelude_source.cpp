@@ -1,13 +1,27 @@
 // The shared prelude of every generated CUDA kernel: operand conversions and launch helpers.
+// Kernel launches and dynamic shared memory go through two macros so that the same .cu text also
+// compiles with the host C++ compiler under CPU emulation of the CUDA model (ONBOARD_CUDA_EMULATION,
+// codegen/cuda_emulation_source.cpp); with nvcc they expand to exactly `kernel<<<g, b, smem, stream>>>(...)`
+// and `extern __shared__ T name[]`.
 #include "codegen/source_template.h"
 
 namespace onboard::codegen {
 
 std::string CudaPreludeSource() {
   return R"CU(
+#include <stdint.h>
+#ifdef ONBOARD_CUDA_EMULATION
+// The emulation runtime precedes this text (CPU emulation of the CUDA model; not a GPU run).
+#define ONBOARD_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
+  ::onboard_emu::Launch(::onboard_emu::FuncKey(kernel), #kernel, grid, block, smem,           \
+                        [&] { kernel(__VA_ARGS__); })
+#define ONBOARD_DYNAMIC_SMEM(type, name) type* name = reinterpret_cast<type*>(::onboard_emu::g_dyn_smem)
+#else
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
-#include <stdint.h>
+#define ONBOARD_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#define ONBOARD_DYNAMIC_SMEM(type, name) extern __shared__ type name[]
+#endif
 
 namespace onboard_gen {
 

@@ -1,6 +1,10 @@
-// Generated CUDA DSA forward (NOT yet run on a GPU):
-//   index kernel, one block per (batch, query):
-//     Step 1  scores I[t,s] for s <= t into the workspace row
+// Generated CUDA DSA forward (NOT yet run on a GPU; its logic is checked under CPU emulation of the CUDA
+// model, see codegen/cuda_emulation_source.cpp):
+//   Units: T tokens; scores fp32; workspace in bytes.
+//   index kernel, one block per query row r = b*T + t of the current launch's row range [row0, row0 + rows):
+//     Step 1  scores I[t,s] for s <= t into the workspace row (r - row0) of T fp32
+//             (workspace = rows * T * 4 bytes <= ONBOARD_DSA_SCORE_WORKSPACE_BYTES, default 1 GiB, at least
+//             one row: the launcher walks the B*T query rows in ranges of `rows`; T = 1M -> 256 rows/launch)
 //     Step 2  exact k-th largest key by 4-pass 8-bit radix select over order-preserving uint32 keys
 //     Step 3  compaction in index order (block prefix sums): keys above the k-th, then ties at the
 //             k-th by ascending index -> each query's selection comes out sorted ascending
@@ -27,6 +31,20 @@ constexpr int GB = G < 16 ? G : 16;          // query heads per attention block 
 constexpr int NGROUPS = (G + GB - 1) / GB;
 constexpr int THREADS = 256;
 
+// Byte cap of the indexer score workspace (fp32 rows of T scores); override with -D at compile time.
+#ifndef ONBOARD_DSA_SCORE_WORKSPACE_BYTES
+#define ONBOARD_DSA_SCORE_WORKSPACE_BYTES (1ull << 30)
+#endif
+
+// Query rows scored per index launch: as many T-float rows as fit the cap (at least 1, at most B*T).
+__host__ __device__ inline int64_t score_rows_per_launch(int64_t batch, int64_t T) {
+  const int64_t fit = (int64_t)((unsigned long long)ONBOARD_DSA_SCORE_WORKSPACE_BYTES /
+                                (sizeof(float) * (unsigned long long)T));
+  int64_t rows = fit < 1 ? 1 : fit;
+  if (rows > batch * T) rows = batch * T;
+  return rows < 2147483647LL ? rows : 2147483647LL;
+}
+
 __device__ __forceinline__ uint32_t order_key(float f) {
   const uint32_t u = __float_as_uint(f);
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // larger float -> larger key
@@ -50,14 +68,15 @@ __device__ int block_scan(int x, int* tmp) {
 __global__ void __launch_bounds__(THREADS)
 dsa_index_kernel(const elem_t* __restrict__ iq, const elem_t* __restrict__ ik,
                  const elem_t* __restrict__ iw, int32_t* __restrict__ idx,
-                 float* __restrict__ scores, int64_t T) {
+                 float* __restrict__ scores, int64_t T, int64_t row0) {
   __shared__ float qs[HI * DI];
   __shared__ float ws[HI];
   __shared__ int hist[256];
   __shared__ int scan_tmp[THREADS];
   __shared__ uint32_t s_prefix, s_mask;
   __shared__ int s_remaining;
-  const int64_t b = blockIdx.y, t = blockIdx.x;
+  const int64_t r = row0 + blockIdx.x;
+  const int64_t b = r / T, t = r % T;
   const int tid = threadIdx.x;
   int32_t* out = idx + (b * T + t) * TOPK;
   const int64_t n = t + 1;
@@ -69,7 +88,7 @@ dsa_index_kernel(const elem_t* __restrict__ iq, const elem_t* __restrict__ ik,
   for (int i = tid; i < HI * DI; i += THREADS) qs[i] = to_f(iq[(b * T + t) * HI * DI + i]);
   for (int j = tid; j < HI; j += THREADS) ws[j] = to_f(iw[(b * T + t) * HI + j]);
   __syncthreads();
-  float* row = scores + (b * T + t) * T;
+  float* row = scores + (int64_t)blockIdx.x * T;
   for (int64_t s = tid; s < n; s += THREADS) {
     const elem_t* kr = ik + (b * T + s) * DI;
     float acc = 0.0f;
@@ -130,7 +149,7 @@ __global__ void __launch_bounds__(THREADS)
 dsa_attn_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, const elem_t* __restrict__ v,
                 const elem_t* __restrict__ gate, const float* __restrict__ sink,
                 const int32_t* __restrict__ idx, float* __restrict__ o, int64_t T) {
-  extern __shared__ float smem[];
+  ONBOARD_DYNAMIC_SMEM(float, smem);
   float* qs = smem;                 // [GB][D]
   float* acc = qs + GB * D;         // [GB][DV]
   float* p = acc + GB * DV;         // [GB][BLOCK]
@@ -212,9 +231,10 @@ dsa_attn_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, cons
 
 extern "C" const char* onboard_kernel_name(void) { return "@NAME@"; }
 
-// Workspace bytes: one fp32 score row per query (B*T*T floats).
+// Workspace bytes: the indexer's fp32 score rows of one launch, rows * T * 4 <= the cap (>= one row).
 extern "C" size_t onboard_dsa_cuda_workspace_bytes(int64_t batch, int64_t seq_len) {
-  return static_cast<size_t>(batch) * seq_len * seq_len * sizeof(float);
+  if (batch < 1 || seq_len < 1) return 0;
+  return static_cast<size_t>(onboard_gen::score_rows_per_launch(batch, seq_len)) * seq_len * sizeof(float);
 }
 
 // Device pointers; o fp32; idx [B,T,TOPK] int32 written (sorted, -1 padded).
@@ -227,16 +247,21 @@ extern "C" int onboard_dsa_fwd_cuda(const onboard_gen::elem_t* q, const onboard_
                                     int64_t seq_len, cudaStream_t stream) {
   using namespace onboard_gen;
   if (batch < 1 || seq_len < 1) return (int)cudaErrorInvalidValue;
-  dim3 igrid((unsigned)seq_len, (unsigned)batch);
-  dsa_index_kernel<<<igrid, THREADS, 0, stream>>>(index_q, index_k, index_w, topk_indices,
-                                                  static_cast<float*>(workspace), seq_len);
-  cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) return (int)err;
+  // Index launches over query-row ranges that fit the workspace (the same stream orders them).
+  const int64_t total = batch * seq_len, rows = score_rows_per_launch(batch, seq_len);
+  cudaError_t err = cudaSuccess;
+  for (int64_t row0 = 0; row0 < total; row0 += rows) {
+    const int64_t nr = total - row0 < rows ? total - row0 : rows;
+    ONBOARD_LAUNCH(dsa_index_kernel, dim3((unsigned)nr), THREADS, 0, stream, index_q, index_k, index_w,
+                   topk_indices, static_cast<float*>(workspace), seq_len, row0);
+    err = cudaGetLastError();
+    if (err != cudaSuccess) return (int)err;
+  }
   const size_t smem = sizeof(float) * (GB * D + GB * DV + GB * BLOCK + 3 * GB);
   err = allow_smem(dsa_attn_kernel, smem);
   if (err != cudaSuccess) return (int)err;
   dim3 agrid((unsigned)seq_len, (unsigned)(batch * HKV * NGROUPS));
-  dsa_attn_kernel<<<agrid, THREADS, smem, stream>>>(q, k, v, gate, sink, topk_indices, o, seq_len);
+  ONBOARD_LAUNCH(dsa_attn_kernel, agrid, THREADS, smem, stream, q, k, v, gate, sink, topk_indices, o, seq_len);
   return (int)cudaGetLastError();
 }
 )CU";

@@ -1,7 +1,8 @@
 // Generated CUDA KDA forward: the chunked algorithm of kda_cpu_source.cpp, one thread block per
 // (batch, value head), state S[K][V] in shared memory, per-chunk matrices in a global workspace.
 // Written for correctness first (exact per-element exp(G_c - G_i), fp64 cumulative gates); NOT yet
-// run on a GPU. Steps per chunk as in the CPU kernel:
+// run on a GPU (its logic is checked under CPU emulation of the CUDA model: codegen/README.md).
+// Steps per chunk as in the CPU kernel:
 //   Step 1 load + normalise + gate; Step 2 G = cumsum (fp64); Step 3 Akk, Aqk exact;
 //   Step 4 forward substitution X = (I + Diag(beta) Akk)^-1 Diag(beta); Step 5 W = X (k e^G), U = X v;
 //   Step 6 V' = U - W S; O = (q e^G) S + Aqk V'; S = e^{G_last} S + (k e^{G_last - G})^T V'.
@@ -42,7 +43,7 @@ kda_chunk_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, con
                  const float* __restrict__ a_log, const float* __restrict__ dt_bias,
                  const float* __restrict__ h0, float* __restrict__ o, float* __restrict__ final_state,
                  float* __restrict__ workspace, int64_t T) {
-  extern __shared__ float S[];  // [K][V]
+  ONBOARD_DYNAMIC_SMEM(float, S);  // [K][V]
   __shared__ float norm_q[C], norm_k[C];
   const int64_t b = blockIdx.x / HV;
   const int hv = blockIdx.x % HV;
@@ -203,9 +204,9 @@ extern "C" int onboard_kda_fwd_cuda(const onboard_gen::elem_t* q, const onboard_
   const size_t smem = sizeof(float) * K * V;
   cudaError_t err = allow_smem(kda_chunk_kernel, smem);
   if (err != cudaSuccess) return (int)err;
-  kda_chunk_kernel<<<(unsigned)(batch * HV), THREADS, smem, stream>>>(
-      q, k, v, g, beta, a_log, dt_bias, initial_state, o, final_state,
-      static_cast<float*>(workspace), seq_len);
+  ONBOARD_LAUNCH(kda_chunk_kernel, (unsigned)(batch * HV), THREADS, smem, stream,
+                 q, k, v, g, beta, a_log, dt_bias, initial_state, o, final_state,
+                 static_cast<float*>(workspace), seq_len);
   return (int)cudaGetLastError();
 }
 )CU";

@@ -18,6 +18,8 @@ std::string DsaCpuTemplate();
 std::string CudaPreludeSource(); // operand type, conversions, fast exp for .cu kernels
 std::string KdaCudaTemplate();
 std::string DsaCudaTemplate();
+// Host runtime for CPU emulation of the CUDA model (not a GPU): see cuda_emulation_source.cpp.
+std::string CudaEmulationSource();
 
 // An exactly-representable C++ float literal for a validated finite double ("-5.0f", "0.0883883f").
 std::string FloatLiteral(double v);

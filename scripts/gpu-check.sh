@@ -3,7 +3,7 @@
 #   usage: scripts/gpu-check.sh [BUILD_DIR] [MODEL]     (defaults: build, examples/flagship/config.json)
 #   env:   ONBOARD_CUDA_ARCH (90 | 80, default 90), GPU_CHECK_OUT (default BUILD/gpu-check),
 #          GPU_CHECK_T (tokens of the timing runs, default 8192), ONBOARD_NVCC
-# Step 1  build `onboard` if missing
+# Step 1  build `onboard` if missing (against Python torch's LibTorch when installed)
 # Step 2  `onboard kernels MODEL --target cuda --out OUT`: .cu + manifests + cubins for the model's kernels
 #         and the check variants, plus check cases (random inputs + CPU fp64 reference outputs)
 # Step 3  nvcc one host harness per kernel (codegen/cuda/{kda,dsa}_harness.cu including the kernel)
@@ -11,6 +11,7 @@
 # Step 5  check variants against the CPU reference cases (poisoned outputs, NaN check, 1e-5 / 1e-2 bf16)
 # Step 6  time the model's kernels (cudaEvent, median) and print TFLOP/s (KDA) and gather GB/s (DSA)
 #         against the device ceilings (H200: 989 TFLOP/s bf16 dense, 4.8 TB/s HBM)
+# Then  scripts/gpu-probe.sh BUILD MODEL: the distributed probe against the same build
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BUILD=${1:-$ROOT/build}
@@ -26,9 +27,11 @@ if [ ! -x "$NVCC" ]; then
   exit 1
 fi
 
-# Step 1
+# Step 1 (against the device's Python torch when there is one, so that gpu-probe.sh reuses this build)
 if [ ! -x "$BUILD/onboard" ]; then
-  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  TORCH_PREFIX=$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null || true)
+  cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    ${TORCH_PREFIX:+-DCMAKE_PREFIX_PATH="$TORCH_PREFIX"} >/dev/null
   cmake --build "$BUILD" --target onboard
 fi
 
@@ -89,7 +92,8 @@ fails=$(grep -c '^CHECK.*FAIL' "$log" || true)
 echo "gpu-check: $checks checks against the CPU reference, $fails failed (peak ${PEAK_TFLOPS} TFLOP/s, ${PEAK_GBS} GB/s)"
 [ "$fails" -eq 0 ] || status=1
 # ---- probe (backends/) ------------------------------------------------------------------------
-# The distributed-training probe on the same machine: builds `onboard` against the device's
-# LibTorch 2.x (CUDA, so c10d_compat.cpp compiles its USE_C10D_NCCL lines) and runs a short probe.
-bash "$(dirname "$0")/gpu-probe.sh" || status=1
+# The distributed-training probe on the same machine: builds `onboard` + test_backends against the
+# device's LibTorch 2.x (CUDA, so c10d_compat.cpp compiles its USE_C10D_NCCL lines) and runs the
+# probes one machine allows (see gpu-probe.sh: NCCL needs >= 2 GPUs; one GPU runs Gloo + 1-rank CUDA).
+bash "$(dirname "$0")/gpu-probe.sh" "$BUILD" "$MODEL" || status=1
 exit $status

@@ -13,6 +13,7 @@
 
 #include "codegen/cpu_kernel_loader.h"
 #include "codegen/cuda_compiler.h"
+#include "validators/cuda_emulation_check.h"
 #include "validators/kernel_case_io.h"
 #include "validators/reference_dsa.h"
 #include "validators/reference_kda.h"
@@ -23,14 +24,11 @@ namespace {
 using codegen::DsaSpec;
 using codegen::KdaSpec;
 
-constexpr double kTolF32VsF64 = 1e-5;    // fp32 kernel vs the fp64 reference
+constexpr double kTolF32VsF64 = kKernelTolF32VsF64;  // fp32 kernel vs the fp64 reference
 constexpr double kTolChunkVsF32 = 1e-4;  // chunked fp32 kernel vs the fp32 recurrence
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
-struct ErrStats {
-  double rel = 0;
-  bool nonfinite_match = true;
-};
+using ErrStats = KernelErrStats;
 
 // ||got - ref|| / ||ref|| over positions where ref is finite; NaN/Inf positions must coincide.
 template <typename Ref>
@@ -73,6 +71,23 @@ std::vector<int64_t> KdaLengths(int64_t C) { return {1, std::max<int64_t>(2, C /
 std::vector<int64_t> DsaLengths(int64_t topk) {
   return {1, std::max<int64_t>(2, std::min<int64_t>(topk - 3, 40)), std::min<int64_t>(topk, 64) * 2 + 7};
 }
+
+}  // namespace
+
+KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<double>& ref) {
+  return Compare(got, ref);
+}
+KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<float>& ref) {
+  return Compare(got, ref);
+}
+std::vector<int64_t> KdaCheckLengths(int64_t chunk) { return KdaLengths(chunk); }
+std::vector<int64_t> DsaCheckLengths(int64_t topk) { return DsaLengths(topk); }
+std::string KdaCheckShape(const KdaSpec& s, int64_t batch, int64_t seq, bool with_state) {
+  return KdaShape(s, batch, seq, with_state);
+}
+std::string DsaCheckShape(const DsaSpec& s, int64_t batch, int64_t seq) { return DsaShape(s, batch, seq); }
+
+namespace {
 
 void AddUnique(std::vector<KdaSpec>* v, KdaSpec s) {
   s.name = s.DefaultName();
@@ -287,6 +302,19 @@ Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheck
     }
     if (!opt.out_dir.empty()) {
       ONBOARD_RETURN_IF_ERROR(WriteKernelCases(plan, opt.seed, opt.out_dir + "/cases"));
+    }
+    if (opt.emulate_cuda && opt.run_checks) {
+      CudaEmulationCheckOptions eopt;
+      eopt.seed = opt.seed;
+      eopt.cuda_arch = opt.target.cuda_arch;
+      ONBOARD_ASSIGN_OR_RETURN(auto rows, CheckModelKernelsEmulated(model, eopt));
+      for (auto& r : rows) {
+        report.all_pass = report.all_pass && r.pass;
+        report.rows.push_back(std::move(r));
+      }
+      report.notes.push_back(
+          "rows 'fp64 ref [CUDA emulated]' ran the CUDA kernels under CPU EMULATION of the CUDA model "
+          "(logic only: not timing, warps or memory-model races); this is not a GPU run");
     }
     report.notes.push_back(
         "numerics need a GPU: CUDA kernels were generated and compiled, not run (no device here); "

@@ -31,6 +31,9 @@ struct KernelCheckOptions {
   int64_t num_threads = 0;  // 0 = all cores
   std::string out_dir;      // when set: sources, manifests (and cubins for CUDA) are written here
   bool run_checks = true;   // false: generate + build only
+  // CUDA only: also run every CUDA kernel of the check plan under CPU emulation of the CUDA model
+  // (validators/cuda_emulation_check.h; logic only, NOT a GPU run) and add its rows.
+  bool emulate_cuda = false;
 };
 
 struct KernelCheckReport {
@@ -61,5 +64,19 @@ struct CheckPlan {
 
 // Plain-text table: kernel | shape | vs | ||out-ref||/||ref|| | state err | tol | pass.
 std::string FormatKernelTable(const KernelCheckReport& report);
+
+// Pieces of the CPU check shared with the CUDA emulation check (validators/cuda_emulation_check.h).
+inline constexpr double kKernelTolF32VsF64 = 1e-5;  // fp32 kernel vs the fp64 reference (relative L2)
+struct KernelErrStats {
+  double rel = 0;               // ||got - ref|| / ||ref|| over positions where ref is finite
+  bool nonfinite_match = true;  // NaN/Inf positions coincide (poison left behind shows up here)
+};
+KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<double>& ref);
+KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<float>& ref);
+// The odd-shape token counts: KDA T = 1, T < C, T % C != 0, several chunks; DSA T = 1, T < k, T > k.
+std::vector<int64_t> KdaCheckLengths(int64_t chunk);
+std::vector<int64_t> DsaCheckLengths(int64_t topk);
+std::string KdaCheckShape(const codegen::KdaSpec& s, int64_t batch, int64_t seq, bool with_state);
+std::string DsaCheckShape(const codegen::DsaSpec& s, int64_t batch, int64_t seq);
 
 }  // namespace onboard::validators

@@ -1,5 +1,5 @@
-// `onboard kernels MODEL [--target cpu|cuda] [--arch 90|80] [--check] [--out DIR] [--threads N]
-//  [--seed S]`: generate the model's KDA/DSA kernels, build them (CPU: system compiler -> cached .so;
+// `onboard kernels MODEL [--target cpu|cuda] [--arch 90|80] [--check [--emulate]] [--out DIR]
+//  [--threads N] [--seed S]`: generate the model's KDA/DSA kernels, build them (CPU: system compiler -> cached .so;
 // CUDA: nvcc -> cubin), and with --check run every kernel against its hand-written reference on fresh
 // random inputs over odd shapes and print the table. CUDA without a GPU: generate + compile and say
 // that numerics need a GPU. Exit: 0 ok, 2 bad input, 6 build failure, 7 a check failed.
@@ -19,6 +19,7 @@ struct KernelsOptions {
   std::string target = "cpu";
   int arch = 90;
   bool check = false;
+  bool emulate = false;
   std::string out;
   int64_t threads = 0;
   uint64_t seed = 20261130;
@@ -36,6 +37,9 @@ int RunKernels(const KernelsOptions& o) {
   opt.num_threads = o.threads;
   opt.seed = o.seed;
   opt.run_checks = o.check;
+  opt.emulate_cuda = o.emulate;
+  if (o.emulate && (*target != codegen::KernelTarget::kCuda || !o.check))
+    return ReportError("kernels", BadInput("kernels", "emulate", "--emulate needs --target cuda --check", "true"));
   auto report = validators::CheckKernels(*model, opt);
   if (!report.ok()) return ReportError("kernels", report.status());
   std::printf("model %s: %zu kernel(s) for %s\n", model->name.c_str(), report->kernels.size(), o.target.c_str());
@@ -71,6 +75,9 @@ OnboardCommand kKernels{
       sub.add_option("--target", o->target, "cpu | cuda")->capture_default_str();
       sub.add_option("--arch", o->arch, "CUDA sm arch: 90 | 80")->capture_default_str();
       sub.add_flag("--check", o->check, "run every kernel against its reference (CPU)");
+      sub.add_flag("--emulate", o->emulate,
+                   "CUDA + --check: also run the CUDA kernels under CPU emulation of the CUDA "
+                   "programming model (checks logic; not a GPU run)");
       sub.add_option("--out", o->out, "write sources, manifests (and cubins, check cases for CUDA) here");
       sub.add_option("--threads", o->threads, "threads for CPU kernels (0 = all cores)");
       sub.add_option("--seed", o->seed, "seed of the random check inputs")->capture_default_str();

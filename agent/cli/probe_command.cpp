@@ -101,9 +101,14 @@ OnboardCommand kProbe{
       sub.add_option("--seed", o->cfg.seed, "seed")->capture_default_str();
       sub.add_option("--seq", o->cfg.seq, "tokens per sequence")->capture_default_str();
       sub.add_option("--batch", o->cfg.batch, "global sequences per step")->capture_default_str();
+      sub.add_option("--micro-batch", o->cfg.micro_batch,
+                     "sequences per micro-batch per rank (0 = batch/ranks); gradients accumulate "
+                     "over batch/(ranks*micro_batch) micro-steps")->capture_default_str();
       sub.add_option("--task", o->task, "copy | text")->capture_default_str();
       sub.add_option("--text", o->cfg.text_file, "text file for the byte-level text task");
       sub.add_option("--blocks", o->blocks, "proxy depth in 4-layer blocks")->capture_default_str();
+      sub.add_option("--device", o->cfg.device, "cpu | cuda (rank r on cuda:r; several ranks need "
+                     "ONBOARD_PROBE_BACKEND=nccl)")->capture_default_str();
       sub.add_option("--threads", o->cfg.threads_per_rank, "intra-op threads per rank")->capture_default_str();
       sub.add_option("--expert-placement", o->placement, "expert->EP rank list, e.g. 0,1,0,1,...");
       sub.add_option("--converge-fraction", o->cfg.converge_fraction,

@@ -1,10 +1,13 @@
-// Host-side helpers of the CUDA check harnesses (compiled by scripts/gpu-check.sh on a GPU machine,
-// never by CMake): raw case files, host<->device copies with conversion to the kernel's operand type,
-// cudaEvent timing, relative errors.
+// Host-side helpers of the CUDA check harnesses (compiled by scripts/gpu-check.sh on a GPU machine, and
+// by tests/validators/cuda_harness_emulation_test.cpp with the host compiler under CPU emulation of the
+// CUDA model; never by CMake): raw case files, host<->device copies with conversion to the kernel's
+// operand type, cudaEvent timing, relative errors.
 #pragma once
 
+#ifndef ONBOARD_CUDA_EMULATION  // under CPU emulation the kernel's TU brings the emulation runtime
 #include <cuda_runtime.h>
 #include <cuda_bf16.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -121,6 +124,9 @@ float TimeMs(Fn fn, int reps) {
 
 // The harness command line: `check CASE_DIR...` (exit 1 when any case fails) | `time B T`.
 inline int Main(int argc, char** argv, int (*check)(const std::string&), int (*time)(int64_t, int64_t)) {
+#ifdef ONBOARD_CUDA_EMULATION
+  std::printf("harness built for CPU emulation of the CUDA model: NOT a GPU run (logic only, times are host times)\n");
+#endif
   if (argc >= 3 && std::string(argv[1]) == "check") {
     int bad = 0;
     for (int i = 2; i < argc; ++i) bad += check(argv[i]);

@@ -89,6 +89,19 @@ TEST(ProbeConfigCheck, MessagesNameTheFactors) {
   st = c.Validate(SmallSpec());
   EXPECT_NE(st.message().find("batch=6"), std::string::npos) << st.message();
   c.batch = 8;
+  c.micro_batch = 3;
+  st = c.Validate(SmallSpec());
+  EXPECT_NE(st.message().find("batch=8 must be a multiple of ranks=4 * micro_batch=3"), std::string::npos)
+      << st.message();
+  c.micro_batch = 2;
+  EXPECT_TRUE(c.Validate(SmallSpec()).ok());
+  EXPECT_EQ(c.micro_steps(), 1);
+  c.micro_batch = 1;
+  EXPECT_EQ(c.micro_steps(), 2);
+  c.device = "tpu";
+  st = c.Validate(SmallSpec());
+  EXPECT_NE(st.message().find("'device'"), std::string::npos) << st.message();
+  c.device = "cpu";
   c.expert_placement = {0, 0, 0, 1, 1, 2, 2, 3};
   st = c.Validate(SmallSpec());
   EXPECT_NE(st.message().find("EP rank 0 holds 3"), std::string::npos) << st.message();

@@ -62,6 +62,8 @@ TEST(ProbeJson, SpecAndConfigRoundTrip) {
   c.ranks = 2;
   c.mode = FinetuneMode::kLoRA;
   c.expert_placement = {1, 0, 1, 0, 1, 0, 1, 0};
+  c.micro_batch = 2;
+  c.device = "cuda";
   ProxySpec s2;
   ProbeConfig c2;
   ASSERT_TRUE(ProbeSpecConfigFromJson(ProbeSpecConfigToJson(s, c), &s2, &c2).ok());
@@ -69,6 +71,8 @@ TEST(ProbeJson, SpecAndConfigRoundTrip) {
   EXPECT_EQ(s2.router, RouterActivation::kSoftmax);
   EXPECT_EQ(c2.mode, FinetuneMode::kLoRA);
   EXPECT_EQ(c2.expert_placement, c.expert_placement);
+  EXPECT_EQ(c2.micro_batch, 2);
+  EXPECT_EQ(c2.device, "cuda");
   EXPECT_EQ(ProbeSpecConfigFromJson("{", &s2, &c2).code(), ErrorCode::kBadInput);
 }
 

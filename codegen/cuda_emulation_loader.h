@@ -1,0 +1,58 @@
+// Builds a generated CUDA kernel (its unchanged .cu text) with the system C++ compiler under CPU
+// EMULATION of the CUDA programming model (codegen/cuda_emulation_source.cpp) and loads it. This checks
+// the kernel's logic on a machine without a GPU; it is NOT a GPU run (no timing, no warp-level
+// behaviour, no memory-model races). Pointers passed to the entry points are host pointers.
+// Operand layouts and return values: the CUDA ABI in codegen/README.md (elem_t operands are `const
+// void*` here: float, or bf16 bit patterns (uint16_t) for bf16 kernels).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "codegen/cpu_kernel_loader.h"
+#include "codegen/kernel_generator.h"
+#include "core/status.h"
+
+namespace onboard::codegen {
+
+extern "C" {
+typedef size_t (*onboard_cuda_workspace_bytes_fn)(int64_t batch, int64_t seq_len);
+typedef int (*onboard_kda_fwd_cuda_fn)(const void* q, const void* k, const void* v, const void* g,
+                                       const void* beta, const float* a_log, const float* dt_bias,
+                                       const float* initial_state, float* o, float* final_state,
+                                       void* workspace, int64_t batch, int64_t seq_len, void* stream);
+typedef int (*onboard_dsa_fwd_cuda_fn)(const void* q, const void* k, const void* v, const void* index_q,
+                                       const void* index_k, const void* index_w, const void* gate,
+                                       const float* sink, float* o, int32_t* topk_indices, void* workspace,
+                                       int64_t batch, int64_t seq_len, void* stream);
+typedef const char* (*onboard_cuda_emulation_message_fn)(void);
+typedef void (*onboard_cuda_emulation_configure_fn)(int reverse);
+typedef void (*onboard_cuda_emulation_stats_fn)(int64_t* launches_blocks_threads_rounds);
+}
+
+struct CudaEmulationOptions {
+  // Cap on the DSA indexer score workspace in bytes (ONBOARD_DSA_SCORE_WORKSPACE_BYTES); 0 = the
+  // kernel's default (1 GiB). A small cap forces the launcher to walk the queries in several launches.
+  int64_t dsa_score_workspace_bytes = 0;
+};
+
+struct EmulatedCudaKernel {
+  std::shared_ptr<CpuKernelLibrary> lib;  // the built shared object (cached by content hash)
+  onboard_cuda_workspace_bytes_fn workspace_bytes = nullptr;  // kda or dsa workspace bytes
+  onboard_kda_fwd_cuda_fn kda_fwd = nullptr;                  // op "kda"
+  onboard_dsa_fwd_cuda_fn dsa_fwd = nullptr;                  // op "dsa"
+  onboard_cuda_emulation_message_fn message = nullptr;        // last launch failure ("" none)
+  onboard_cuda_emulation_configure_fn configure = nullptr;    // 1: reverse thread and block order
+  onboard_cuda_emulation_stats_fn stats = nullptr;            // launches, blocks, threads, barrier rounds
+};
+
+// The translation unit compiled for emulation: defines + emulation runtime + kernel.source (verbatim).
+std::string CudaEmulationTranslationUnit(const GeneratedKernel& kernel, const CudaEmulationOptions& opt);
+
+// kBadInput when the kernel is not a CUDA kernel or the cap is negative; kBuild with the compiler log
+// when the host compiler rejects the .cu text.
+[[nodiscard]] Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const GeneratedKernel& kernel,
+                                                                  const CudaEmulationOptions& opt = {});
+
+}  // namespace onboard::codegen
