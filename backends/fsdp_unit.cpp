@@ -22,6 +22,12 @@ at::Tensor Scatter(Group* g, const at::Tensor& full_grad, int64_t numel, const a
   return g->ReduceScatterSum(grad);
 }
 
+// Elements of the unsharded local-experts buffer (or its adapters) of the runner's unit.
+int64_t LocalExpertNumel(const UnitRunner& r, bool lora) {
+  const int64_t per = lora ? r.unit->expert_lora.numel : r.unit->expert.numel;
+  return per * static_cast<int64_t>(r.routing->local_experts.size());
+}
+
 class FsdpUnitFn : public torch::autograd::Function<FsdpUnitFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& dense,
@@ -32,8 +38,10 @@ class FsdpUnitFn : public torch::autograd::Function<FsdpUnitFn> {
     ctx->save_for_backward({x, dense, lora, experts, expert_lora});
     at::Tensor full = Gather(r->fsdp, dense, r->unit->dense.numel);
     at::Tensor full_lora = Gather(r->fsdp, lora, r->unit->lora.numel);
+    at::Tensor ex = Gather(r->expert_fsdp, experts, LocalExpertNumel(*r, false));
+    at::Tensor exl = Gather(r->expert_fsdp, expert_lora, LocalExpertNumel(*r, true));
     r->routing->record = true;
-    return UnitForward(*r->spec, *r->unit, x, full, full_lora, experts, expert_lora, r->lora_scale,
+    return UnitForward(*r->spec, *r->unit, x, full, full_lora, ex, exl, r->lora_scale,
                        *r->routing, *r->inputs);
   }
 
@@ -51,8 +59,8 @@ class FsdpUnitFn : public torch::autograd::Function<FsdpUnitFn> {
     at::Tensor x = leaf(saved[0], want[0]);
     at::Tensor full = leaf(Gather(r->fsdp, saved[1], r->unit->dense.numel), want[1]);
     at::Tensor full_lora = leaf(Gather(r->fsdp, saved[2], r->unit->lora.numel), want[2]);
-    at::Tensor ex = leaf(saved[3], want[3]);
-    at::Tensor exl = leaf(saved[4], want[4]);
+    at::Tensor ex = leaf(Gather(r->expert_fsdp, saved[3], LocalExpertNumel(*r, false)), want[3]);
+    at::Tensor exl = leaf(Gather(r->expert_fsdp, saved[4], LocalExpertNumel(*r, true)), want[4]);
     at::Tensor out;
     {
       at::AutoGradMode enable(true);
@@ -72,11 +80,12 @@ class FsdpUnitFn : public torch::autograd::Function<FsdpUnitFn> {
     variable_list g = torch::autograd::grad({out}, inputs, {grads[0]}, /*retain_graph=*/false,
                                             /*create_graph=*/false, /*allow_unused=*/true);
     for (size_t j = 0; j < where.size(); ++j) result[where[j]] = g[j];
-    // Step 3: weight gradients of the sharded buffers go back to their shards.
+    // Step 3: weight gradients of the sharded buffers go back to their shards (dense / adapters
+    // over the fsdp group, local experts over the EP replicas).
     if (want[1]) result[1] = Scatter(r->fsdp, result[1], r->unit->dense.numel, saved[1]);
     if (want[2]) result[2] = Scatter(r->fsdp, result[2], r->unit->lora.numel, saved[2]);
-    for (size_t i : {size_t(3), size_t(4)})
-      if (want[i] && !result[i].defined()) result[i] = at::zeros_like(saved[i]);
+    if (want[3]) result[3] = Scatter(r->expert_fsdp, result[3], LocalExpertNumel(*r, false), saved[3]);
+    if (want[4]) result[4] = Scatter(r->expert_fsdp, result[4], LocalExpertNumel(*r, true), saved[4]);
     return result;
   }
 };

@@ -4,7 +4,8 @@
 //   backward: all-gather again, recompute the unit with grad, backpropagate, reduce-scatter the
 //             weight gradients to the shards (sum over the fsdp group), return input gradients.
 // This is FSDP with per-block activation recomputation (torchtitan's FSDP2 + full AC): peak weight
-// memory is one unit unsharded at a time. Expert weights are not sharded (EP owns them).
+// memory is one unit unsharded at a time. Routed experts: EP partitions them over the ep group;
+// each rank's local-experts buffer is sharded the same way over its EP replicas (expert_fsdp).
 #pragma once
 
 #include <torch/torch.h>
@@ -17,13 +18,14 @@ struct UnitRunner {
   const ProxySpec* spec = nullptr;
   const UnitLayout* unit = nullptr;
   Group* fsdp = nullptr;
+  Group* expert_fsdp = nullptr;  // shards the local experts (EP replicas); size 1 = not sharded
   MoeRouting* routing = nullptr;
   const UnitInputs* inputs = nullptr;
   double lora_scale = 0;
 };
 
-// shards: dense and lora shards [numel_padded / fsdp]; experts / expert_lora: local flat buffers
-// (empty tensors when the unit has none). Returns the unit's output.
+// shards: dense and lora shards [numel_padded / fsdp]; experts / expert_lora: shards of the local
+// experts' flat buffers [padded / expert_fsdp] (empty tensors when the unit has none).
 at::Tensor RunFsdpUnit(UnitRunner* runner, const at::Tensor& x, const at::Tensor& dense_shard,
                        const at::Tensor& lora_shard, const at::Tensor& experts,
                        const at::Tensor& expert_lora);

@@ -150,8 +150,7 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   p.step_s = est->step_s;
   p.memory_bytes = est->memory.total;
   p.comm_s = est->exposed_comm_s;
-  p.notes.push_back("cost model assumes bf16 weights/activations; the probe runs fp32, and its "
-                    "expert weights are replicated over ranks/ep instead of sharded");
+  p.notes.push_back("cost model assumes bf16 weights/activations; the probe runs fp32");
   for (const std::string& n : est->notes) p.notes.push_back(n);
   return p;
 }

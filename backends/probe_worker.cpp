@@ -5,7 +5,8 @@
 //   fsdp group  {F*(r/F) .. +F}   non-expert weights sharded, grads reduce-scattered
 //   replicas    {r%F + j*F}       HSDP: shard grads all-reduced across fsdp groups (N/F of them)
 //   ep group    {E*(r/E) .. +E}   routed experts partitioned, tokens exchanged all-to-all
-//   ep replicas {r%E + j*E}       expert grads all-reduced across ep groups (N/E of them)
+//   ep replicas {r%E + j*E}       local experts' buffer sharded over them (N/E), FSDP-style: gathered
+//                                 before use, grads reduce-scattered (torchtitan's dp_shard_mod_ep)
 // Every rank is data-parallel: it takes batch/N of the global batch (generated identically on all),
 // as micro_steps() micro-batches of micro_batch_size() sequences whose gradients accumulate.
 #include <sys/resource.h>
@@ -39,7 +40,7 @@ struct Buffer {
   at::Tensor p;        // shard (dense/lora) or local experts (expert/expert_lora)
   at::Tensor m, v, decay;
   bool trainable = false;
-  bool expert = false;  // replicated over ep replicas (else over fsdp replicas)
+  bool expert = false;  // sharded over the ep replicas (else: sharded over fsdp, replicated over its replicas)
 };
 
 struct UnitState {
@@ -72,16 +73,17 @@ Buffer MakeShard(const at::Tensor& full, const at::Tensor& decay, int64_t rank, 
   return b;
 }
 
-// Local experts' buffers: experts generated one by one from (seed, expert id), so every rank
-// builds the same values for an expert whatever the placement.
+// Local experts' buffers, sharded over the EP replicas (rank `rep` of `reps`): experts are
+// generated one by one from (seed, expert id), so every rank builds the same values for an expert
+// whatever the placement, then keeps its shard of the local experts' flat buffer.
 Buffer MakeExperts(const backends::FlatLayout& layout, const std::vector<int64_t>& local,
-                   uint64_t seed, bool trainable) {
-  Buffer b;
-  b.expert = true;
-  b.trainable = trainable;
+                   uint64_t seed, bool trainable, int64_t rep, int64_t reps) {
   if (layout.numel == 0) {
+    Buffer b;
     b.p = at::zeros({0});
     b.decay = at::zeros({0});
+    b.trainable = trainable;
+    b.expert = true;
     return b;
   }
   std::vector<at::Tensor> rows, masks;
@@ -89,8 +91,8 @@ Buffer MakeExperts(const backends::FlatLayout& layout, const std::vector<int64_t
     rows.push_back(backends::InitFlat(layout, seed + static_cast<uint64_t>(e) * 7919u));
     masks.push_back(backends::DecayMask(layout));
   }
-  b.p = at::cat(rows).requires_grad_(trainable);
-  b.decay = at::cat(masks);
+  Buffer b = MakeShard(at::cat(rows), at::cat(masks), rep, reps, trainable);
+  b.expert = true;
   return b;
 }
 
@@ -177,8 +179,9 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
                                r % F, F, !lora || base_first);
     state[u].lora = MakeShard(backends::InitFlat(L.lora, base + 1), backends::DecayMask(L.lora),
                               r % F, F, lora && !base_first);
-    state[u].expert = MakeExperts(L.expert, routing.local_experts, base + 2, !lora || base_first);
-    state[u].expert_lora = MakeExperts(L.expert_lora, routing.local_experts, base + 3, lora && !base_first);
+    state[u].expert = MakeExperts(L.expert, routing.local_experts, base + 2, !lora || base_first, r / E, N / E);
+    state[u].expert_lora = MakeExperts(L.expert_lora, routing.local_experts, base + 3, lora && !base_first,
+                                       r / E, N / E);
   }
   // Built on the CPU from seeds (same values on every device), then moved to the rank's device.
   if (!dev.is_cpu()) {
@@ -227,7 +230,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
       inputs.loss_mask = &batch.mask;
       at::Tensor x = batch.tokens;
       for (size_t u = 0; u < units.size(); ++u) {
-        runners[u] = {&spec, &units[u], &fsdp, &routing, &inputs, scale};
+        runners[u] = {&spec, &units[u], &fsdp, &erep, &routing, &inputs, scale};
         x = backends::RunFsdpUnit(&runners[u], x, state[u].dense.p, state[u].lora.p,
                                   state[u].expert.p, state[u].expert_lora.p);
       }
@@ -236,8 +239,9 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
       for_each_trainable([&](size_t u, size_t k, Buffer* b) {
         at::Tensor g = b->p.grad().defined() ? b->p.grad() : at::zeros_like(b->p);
         b->p.mutable_grad() = at::Tensor();
-        Group& replicas = b->expert ? erep : frep;
-        if (replicas.size() > 1) g = replicas.AllReduceSumOrdered(g);
+        // Dense shards: HSDP replicas sum here. Expert shards were already reduce-scattered over
+        // the ep replicas in the unit's backward.
+        if (!b->expert && frep.size() > 1) g = frep.AllReduceSumOrdered(g);
         acc[u][k].Push(g);
       });
     }
@@ -246,7 +250,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     for_each_trainable([&](size_t u, size_t k, Buffer* b) {
       at::Tensor g = acc[u][k].Take();
       b->p.mutable_grad() = g;
-      const double copies = static_cast<double>(b->expert ? N / E : N / F);
+      const double copies = static_cast<double>(b->expert ? 1 : N / F);  // ranks holding this shard
       sq += g.to(at::kDouble).pow(2).sum().item<double>() / copies;  // fp64: layout-independent
     });
     at::Tensor red = at::tensor({local_loss, sq}, at::kDouble).to(dev);

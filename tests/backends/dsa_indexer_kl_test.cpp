@@ -122,7 +122,7 @@ TEST(DsaIndexerKl, FsdpRecomputationAddsTheKlGradientOnceAndRecordsOnce) {
   std::map<int64_t, double> kl_fsdp;
   UnitInputs in = f.in;
   in.indexer_kl = &kl_fsdp;
-  UnitRunner runner{&f.spec, &f.units[1], &one, &f.routing, &in, 0.0};
+  UnitRunner runner{&f.spec, &f.units[1], &one, &one, &f.routing, &in, 0.0};
   at::Tensor d2 = f.dense.clone().requires_grad_(true);
   at::Tensor out = RunFsdpUnit(&runner, f.x, d2, f.none, f.none, f.none);
   ASSERT_EQ(kl_fsdp.size(), 1u);
@@ -190,7 +190,7 @@ TrainResult TrainCopy(double kl_weight, int64_t steps) {
     std::vector<UnitRunner> runners(r.units.size());
     at::Tensor x = batch.tokens;
     for (size_t u = 0; u < r.units.size(); ++u) {
-      runners[u] = {&spec, &r.units[u], &one, &routing, &in, 0.0};
+      runners[u] = {&spec, &r.units[u], &one, &one, &routing, &in, 0.0};
       x = RunFsdpUnit(&runners[u], x, params[u], none, none, none);
     }
     opt.zero_grad();
