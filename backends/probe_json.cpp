@@ -29,6 +29,7 @@ json SpecJson(const ProxySpec& s) {
           {"latent_norm", s.latent_norm},
           {"router", s.router == RouterActivation::kSigmoid ? "sigmoid" : "softmax"},
           {"renormalize", s.renormalize}, {"routed_scaling", s.routed_scaling},
+          {"balance_bias", s.balance_bias}, {"balance_rate", s.balance_rate},
           {"mlp_inter", s.mlp_inter}, {"notes", s.notes}, {"pattern", s.PatternString()}};
 }
 
@@ -53,6 +54,8 @@ void SpecFromJson(const json& j, ProxySpec* s) {
   ONBOARD_GET(renormalize); ONBOARD_GET(routed_scaling); ONBOARD_GET(mlp_inter); ONBOARD_GET(notes);
 #undef ONBOARD_GET
   s->indexer_kl_weight = j.value("indexer_kl_weight", 1.0);  // absent in older spec files
+  s->balance_bias = j.value("balance_bias", false);
+  s->balance_rate = j.value("balance_rate", 2e-2);
   s->router = j.at("router") == "sigmoid" ? RouterActivation::kSigmoid : RouterActivation::kSoftmax;
 }
 

@@ -166,6 +166,12 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     if (routing.placement[static_cast<size_t>(e)] == r % E) routing.local_experts.push_back(e);
   std::map<int64_t, std::vector<int64_t>> load;
   routing.load = &load;
+  // Aux-loss-free balancing (ProxySpec::balance_bias): per MoE layer, a selection bias per expert.
+  std::map<int64_t, at::Tensor> score_bias;
+  if (spec.balance_bias)
+    for (const UnitLayout& L : units)
+      if (L.expert.numel > 0) score_bias[L.layer] = at::zeros({spec.num_experts}, at::kFloat);
+  routing.score_bias = score_bias.empty() ? nullptr : &score_bias;
   const ProxyParamCounts counts = backends::CountParams(units, spec, cfg);
   const bool lora = cfg.mode == FinetuneMode::kLoRA;
   const int64_t base_steps = lora ? backends::LoraBaseSteps(cfg) : 0;
@@ -260,6 +266,23 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     const double lr = LearningRate(phase, step);
     for (UnitState& st : state)
       for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) AdamW(*b, phase, lr, step, clip_coef);
+    // Balancing bias: the step's global tokens per expert (exact integer sums over all ranks),
+    // then bias += balance_rate * sign(mean - load): under-loaded experts become likelier picks.
+    if (!score_bias.empty()) {
+      at::Tensor g = at::zeros({static_cast<int64_t>(score_bias.size()), spec.num_experts}, at::kDouble);
+      int64_t i = 0;
+      for (auto& [layer, bias] : score_bias) {
+        auto it = load.find(layer);
+        if (it != load.end()) g[i].copy_(at::tensor(it->second, at::kLong).to(at::kDouble));
+        ++i;
+      }
+      world.AllReduceSum(g);
+      i = 0;
+      for (auto& [layer, bias] : score_bias) {
+        at::Tensor l = g[i++];
+        bias.add_(at::sign(l.mean() - l).to(at::kFloat), spec.balance_rate);
+      }
+    }
     const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     const CollectiveTimes& c = backends::CommClock();
     json lj = json::array();

@@ -63,6 +63,9 @@ struct MoeRouting {
   std::vector<int64_t> placement;        // expert -> EP rank
   std::vector<int64_t> local_experts;    // global ids held here, ascending
   bool record = true;
+  // Aux-loss-free balancing (ProxySpec::balance_bias): layer -> per-expert selection bias [E]
+  // (fp32, identical on every rank); null or no entry = no bias.
+  const std::map<int64_t, at::Tensor>* score_bias = nullptr;
   std::map<int64_t, std::vector<int64_t>>* load = nullptr;  // layer -> tokens per expert
 };
 

@@ -118,7 +118,13 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   at::Tensor logits = W.Lin("router", x.scalar_type() == at::kDouble ? x : x.to(at::kFloat));
   at::Tensor scores = s.router == RouterActivation::kSigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
   // Top-k by a stable descending sort: equal scores go to the lower expert id on every layout.
-  at::Tensor itop = std::get<1>(scores.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
+  // The balancing bias (if any) moves the choice, not the gate weights.
+  at::Tensor choice = scores;
+  if (R.score_bias != nullptr) {
+    auto it = R.score_bias->find(u.layer);
+    if (it != R.score_bias->end()) choice = scores + it->second.to(scores.device(), scores.scalar_type());
+  }
+  at::Tensor itop = std::get<1>(choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
   at::Tensor wtop = scores.gather(-1, itop);
   if (s.renormalize) wtop = wtop / (wtop.sum(-1, true) + 1e-20);
   wtop = wtop * s.routed_scaling;

@@ -63,6 +63,11 @@ Status ProxySpec::Validate() const {
     v << indexer_kl_weight;
     return Bad("indexer_kl_weight", "must be a finite number >= 0", v.str());
   }
+  if (!(balance_rate >= 0) || !std::isfinite(balance_rate)) {
+    std::ostringstream v;
+    v << balance_rate;
+    return Bad("balance_rate", "must be a finite number >= 0", v.str());
+  }
   bool any_moe = std::any_of(layers.begin(), layers.end(),
                              [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
   if (any_moe) {
@@ -120,6 +125,7 @@ ProxySpec ProxyFromModel(const ModelIR& model, int64_t blocks) {
       s.router = l.moe.router;
       s.renormalize = l.moe.renormalize;
       s.routed_scaling = l.moe.routed_scaling > 0 ? l.moe.routed_scaling : 1.0;
+      s.balance_bias = l.moe.expert_score_bias;
       has_latent = has_latent || l.moe.latent_dim > 0;
       has_shared = has_shared || l.moe.num_shared > 0;
       s.latent_norm = l.moe.latent_norm;
@@ -196,6 +202,7 @@ ModelIR ProxyToModelIR(const ProxySpec& s) {
       l.moe.router = s.router;
       l.moe.renormalize = s.renormalize;
       l.moe.routed_scaling = s.routed_scaling;
+      l.moe.expert_score_bias = s.balance_bias;
     } else {
       l.channel = ChannelKind::kDenseMLP;
       l.mlp.intermediate = s.mlp_inter;

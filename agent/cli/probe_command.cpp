@@ -25,6 +25,7 @@ struct ProbeOptions {
   std::string task = "copy";
   std::string placement;      // comma-separated expert -> EP rank
   int64_t blocks = 1;
+  double balance_rate = -1;  // < 0: the proxy's default
   int64_t base_steps = -1;    // LoRA base phase; -1 = default (backends/README.md)
   std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
   bool json = false;
@@ -69,6 +70,7 @@ int RunProbeCommand(ProbeOptions o) {
   Expected<ModelIR> model = LoadModel(o.model);
   if (!model.ok()) return ReportError("probe", model.status());
   ProxySpec spec = ProxyFromModel(*model, o.blocks);
+  if (o.balance_rate >= 0) spec.balance_rate = o.balance_rate;
   Expected<ProbeResult> r = RunProbeSpec(spec, o.cfg);
   if (!r.ok()) return ReportError("probe", r.status());
   if (o.json) std::cout << ProbeResultToJson(*r) << "\n";
@@ -107,6 +109,9 @@ OnboardCommand kProbe{
       sub.add_option("--task", o->task, "copy | text")->capture_default_str();
       sub.add_option("--text", o->cfg.text_file, "text file for the byte-level text task");
       sub.add_option("--blocks", o->blocks, "proxy depth in 4-layer blocks")->capture_default_str();
+      sub.add_option("--balance-rate", o->balance_rate,
+                     "aux-loss-free balancing bias step per optimizer step (models with an expert "
+                     "score bias; default 0.02, 0 = bias off)");
       sub.add_option("--device", o->cfg.device, "cpu | cuda (rank r on cuda:r; several ranks need "
                      "ONBOARD_PROBE_BACKEND=nccl)")->capture_default_str();
       sub.add_option("--threads", o->cfg.threads_per_rank, "intra-op threads per rank")->capture_default_str();
