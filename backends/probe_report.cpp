@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <sstream>
 
@@ -189,6 +190,26 @@ void FinishProbeResult(ProbeResult* r) {
   if (!load.empty()) {
     Expected<ExpertBalanceReport> bal = CheckExpertBalance(load);
     if (bal.ok()) r->checks.push_back(bal->message);
+    // Per step (what an EP step waits on): the whole-probe sum can look even while every step is
+    // skewed (e.g. a balancing bias that oscillates). Mean and max of each step's worst layer
+    // over the last quarter of the steps.
+    const size_t n = r->steps.size(), k = std::max<size_t>(1, n / 4);
+    double sum = 0, mx = 0;
+    size_t counted = 0;
+    for (size_t i = n - k; i < n; ++i) {
+      if (r->steps[i].expert_load.empty()) continue;
+      Expected<ExpertBalanceReport> b = CheckExpertBalance(r->steps[i].expert_load);
+      if (!b.ok()) continue;
+      sum += b->worst;
+      mx = std::max(mx, b->worst);
+      ++counted;
+    }
+    if (counted > 0) {
+      char line[160];
+      std::snprintf(line, sizeof line, "expert load per step (last %zu steps): worst max/mean %.2f on average, %.2f at most",
+                    counted, sum / static_cast<double>(counted), mx);
+      r->checks.push_back(line);
+    }
   }
   // Step 4: cost model for the same layout on this machine; memory measured vs predicted.
   r->prediction = PredictProbe(r->spec, r->config, MeasureThisMachine(r->config.ranks, r->config.threads_per_rank));
