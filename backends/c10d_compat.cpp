@@ -158,17 +158,21 @@ void Group::set_device(const at::Device& device) {
   if (device.is_cuda()) impl_->device = device;
 }
 
+at::Tensor Group::GatherRows(const at::Tensor& t) {
+  at::Tensor in = impl_->Stage(t.contiguous().view({-1}));
+  // Gloo (1.13) lacks _allgather_base: the list form writes into the rows of one output.
+  at::Tensor out = at::empty({size_, in.numel()}, in.options());
+  std::vector<std::vector<at::Tensor>> outs(1);
+  for (int64_t r = 0; r < size_; ++r) outs[0].push_back(out[r]);
+  std::vector<at::Tensor> ins{in};
+  Wait(impl_->pg->allgather(outs, ins), out);
+  return out;
+}
+
 at::Tensor Group::AllGather(const at::Tensor& shard) {
   if (size_ == 1) return shard.contiguous().clone();
   Timed t(&CommClock().all_gather_s, shard);
-  at::Tensor in = impl_->Stage(shard.contiguous());
-  // Gloo (1.13) lacks _allgather_base: the list form writes into views of one flat output.
-  at::Tensor out = at::empty({in.numel() * size_}, in.options());
-  std::vector<std::vector<at::Tensor>> outs(1);
-  for (int64_t r = 0; r < size_; ++r) outs[0].push_back(out.narrow(0, r * in.numel(), in.numel()));
-  std::vector<at::Tensor> ins{in};
-  Wait(impl_->pg->allgather(outs, ins), out);
-  return out.to(shard.device());
+  return GatherRows(shard).view({-1}).to(shard.device());
 }
 
 at::Tensor Group::ReduceScatterSum(const at::Tensor& full) {
@@ -216,12 +220,7 @@ at::Tensor Group::AllReduceSumOrdered(const at::Tensor& t) {
   at::Tensor all;
   {
     Timed timer(&CommClock().all_reduce_s, t);  // counted as an all-reduce: what it replaces
-    at::Tensor flat = impl_->Stage(t.contiguous().view({-1}));
-    std::vector<std::vector<at::Tensor>> outs(1);
-    all = at::empty({size_, flat.numel()}, flat.options());
-    for (int64_t r = 0; r < size_; ++r) outs[0].push_back(all[r]);
-    std::vector<at::Tensor> ins{flat};
-    Wait(impl_->pg->allgather(outs, ins), all);
+    all = GatherRows(t);
   }
   return TreeSumRows(all).view(t.sizes()).to(t.device());
 }

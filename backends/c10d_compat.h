@@ -66,6 +66,9 @@ class Group {
   void Barrier();
 
  private:
+  // Every rank's t (flattened, staged to the group's device) as the rows of [size, numel]; untimed.
+  at::Tensor GatherRows(const at::Tensor& t);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   int64_t rank_ = 0;

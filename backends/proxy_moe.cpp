@@ -158,10 +158,12 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   const int64_t el = E / ep;
   at::Tensor recv_counts = R.ep->AllToAll(counts.view({E, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
                                           std::vector<int64_t>(static_cast<size_t>(ep), el)).view({ep, el});
-  std::vector<int64_t> send(static_cast<size_t>(ep)), recv(static_cast<size_t>(ep));
+  const at::Tensor rc_cpu = recv_counts.to(at::kCPU).contiguous();              // [ep source, el]
+  const auto rc = rc_cpu.accessor<int64_t, 2>();
+  std::vector<int64_t> send(static_cast<size_t>(ep)), recv(static_cast<size_t>(ep), 0);
   for (int64_t r = 0; r < ep; ++r) {
     send[static_cast<size_t>(r)] = counts.narrow(0, r * el, el).sum().item<int64_t>();
-    recv[static_cast<size_t>(r)] = recv_counts[r].sum().item<int64_t>();
+    for (int64_t j = 0; j < el; ++j) recv[static_cast<size_t>(r)] += rc[r][j];
   }
   const auto group = reinterpret_cast<int64_t>(R.ep);
   at::Tensor xr = AllToAllFn::apply(xl.index_select(0, tok), group, send, recv);  // [R, d]
@@ -170,7 +172,6 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   at::Tensor local_of_row = at::arange(el, itop.options()).repeat({ep}).repeat_interleave(recv_counts.flatten());
   at::Tensor by_e = std::get<1>(local_of_row.sort(true, 0, false));
   at::Tensor xe = xr.index_select(0, by_e);
-  at::Tensor rc = recv_counts.contiguous();                                      // [ep source, el]
   const int64_t n_local = experts.numel() / std::max<int64_t>(1, u.expert.numel);
   ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) + " experts, EP expects " + std::to_string(el));
   at::Tensor ex_rows = experts.view({el, u.expert.numel});
@@ -180,7 +181,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   for (int64_t j = 0; j < el; ++j) {
     std::vector<int64_t> seg(static_cast<size_t>(ep));
     int64_t c = 0;
-    for (int64_t src = 0; src < ep; ++src) c += (seg[static_cast<size_t>(src)] = rc[src][j].item<int64_t>());
+    for (int64_t src = 0; src < ep; ++src) c += (seg[static_cast<size_t>(src)] = rc[src][j]);
     const at::Tensor wl = exl_rows.defined() ? exl_rows[j] : experts.new_zeros({0});
     // Every local expert goes through the function, even with no rows: its backward then gives
     // the expert a (zero) gradient on every layout alike.

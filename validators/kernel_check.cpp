@@ -24,16 +24,13 @@ namespace {
 using codegen::DsaSpec;
 using codegen::KdaSpec;
 
-constexpr double kTolF32VsF64 = kKernelTolF32VsF64;  // fp32 kernel vs the fp64 reference
 constexpr double kTolChunkVsF32 = 1e-4;  // chunked fp32 kernel vs the fp32 recurrence
 constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
-using ErrStats = KernelErrStats;
-
 // ||got - ref|| / ||ref|| over positions where ref is finite; NaN/Inf positions must coincide.
 template <typename Ref>
-ErrStats Compare(const std::vector<float>& got, const std::vector<Ref>& ref) {
-  ErrStats e;
+KernelErrStats RelL2(const std::vector<float>& got, const std::vector<Ref>& ref) {
+  KernelErrStats e;
   double num = 0, den = 0;
   for (size_t i = 0; i < ref.size(); ++i) {
     const bool rf = std::isfinite(static_cast<double>(ref[i]));
@@ -51,14 +48,23 @@ ErrStats Compare(const std::vector<float>& got, const std::vector<Ref>& ref) {
   return e;
 }
 
-std::string KdaShape(const KdaSpec& s, int64_t B, int64_t T, bool state) {
+}  // namespace
+
+KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<double>& ref) {
+  return RelL2(got, ref);
+}
+KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<float>& ref) {
+  return RelL2(got, ref);
+}
+
+std::string KdaCheckShape(const KdaSpec& s, int64_t B, int64_t T, bool state) {
   std::ostringstream os;
   os << "B=" << B << " T=" << T << " H=" << s.num_heads << " HV=" << s.num_v_heads << " K=" << s.head_dim
      << " V=" << s.v_head_dim << " C=" << s.chunk_size << (state ? " +S0" : "");
   return os.str();
 }
 
-std::string DsaShape(const DsaSpec& s, int64_t B, int64_t T) {
+std::string DsaCheckShape(const DsaSpec& s, int64_t B, int64_t T) {
   std::ostringstream os;
   os << "B=" << B << " T=" << T << " HQ=" << s.num_heads << " HKV=" << s.num_kv_heads << " D=" << s.head_dim
      << " DV=" << s.v_head_dim << " HI=" << s.index_heads << " k=" << s.topk;
@@ -66,26 +72,11 @@ std::string DsaShape(const DsaSpec& s, int64_t B, int64_t T) {
 }
 
 // The odd-shape token counts for a chunk size: T = 1, T < C, T % C != 0, several chunks.
-std::vector<int64_t> KdaLengths(int64_t C) { return {1, std::max<int64_t>(2, C / 2 - 1), C + 3, 3 * C + 5}; }
+std::vector<int64_t> KdaCheckLengths(int64_t C) { return {1, std::max<int64_t>(2, C / 2 - 1), C + 3, 3 * C + 5}; }
 // For top-k: T = 1, T < k, T > k.
-std::vector<int64_t> DsaLengths(int64_t topk) {
+std::vector<int64_t> DsaCheckLengths(int64_t topk) {
   return {1, std::max<int64_t>(2, std::min<int64_t>(topk - 3, 40)), std::min<int64_t>(topk, 64) * 2 + 7};
 }
-
-}  // namespace
-
-KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<double>& ref) {
-  return Compare(got, ref);
-}
-KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<float>& ref) {
-  return Compare(got, ref);
-}
-std::vector<int64_t> KdaCheckLengths(int64_t chunk) { return KdaLengths(chunk); }
-std::vector<int64_t> DsaCheckLengths(int64_t topk) { return DsaLengths(topk); }
-std::string KdaCheckShape(const KdaSpec& s, int64_t batch, int64_t seq, bool with_state) {
-  return KdaShape(s, batch, seq, with_state);
-}
-std::string DsaCheckShape(const DsaSpec& s, int64_t batch, int64_t seq) { return DsaShape(s, batch, seq); }
 
 namespace {
 
@@ -169,7 +160,7 @@ Expected<std::vector<KernelCheckRow>> CheckKdaKernel(const KdaSpec& spec, const 
   ONBOARD_ASSIGN_OR_RETURN(auto lib, codegen::LoadCpuKernel(gen));
   std::vector<KernelCheckRow> rows;
   uint64_t seed = opt.seed ^ std::hash<std::string>{}(gen.name);
-  for (int64_t T : KdaLengths(spec.chunk_size)) {
+  for (int64_t T : KdaCheckLengths(spec.chunk_size)) {
     const int64_t B = T == 1 ? 2 : 1;
     const bool with_state = T != 1;
     const KdaInputs in = RandomKdaInputs(spec, B, T, with_state, ++seed);
@@ -182,15 +173,16 @@ Expected<std::vector<KernelCheckRow>> CheckKdaKernel(const KdaSpec& spec, const 
                                 with_state ? in.initial_state.data() : nullptr, o.data(), st.data(), B,
                                 T, opt.num_threads);
     if (rc != 0) return Status(ErrorCode::kInternal, gen.name + " returned " + std::to_string(rc));
-    const std::string shape = KdaShape(spec, B, T, with_state);
+    const std::string shape = KdaCheckShape(spec, B, T, with_state);
     for (int which = 0; which < 2; ++which) {
-      const ErrStats eo = which == 0 ? Compare(o, ref.o) : Compare(o, ref32.o);
-      const ErrStats es = which == 0 ? Compare(st, ref.final_state) : Compare(st, ref32.final_state);
+      const KernelErrStats eo = which == 0 ? CompareKernelOutput(o, ref.o) : CompareKernelOutput(o, ref32.o);
+      const KernelErrStats es = which == 0 ? CompareKernelOutput(st, ref.final_state)
+                                           : CompareKernelOutput(st, ref32.final_state);
       KernelCheckRow r;
       r.kernel = gen.name;
       r.shape = shape;
       r.against = which == 0 ? "fp64 recurrence" : "fp32 recurrence";
-      r.tol = which == 0 ? kTolF32VsF64 : kTolChunkVsF32;
+      r.tol = which == 0 ? kKernelTolF32VsF64 : kTolChunkVsF32;
       r.rel_err = eo.rel;
       r.state_err = es.rel;
       r.nonfinite_match = eo.nonfinite_match && es.nonfinite_match;
@@ -206,7 +198,7 @@ Expected<std::vector<KernelCheckRow>> CheckDsaKernel(const DsaSpec& spec, const 
   ONBOARD_ASSIGN_OR_RETURN(auto lib, codegen::LoadCpuKernel(gen));
   std::vector<KernelCheckRow> rows;
   uint64_t seed = opt.seed ^ std::hash<std::string>{}(gen.name);
-  for (int64_t T : DsaLengths(spec.topk)) {
+  for (int64_t T : DsaCheckLengths(spec.topk)) {
     const int64_t B = T == 1 ? 2 : 1;
     const DsaInputs in = RandomDsaInputs(spec, B, T, ++seed);
     const DsaReference ref = ReferenceDsa(spec, in);
@@ -220,12 +212,12 @@ Expected<std::vector<KernelCheckRow>> CheckDsaKernel(const DsaSpec& spec, const 
     if (rc != 0) return Status(ErrorCode::kInternal, gen.name + " returned " + std::to_string(rc));
     int64_t mismatched = 0;
     for (size_t i = 0; i < idx.size(); ++i) mismatched += idx[i] != ref.indices[i];
-    const ErrStats eo = Compare(o, ref.o);
+    const KernelErrStats eo = CompareKernelOutput(o, ref.o);
     KernelCheckRow r;
     r.kernel = gen.name;
-    r.shape = DsaShape(spec, B, T);
+    r.shape = DsaCheckShape(spec, B, T);
     r.against = "fp64 dense over selected";
-    r.tol = kTolF32VsF64;
+    r.tol = kKernelTolF32VsF64;
     r.rel_err = eo.rel;
     r.nonfinite_match = eo.nonfinite_match;
     r.note = "index mismatch " + std::to_string(mismatched) + "/" + std::to_string(idx.size());

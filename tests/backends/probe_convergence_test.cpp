@@ -11,15 +11,11 @@ namespace onboard {
 namespace {
 
 using testing_probe::SmallConfig;
+using testing_probe::TempDir;
 using testing_probe::SmallSpec;
 
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TMPDIR");
-  return std::string(base ? base : "/tmp") + "/onboard-probe-conv-" + name + "-" + std::to_string(getpid());
-}
-
 TEST(ProbeConvergence, FullFineTuningConverges) {
-  ProbeConfig c = SmallConfig(2, TempDir("full"));
+  ProbeConfig c = SmallConfig(2, TempDir("conv-full"));
   c.steps = 40;
   c.lr = 1e-2;
   c.warmup = 4;
@@ -35,7 +31,7 @@ TEST(ProbeConvergence, FullFineTuningConverges) {
 }
 
 TEST(ProbeConvergence, LoraConverges) {
-  ProbeConfig c = SmallConfig(2, TempDir("lora"));
+  ProbeConfig c = SmallConfig(2, TempDir("conv-lora"));
   c.mode = FinetuneMode::kLoRA;
   c.lora_rank = 4;
   c.steps = 40;
@@ -55,7 +51,7 @@ TEST(ProbeConvergence, LoraConverges) {
 }
 
 TEST(ProbeConvergence, LearningRateTimesThousandDiverges) {
-  ProbeConfig c = SmallConfig(2, TempDir("div"));
+  ProbeConfig c = SmallConfig(2, TempDir("conv-div"));
   c.steps = 20;
   c.lr = 1e-2 * 1000;
   c.warmup = 2;
@@ -66,7 +62,7 @@ TEST(ProbeConvergence, LearningRateTimesThousandDiverges) {
 }
 
 TEST(ProbeFault, KilledRankFailsTheProbeWithItsName) {
-  ProbeConfig c = SmallConfig(2, TempDir("kill"));
+  ProbeConfig c = SmallConfig(2, TempDir("conv-kill"));
   c.steps = 50;
   c.die_rank = 1;
   c.die_step = 2;
@@ -107,7 +103,7 @@ TEST(ProbeConfigCheck, MessagesNameTheFactors) {
   EXPECT_NE(st.message().find("EP rank 0 holds 3"), std::string::npos) << st.message();
   c.expert_placement.clear();
   c.worker_binary = "/nonexistent/onboard";
-  c.out_dir = TempDir("missing");
+  c.out_dir = TempDir("conv-missing");
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   EXPECT_EQ(r.status().code(), ErrorCode::kNotFound);
 }
@@ -143,13 +139,13 @@ TEST(ProbeConvergence, BalanceBiasEvensExpertLoad) {
   ProxySpec spec = testing_probe::SmallSpec();
   spec.balance_bias = true;
   spec.balance_rate = 0.05;
-  ProbeConfig c = SmallConfig(1, "/tmp/onboard-probe-test-bal-on-" + std::to_string(getpid()));
+  ProbeConfig c = SmallConfig(1, testing_probe::TempDir("conv-bal-on"));
   c.steps = 40;
   c.lr = 1e-2;
   Expected<ProbeResult> on = RunProbeSpec(spec, c);
   ASSERT_TRUE(on.ok()) << on.status().ToString();
   spec.balance_rate = 0;
-  c.out_dir = "/tmp/onboard-probe-test-bal-off-" + std::to_string(getpid());
+  c.out_dir = testing_probe::TempDir("conv-bal-off");
   Expected<ProbeResult> off = RunProbeSpec(spec, c);
   ASSERT_TRUE(off.ok()) << off.status().ToString();
   EXPECT_EQ(on->steps[0].loss, off->steps[0].loss);

@@ -18,12 +18,8 @@ namespace onboard {
 namespace {
 
 using testing_probe::SmallConfig;
+using testing_probe::TempDir;
 using testing_probe::SmallSpec;
-
-std::string TempDir(const std::string& name) {
-  const char* base = std::getenv("TMPDIR");
-  return std::string(base ? base : "/tmp") + "/onboard-probe-test-" + name + "-" + std::to_string(getpid());
-}
 
 std::vector<double> Losses(const ProbeResult& r) {
   std::vector<double> l;

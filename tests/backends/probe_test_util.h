@@ -1,6 +1,9 @@
 // Shared settings of the multi-process probe tests: a small proxy and the `onboard` worker binary.
 #pragma once
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <string>
 
 #include "backends/probe.h"
@@ -36,6 +39,12 @@ inline ProxySpec SmallSpec() {
   s.latent_dim = 16;
   s.mlp_inter = 64;
   return s;
+}
+
+// A per-process output folder for one probe run: $TMPDIR (or /tmp)/onboard-probe-test-NAME-PID.
+inline std::string TempDir(const std::string& name) {
+  const char* base = std::getenv("TMPDIR");
+  return std::string(base ? base : "/tmp") + "/onboard-probe-test-" + name + "-" + std::to_string(getpid());
 }
 
 inline ProbeConfig SmallConfig(int64_t ranks, const std::string& out) {
