@@ -2,8 +2,8 @@
 //
 //   parse -> templates -> plan -> kernels -> probe -> validate -> (adjust, re-plan/re-probe)* -> report
 //
-// Entry point: RunOnboarding(request, sink, cancel). `onboard run` (agent/cli/run_command.cpp) and the
-// job service (`onboard serve`, agent/http_*) both call it; nothing else drives the stages.
+// Entry point: RunOnboarding(request, sink, cancel). `onboard run` (cli/run_command.cpp) and the
+// job service (`onboard serve`, serve/http_*) both call it; nothing else drives the stages.
 //
 // Every observable step is an event (a JSON object, see "Events" below) sent to an EventSink; the
 // service stores them and streams them as SSE, the CLI prints them as progress lines/bars.
@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "core/plan.h"
+#include "agent/rules/thresholds.h"
 #include "core/status.h"
 
 namespace onboard::agent {
@@ -41,18 +42,6 @@ struct ProbeSettings {
   double timeout_s = 300;        // per probe round
   std::string worker_binary;     // `onboard` executable for probe workers ("" = this executable)
   bool enabled = true;           // false: skip probing (plan + kernels + report only)
-};
-
-// Thresholds the rules (agent/rules.h) compare observations against. Dimensionless unless noted.
-struct Thresholds {
-  double divergence_loss_ratio = 1.5;    // last-window mean loss / first-window mean loss above this = diverged
-  double expert_imbalance = 1.25;        // max/mean routed tokens per expert (or EP rank) above this = imbalanced
-  double comm_share = 0.35;              // measured collective time / step time above this = comm-bound
-  double memory_over_prediction = 1.15;  // measured peak / predicted peak above this = re-plan memory
-  double memory_min_predicted_bytes = 64.0 * 1024 * 1024;  // bytes; smaller predictions are dominated
-                                         // by runtime/allocator overheads: the ratio is not applied
-  double calibration_tolerance = 0.25;   // |measured/predicted - 1| below this = no recalibration
-  Status Validate() const;               // every field finite and in range; message names the field
 };
 
 struct RunRequest {

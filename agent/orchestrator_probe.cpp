@@ -10,7 +10,7 @@
 #include <sstream>
 
 #include "agent/orchestrator_stages.h"
-#include "agent/report_format.h"
+#include "report/report_format.h"
 
 namespace onboard::agent {
 namespace {

@@ -8,27 +8,10 @@
 
 namespace onboard::agent {
 namespace {
-std::string Num(double v) {
-  std::ostringstream s;
-  s << v;
-  return s.str();
-}
 Status Range(const std::string& field, double v, double lo, double hi) {
-  if (!std::isfinite(v) || v < lo || v > hi)
-    return BadInput("run request", field, "must be in [" + Num(lo) + ", " + Num(hi) + "]", Num(v));
-  return Status::Ok();
+  return CheckRange("run request", field, v, lo, hi);
 }
 }  // namespace
-
-Status Thresholds::Validate() const {
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.divergence_loss_ratio", divergence_loss_ratio, 1.0, 100));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.expert_imbalance", expert_imbalance, 1.0, 100));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.comm_share", comm_share, 0.0, 1.0));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.memory_over_prediction", memory_over_prediction, 1.0, 100));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.calibration_tolerance", calibration_tolerance, 0.0, 10));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.memory_min_predicted_bytes", memory_min_predicted_bytes, 0, 1e15));
-  return Status::Ok();
-}
 
 Status RunRequest::Validate() const {
   if (model_path.empty() == model_bytes.empty())

@@ -6,11 +6,9 @@
 #include <string>
 
 #include "agent/orchestrator_state.h"
+#include "agent/topology_source.h"
 
 namespace onboard::agent {
-
-// Topology from a path, a name under examples/topologies, or inline JSON.
-Expected<Topology> ResolveTopology(const std::string& spec);
 
 Expected<std::string> StageParse(RunState& st);
 Expected<std::string> StageTemplates(RunState& st);

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "agent/orchestrator.h"
-#include "agent/rules.h"
+#include "agent/rules/rules.h"
 #include "agent/trace.h"
 #include "backends/probe.h"
 #include "core/model_ir.h"

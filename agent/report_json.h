@@ -1,5 +1,5 @@
 // report.json: the machine-readable onboarding report, built once from the run's state; the
-// Markdown and HTML reports are rendered from this JSON (agent/report_markdown.h, report_html.h),
+// Markdown and HTML reports are rendered from this JSON (report/report_markdown.h, report_html.h),
 // so all three say the same thing. Schema "onboard.report/1" (documented in agent/README.md).
 // Units in the JSON: seconds (*_s), bytes (*_bytes), tokens, loss in nats.
 #pragma once

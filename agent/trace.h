@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "agent/orchestrator.h"
-#include "agent/rules.h"
+#include "agent/rules/rules.h"
 
 namespace onboard::agent {
 

@@ -10,7 +10,7 @@
 #include <thread>
 #include <vector>
 
-#include "agent/http_server.h"
+#include "serve/http_server.h"
 
 using namespace onboard;
 using namespace onboard::serve;

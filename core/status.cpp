@@ -1,5 +1,6 @@
 #include "core/status.h"
 
+#include <cmath>
 #include <sstream>
 
 namespace onboard {
@@ -60,6 +61,16 @@ void ThrowInvariant(const char* file, int line, const char* cond, const std::str
   std::ostringstream os;
   os << file << ":" << line << ": invariant '" << cond << "' broken: " << msg;
   throw InvariantError(os.str());
+}
+
+Status CheckRange(const std::string& file, const std::string& field, double v, double lo, double hi) {
+  if (std::isfinite(v) && v >= lo && v <= hi) return Status::Ok();
+  auto num = [](double x) {
+    std::ostringstream s;
+    s << x;
+    return s.str();
+  };
+  return BadInput(file, field, "must be in [" + num(lo) + ", " + num(hi) + "]", num(v));
 }
 
 }  // namespace onboard

@@ -47,6 +47,8 @@ class [[nodiscard]] Status {
 // Helpers for the common one-line input error: "<file>: field '<field>': <problem> (got <value>)".
 Status BadInput(const std::string& file, const std::string& field, const std::string& problem,
                 const std::string& value = "");
+// "<file>: field '<field>': must be in [lo, hi] (got v)" unless lo <= v <= hi and v is finite.
+Status CheckRange(const std::string& file, const std::string& field, double v, double lo, double hi);
 Status NotFound(const std::string& what);
 Status IoError(const std::string& what);
 

@@ -4,7 +4,7 @@
 
 #include <cmath>
 
-#include "agent/rules.h"
+#include "agent/rules/rules.h"
 
 namespace onboard::agent {
 namespace {

@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "agent/report_json.h"
-#include "agent/report_markdown.h"
+#include "report/report_markdown.h"
 #include "orchestrator_test_support.h"
 
 namespace onboard::agent {

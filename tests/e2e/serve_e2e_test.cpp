@@ -12,8 +12,8 @@
 #include <set>
 #include <nlohmann/json.hpp>
 
-#include "tests/agent/http_sse_client.h"
-#include "tests/agent/http_test_support.h"
+#include "tests/serve/http_sse_client.h"
+#include "tests/serve/http_test_support.h"
 #include "tests/e2e/serve_process.h"
 
 namespace onboard::serve {

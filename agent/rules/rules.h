@@ -1,0 +1,126 @@
+// Agent rules: what the loop does when an observation crosses a threshold. Each rule is data (name,
+// family, what it watches, the threshold it compares against) plus one small function that reads
+// the round's evidence, and, when it fires, changes the loop's knobs and returns a Decision saying
+// what was observed and what changed. The table is agent/rules/rules_table.cpp; one file per family:
+//   rules_divergence.cpp       probe diverged -> lower LR, tighten clipping, router fp32, re-probe
+//   rules_expert_balance.cpp   expert imbalance -> re-place experts from measured loads, re-probe
+//   rules_comm.cpp             comm share high -> calibrate the cost model from the probe, re-plan
+//   rules_memory.cpp           measured memory over prediction -> more recompute / sharding, re-plan
+//   rules_kernel_fallback.cpp  a kernel check failed -> reference operator
+// Units: seconds, bytes, tokens; ratios are dimensionless.
+#pragma once
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "agent/rules/thresholds.h"
+#include "backends/probe.h"
+#include "search/planner.h"
+#include "validators/kernel_check.h"
+
+namespace onboard::agent {
+
+// What the rules may change. The orchestrator turns these into the next ProbeConfig/PlanRequest.
+struct LoopKnobs {
+  // probe training
+  double learning_rate = 3e-3;
+  double grad_clip = 1.0;
+  bool router_fp32 = false;             // the divergence rule forces it on
+  // expert placement (expert -> EP rank; empty = contiguous) and balancing
+  std::vector<int64_t> expert_placement;
+  bool bias_balancing = false;          // aux-loss-free bias balancing recommended in the plan
+  double expert_imbalance = 1.0;        // max/mean over EP ranks fed to the planner
+  // cost model
+  CostCalibration calibration;
+  bool calibrated = false;
+  // memory
+  std::string recompute;                // "" = searched; selective | full forced for every block
+  double memory_margin = 0.08;          // fraction of HBM kept free in the plan search
+  // kernels
+  std::map<std::string, std::string> kernel_fallbacks;  // kernel -> reference operator
+  // what the next round must redo
+  bool replan = false;
+  bool reprobe = false;
+};
+
+// Everything a rule can look at for one round. Pointers are null when the stage did not run.
+struct RoundEvidence {
+  int round = 0;
+  const ProbeResult* probe = nullptr;
+  const PlanCandidate* plan = nullptr;                         // chosen plan for the full model
+  const std::vector<validators::KernelCheckRow>* kernel_rows = nullptr;
+  std::map<std::string, std::string> kernel_reference_ops;     // kernel name -> template reference_op
+  std::string target_device;     // the plan's device ("Ascend-950DT"); "" = same hardware as the probe
+};
+
+struct Decision {
+  int round = 0;
+  std::string rule;                  // rule name, e.g. "probe_diverged"
+  std::string family;                // divergence | expert_balance | comm | memory | kernels
+  nlohmann::json observed;           // the numbers the rule read
+  std::string threshold;             // "last/first loss > 1.50"
+  std::string action;                // one sentence: what the loop does now
+  nlohmann::json changed;            // {"learning_rate": [old, new], ...}
+  nlohmann::json ToJson() const;
+};
+
+struct Rule {
+  std::string name;
+  std::string family;
+  std::string watches;               // the observation, in words
+  std::string threshold_field;       // Thresholds member it compares against
+  // Returns a decision and updates `knobs` when the rule fires; nullopt otherwise.
+  std::function<std::optional<Decision>(const RoundEvidence&, const Thresholds&, LoopKnobs&)> fire;
+};
+
+// ---- Rule functions (one per file) ----
+std::optional<Decision> RuleProbeDiverged(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+std::optional<Decision> RuleExpertImbalance(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+std::optional<Decision> RuleCommShare(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+std::optional<Decision> RuleKernelFallback(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+
+// The table, in evaluation order (kernels first, divergence before balance/comm/memory: a diverged
+// probe's loads and timings are not trusted).
+const std::vector<Rule>& RuleTable();
+
+// Runs every rule on one round's evidence; returns the decisions that fired, in table order.
+std::vector<Decision> ApplyRules(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& knobs);
+
+// ---- Observations shared by rules and reports ----
+
+// Loss-curve verdict: non-finite losses, or mean of the last window over the first window.
+struct LossTrend {
+  bool nonfinite = false;
+  double first_mean = 0;             // mean loss of the first window (nats)
+  double last_mean = 0;              // mean loss of the last window (nats)
+  double ratio = 0;                  // last_mean / first_mean
+  double max_grad_norm = 0;
+  int window = 0;                    // steps per window
+};
+LossTrend ComputeLossTrend(const ProbeResult& p);
+
+// Tokens per expert summed over MoE layers and steps: load[e].
+std::vector<double> MeasuredExpertLoad(const ProbeResult& p);
+// Tokens per EP rank for a placement (expert -> rank; empty = contiguous blocks).
+std::vector<double> RankLoads(const std::vector<double>& expert_load, int64_t ep,
+                              const std::vector<int64_t>& placement);
+double MaxOverMean(const std::vector<double>& v);  // 1.0 for empty / all-zero
+
+// Mean over steps (the first, warm-up, step excluded when there are more) of
+// collective seconds / step seconds; and of step and comm seconds.
+struct CommShare {
+  double share = 0;
+  double step_s = 0;
+  double comm_s = 0;
+  double compute_s = 0;
+};
+CommShare ComputeCommShare(const ProbeResult& p);
+// Max over steps of peak RSS minus the runtime's RSS before the model was built, bytes.
+double MeasuredPeakBytes(const ProbeResult& p);
+
+}  // namespace onboard::agent

@@ -1,0 +1,35 @@
+// The rule table (see agent/rules.h): data + the function that evaluates it, in evaluation order.
+#include "agent/rules/rules.h"
+
+namespace onboard::agent {
+
+const std::vector<Rule>& RuleTable() {
+  static const std::vector<Rule> kRules = {
+      {"kernel_check_failed", "kernels", "generated kernel vs reference, per checked shape",
+       "(row tolerance)", RuleKernelFallback},
+      {"probe_diverged", "divergence", "probe loss curve and grad norms", "divergence_loss_ratio",
+       RuleProbeDiverged},
+      {"expert_imbalance", "expert_balance", "routed tokens per expert / EP rank in the probe",
+       "expert_imbalance", RuleExpertImbalance},
+      {"comm_share", "comm", "collective seconds / step seconds in the probe", "comm_share", RuleCommShare},
+      {"memory_over_prediction", "memory", "probe peak memory vs cost-model prediction",
+       "memory_over_prediction", RuleMemoryOverPrediction},
+  };
+  return kRules;
+}
+
+std::vector<Decision> ApplyRules(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& knobs) {
+  std::vector<Decision> out;
+  bool diverged = false;
+  for (const auto& rule : RuleTable()) {
+    // A diverged probe's loads, timings and memory are not evidence; only kernels and divergence run.
+    if (diverged && rule.family != "kernels") continue;
+    if (auto d = rule.fire(ev, th, knobs)) {
+      if (rule.family == "divergence") diverged = true;
+      out.push_back(std::move(*d));
+    }
+  }
+  return out;
+}
+
+}  // namespace onboard::agent

@@ -1,0 +1,188 @@
+// `onboard plan MODEL --topology T`: search the parallel layout (or `--evaluate LAYOUT.json` to cost
+// a given layout / a published_runs.json-style file of runs), print the best plan with its time and
+// memory breakdown, runners-up, Pareto front and rejected summary; exit 4 when nothing fits (after
+// printing the memory arithmetic and the smallest device count of the same family that fits).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "agent/topology_source.h"
+#include "cli/command_registry.h"
+#include "parsers/load_model.h"
+#include "search/expert_placement.h"
+#include "search/layout_file.h"
+#include "search/planner.h"
+
+namespace onboard::cli {
+namespace {
+
+struct PlanOptions {
+  std::string model, topology, mode = "lora", evaluate, export_fmt, base_dtype = "bf16";
+  int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
+  int threads = 2;
+  double imbalance = 1.0, zipf = 0;
+  int64_t spare_slots = 1;
+  bool json = false;
+};
+
+std::string Pct(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%+.1f%%", 100 * v);
+  return b;
+}
+
+// Evaluates every run of a layout file; prints predicted vs measured.
+int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
+  auto runs = LoadLayoutFile(o.evaluate);
+  if (!runs.ok()) return ReportError("plan", runs.status());
+  nlohmann::json out = nlohmann::json::array();
+  for (LayoutRun& run : *runs) {
+    PlanRequest req;
+    if (run.has_model) {
+      req = RequestForRun(run);
+    } else {
+      if (!base) return ReportError("plan", BadInput(o.evaluate, "runs", "a single layout needs MODEL and --topology", o.evaluate));
+      req = *base;
+      if (run.plan.seq == 0) run.plan.seq = req.seq;
+      req.seq = run.plan.seq;
+      run.plan.mode = req.mode;
+      if (req.mode == FinetuneMode::kLoRA && run.plan.lora_rank == 0) run.plan.lora_rank = req.lora_rank;
+    }
+    auto est = EvaluatePlan(req, run.plan);
+    if (!est.ok())
+      return ReportError("plan", BadInput(o.evaluate, run.id, est.status().message(), PlanSummary(run.plan)));
+    if (o.json) {
+      nlohmann::json j = nlohmann::json::parse(EstimateToJson(run.plan, *est));
+      j["id"] = run.id;
+      if (run.measured_step_s) j["measured_step_s"] = *run.measured_step_s;
+      out.push_back(j);
+      continue;
+    }
+    std::cout << run.id << " on " << req.topology.name << ":\n" << FormatEstimate(req, run.plan, *est);
+    if (run.measured_step_s)
+      std::cout << "  predicted " << est->step_s << " s vs measured " << *run.measured_step_s << " s ("
+                << Pct(est->step_s / *run.measured_step_s - 1) << ")\n";
+    std::cout << "\n";
+  }
+  if (o.json) std::cout << out.dump(2) << "\n";
+  return 0;
+}
+
+int RunPlan(const PlanOptions& o) {
+  // Step 1: inputs.
+  std::unique_ptr<PlanRequest> req;
+  if (!o.model.empty() || !o.topology.empty()) {
+    if (o.model.empty()) return ReportError("plan", BadInput("(command line)", "MODEL", "missing model path"));
+    if (o.topology.empty()) return ReportError("plan", BadInput("(command line)", "--topology", "missing topology (a name under examples/topologies, a file or inline JSON)"));
+    auto model = LoadModel(o.model);
+    if (!model.ok()) return ReportError("plan", model.status());
+    auto topo = agent::ResolveTopology(o.topology);
+    if (!topo.ok()) return ReportError("plan", topo.status());
+    req = std::make_unique<PlanRequest>();
+    req->model = std::move(*model);
+    req->topology = std::move(*topo);
+    req->mode = o.mode == "full" ? FinetuneMode::kFull : FinetuneMode::kLoRA;
+    req->lora_rank = o.lora_rank;
+    req->base_dtype = o.base_dtype;
+    req->seq = o.seq;
+    req->global_batch = o.global_batch;
+    req->threads = o.threads;
+    req->expert_imbalance = o.imbalance;
+    Status st = req->Validate();
+    if (!st.ok()) return ReportError("plan", st);
+  }
+  if (!o.evaluate.empty()) return RunEvaluate(o, req.get());
+  if (!req) return ReportError("plan", BadInput("(command line)", "MODEL", "missing model path (or --evaluate RUNS.json)"));
+  // Step 2: search. With --zipf, place skewed synthetic expert loads for the chosen EP, then search
+  // again with the resulting max/mean imbalance.
+  auto r = SearchPlans(*req);
+  if (!r.ok()) return ReportError("plan", r.status());
+  std::string placement;
+  int64_t experts = 0;
+  for (const auto& l : req->model.layers) experts = std::max(experts, l.moe.num_experts);
+  if (o.zipf > 0 && experts > 0 && r->feasible && r->best.plan.deg.ep > 1) {
+    ExpertPlacementRequest pr;
+    pr.expert_load = ZipfExpertLoads(experts, o.zipf, 1e6, 1);
+    pr.ep_ranks = r->best.plan.deg.ep;
+    pr.ranks_per_node = std::min(pr.ep_ranks, req->topology.tiers.front().group_size);
+    while (pr.ep_ranks % pr.ranks_per_node != 0) --pr.ranks_per_node;
+    pr.spare_slots_per_rank = o.spare_slots;
+    auto pl = PlaceExperts(pr);
+    if (!pl.ok()) return ReportError("plan", pl.status());
+    placement = "expert placement (Zipf s=" + std::to_string(o.zipf) + ", ep=" + std::to_string(pr.ep_ranks) + ", " +
+                std::to_string(pr.spare_slots_per_rank) + " spare slot(s) per rank): max/mean load " +
+                std::to_string(pl->max_over_mean_before) + " -> " + std::to_string(pl->max_over_mean_after) +
+                "; plan re-searched with imbalance " + std::to_string(pl->max_over_mean_after);
+    req->expert_imbalance = std::max(1.0, pl->max_over_mean_after);
+    r = SearchPlans(*req);
+    if (!r.ok()) return ReportError("plan", r.status());
+  }
+  if (!o.export_fmt.empty() && r->feasible) {
+    std::cout << (o.export_fmt == "torchtitan" ? ToTorchtitanToml(r->best.plan) : ToMegatronArgs(r->best.plan) + "\n");
+    return 0;
+  }
+  // Step 3: when nothing fits, the smallest device count of the same family that does.
+  std::string smallest;
+  nlohmann::json smallest_json;
+  if (!r->feasible) {
+    auto w = SmallestFittingWorld(*req, o.max_devices);
+    if (w.ok()) {
+      smallest = "smallest " + req->topology.name + "-family size that fits: " + std::to_string(w->world) +
+                 " devices (" + PlanSummary(w->best.plan) + ", " + std::to_string(w->best.estimate.step_s) + " s/step)";
+      for (const auto& t : w->tried) smallest += "\n  tried " + t;
+      smallest_json = {{"devices", w->world}, {"plan", PlanSummary(w->best.plan)},
+                       {"step_s", w->best.estimate.step_s}, {"tried", w->tried}};
+    } else {
+      smallest = "no size of the " + req->topology.name + " family up to " + std::to_string(o.max_devices) + " devices fits";
+      smallest_json = {{"devices", nullptr}, {"message", smallest}};
+    }
+  }
+  if (o.json) {
+    nlohmann::json j = nlohmann::json::parse(SearchResultToJson(*req, *r));
+    if (!smallest.empty()) j["smallest_fitting"] = smallest_json;
+    if (!placement.empty()) j["expert_placement"] = placement;
+    std::cout << j.dump(2) << "\n";
+  } else {
+    std::cout << FormatSearchResult(*req, *r);
+    if (!placement.empty()) std::cout << "\n" << placement << "\n";
+    if (!smallest.empty()) std::cout << "\n" << smallest << "\n";
+  }
+  if (!r->feasible) return ExitCodeFor(ErrorCode::kInfeasible);
+  return 0;
+}
+
+}  // namespace
+
+static OnboardCommand kPlan{
+    "plan", "Search the parallel layout (FSDP/HSDP x TP x PP x EP x recompute) with a cost model", 20,
+    [](CLI::App& sub) -> RunFn {
+      auto o = std::make_shared<PlanOptions>();
+      sub.add_option("model", o->model, "model directory, config.json or .onnx file");
+      sub.add_option("--topology", o->topology, "topology: a name under examples/topologies, a JSON file, or inline JSON");
+      sub.add_option("--mode", o->mode, "fine-tuning mode (default lora)")->check(CLI::IsMember({"lora", "full"}));
+      sub.add_option("--lora-rank", o->lora_rank, "LoRA rank r")->check(CLI::Range(int64_t{1}, int64_t{65536}));
+      sub.add_option("--base-dtype", o->base_dtype, "frozen base precision in LoRA")
+          ->check(CLI::IsMember({"bf16", "fp8", "mxfp4"}));
+      sub.add_option("--seq", o->seq, "tokens per sequence")->check(CLI::Range(int64_t{1}, int64_t{1} << 24));
+      sub.add_option("--global-batch", o->global_batch, "sequences per optimizer step (0 = ~4M tokens)")
+          ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
+      sub.add_option("--imbalance", o->imbalance, "expert load max/mean per EP rank (from placement)")
+          ->check(CLI::Range(1.0, 64.0));
+      sub.add_option("--zipf", o->zipf, "place Zipf(s)-skewed synthetic expert loads for the chosen EP and re-plan")
+          ->check(CLI::Range(0.0, 4.0));
+      sub.add_option("--spare-slots", o->spare_slots, "spare expert slots per rank for replicas (with --zipf)")
+          ->check(CLI::Range(int64_t{0}, int64_t{64}));
+      sub.add_option("--threads", o->threads, "search threads")->check(CLI::Range(1, 256));
+      sub.add_option("--max-devices", o->max_devices, "largest device count tried when nothing fits")
+          ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
+      sub.add_option("--evaluate", o->evaluate, "cost this layout / published_runs.json-style file instead of searching");
+      sub.add_option("--export", o->export_fmt, "print the best plan as a torchtitan TOML section or Megatron-LM args")
+          ->check(CLI::IsMember({"torchtitan", "megatron"}));
+      sub.add_flag("--json", o->json, "print JSON");
+      return [o] { return RunPlan(*o); };
+    }};
+
+}  // namespace onboard::cli

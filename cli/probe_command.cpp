@@ -1,0 +1,130 @@
+// `onboard probe MODEL --ranks N [--ep E --fsdp F] [--steps S] [--mode lora|full] [--json] [--out DIR]`:
+// trains a scaled-down proxy of MODEL (same block pattern: KDA/MLA+DSA, latent MoE, shared experts)
+// across N local processes with FSDP + expert parallelism over c10d (Gloo on CPU), and reports the
+// loss curve, time per collective, expert load, peak memory and the cost model's prediction.
+// Exit codes: 0 converged, 7 (check failed) diverged / NaN / not converged, 2 bad input,
+// 5 a rank died or hung (the message names the rank).
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <cstdlib>
+#include <sstream>
+
+#include "cli/command_registry.h"
+#include "backends/probe.h"
+#include "parsers/load_model.h"
+
+namespace onboard::cli {
+namespace {
+
+struct ProbeOptions {
+  std::string model;
+  ProbeConfig cfg;
+  std::string mode = "full";
+  std::string task = "copy";
+  std::string placement;      // comma-separated expert -> EP rank
+  int64_t blocks = 1;
+  double balance_rate = -1;  // < 0: the proxy's default
+  int64_t base_steps = -1;    // LoRA base phase; -1 = default (backends/README.md)
+  std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
+  bool json = false;
+};
+
+Status ParsePlacement(const std::string& text, std::vector<int64_t>* out) {
+  std::stringstream ss(text);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    try {
+      size_t used = 0;
+      out->push_back(std::stoll(item, &used));
+      if (used != item.size()) throw std::invalid_argument(item);
+    } catch (const std::exception&) {
+      return BadInput("--expert-placement", "expert_placement", "needs comma-separated integers", item);
+    }
+  }
+  return Status::Ok();
+}
+
+int RunProbeCommand(ProbeOptions o) {
+  if (o.mode != "full" && o.mode != "lora")
+    return ReportError("probe", BadInput("--mode", "mode", "must be full or lora", o.mode));
+  o.cfg.mode = o.mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  if (!o.cfg.text_file.empty()) o.task = "text";
+  if (o.task != "copy" && o.task != "text")
+    return ReportError("probe", BadInput("--task", "task", "must be copy or text", o.task));
+  o.cfg.task = o.task == "text" ? ProbeTask::kText : ProbeTask::kCopy;
+  if (!o.placement.empty()) {
+    Status st = ParsePlacement(o.placement, &o.cfg.expert_placement);
+    if (!st.ok()) return ReportError("probe", st);
+  }
+  if (o.base_steps < -1 || o.base_steps > 100000)
+    return ReportError("probe", BadInput("--base-steps", "base_steps", "must be in [0, 100000]",
+                                         std::to_string(o.base_steps)));
+  o.cfg.base_steps = o.base_steps;
+  if (!o.kda_kernel.empty() && o.kda_kernel != "generated" && o.kda_kernel != "torch")
+    return ReportError("probe", BadInput("--kda-kernel", "kda_kernel", "must be generated or torch", o.kda_kernel));
+  if (!o.kda_kernel.empty()) o.cfg.kda_kernel = o.kda_kernel;
+  if (o.blocks < 1 || o.blocks > 16)
+    return ReportError("probe", BadInput("--blocks", "blocks", "must be in [1, 16]", std::to_string(o.blocks)));
+  Expected<ModelIR> model = LoadModel(o.model);
+  if (!model.ok()) return ReportError("probe", model.status());
+  ProxySpec spec = ProxyFromModel(*model, o.blocks);
+  if (o.balance_rate >= 0) spec.balance_rate = o.balance_rate;
+  Expected<ProbeResult> r = RunProbeSpec(spec, o.cfg);
+  if (!r.ok()) return ReportError("probe", r.status());
+  if (o.json) std::cout << ProbeResultToJson(*r) << "\n";
+  else std::cout << FormatProbeResult(*r);
+  if (!o.cfg.out_dir.empty()) {
+    std::ofstream(o.cfg.out_dir + "/probe_result.json") << ProbeResultToJson(*r) << "\n";
+  }
+  return r->convergence == "converged" ? 0 : ExitCodeFor(ErrorCode::kCheckFailed);
+}
+
+OnboardCommand kProbe{
+    "probe", "Train a scaled-down proxy across N processes (FSDP + EP over c10d) and report", 40,
+    [](CLI::App& sub) -> RunFn {
+      auto o = std::make_shared<ProbeOptions>();
+      sub.add_option("model", o->model, "model directory, config.json or .onnx")->required();
+      sub.add_option("--ranks", o->cfg.ranks, "processes on this machine")->capture_default_str();
+      sub.add_option("--ep", o->cfg.ep, "expert-parallel degree (default: ranks)");
+      sub.add_option("--fsdp", o->cfg.fsdp, "FSDP shard degree (default: ranks)");
+      sub.add_option("--steps", o->cfg.steps, "optimizer steps")->capture_default_str();
+      sub.add_option("--mode", o->mode, "full | lora")->capture_default_str();
+      sub.add_option("--lora-rank", o->cfg.lora_rank, "LoRA rank")->capture_default_str();
+      sub.add_option("--kda-kernel", o->kda_kernel,
+                     "KDA forward: generated (CPU kernel from codegen/, default) | torch (LibTorch ops)");
+      sub.add_option("--base-steps", o->base_steps,
+                     "lora: full-training steps of the base on the source task before the adapter "
+                     "steps (default ceil(0.6 * steps))");
+      sub.add_option("--lr", o->cfg.lr, "peak learning rate")->capture_default_str();
+      sub.add_option("--warmup", o->cfg.warmup, "warm-up steps")->capture_default_str();
+      sub.add_option("--clip", o->cfg.clip, "grad-norm clip (0 = off)")->capture_default_str();
+      sub.add_option("--seed", o->cfg.seed, "seed")->capture_default_str();
+      sub.add_option("--seq", o->cfg.seq, "tokens per sequence")->capture_default_str();
+      sub.add_option("--batch", o->cfg.batch, "global sequences per step")->capture_default_str();
+      sub.add_option("--micro-batch", o->cfg.micro_batch,
+                     "sequences per micro-batch per rank (0 = batch/ranks); gradients accumulate "
+                     "over batch/(ranks*micro_batch) micro-steps")->capture_default_str();
+      sub.add_option("--task", o->task, "copy | text")->capture_default_str();
+      sub.add_option("--text", o->cfg.text_file, "text file for the byte-level text task");
+      sub.add_option("--blocks", o->blocks, "proxy depth in 4-layer blocks")->capture_default_str();
+      sub.add_option("--balance-rate", o->balance_rate,
+                     "aux-loss-free balancing bias step per optimizer step (models with an expert "
+                     "score bias; default 0.02, 0 = bias off)");
+      sub.add_option("--device", o->cfg.device, "cpu | cuda (rank r on cuda:r; several ranks need "
+                     "ONBOARD_PROBE_BACKEND=nccl)")->capture_default_str();
+      sub.add_option("--threads", o->cfg.threads_per_rank, "intra-op threads per rank")->capture_default_str();
+      sub.add_option("--expert-placement", o->placement, "expert->EP rank list, e.g. 0,1,0,1,...");
+      sub.add_option("--converge-fraction", o->cfg.converge_fraction,
+                     "converged when final loss < fraction * start")->capture_default_str();
+      sub.add_option("--timeout", o->cfg.timeout_s, "seconds for the whole probe")->capture_default_str();
+      sub.add_option("--out", o->cfg.out_dir, "folder for logs and per-rank JSON");
+      sub.add_option("--worker", o->cfg.worker_binary, "onboard binary for the workers (default: this one)");
+      sub.add_option("--dtype", o->cfg.dtype, "fp32 | fp64")->capture_default_str();
+      sub.add_flag("--json", o->json, "print the result as JSON");
+      return [o] { return RunProbeCommand(*o); };
+    }};
+
+}  // namespace
+}  // namespace onboard::cli

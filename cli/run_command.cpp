@@ -1,0 +1,146 @@
+// `onboard run MODEL --topology T [--mode lora|full] [--out DIR]`: the whole agent loop
+// (agent/orchestrator.h) with progress on stderr (bars on a TTY, plain lines otherwise) and the
+// wall time of every stage; artifacts and reports in DIR.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <mutex>
+
+#include "cli/command_registry.h"
+#include "agent/orchestrator.h"
+
+namespace onboard::cli {
+namespace {
+
+struct RunOptions {
+  std::string model, topology, mode = "lora", out, templates, templates_dir, base_dtype = "bf16";
+  int64_t lora_rank = 16, seq = 4096, global_batch = 0;
+  int max_rounds = 3, probe_ranks = 2, probe_steps = 12, threads = 2;
+  double lr = 3e-3;
+  bool no_probe = false, no_kernels = false, json = false;
+};
+
+// Prints events to stderr: one line per stage start/finish and decision; progress as a bar on a TTY.
+class ProgressPrinter : public agent::EventSink {
+ public:
+  ProgressPrinter() : tty_(isatty(STDERR_FILENO) == 1) {}
+  void OnEvent(const nlohmann::json& e) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    const std::string type = e.value("type", "");
+    if (type == "stage_progress") {
+      int64_t done = e.value("done", 0), total = e.value("total", 0);
+      std::string msg = e.value("message", "");
+      if (tty_ && total > 0) {
+        int width = 30, fill = static_cast<int>(width * done / total);
+        std::fprintf(stderr, "\r  %-9s [%s%s] %lld/%lld %-40.40s", e.value("stage", "").c_str(),
+                     std::string(fill, '#').c_str(), std::string(width - fill, '.').c_str(),
+                     static_cast<long long>(done), static_cast<long long>(total), msg.c_str());
+        bar_open_ = true;
+      } else {
+        std::fprintf(stderr, "  %s %lld/%lld %s\n", e.value("stage", "").c_str(), static_cast<long long>(done),
+                     static_cast<long long>(total), msg.c_str());
+      }
+      return;
+    }
+    CloseBar();
+    if (type == "stage_started") {
+      std::fprintf(stderr, "[%s%s] ...\n", e.value("stage", "").c_str(), RoundTag(e).c_str());
+    } else if (type == "stage_finished") {
+      std::fprintf(stderr, "[%s%s] %s in %.2f s: %s\n", e.value("stage", "").c_str(), RoundTag(e).c_str(),
+                   e.value("ok", false) ? "done" : "FAILED", e.value("seconds", 0.0), e.value("summary", "").c_str());
+    } else if (type == "decision") {
+      std::fprintf(stderr, "  decision (round %d, %s): %s\n", e.value("round", 0), e.value("rule", "").c_str(),
+                   e.value("action", "").c_str());
+    } else if (type == "log") {
+      std::fprintf(stderr, "  %s: %s\n", e.value("level", "").c_str(), e.value("message", "").c_str());
+    }
+  }
+
+ private:
+  static std::string RoundTag(const nlohmann::json& e) {
+    int r = e.value("round", 0);
+    return r > 0 ? " round " + std::to_string(r) : "";
+  }
+  void CloseBar() {
+    if (bar_open_) std::fputc('\n', stderr);
+    bar_open_ = false;
+  }
+  std::mutex mu_;
+  bool tty_;
+  bool bar_open_ = false;
+};
+
+int RunRun(const RunOptions& o) {
+  agent::RunRequest req;
+  req.model_path = o.model;
+  req.topology = o.topology;
+  if (o.mode != "lora" && o.mode != "full")
+    return ReportError("run", BadInput("--mode", "mode", "must be lora | full", o.mode));
+  req.mode = o.mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  req.lora_rank = o.lora_rank;
+  req.seq = o.seq;
+  req.global_batch = o.global_batch;
+  req.base_dtype = o.base_dtype;
+  req.out_dir = o.out.empty() ? "onboard-run" : o.out;
+  req.templates_override = o.templates;
+  req.templates_dir = o.templates_dir;
+  req.max_rounds = o.max_rounds;
+  req.threads = o.threads;
+  req.probe.ranks = o.probe_ranks;
+  req.probe.steps = o.probe_steps;
+  req.probe.learning_rate = o.lr;
+  req.probe.enabled = !o.no_probe;
+  req.generate_kernels = !o.no_kernels;
+
+  ProgressPrinter printer;
+  agent::CancelToken cancel;
+  auto result = agent::RunOnboarding(req, printer, cancel);
+  if (!result.ok()) return ReportError("run", result.status());
+  if (o.json) {
+    std::cout << result->report.dump(2) << "\n";
+  } else {
+    std::cout << "onboard run: " << result->summary << "\n";
+    for (const char* name : {"report.html", "report.md", "report.json", "plan.json", "trace.json"}) {
+      auto it = result->artifacts.find(name);
+      if (it != result->artifacts.end()) std::cout << "  " << name << ": " << it->second << "\n";
+    }
+    double total = 0;
+    for (const auto& t : result->timings) total += t.seconds;
+    std::printf("  wall time in stages: %.1f s\n", total);
+  }
+  if (!result->plan_feasible) return ExitCodeFor(ErrorCode::kInfeasible);
+  return 0;
+}
+
+OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernels, probe, adjust, report", 60,
+                    [](CLI::App& sub) -> RunFn {
+                      auto o = std::make_shared<RunOptions>();
+                      sub.add_option("model", o->model, "config.json, model directory or .onnx")->required();
+                      sub.add_option("--topology,-t", o->topology,
+                                     "topology file, name under examples/topologies, or inline JSON")
+                          ->required();
+                      sub.add_option("--mode", o->mode, "lora | full")->capture_default_str();
+                      sub.add_option("--lora-rank", o->lora_rank, "LoRA rank")->capture_default_str();
+                      sub.add_option("--base-dtype", o->base_dtype, "LoRA frozen base: bf16 | fp8 | mxfp4")
+                          ->capture_default_str();
+                      sub.add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
+                      sub.add_option("--global-batch", o->global_batch, "sequences per step (0 = ~4M tokens)");
+                      sub.add_option("--out,-o", o->out, "output directory (default ./onboard-run)");
+                      sub.add_option("--templates", o->templates, "JSON file of template overrides");
+                      sub.add_option("--templates-dir", o->templates_dir,
+                                     "template data directory (default $ONBOARD_TEMPLATES_DIR or built-in)");
+                      sub.add_option("--max-rounds", o->max_rounds, "probe/adjust rounds")->capture_default_str();
+                      sub.add_option("--probe-ranks", o->probe_ranks, "probe processes")->capture_default_str();
+                      sub.add_option("--probe-steps", o->probe_steps, "steps per probe round")->capture_default_str();
+                      sub.add_option("--probe-lr", o->lr, "starting probe learning rate")->capture_default_str();
+                      sub.add_option("--threads", o->threads, "plan search threads")->capture_default_str();
+                      sub.add_flag("--no-probe", o->no_probe, "skip the training probes");
+                      sub.add_flag("--no-kernels", o->no_kernels, "skip kernel generation and checks");
+                      sub.add_flag("--json", o->json, "print report.json to stdout");
+                      return [o] { return RunRun(*o); };
+                    }};
+
+}  // namespace
+}  // namespace onboard::cli

@@ -1,0 +1,299 @@
+#include "serve/api_job_request.h"
+
+#include "core/topology.h"
+
+#include <array>
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+namespace onboard::serve {
+
+using nlohmann::json;
+
+namespace {
+
+HttpError Bad(const std::string& field, const std::string& problem) {
+  return HttpError{400, "bad_request", "field '" + field + "': " + problem};
+}
+
+// The first key of `obj` not in `allowed`, or "".
+std::string UnknownKey(const json& obj, const std::set<std::string>& allowed) {
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    if (!allowed.count(it.key())) return it.key();
+  }
+  return "";
+}
+
+bool IsTopologyName(const std::string& s) {
+  if (s.empty() || s.size() > 128 || s[0] == '.') return false;
+  for (char c : s) {
+    bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+              c == '-' || c == '.';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// Typed option readers: kBadInput "request: field 'options.seq': must be an integer (got "x")".
+Status WrongType(const std::string& field, const char* want, const json& v) {
+  return BadInput("request", field, std::string("must be ") + want, v.dump());
+}
+
+Status ReadInt(const json& v, const std::string& field, int64_t lo, int64_t hi, int64_t& out) {
+  if (!v.is_number_integer()) return WrongType(field, "an integer", v);
+  int64_t x = v.get<int64_t>();
+  if (x < lo || x > hi) {
+    return BadInput("request", field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                    std::to_string(x));
+  }
+  out = x;
+  return Status::Ok();
+}
+
+Status ReadDouble(const json& v, const std::string& field, double& out) {
+  if (!v.is_number()) return WrongType(field, "a number", v);
+  double x = v.get<double>();
+  if (!std::isfinite(x) || x <= 0) return BadInput("request", field, "must be finite and > 0", v.dump());
+  out = x;
+  return Status::Ok();
+}
+
+Status ReadBool(const json& v, const std::string& field, bool& out) {
+  if (!v.is_boolean()) return WrongType(field, "true or false", v);
+  out = v.get<bool>();
+  return Status::Ok();
+}
+
+using Setter = std::function<Status(const json&, agent::RunRequest&)>;
+
+Setter IntField(const std::string& f, int64_t lo, int64_t hi, std::function<void(agent::RunRequest&, int64_t)> set) {
+  return [=](const json& v, agent::RunRequest& r) {
+    int64_t x = 0;
+    ONBOARD_RETURN_IF_ERROR(ReadInt(v, f, lo, hi, x));
+    set(r, x);
+    return Status::Ok();
+  };
+}
+
+Setter DoubleField(const std::string& f, std::function<void(agent::RunRequest&, double)> set) {
+  return [=](const json& v, agent::RunRequest& r) {
+    double x = 0;
+    ONBOARD_RETURN_IF_ERROR(ReadDouble(v, f, x));
+    set(r, x);
+    return Status::Ok();
+  };
+}
+
+Setter BoolField(const std::string& f, std::function<void(agent::RunRequest&, bool)> set) {
+  return [=](const json& v, agent::RunRequest& r) {
+    bool x = false;
+    ONBOARD_RETURN_IF_ERROR(ReadBool(v, f, x));
+    set(r, x);
+    return Status::Ok();
+  };
+}
+
+const std::map<std::string, Setter>& ProbeSetters() {
+  using R = agent::RunRequest;
+  static const std::map<std::string, Setter> kSetters = {
+      {"enabled", BoolField("options.probe.enabled", [](R& r, bool v) { r.probe.enabled = v; })},
+      {"ranks", IntField("options.probe.ranks", 1, 64, [](R& r, int64_t v) { r.probe.ranks = static_cast<int>(v); })},
+      {"steps", IntField("options.probe.steps", 1, 100000, [](R& r, int64_t v) { r.probe.steps = static_cast<int>(v); })},
+      {"seq", IntField("options.probe.seq", 1, 1 << 20, [](R& r, int64_t v) { r.probe.seq = v; })},
+      {"micro_batch", IntField("options.probe.micro_batch", 1, 4096, [](R& r, int64_t v) { r.probe.micro_batch = v; })},
+      {"proxy_blocks", IntField("options.probe.proxy_blocks", 1, 64, [](R& r, int64_t v) { r.probe.proxy_blocks = v; })},
+      {"timeout_s", DoubleField("options.probe.timeout_s", [](R& r, double v) { r.probe.timeout_s = v; })},
+      {"learning_rate", DoubleField("options.probe.learning_rate", [](R& r, double v) { r.probe.learning_rate = v; })},
+      {"grad_clip", DoubleField("options.probe.grad_clip", [](R& r, double v) { r.probe.grad_clip = v; })},
+      {"seed", IntField("options.probe.seed", 0, INT64_MAX, [](R& r, int64_t v) { r.probe.seed = static_cast<uint64_t>(v); })},
+  };
+  return kSetters;
+}
+
+const std::map<std::string, Setter>& OptionSetters() {
+  using R = agent::RunRequest;
+  static const std::map<std::string, Setter> kSetters = {
+      {"mode",
+       [](const json& v, R& r) {
+         if (v == "lora") r.mode = FinetuneMode::kLoRA;
+         else if (v == "full") r.mode = FinetuneMode::kFull;
+         else return BadInput("request", "options.mode", "must be \"lora\" or \"full\"", v.dump());
+         return Status::Ok();
+       }},
+      {"base_dtype",
+       [](const json& v, R& r) {
+         if (!v.is_string()) return WrongType("options.base_dtype", "a string", v);
+         r.base_dtype = v.get<std::string>();
+         return Status::Ok();
+       }},
+      {"lora_rank", IntField("options.lora_rank", 1, 65536, [](R& r, int64_t v) { r.lora_rank = v; })},
+      {"seq", IntField("options.seq", 1, int64_t{1} << 24, [](R& r, int64_t v) { r.seq = v; })},
+      {"global_batch", IntField("options.global_batch", 0, int64_t{1} << 30, [](R& r, int64_t v) { r.global_batch = v; })},
+      {"max_rounds", IntField("options.max_rounds", 1, 100, [](R& r, int64_t v) { r.max_rounds = static_cast<int>(v); })},
+      {"threads", IntField("options.threads", 1, 256, [](R& r, int64_t v) { r.threads = static_cast<int>(v); })},
+      {"generate_kernels", BoolField("options.generate_kernels", [](R& r, bool v) { r.generate_kernels = v; })},
+      {"probe",
+       [](const json& v, R& r) {
+         if (!v.is_object()) return WrongType("options.probe", "an object", v);
+         for (auto it = v.begin(); it != v.end(); ++it) {
+           auto s = ProbeSetters().find(it.key());
+           if (s == ProbeSetters().end()) return BadInput("request", "options.probe." + it.key(), "unknown option");
+           ONBOARD_RETURN_IF_ERROR(s->second(it.value(), r));
+         }
+         return Status::Ok();
+       }},
+  };
+  return kSetters;
+}
+
+}  // namespace
+
+std::optional<std::string> DecodeBase64(const std::string& text) {
+  static const std::array<int, 256> kTable = [] {
+    std::array<int, 256> t{};
+    t.fill(-1);
+    const char* a = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    for (int i = 0; i < 64; ++i) t[static_cast<unsigned char>(a[i])] = i;
+    return t;
+  }();
+  size_t n = text.size();
+  while (n > 0 && text[n - 1] == '=' && text.size() - n < 2) --n;
+  if (n % 4 == 1) return std::nullopt;
+  if (text.size() != n && text.size() % 4 != 0) return std::nullopt;  // padding only on full quanta
+  std::string out;
+  out.reserve(n / 4 * 3 + 2);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    int v = kTable[static_cast<unsigned char>(text[i])];
+    if (v < 0) return std::nullopt;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out.push_back(static_cast<char>((acc >> bits) & 0xff));
+    }
+  }
+  return out;
+}
+
+ApiResult<json> ParseModelSource(const json& model, const AllowedRoots& roots) {
+  if (model.is_string()) return ParseModelSource(json{{"path", model}}, roots);
+  if (!model.is_object()) return Bad("model", "must be a path string or an object");
+  std::string unknown = UnknownKey(model, {"path", "config", "onnx_base64", "name"});
+  if (!unknown.empty()) return Bad("model." + unknown, "unknown key (expected path, config, onnx_base64, name)");
+  int sources = static_cast<int>(model.contains("path")) + static_cast<int>(model.contains("config")) +
+                static_cast<int>(model.contains("onnx_base64"));
+  if (sources != 1) return Bad("model", "give exactly one of path, config, onnx_base64");
+  json out = json::object();
+  if (model.contains("name")) {
+    if (!model["name"].is_string() || model["name"].get<std::string>().size() > 256) {
+      return Bad("model.name", "must be a string of at most 256 bytes");
+    }
+    out["name"] = model["name"];
+  }
+  if (model.contains("path")) {
+    if (!model["path"].is_string()) return Bad("model.path", "must be a string");
+    auto resolved = roots.Resolve(model["path"].get<std::string>(), "model.path");
+    if (!resolved.ok()) return resolved.error();
+    out["path"] = resolved.value();
+  } else if (model.contains("config")) {
+    if (!model["config"].is_object()) return Bad("model.config", "must be a JSON object (a config.json)");
+    out["config"] = model["config"];
+  } else {
+    if (!model["onnx_base64"].is_string()) return Bad("model.onnx_base64", "must be a base64 string");
+    auto bytes = DecodeBase64(model["onnx_base64"].get<std::string>());
+    if (!bytes) return Bad("model.onnx_base64", "is not valid base64");
+    if (bytes->empty()) return Bad("model.onnx_base64", "decodes to zero bytes");
+    out["onnx_base64"] = model["onnx_base64"];
+    out["onnx_bytes"] = bytes->size();
+  }
+  return out;
+}
+
+ApiResult<json> ParseTopologySource(const json& topology, const AllowedRoots& roots) {
+  if (topology.is_string()) {
+    const std::string name = topology.get<std::string>();
+    if (!IsTopologyName(name)) {
+      return Bad("topology", "a name is [A-Za-z0-9_.-] without a leading '.'; use {\"path\": ...} for a file (got " +
+                                 name.substr(0, 80) + ")");
+    }
+    return json(name);
+  }
+  if (!topology.is_object()) return Bad("topology", "must be a name, {\"path\": ...} or an inline topology object");
+  if (topology.size() == 1 && topology.contains("path")) {
+    if (!topology["path"].is_string()) return Bad("topology.path", "must be a string");
+    auto resolved = roots.Resolve(topology["path"].get<std::string>(), "topology.path");
+    if (!resolved.ok()) return resolved.error();
+    return json{{"path", resolved.value()}};
+  }
+  // Inline topology: parsed for real so a bad one is a 400 now, not a failed job later.
+  auto parsed = ParseTopologyJson(topology.dump(), "request topology");
+  if (!parsed.ok()) return Bad("topology", parsed.status().message());
+  return topology;
+}
+
+ApiResult<json> ParseJobSubmission(const json& body, const AllowedRoots& roots) {
+  std::string unknown = UnknownKey(body, {"model", "topology", "options"});
+  if (!unknown.empty()) return Bad(unknown, "unknown key (expected model, topology, options)");
+  if (!body.contains("model")) return Bad("model", "is required");
+  if (!body.contains("topology")) return Bad("topology", "is required");
+  json out = json::object();
+  auto model = ParseModelSource(body["model"], roots);
+  if (!model.ok()) return model.error();
+  out["model"] = model.value();
+  auto topo = ParseTopologySource(body["topology"], roots);
+  if (!topo.ok()) return topo.error();
+  out["topology"] = topo.value();
+  out["options"] = body.value("options", json::object());
+  if (!out["options"].is_object()) return Bad("options", "must be an object");
+  // Options are checked by building the orchestrator request now (same code the worker runs).
+  auto req = ToRunRequest(out, "/nonexistent/validation-only");
+  if (!req.ok()) return HttpError{400, "bad_request", req.status().message()};
+  Status valid = req->Validate();
+  if (!valid.ok()) return HttpError{400, "bad_request", valid.message()};
+  return out;
+}
+
+Expected<agent::RunRequest> ToRunRequest(const json& normalized, const std::string& out_dir) {
+  agent::RunRequest r;
+  r.out_dir = out_dir;
+  const json& model = normalized.at("model");
+  if (model.contains("name")) r.model_name = model["name"].get<std::string>();
+  if (model.contains("path")) {
+    r.model_path = model["path"].get<std::string>();
+  } else if (model.contains("config")) {
+    r.model_bytes = model["config"].dump();
+    r.model_format = "json";
+    if (r.model_name.empty()) r.model_name = "config.json";
+  } else {
+    auto bytes = DecodeBase64(model.at("onnx_base64").get<std::string>());
+    if (!bytes) return BadInput("request", "model.onnx_base64", "is not valid base64");
+    r.model_bytes = std::move(*bytes);
+    r.model_format = "onnx";
+    if (r.model_name.empty()) r.model_name = "model.onnx";
+  }
+  const json& topo = normalized.at("topology");
+  if (topo.is_string()) r.topology = topo.get<std::string>();
+  else if (topo.size() == 1 && topo.contains("path")) r.topology = topo["path"].get<std::string>();
+  else r.topology = topo.dump();
+  const json& opts = normalized.value("options", json::object());
+  for (auto it = opts.begin(); it != opts.end(); ++it) {
+    auto s = OptionSetters().find(it.key());
+    if (s == OptionSetters().end()) return BadInput("request", "options." + it.key(), "unknown option");
+    ONBOARD_RETURN_IF_ERROR(s->second(it.value(), r));
+  }
+  return r;
+}
+
+json PublicRequestView(const json& normalized) {
+  json v = normalized;
+  if (v.contains("model") && v["model"].is_object() && v["model"].contains("onnx_base64")) {
+    v["model"].erase("onnx_base64");
+  }
+  return v;
+}
+
+}  // namespace onboard::serve

@@ -1,0 +1,97 @@
+#include "serve/api_job_runner.h"
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <thread>
+
+#include "serve/api_job_request.h"
+#include "agent/orchestrator.h"
+
+namespace onboard::serve {
+
+namespace {
+
+// Forwards orchestrator events into the job's event stream.
+class StoreEventSink : public agent::EventSink {
+ public:
+  explicit StoreEventSink(JobContext& ctx) : ctx_(ctx) {}
+  void OnEvent(const nlohmann::json& event) override {
+    std::string type = event.is_object() ? event.value("type", std::string("event")) : "event";
+    (void)ctx_.Emit(type, event);  // a full disk must not abort the run; the outcome is still stored
+  }
+
+ private:
+  JobContext& ctx_;
+};
+
+// Copies the job's cancel flag into the loop's CancelToken (polled every 50 ms) until destroyed.
+class CancelBridge {
+ public:
+  CancelBridge(const JobContext& ctx, agent::CancelToken& token)
+      : thread_([this, &ctx, &token] {
+          std::unique_lock<std::mutex> lock(mu_);
+          while (!done_) {
+            if (ctx.cancelled()) token.Cancel();
+            cv_.wait_for(lock, std::chrono::milliseconds(50));
+          }
+        }) {}
+  ~CancelBridge() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+std::string ReadArtifact(const agent::RunResult& r, const std::string& name) {
+  auto it = r.artifacts.find(name);
+  std::string path = it != r.artifacts.end() ? it->second : (std::filesystem::path(r.out_dir) / name).string();
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return "";
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace
+
+JobRunner MakeOnboardingRunner(std::string jobs_dir) {
+  return [jobs_dir](JobContext& ctx) -> Expected<JobOutput> {
+    // One directory per attempt: processes left over from a killed attempt never share files with a retry.
+    std::string out_dir =
+        (std::filesystem::path(jobs_dir) / ctx.id() / ("attempt-" + std::to_string(ctx.attempt()))).string();
+    ONBOARD_ASSIGN_OR_RETURN(agent::RunRequest req, ToRunRequest(ctx.request(), out_dir));
+    StoreEventSink sink(ctx);
+    agent::CancelToken token;
+    Expected<agent::RunResult> result = Status(ErrorCode::kInternal, "not run");
+    {
+      CancelBridge bridge(ctx, token);
+      result = agent::RunOnboarding(req, sink, token);
+    }
+    if (!result.ok()) return result.status();
+    JobOutput out;
+    out.summary = {{"summary", result->summary},
+                   {"rounds", result->rounds},
+                   {"decisions", result->decisions},
+                   {"converged", result->converged},
+                   {"out_dir", result->out_dir},
+                   {"artifacts", result->artifacts}};
+    out.reports.json = result->report.dump(2);
+    out.reports.md = ReadArtifact(*result, "report.md");
+    out.reports.html = ReadArtifact(*result, "report.html");
+    return out;
+  };
+}
+
+}  // namespace onboard::serve

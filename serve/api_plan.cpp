@@ -1,0 +1,125 @@
+// POST /v1/plan: synchronous layout search (search/planner.h SearchPlans) for one model on one
+// topology. Body: {"model": ModelSource, "topology": TopologySource, "options": {mode, lora_rank, seq,
+// global_batch, base_dtype, compute_dtype, top_n}} (schemas in http_openapi.cpp). Nothing is stored.
+#include "serve/api_job_request.h"
+#include "serve/api_routes.h"
+#include "serve/http_errors.h"
+#include "agent/topology_source.h"
+#include "parsers/hf_config.h"
+#include "parsers/load_model.h"
+#include "parsers/onnx_model.h"
+#include "search/planner.h"
+
+namespace onboard::serve {
+
+using nlohmann::json;
+
+namespace {
+
+HttpError Bad(const std::string& field, const std::string& problem) {
+  return HttpError{400, "bad_request", "field '" + field + "': " + problem};
+}
+
+ApiResult<ModelIR> LoadRequestModel(const json& model) {
+  Expected<ModelIR> ir = Status(ErrorCode::kInternal, "no model");
+  if (model.contains("path")) {
+    ir = LoadModel(model["path"].get<std::string>());
+  } else if (model.contains("config")) {
+    ir = ParseHfConfigText(model["config"].dump(), "model.config");
+  } else {
+    auto bytes = DecodeBase64(model["onnx_base64"].get<std::string>());
+    if (!bytes) return Bad("model.onnx_base64", "is not valid base64");
+    ir = ParseOnnxBytes(*bytes, "model.onnx_base64");
+  }
+  if (!ir.ok()) return ErrorFromStatus(ir.status());
+  if (model.contains("name")) ir->name = model["name"].get<std::string>();
+  return std::move(ir).value();
+}
+
+// Reads the plan options into `r`; a 400 naming the option otherwise.
+std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
+  if (!opts.is_object()) return Bad("options", "must be an object");
+  for (auto it = opts.begin(); it != opts.end(); ++it) {
+    const std::string& k = it.key();
+    const json& v = it.value();
+    auto int_in = [&](int64_t lo, int64_t hi, int64_t& out) -> std::optional<HttpError> {
+      if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
+        return Bad("options." + k, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
+                                       "] (got " + v.dump() + ")");
+      }
+      out = v.get<int64_t>();
+      return std::nullopt;
+    };
+    std::optional<HttpError> err;
+    int64_t tmp = 0;
+    if (k == "mode") {
+      if (v == "lora") r.mode = FinetuneMode::kLoRA;
+      else if (v == "full") r.mode = FinetuneMode::kFull;
+      else err = Bad("options.mode", "must be \"lora\" or \"full\" (got " + v.dump() + ")");
+    } else if (k == "base_dtype" || k == "compute_dtype") {
+      if (!v.is_string()) err = Bad("options." + k, "must be a string");
+      else (k == "base_dtype" ? r.base_dtype : r.compute_dtype) = v.get<std::string>();
+    } else if (k == "lora_rank") {
+      err = int_in(1, 65536, r.lora_rank);
+    } else if (k == "seq") {
+      err = int_in(1, int64_t{1} << 24, r.seq);
+    } else if (k == "global_batch") {
+      err = int_in(0, int64_t{1} << 30, r.global_batch);
+    } else if (k == "top_n") {
+      err = int_in(0, 50, tmp);
+      r.top_n = static_cast<int>(tmp);
+    } else {
+      err = Bad("options." + k, "unknown option (expected mode, lora_rank, seq, global_batch, base_dtype, "
+                                "compute_dtype, top_n)");
+    }
+    if (err) return err;
+  }
+  return std::nullopt;
+}
+
+void Plan(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) {
+  auto body = ParseJsonObject(req.body, "POST /v1/plan");
+  if (!body.ok()) return SendError(res, body.error());
+  const json& b = body.value();
+  for (auto it = b.begin(); it != b.end(); ++it) {
+    if (it.key() != "model" && it.key() != "topology" && it.key() != "options") {
+      return SendError(res, Bad(it.key(), "unknown key (expected model, topology, options)"));
+    }
+  }
+  if (!b.contains("model")) return SendError(res, Bad("model", "is required"));
+  if (!b.contains("topology")) return SendError(res, Bad("topology", "is required"));
+  // Step 1: sources (paths checked against the allowed roots).
+  auto model_src = ParseModelSource(b["model"], ctx.roots);
+  if (!model_src.ok()) return SendError(res, model_src.error());
+  auto topo_src = ParseTopologySource(b["topology"], ctx.roots);
+  if (!topo_src.ok()) return SendError(res, topo_src.error());
+  // Step 2: the request.
+  PlanRequest preq;
+  if (auto err = ReadPlanOptions(b.value("options", json::object()), preq)) return SendError(res, *err);
+  auto model = LoadRequestModel(model_src.value());
+  if (!model.ok()) return SendError(res, model.error());
+  preq.model = std::move(model.value());
+  const json& t = topo_src.value();
+  std::string spec = t.is_string() ? t.get<std::string>() : t.contains("path") ? t["path"].get<std::string>() : t.dump();
+  auto topo = agent::ResolveTopology(spec);
+  if (!topo.ok()) return SendError(res, ErrorFromStatus(topo.status()));
+  preq.topology = std::move(topo).value();
+  preq.threads = ctx.plan_threads;
+  Status valid = preq.Validate();
+  if (!valid.ok()) return SendError(res, ErrorFromStatus(valid));
+  // Step 3: search.
+  auto result = SearchPlans(preq);
+  if (!result.ok()) return SendError(res, ErrorFromStatus(result.status()));
+  json out = json::parse(SearchResultToJson(preq, *result), nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) return SendError(res, 500, "internal", "planner produced invalid JSON");
+  SendJson(res, 200, out);
+}
+
+}  // namespace
+
+void RegisterPlanRoute(httplib::Server& server, ApiContext& ctx) {
+  ApiContext* c = &ctx;
+  server.Post("/v1/plan", [c](const httplib::Request& q, httplib::Response& r) { Plan(*c, q, r); });
+}
+
+}  // namespace onboard::serve

@@ -1,0 +1,35 @@
+// Route handlers of the HTTP API, grouped by resource. ApiServer (serve/http_server.h) installs them
+// after authentication and error handling are in place; see http_openapi.cpp for the contract.
+#pragma once
+
+#include <httplib.h>
+
+#include <string>
+
+#include "serve/api_paths.h"
+#include "serve/http_sse.h"
+#include "serve/job_queue.h"
+#include "serve/job_store.h"
+#include "serve/job_store_notify.h"
+
+namespace onboard::serve {
+
+struct ApiContext {
+  JobStore& store;
+  JobQueue& queue;
+  JobNotifier& notifier;
+  const AllowedRoots& roots;
+  SseOptions sse;
+  int workers = 1;
+  int plan_threads = 2;          // search threads for POST /v1/plan
+};
+
+// /v1/jobs, /v1/jobs/{id}, .../events, .../report.{json,md,html}, .../cancel, .../retry (api_jobs.cpp).
+void RegisterJobRoutes(httplib::Server& server, ApiContext& ctx);
+// /v1/plan (api_plan.cpp).
+void RegisterPlanRoute(httplib::Server& server, ApiContext& ctx);
+
+// The JSON view of a job (GET /v1/jobs/{id}, list entries, 202 bodies).
+nlohmann::json JobToJson(const JobRecord& job);
+
+}  // namespace onboard::serve

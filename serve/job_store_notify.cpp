@@ -1,0 +1,37 @@
+#include "serve/job_store_notify.h"
+
+namespace onboard::serve {
+
+void JobNotifier::Notify() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++generation_;
+  }
+  cv_.notify_all();
+}
+
+uint64_t JobNotifier::WaitPast(uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_for(lock, timeout, [&] { return generation_ != seen || shutdown_; });
+  return generation_;
+}
+
+uint64_t JobNotifier::generation() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return generation_;
+}
+
+void JobNotifier::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    shutdown_ = true;
+  }
+  cv_.notify_all();
+}
+
+bool JobNotifier::shutting_down() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return shutdown_;
+}
+
+}  // namespace onboard::serve
