@@ -36,6 +36,11 @@ struct ExpertPlacement {
 // dividing ep_ranks (messages name field and value).
 Expected<ExpertPlacement> PlaceExperts(const ExpertPlacementRequest& req);
 
+// Steps 2-3 of PlaceExperts on a node assignment chosen elsewhere (search/coactivation_placement.h):
+// node_experts[n] lists the experts/nodes experts of node n, each expert exactly once.
+Expected<ExpertPlacement> PlaceExpertsOnNodes(const ExpertPlacementRequest& req,
+                                              const std::vector<std::vector<int64_t>>& node_experts);
+
 // Synthetic skewed loads: expert i (after a seeded shuffle) gets total * (1/(rank^s)) / H.
 std::vector<double> ZipfExpertLoads(int64_t num_experts, double s, double total_tokens,
                                     uint64_t seed);
