@@ -15,8 +15,9 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const std::set<std::string> kModules = {"mixer", "channel", "embedding", "head", "vision_tower"};
-const std::set<std::string> kParallel = {"EP", "FSDP", "TP", "DP"};
-const std::set<std::string> kRecompute = {"none", "selective", "full"};
+// Keys templates no longer carry: nothing read them. The plan search (search/) chooses the layout
+// and recompute per block kind; a template chooses the kernel, its reference op and precision.
+const std::set<std::string> kRemovedKeys = {"parallel", "parallel_over", "recompute"};
 
 Expected<std::string> ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -47,9 +48,12 @@ Status FillTemplate(const json& j, const std::string& origin, bool partial, OptT
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "kind", !partial, t.kind));
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "kernel", false, t.kernel));
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "reference_op", !partial, t.reference_op));
-  ONBOARD_RETURN_IF_ERROR(GetString(j, where, "parallel", !partial, t.parallel));
-  ONBOARD_RETURN_IF_ERROR(GetString(j, where, "parallel_over", false, t.parallel_over));
-  ONBOARD_RETURN_IF_ERROR(GetString(j, where, "recompute", !partial, t.recompute));
+  for (const std::string& key : kRemovedKeys)
+    if (j.contains(key))
+      return BadInput(where, key,
+                      "is not a template field: the plan search chooses parallelism and recompute per block "
+                      "kind (onboard plan); a template chooses kernel, reference_op and precision",
+                      j[key].dump());
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "balancing", false, t.balancing));
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "why", false, t.why));
   if (j.contains("activations")) {
@@ -69,9 +73,6 @@ Status FillTemplate(const json& j, const std::string& origin, bool partial, OptT
   }
   if (!kModules.count(t.module))
     return BadInput(where, "module", "must be mixer|channel|embedding|head|vision_tower", t.module);
-  if (!kParallel.count(t.parallel)) return BadInput(where, "parallel", "must be EP|FSDP|TP|DP", t.parallel);
-  if (!kRecompute.count(t.recompute))
-    return BadInput(where, "recompute", "must be none|selective|full", t.recompute);
   if (t.kind.empty()) return BadInput(where, "kind", "must not be empty", "\"\"");
   return Status::Ok();
 }
@@ -186,8 +187,7 @@ Status ApplyTemplateOverrides(TemplateLibrary& lib, const std::string& path) {
 nlohmann::json TemplateToJson(const OptTemplate& t) {
   json j = {{"name", t.name},           {"module", t.module},       {"kind", t.kind},
             {"kernel", t.kernel},       {"reference_op", t.reference_op},
-            {"parallel", t.parallel},   {"parallel_over", t.parallel_over},
-            {"recompute", t.recompute}, {"precision", t.precision}, {"origin", t.origin}};
+            {"precision", t.precision}, {"origin", t.origin}};
   if (!t.activations.empty()) j["activations"] = t.activations;
   if (!t.balancing.empty()) j["balancing"] = t.balancing;
   if (!t.why.empty()) j["why"] = t.why;

@@ -1,6 +1,6 @@
 // Optimisation templates: for each module kind of a model (token mixer, channel mixer, embedding,
-// head, vision tower) the kernel to generate, the parallel rule, the recompute policy and the
-// precision. Templates are data (templates/data/*.json, schema in templates/README.md); this
+// head, vision tower) the kernel to generate, its reference operator and the precision (layout and
+// recompute are the plan search's, search/). Templates are data (templates/data/*.json, schema in templates/README.md); this
 // header loads them, applies user overrides and matches them against a ModelIR.
 //
 // Where the data comes from (one source of truth: templates/data/*.json):
@@ -30,9 +30,6 @@ struct OptTemplate {
   std::vector<std::string> activations; // channel templates: activations handled (empty = any)
   std::string kernel;                   // kernel to generate ("" = vendor library op, nothing generated)
   std::string reference_op;             // operator used when the kernel is missing or fails its check
-  std::string parallel;                 // EP | FSDP | TP | DP
-  std::string parallel_over;            // experts | weights | heads | kv_heads | vocab
-  std::string recompute;                // none | selective | full
   std::map<std::string, std::string> precision;  // tensor role -> dtype ("router" -> "fp32")
   std::string balancing;                // MoE load balancing ("aux_loss_free_bias", "" = none)
   std::string why;                      // one-paragraph rationale shown in reports

@@ -72,14 +72,25 @@ TEST(TemplateLibrary, EveryMixerAndChannelKindHasATemplate) {
     }
 }
 
-TEST(TemplateLibrary, ParallelRulesFollowTheModuleKind) {
+TEST(TemplateLibrary, KernelsAndPrecisionFollowTheModuleKind) {
   TemplateMatch m = MatchTemplates(OneLayerModel(MixerKind::kKDA, ChannelKind::kMoE, Activation::kSiTU), Lib());
   EXPECT_EQ(m.modules[1].chosen->kernel, "kda_chunked");
-  EXPECT_EQ(m.modules[1].chosen->parallel, "TP");
-  EXPECT_EQ(m.modules[2].chosen->parallel, "EP");
+  EXPECT_EQ(m.modules[2].chosen->kernel, "grouped_gemm");
   EXPECT_EQ(m.modules[2].chosen->precision.at("router"), "fp32");
   TemplateMatch d = MatchTemplates(OneLayerModel(MixerKind::kGQA, ChannelKind::kDenseMLP, Activation::kSwiGLU), Lib());
-  EXPECT_EQ(d.modules[2].chosen->parallel, "FSDP");
+  EXPECT_EQ(d.modules[2].chosen->kernel, "");  // the vendor library's GEMMs
+}
+
+// Layout and recompute are the plan search's: a template that sets them is refused, naming the key.
+TEST(TemplateOverrides, LayoutKeysAreRefusedWithTheirOwner) {
+  TemplateLibrary lib = Lib();
+  for (const char* key : {"parallel", "parallel_over", "recompute"}) {
+    std::string text = std::string(R"({"templates":[{"name":"kda-chunked",")") + key + R"(":"full"}]})";
+    Status st = ApplyTemplateOverridesJson(lib, text, "over.json");
+    ASSERT_FALSE(st.ok()) << key;
+    EXPECT_NE(st.message().find(std::string("field '") + key + "'"), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("plan search"), std::string::npos) << st.message();
+  }
 }
 
 TEST(TemplateLibrary, UnknownActivationIsFlaggedNotDropped) {
@@ -126,11 +137,10 @@ TEST(TemplateLibrary, RealConfigsHaveNoUnknownModules) {
 TEST(TemplateOverrides, ReplaceAddAndDisable) {
   TemplateLibrary lib = Lib();
   size_t n = lib.templates.size();
-  ASSERT_TRUE(ApplyTemplateOverridesJson(lib, R"({"templates":[{"name":"kda-chunked","recompute":"selective"},
-      {"name":"my-mla","module":"mixer","kind":"MLA","kernel":"my_mla","reference_op":"mla_reference",
-       "parallel":"TP","recompute":"none"}]})", "over.json").ok());
+  ASSERT_TRUE(ApplyTemplateOverridesJson(lib, R"({"templates":[{"name":"kda-chunked","reference_op":"kda_chunked_torch"},
+      {"name":"my-mla","module":"mixer","kind":"MLA","kernel":"my_mla","reference_op":"mla_reference"}]})", "over.json").ok());
   EXPECT_EQ(lib.templates.size(), n + 1);
-  EXPECT_EQ(lib.Find("kda-chunked")->recompute, "selective");
+  EXPECT_EQ(lib.Find("kda-chunked")->reference_op, "kda_chunked_torch");
   EXPECT_EQ(lib.Find("kda-chunked")->kernel, "kda_chunked");  // untouched fields kept
   ModelIR m = OneLayerModel(MixerKind::kMLA, ChannelKind::kDenseMLP, Activation::kSwiGLU);
   EXPECT_EQ(MatchTemplates(m, lib).modules[1].chosen->name, "my-mla");  // user template wins
@@ -142,11 +152,11 @@ TEST(TemplateOverrides, ReplaceAddAndDisable) {
 
 TEST(TemplateOverrides, BadOverridesNameFileFieldAndValue) {
   TemplateLibrary lib = Lib();
-  Status s = ApplyTemplateOverridesJson(lib, R"({"templates":[{"name":"x","module":"mixer","kind":"KDA",
-      "reference_op":"r","parallel":"ZZ","recompute":"full"}]})", "bad.json");
+  Status s = ApplyTemplateOverridesJson(lib, R"({"templates":[{"name":"x","module":"ZZ","kind":"KDA",
+      "reference_op":"r"}]})", "bad.json");
   EXPECT_EQ(s.code(), ErrorCode::kBadInput);
   EXPECT_NE(s.message().find("bad.json"), std::string::npos) << s.message();
-  EXPECT_NE(s.message().find("parallel"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("module"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("ZZ"), std::string::npos) << s.message();
   EXPECT_EQ(ApplyTemplateOverridesJson(lib, R"({"disable":["nope"]})", "b.json").code(), ErrorCode::kBadInput);
   EXPECT_EQ(ApplyTemplateOverridesJson(lib, "{not json", "b.json").code(), ErrorCode::kBadInput);
@@ -158,7 +168,7 @@ TEST(TemplateLibrary, DirectoryResolution) {
   std::string dir = (fs::temp_directory_path() / ("onboard_tpl_dir_" + std::to_string(::getpid()))).string();
   fs::create_directories(dir);
   std::ofstream(dir + "/only.json") << R"({"templates":[{"name":"any-mixer","module":"mixer","kind":"*",
-      "reference_op":"r","parallel":"TP","recompute":"full"}]})";
+      "reference_op":"r"}]})";
   ::setenv("ONBOARD_TEMPLATES_DIR", dir.c_str(), 1);
   EXPECT_EQ(DefaultTemplatesDir(), dir);
   auto lib = LoadTemplateLibrary();
@@ -170,7 +180,7 @@ TEST(TemplateLibrary, DirectoryResolution) {
   EXPECT_EQ(m.unknown, 3);                             // embedding, channel, head have none here
   EXPECT_EQ(LoadTemplateLibrary("/nonexistent/dir").status().code(), ErrorCode::kBadInput);
   std::ofstream(dir + "/dup.json") << R"({"templates":[{"name":"any-mixer","module":"mixer","kind":"KDA",
-      "reference_op":"r","parallel":"TP","recompute":"full"}]})";
+      "reference_op":"r"}]})";
   EXPECT_EQ(LoadTemplateLibrary(dir).status().code(), ErrorCode::kBadInput);
   fs::remove_all(dir);
 }
