@@ -1,3 +1,4 @@
+// RunCapture: run a toolchain command (system C++ compiler, nvcc) through the shell and capture its output.
 #include "codegen/shell_command.h"
 
 #include <array>

@@ -1,3 +1,4 @@
+// Status, error codes and their exit codes, the BadInput/CheckRange one-line errors, invariant asserts.
 #include "core/status.h"
 
 #include <cmath>

@@ -1,3 +1,4 @@
+// POST /v1/jobs body -> agent::RunRequest: model and topology sources, options, 1:1 field mapping.
 #include "serve/api_job_request.h"
 
 #include "core/topology.h"

@@ -1,3 +1,4 @@
+// The queue's production runner: runs agent::RunOnboarding for a job, events -> store -> SSE.
 #include "serve/api_job_runner.h"
 
 #include <condition_variable>

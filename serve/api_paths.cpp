@@ -1,3 +1,4 @@
+// Allowed roots: a request path must canonicalise (symlinks resolved) inside one of them.
 #include "serve/api_paths.h"
 
 #include <filesystem>

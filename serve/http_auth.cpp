@@ -1,3 +1,4 @@
+// Bearer-token check (constant-time compare) on every route but /healthz.
 #include "serve/http_auth.h"
 
 #include <fstream>

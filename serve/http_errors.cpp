@@ -1,3 +1,4 @@
+// The one error body of the API, {"error": {"code", "message"}}, and Status -> HTTP status.
 #include "serve/http_errors.h"
 
 namespace onboard::serve {

@@ -1,3 +1,4 @@
+// The OpenAPI 3 document served at GET /openapi.json, one entry per route.
 #include "serve/http_openapi.h"
 
 namespace onboard::serve {

@@ -1,3 +1,4 @@
+// ApiServer: binds the listener, installs the routes and limits, serves until shutdown.
 #include "serve/http_server.h"
 
 #include <sys/socket.h>

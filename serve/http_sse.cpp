@@ -1,3 +1,4 @@
+// Server-sent events for /v1/jobs/{id}/events: stored events after Last-Event-ID, then live ones.
 #include "serve/http_sse.h"
 
 #include <memory>

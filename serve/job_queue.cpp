@@ -1,3 +1,4 @@
+// JobQueue: bounded admission, worker threads, cancel, retry and graceful shutdown.
 #include "serve/job_queue.h"
 
 #include <algorithm>

@@ -1,3 +1,4 @@
+// JobStore: jobs, events and reports in SQLite (WAL, one transaction per write, versioned schema).
 #include "serve/job_store.h"
 
 #include <chrono>

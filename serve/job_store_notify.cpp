@@ -1,3 +1,4 @@
+// JobNotifier: wakes SSE readers when a job gets a new event.
 #include "serve/job_store_notify.h"
 
 namespace onboard::serve {

@@ -1,3 +1,4 @@
+// Thin RAII wrappers over the SQLite C API (connection, statement, bind, step).
 #include "serve/job_store_sqlite.h"
 
 #include <utility>

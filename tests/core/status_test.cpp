@@ -1,3 +1,4 @@
+// Status / Expected: codes, exit codes, messages, assert macros.
 #include <gtest/gtest.h>
 
 #include "core/status.h"
