@@ -1,0 +1,50 @@
+// ApplyPlanToProbe: scale the chosen plan down to the probe's ranks, keeping its structure where the
+// probe can run it, and saying for every factor it could not keep what it did instead and why.
+//
+// Order (one step per factor family, each independent of the later ones):
+//   Step 1: factors the probe does not run yet (tp, sequence parallelism, pp + interleave,
+//           recompute): run as 1 / none, each with its reason.
+//   Step 2: data parallelism: HSDP replicas (2 when the plan replicates and ranks >= 4) x FSDP shards
+//           (the rest of the ranks). A plan without FSDP (DDP / ZeRO-1) still runs sharded: the
+//           probe shards every parameter, and says so.
+//   Step 3: expert parallelism: the largest ep <= the plan's that divides the ranks and the proxy's
+//           experts (ep = 1 when the plan has none).
+//   Step 4: micro-batches: the plan's accumulation, capped by the sequences each rank gets per step
+//           (the probe's work per step stays the same; it is split into more micro-steps).
+// Units: ranks, sequences.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "core/plan.h"
+#include "core/status.h"
+
+namespace onboard::agent {
+
+struct ProbeFactor {
+  std::string factor;   // "tp", "pp", "ep", "fsdp", "replicas", "micro_batches", "recompute", ...
+  std::string plan;     // the plan's value, as text ("4", "selective")
+  std::string probe;    // what the probe runs
+  std::string reason;   // empty when kept as a scaled-down copy of the plan's structure
+};
+
+struct ProbeLayout {
+  int64_t ranks = 1;
+  int64_t ep = 1;               // expert-parallel degree
+  int64_t fsdp = 1;             // FSDP shard degree (ranks / replicas)
+  int64_t replicas = 1;         // HSDP replicas
+  int64_t micro_steps = 1;      // micro-batches per rank per step
+  int64_t micro_batch = 1;      // sequences per micro-batch on each rank
+  std::vector<ProbeFactor> factors;  // every factor, kept or adjusted
+  nlohmann::json ToJson() const;
+};
+
+// `sequences_per_rank`: sequences each rank trains on per step (the probe's work, kept fixed);
+// `proxy_experts`: routed experts of the proxy (0 = dense). Errors: ranks or sequences_per_rank < 1.
+Expected<ProbeLayout> ApplyPlanToProbe(const Plan& plan, int64_t ranks, int64_t sequences_per_rank,
+                                       int64_t proxy_experts);
+
+}  // namespace onboard::agent

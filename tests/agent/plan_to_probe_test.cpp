@@ -1,0 +1,87 @@
+// ApplyPlanToProbe: the plan's structure scaled to the probe's ranks; every factor that could not be
+// kept carries a reason, and the kept ones carry none.
+#include <gtest/gtest.h>
+
+#include "agent/plan_to_probe.h"
+
+namespace onboard::agent {
+namespace {
+
+const ProbeFactor* Find(const ProbeLayout& L, const std::string& name) {
+  for (const auto& f : L.factors)
+    if (f.factor == name) return &f;
+  return nullptr;
+}
+
+TEST(ApplyPlanToProbe, DemoPlanKeepsEpAndShardingAndExplainsTheRest) {
+  Plan p;  // the demo's chosen plan: tp=4 x fsdp=32 x ep=128, 32 micro-batches, sequence parallel
+  p.deg.tp = 4;
+  p.deg.dp_shard = 32;
+  p.deg.ep = 128;
+  p.deg.sequence_parallel = true;
+  p.num_micro_batches = 32;
+  p.recompute = {{"MoE", Recompute::kSelective}, {"KDA", Recompute::kNone}};
+  auto L = ApplyPlanToProbe(p, 4, 2, 16);
+  ASSERT_TRUE(L.ok()) << L.status().ToString();
+  EXPECT_EQ(L->ep, 4);
+  EXPECT_EQ(L->fsdp, 4);
+  EXPECT_EQ(L->replicas, 1);
+  EXPECT_EQ(L->micro_steps, 2);
+  EXPECT_EQ(L->micro_batch, 1);
+  for (const char* f : {"tp", "sequence_parallel", "recompute", "micro_batches"}) {
+    ASSERT_NE(Find(*L, f), nullptr) << f;
+    EXPECT_FALSE(Find(*L, f)->reason.empty()) << f;
+  }
+  EXPECT_EQ(Find(*L, "recompute")->plan, "MoE=selective");
+  EXPECT_TRUE(Find(*L, "ep")->reason.empty());
+  EXPECT_EQ(Find(*L, "pp"), nullptr);  // pp=1 in the plan: nothing to say
+  EXPECT_EQ(L->ToJson()["factors"].size(), L->factors.size());
+}
+
+TEST(ApplyPlanToProbe, HybridShardingKeepsReplicas) {
+  Plan p;
+  p.deg.dp_replicate = 4;
+  p.deg.dp_shard = 8;
+  p.deg.ep = 8;
+  auto L = ApplyPlanToProbe(p, 4, 2, 8);
+  ASSERT_TRUE(L.ok());
+  EXPECT_EQ(L->replicas, 2);
+  EXPECT_EQ(L->fsdp, 2);
+  EXPECT_EQ(L->ep, 4);
+  auto two = ApplyPlanToProbe(p, 2, 2, 8);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->replicas, 1);
+  EXPECT_FALSE(Find(*two, "replicas")->reason.empty());
+}
+
+TEST(ApplyPlanToProbe, EpThatCannotBeScaledSaysWhy) {
+  Plan p;
+  p.deg.dp_shard = 8;
+  p.deg.ep = 8;
+  auto L = ApplyPlanToProbe(p, 3, 2, 4);
+  ASSERT_TRUE(L.ok());
+  EXPECT_EQ(L->ep, 1);
+  const std::string& why = Find(*L, "ep")->reason;
+  EXPECT_NE(why.find("ranks=3"), std::string::npos) << why;
+  EXPECT_NE(why.find("experts=4"), std::string::npos) << why;
+}
+
+TEST(ApplyPlanToProbe, PlanTheProbeCanRunIsKeptWhole) {
+  Plan p;
+  p.deg.dp_shard = 64;
+  p.deg.ep = 8;
+  p.num_micro_batches = 2;
+  auto L = ApplyPlanToProbe(p, 2, 4, 8);
+  ASSERT_TRUE(L.ok());
+  for (const auto& f : L->factors) EXPECT_TRUE(f.reason.empty()) << f.factor << ": " << f.reason;
+  EXPECT_EQ(L->micro_steps, 2);
+  EXPECT_EQ(L->micro_batch, 2);
+}
+
+TEST(ApplyPlanToProbe, BadRanksAreInputErrors) {
+  EXPECT_EQ(ApplyPlanToProbe(Plan{}, 0, 2, 8).status().code(), ErrorCode::kBadInput);
+  EXPECT_EQ(ApplyPlanToProbe(Plan{}, 2, 0, 8).status().code(), ErrorCode::kBadInput);
+}
+
+}  // namespace
+}  // namespace onboard::agent
