@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "agent/orchestrator_stages.h"
+#include "agent/plan_to_probe.h"
 #include "report/report_format.h"
 
 namespace onboard::agent {
@@ -17,20 +18,29 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Largest divisor of `ranks` that also divides `experts` (1 when the proxy has no experts).
-int64_t ProbeEp(int64_t ranks, int64_t experts) {
-  if (experts <= 0) return 1;
-  for (int64_t ep = ranks; ep > 1; --ep)
-    if (ranks % ep == 0 && experts % ep == 0) return ep;
-  return 1;
+// The probe's layout: the chosen plan scaled to the probe's ranks (agent/plan_to_probe.h); before
+// any plan, the plan of a pure FSDP + EP job over all ranks.
+ProbeLayout ProbeLayoutFor(const RunState& st, const ProxySpec& spec) {
+  const ProbeSettings& s = st.req.probe;
+  Plan plan;
+  if (const PlanRound* p = st.final_plan()) {
+    plan = p->search.best.plan;
+  } else {
+    plan.deg.dp_shard = s.ranks;
+    plan.deg.ep = s.ranks;
+  }
+  auto L = ApplyPlanToProbe(plan, s.ranks, s.micro_batch, spec.num_experts);
+  ONBOARD_ASSERT(L.ok(), "probe settings were validated: " + L.status().message());
+  return std::move(L).value();
 }
 
-ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, int round) {
+ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const ProbeLayout& L, int round) {
   const ProbeSettings& s = st.req.probe;
   ProbeConfig c;
   c.ranks = s.ranks;
-  c.ep = ProbeEp(s.ranks, spec.num_experts);
-  c.fsdp = s.ranks;
+  c.ep = L.ep;
+  c.fsdp = L.fsdp;
+  c.micro_batch = L.micro_batch;
   c.steps = s.steps;
   c.warmup = std::min<int64_t>(5, std::max<int64_t>(1, s.steps / 4));
   c.mode = st.req.mode;
@@ -76,7 +86,8 @@ Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const Can
   pr.round = round;
   pr.knobs = st.knobs;
   ProxySpec spec = ProxyFromModel(st.model, st.req.probe.proxy_blocks);
-  ProbeConfig cfg = MakeProbeConfig(st, spec, round);
+  pr.layout = ProbeLayoutFor(st, spec);
+  ProbeConfig cfg = MakeProbeConfig(st, spec, pr.layout, round);
   pr.log_dir = cfg.out_dir;
   std::error_code ec;
   fs::create_directories(cfg.out_dir, ec);

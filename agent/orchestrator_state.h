@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/orchestrator.h"
+#include "agent/plan_to_probe.h"
 #include "agent/rules/rules.h"
 #include "agent/trace.h"
 #include "backends/probe.h"
@@ -31,6 +32,7 @@ struct PlanRound {
 struct ProbeRound {
   int round = 0;
   LoopKnobs knobs;               // what the probe ran with
+  ProbeLayout layout;            // the plan scaled to the probe's ranks, factor by factor
   ProbeResult result;
   std::string log_dir;
   std::string error;             // the probe failed to run (rank died, timeout): no result

@@ -38,20 +38,26 @@ void Unsupported(const Plan& plan, ProbeLayout& L) {
     L.factors.push_back({"recompute", rc, "none", "the probe keeps every activation (no checkpointing yet)"});
 }
 
-// Step 2: replicas x shards.
+// Step 2: replicas x shards. Pure data parallelism stays pure (fsdp = 1); HSDP keeps 2 replicas
+// when there are at least 4 ranks; otherwise every rank is a shard.
 void DataParallel(const Plan& plan, ProbeLayout& L) {
   const auto& d = plan.deg;
-  L.replicas = d.dp_replicate > 1 && L.ranks >= 4 && L.ranks % 2 == 0 ? 2 : 1;
+  if (d.dp_replicate > 1 && d.dp_shard == 1) {
+    L.replicas = L.ranks;
+  } else if (d.dp_replicate > 1) {
+    L.replicas = L.ranks >= 4 && L.ranks % 2 == 0 ? 2 : 1;
+  } else {
+    L.replicas = 1;
+  }
   L.fsdp = L.ranks / L.replicas;
-  if (d.dp_replicate > 1 && L.replicas == 1)
-    L.factors.push_back({"replicas", Str(d.dp_replicate), "1", "HSDP replicas need at least 4 probe ranks"});
-  else
-    L.factors.push_back({"replicas", Str(d.dp_replicate), Str(L.replicas), ""});
-  const bool plan_shards = d.dp_shard > 1 && plan.zero_stage >= 3;
+  const bool hsdp_lost = d.dp_replicate > 1 && d.dp_shard > 1 && L.replicas == 1;
+  L.factors.push_back({"replicas", Str(d.dp_replicate), Str(L.replicas),
+                       hsdp_lost ? "HSDP replicas x shards need at least 4 probe ranks: every rank is a shard" : ""});
+  const bool zero_lt3 = L.fsdp > 1 && d.dp_shard > 1 && plan.zero_stage < 3;
   L.factors.push_back({"fsdp", Str(d.dp_shard), Str(L.fsdp),
-                       plan_shards || L.fsdp == 1 ? ""
-                                                  : "the probe shards every parameter (FSDP); the plan has zero_stage=" +
-                                                        Str(plan.zero_stage) + " over dp_shard=" + Str(d.dp_shard)});
+                       zero_lt3 ? "the probe shards weights, gradients and optimizer state (FSDP); the plan has zero_stage=" +
+                                      Str(plan.zero_stage)
+                                : ""});
 }
 
 // Step 3: expert parallelism.

@@ -4,9 +4,9 @@
 // Order (one step per factor family, each independent of the later ones):
 //   Step 1: factors the probe does not run yet (tp, sequence parallelism, pp + interleave,
 //           recompute): run as 1 / none, each with its reason.
-//   Step 2: data parallelism: HSDP replicas (2 when the plan replicates and ranks >= 4) x FSDP shards
-//           (the rest of the ranks). A plan without FSDP (DDP / ZeRO-1) still runs sharded: the
-//           probe shards every parameter, and says so.
+//   Step 2: data parallelism: pure replication stays pure (every rank a replica); HSDP keeps 2
+//           replicas x ranks/2 shards when ranks >= 4; otherwise every rank is an FSDP shard. A
+//           sharded plan with zero_stage < 3 runs as FSDP, and says so.
 //   Step 3: expert parallelism: the largest ep <= the plan's that divides the ranks and the proxy's
 //           experts (ep = 1 when the plan has none).
 //   Step 4: micro-batches: the plan's accumulation, capped by the sequences each rank gets per step

@@ -145,6 +145,7 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
             {"knobs", {{"learning_rate", pr.knobs.learning_rate}, {"grad_clip", pr.knobs.grad_clip},
                        {"router_fp32", pr.knobs.router_fp32}, {"expert_placement", pr.knobs.expert_placement}}},
             {"log_dir", fs::relative(pr.log_dir, out_dir, ec).string()}};
+  j["layout"] = pr.layout.ToJson();
   if (!pr.error.empty()) {
     j["error"] = pr.error;
     return j;

@@ -202,6 +202,19 @@ void Kernels(std::ostringstream& o, const json& r) {
       << E(ref.get<std::string>()) << "</code>.</p>";
 }
 
+// The plan's layout beside the probe's (the last round's), factor by factor.
+void ProbeLayout(std::ostringstream& o, const json& r) {
+  const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
+  if (rounds.empty() || !rounds.back().contains("layout")) return;
+  o << "<h3>Probe layout beside the plan</h3>";
+  Table t({"factor", "plan", "probe", "why not kept"});
+  for (const auto& f : JsonAt(rounds.back()["layout"], "factors"))
+    t.Row({E(JsonStr(f, "factor")), E(JsonStr(f, "plan")), E(JsonStr(f, "probe")),
+           JsonStr(f, "reason").empty() ? "kept" : E(JsonStr(f, "reason"))},
+          JsonStr(f, "reason").empty() ? "" : "warn");
+  o << t.Html();
+}
+
 void Probe(std::ostringstream& o, const json& r) {
   const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
   o << "<h2>Probe evidence</h2>";
@@ -317,6 +330,7 @@ std::string RenderHtmlReport(const nlohmann::json& report) {
   Plan(o, report);
   Kernels(o, report);
   Probe(o, report);
+  ProbeLayout(o, report);
   Decisions(o, report);
   Timeline(o, report);
   o << "</body></html>\n";

@@ -195,6 +195,17 @@ void Probe(std::ostringstream& o, const json& r) {
   }
 }
 
+// The plan's layout beside the probe's (the last round's), factor by factor.
+void ProbeLayout(std::ostringstream& o, const json& r) {
+  const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
+  if (rounds.empty() || !rounds.back().contains("layout")) return;
+  o << "### Probe layout beside the plan\n\n| factor | plan | probe | why not kept |\n|---|---|---|---|\n";
+  for (const auto& f : JsonAt(rounds.back()["layout"], "factors"))
+    o << "| " << JsonStr(f, "factor") << " | " << JsonStr(f, "plan") << " | " << JsonStr(f, "probe") << " | "
+      << (JsonStr(f, "reason").empty() ? "kept" : Cell(JsonStr(f, "reason"))) << " |\n";
+  o << "\n";
+}
+
 void Decisions(std::ostringstream& o, const json& r) {
   o << "## Agent decisions\n\n";
   const json& ds = JsonAt(r, "decisions");
@@ -238,6 +249,7 @@ std::string RenderMarkdownReport(const nlohmann::json& report) {
   Plan(o, report);
   Kernels(o, report);
   Probe(o, report);
+  ProbeLayout(o, report);
   Decisions(o, report);
   Timeline(o, report);
   return o.str();

@@ -54,6 +54,16 @@ TEST(ApplyPlanToProbe, HybridShardingKeepsReplicas) {
   EXPECT_FALSE(Find(*two, "replicas")->reason.empty());
 }
 
+TEST(ApplyPlanToProbe, PureDataParallelStaysReplicated) {
+  Plan p;
+  p.deg.dp_replicate = 8;
+  auto L = ApplyPlanToProbe(p, 2, 2, 0);
+  ASSERT_TRUE(L.ok());
+  EXPECT_EQ(L->replicas, 2);
+  EXPECT_EQ(L->fsdp, 1);
+  for (const auto& f : L->factors) EXPECT_TRUE(f.reason.empty()) << f.factor << ": " << f.reason;
+}
+
 TEST(ApplyPlanToProbe, EpThatCannotBeScaledSaysWhy) {
   Plan p;
   p.deg.dp_shard = 8;
