@@ -4,7 +4,7 @@ JOBS       ?= $(shell nproc)
 CMAKE_ARGS ?=
 TORCH_PREFIX ?=
 
-.PHONY: deps configure build demo test bench fuzz asan-test gpu-check clean
+.PHONY: deps configure build demo test bench fuzz asan-test gpu-check format-check clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -41,6 +41,10 @@ asan-test: deps
 
 gpu-check:
 	bash scripts/gpu-check.sh
+
+# The C++ lines changed since BASE (default: the last commit's parent) follow .clang-format.
+format-check:
+	bash scripts/check-format.sh $(or $(BASE),HEAD~1)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

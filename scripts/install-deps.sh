@@ -4,7 +4,7 @@
 set -euo pipefail
 
 PACKAGES=(
-  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev
+  build-essential cmake ninja-build pkg-config clang libclang-rt-14-dev clang-format
   libtorch-dev libgloo-dev
   libonnx-dev libprotobuf-dev protobuf-compiler
   libcpp-httplib-dev libssl-dev nlohmann-json3-dev
