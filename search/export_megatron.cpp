@@ -183,7 +183,7 @@ void AddPipeline(const ExportModel& m, const Plan& p, const ModelIR& ir, Megatro
   a->Add("--expert-tensor-parallel-size", "1");
   if (p.deg.tp > 1 && p.deg.sequence_parallel) a->Add("--sequence-parallel");
   if (m.mtp_layers > 0) a->Add("--mtp-num-layers", S(m.mtp_layers));
-  if (p.deg.pp <= 1) return;
+  if (p.deg.pp <= 1 || m.layers < p.deg.pp * p.deg.interleave) return;   // no layers: fragment without a model
   // 'E' embedding, 't' decoder layer, 'm' MTP layer, 'L' loss; stages split by '|', in the order
   // vpp0-pp0, vpp0-pp1, ..., which is model order for the interleaved assignment.
   const std::vector<int64_t> sizes = StageSizes(ExportStageStarts(p, ir), m.layers);
@@ -245,12 +245,12 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
 // Step 6: placeholders (checkpoint, tokenizer, data) and the schedule.
 void AddPlaceholders(MegatronArgs* a, ExportCaveats* c) {
   a->Add("--tokenizer-type", "HuggingFaceTokenizer");
-  a->Add("--tokenizer-model", "${HF_MODEL_PATH}");
-  a->Add("--load", "${MEGATRON_CHECKPOINT_DIR}");
+  a->Add("--tokenizer-model", "${HF_MODEL_PATH:?required}");
+  a->Add("--load", "${MEGATRON_CHECKPOINT_DIR:?required}");
   a->Add("--finetune");
-  a->Add("--save", "${SAVE_DIR}");
+  a->Add("--save", "${SAVE_DIR:?required}");
   a->Add("--save-interval", "${SAVE_INTERVAL:-500}");
-  a->Add("--data-path", "${DATA_PREFIX}");
+  a->Add("--data-path", "${DATA_PREFIX:?required}");
   a->Add("--split", "99,1,0");
   a->Add("--train-iters", "${TRAIN_ITERS:-1000}");
   a->Add("--lr", "1e-5");

@@ -64,9 +64,11 @@ MegatronExport BuildMegatronExport(const Plan& plan, const ModelIR& model, const
 
 // A bash script: header (engine + version, unsupported, user-supplied), NNODES/GPUS_PER_NODE,
 // exports, ARGS=( ... ), a guard that exits 3 when something is unsupported (ONBOARD_FORCE=1
-// overrides), and a torchrun launch when executed (not when sourced). `entry` is the training
-// script ("pretrain_gpt.py"), `title` the engine named in the header.
-std::string RenderMegatronScript(const MegatronExport& e, const std::string& title, const std::string& entry);
+// overrides), and a torchrun launch when executed (not when sourced). `title` and `target` name
+// the engine and its version; `entry` is the training script path as bash expands it
+// ("${MEGATRON_LM_DIR:?set MEGATRON_LM_DIR}/pretrain_gpt.py").
+std::string RenderMegatronScript(const MegatronExport& e, const std::string& title, const std::string& target,
+                                 const std::string& entry);
 
 // Reads NNODES, GPUS_PER_NODE, `export K=V` and the ARGS=( ... ) block of such a script.
 Expected<MegatronArgs> ParseMegatronScript(const std::string& text, const std::string& origin);

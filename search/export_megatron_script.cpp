@@ -67,10 +67,12 @@ void Bullets(std::ostringstream& os, const char* title, const std::vector<std::s
 
 }  // namespace
 
-std::string RenderMegatronScript(const MegatronExport& e, const std::string& title, const std::string& entry) {
+std::string RenderMegatronScript(const MegatronExport& e, const std::string& title, const std::string& target,
+                                 const std::string& entry) {
   std::ostringstream os;
   os << "#!/usr/bin/env bash\n";
   os << "# " << title << " launch for this plan, written by `onboard plan --export`.\n";
+  os << "# Target: " << target << ".\n";
   os << "# Source it (`source THIS`) to get ARGS and the environment; run it to launch on one node with torchrun\n";
   os << "# (plan.torchrun.sh / plan.sbatch launch it on every node).\n";
   Bullets(os, "NOT SUPPORTED by this engine (the script refuses to run; ONBOARD_FORCE=1 overrides):", e.caveats.unsupported);
@@ -89,14 +91,17 @@ std::string RenderMegatronScript(const MegatronExport& e, const std::string& tit
     os << "\n";
   }
   os << ")\n";
-  os << "if [[ \"${BASH_SOURCE[0]}\" == \"$0\" ]]; then\n";
-  os << "  set -euo pipefail\n";
+  os << "# onboard_launch TORCHRUN_ARGS...: refuses what the engine cannot do, then starts the ranks.\n";
+  os << "onboard_launch() {\n";
   os << "  if [[ \"$ONBOARD_UNSUPPORTED\" != 0 && \"${ONBOARD_FORCE:-0}\" != 1 ]]; then\n";
   os << "    echo \"onboard: this plan uses what " << title << " does not support (see the header); not launching\" >&2\n";
   os << "    exit 3\n";
   os << "  fi\n";
-  os << "  exec torchrun --nnodes \"$NNODES\" --nproc-per-node \"$GPUS_PER_NODE\" \\\n";
-  os << "    \"${MEGATRON_LM_DIR:?set MEGATRON_LM_DIR}/" << entry << "\" \"${ARGS[@]}\"\n";
+  os << "  exec torchrun \"$@\" \"" << entry << "\" \"${ARGS[@]}\"\n";
+  os << "}\n";
+  os << "if [[ \"${BASH_SOURCE[0]}\" == \"$0\" ]]; then\n";
+  os << "  set -euo pipefail\n";
+  os << "  onboard_launch --nnodes \"$NNODES\" --nproc-per-node \"$GPUS_PER_NODE\"\n";
   os << "fi\n";
   return os.str();
 }
