@@ -24,7 +24,7 @@ std::string ToTorchrunLauncher(const Plan& p, const LaunchShape& shape) {
   os << "HERE=\"$(cd \"$(dirname \"${BASH_SOURCE[0]}\")\" && pwd)\"\n";
   os << "NNODES=" << shape.nnodes << "\n";
   os << "GPUS_PER_NODE=" << shape.gpus_per_node << "\n";
-  os << ": \"${MASTER_ADDR:?set MASTER_ADDR to the first node's address}\"\n";
+  os << ": \"${MASTER_ADDR:?set MASTER_ADDR to the first node address}\"\n";
   os << "MASTER_PORT=\"${MASTER_PORT:-29500}\"\n";
   os << "RUN_ID=\"${RUN_ID:-onboard}\"\n";
   os << "ENGINE=\"${ENGINE:-" << (lora ? "bridge" : "megatron") << "}\"\n";

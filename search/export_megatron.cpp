@@ -230,10 +230,8 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
     a->Add("--recompute-granularity", "selective");
     a->Add("--recompute-modules", mods);
   }
-  std::string per_kind;
-  for (const auto& [k, v] : p.recompute) per_kind += (per_kind.empty() ? "" : ", ") + k + "=" + RecomputeName(v);
-  if (p.recompute.size() > 1)
-    c->approximations.push_back("recompute per block kind (" + per_kind + "): Megatron takes one setting, the strongest is exported");
+  const std::string mixed = MixedRecomputeNote(p);
+  if (!mixed.empty()) c->approximations.push_back(mixed);
   if (p.compute_dtype == "fp16") a->Add("--fp16");
   else a->Add("--bf16");
   if (p.compute_dtype == "fp8") a->Add("--fp8-format", "hybrid");

@@ -201,6 +201,16 @@ Recompute StrongestRecompute(const Plan& p) {
   return r;
 }
 
+std::string MixedRecomputeNote(const Plan& p) {
+  std::string per_kind;
+  bool mixed = false;
+  for (const auto& [k, v] : p.recompute) {
+    per_kind += (per_kind.empty() ? "" : ", ") + k + "=" + RecomputeName(v);
+    mixed = mixed || v != p.recompute.begin()->second;
+  }
+  return mixed ? "recompute per block kind (" + per_kind + "): the engine takes one setting; the strongest is exported" : "";
+}
+
 std::string Num(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
   char b[32];

@@ -72,6 +72,10 @@ int64_t PlanContextParallel(const Plan& plan);
 // The strongest recompute policy over all block kinds (engines that take one setting).
 Recompute StrongestRecompute(const Plan& plan);
 
+// "recompute per block kind (KDA=full, MoE=none): one setting exported, the strongest" when the
+// plan's block kinds differ; "" when they agree (engines take one recompute setting).
+std::string MixedRecomputeNote(const Plan& plan);
+
 // Formats a number without trailing zeros ("1e-06", "0.0001", "2.5", "40").
 std::string Num(double v);
 

@@ -93,9 +93,8 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != "bf16")
     c.approximations.push_back("frozen base in " + p.base_dtype + ": exported as bf16");
   if (m.mtp_layers > 0) c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
-  std::string per_kind;
-  for (const auto& [k, v] : p.recompute) per_kind += (per_kind.empty() ? "" : ", ") + k + "=" + RecomputeName(v);
-  if (p.recompute.size() > 1) c.approximations.push_back("recompute per block kind (" + per_kind + "): one policy, the strongest");
+  const std::string mixed = MixedRecomputeNote(p);
+  if (!mixed.empty()) c.approximations.push_back(mixed);
   c.user_supplies = {"HF_MODEL_PATH - absolute path of the Hugging Face model folder (tokenizer + safetensors)",
                      "dataset: the baseline's (c4 through HF datasets); replace it for your data",
                      "optimizer / schedule / steps: the baseline's, except steps"};

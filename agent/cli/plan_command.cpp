@@ -30,6 +30,7 @@ struct PlanOptions {
   int threads = 2;
   double imbalance = 1.0, zipf = 0;
   int64_t spare_slots = 1;
+  int64_t devices_per_node = 8;   // --export: accelerators per host (launchers: nodes x per node)
   bool json = false;
 };
 
@@ -84,7 +85,7 @@ int RunExport(const PlanOptions& o, const PlanRequest& req, const Plan& plan) {
       {"mindspeed", "plan.mindspeed.sh"},        {"torchrun", "plan.torchrun.sh"},
       {"slurm", "plan.sbatch"}};
   ExportOptions eo;
-  eo.devices_per_node = req.topology.tiers.empty() ? 8 : req.topology.tiers.front().group_size;
+  eo.devices_per_node = o.devices_per_node;
   if (o.export_fmt == "all") {
     if (o.export_out.empty()) return ReportError("plan", BadInput("(command line)", "--out", "--export all needs --out DIR"));
     Status st = WriteAllExports(plan, req.model, o.export_out, eo);
@@ -221,6 +222,8 @@ static OnboardCommand kPlan{
                      "(search/plan_export.h)")
           ->check(CLI::IsMember({"all", "megatron", "bridge", "torchtitan", "torchtitan-v0.2", "mindspeed", "torchrun", "slurm"}));
       sub.add_option("--out", o->export_out, "folder the exports are written to (with --export)");
+      sub.add_option("--devices-per-node", o->devices_per_node, "accelerators per host for the launchers (with --export)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1024}))->capture_default_str();
       sub.add_flag("--json", o->json, "print JSON");
       return [o] { return RunPlan(*o); };
     }};
