@@ -14,6 +14,7 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace onboard::backends {
@@ -39,7 +40,22 @@ std::string FindSrun() {
   return "";
 }
 
-// The first rank (in order) with no result file: the one to blame when the step failed.
+// srun's first "error: ... task N: ..." line (the task that failed first) and N; {"", -1} if none.
+std::pair<std::string, int64_t> FirstTaskError(const std::string& path) {
+  std::ifstream f(path);
+  for (std::string line; std::getline(f, line);) {
+    const size_t t = line.find("task ");
+    if (line.find("error:") == std::string::npos || t == std::string::npos) continue;
+    try {
+      return {line, std::stoll(line.substr(t + 5))};
+    } catch (const std::exception&) {
+      return {line, -1};
+    }
+  }
+  return {"", -1};
+}
+
+// The ranks (in order) with no result file: the one to blame when the step failed.
 std::string MissingRanks(const SrunLaunch& l) {
   std::string missing;
   for (int64_t r = 0; r < l.ranks; ++r)
@@ -105,11 +121,13 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   const std::string missing = MissingRanks(l);
   const bool ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0 && missing.empty();
   if (ok) return Status::Ok();
-  const std::string first = missing.substr(0, missing.find(','));
+  const auto [error_line, failed_task] = FirstTaskError(log);
+  const std::string first = failed_task >= 0 ? std::to_string(failed_task) : missing.substr(0, missing.find(','));
   std::string msg = timed_out ? "probe timed out after " + std::to_string(l.timeout_s) + " s (--timeout) under srun"
                               : "probe failed under srun (exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
+  if (failed_task >= 0) msg += ": rank " + first + " failed first";
   if (!missing.empty()) msg += "; ranks without a result: " + missing;
-  msg += ". srun: " + LastLine(log);
+  msg += ". srun: " + (error_line.empty() ? LastLine(log) : error_line);
   if (!first.empty()) msg += ". Last line of " + l.out_dir + "/rank" + first + ".log: " + LastLine(l.out_dir + "/rank" + first + ".log");
   return Status(ErrorCode::kNetwork, msg);
 }

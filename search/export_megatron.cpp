@@ -39,25 +39,25 @@ std::string MegatronArgs::Value(const std::string& flag) const {
     if (f.first == flag) return f.second;
   return "";
 }
-int64_t MegatronArgs::Int(const std::string& flag, int64_t fallback) const {
-  const std::string v = Value(flag);
+namespace {
+// Parses the whole value of `flag` with `parse` (std::stoll / std::stod); fallback when absent or not a number.
+template <typename T, typename F>
+T ParseWhole(const std::string& v, T fallback, F parse) {
   try {
     size_t used = 0;
-    const int64_t x = std::stoll(v, &used);
+    const T x = parse(v, &used);
     return used == v.size() ? x : fallback;
   } catch (const std::exception&) {
     return fallback;
   }
 }
+}  // namespace
+
+int64_t MegatronArgs::Int(const std::string& flag, int64_t fallback) const {
+  return ParseWhole<int64_t>(Value(flag), fallback, [](const std::string& s, size_t* u) { return std::stoll(s, u); });
+}
 double MegatronArgs::Real(const std::string& flag, double fallback) const {
-  const std::string v = Value(flag);
-  try {
-    size_t used = 0;
-    const double x = std::stod(v, &used);
-    return used == v.size() ? x : fallback;
-  } catch (const std::exception&) {
-    return fallback;
-  }
+  return ParseWhole<double>(Value(flag), fallback, [](const std::string& s, size_t* u) { return std::stod(s, u); });
 }
 
 namespace {

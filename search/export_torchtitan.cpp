@@ -114,13 +114,68 @@ void Header(std::ostringstream& os, const char* comment, const char* target, con
   bullets("You must supply:", c.user_supplies);
 }
 
+// The model, its torchtitan flavor (nullptr = none) and the caveats, for one of the two exports.
+struct TitanContext {
+  ExportModel m;
+  const TitanFlavor* f = nullptr;
+  ExportCaveats c;
+};
+TitanContext Describe(const Plan& p, const ModelIR& ir, bool v02) {
+  TitanContext t;
+  std::vector<std::string> notes;
+  t.m = DescribeModel(ir, &notes);
+  t.f = FindFlavor(t.m);
+  t.c = TitanCaveats(t.m, p, t.f, v02);
+  return t;
+}
+
+// v0.2.x [training] / [parallelism] / [activation_checkpoint] sections (parts: the stage split as
+// module_fqns_per_model_part, empty = not exported).
+void V02Training(std::ostringstream& os, const Plan& p) {
+  const bool pp = p.deg.pp > 1;
+  os << "\n[training]\n";
+  os << "# local_batch_size = sequences per data-parallel rank per forward: the micro-batch";
+  os << (pp ? " times the pipeline micro-batches (split by pipeline_parallel_microbatch_size)\n" : "\n");
+  os << "local_batch_size = " << (pp ? p.micro_batch * p.num_micro_batches : p.micro_batch) << "\n";
+  os << "global_batch_size = " << p.global_batch << "\n";
+  os << "seq_len = " << p.seq << "\n";
+  os << "steps = 1000\n";
+  os << "mixed_precision_param = \"bfloat16\"\n";
+  os << "dataset = \"c4\"\n";
+}
+void V02Parallelism(std::ostringstream& os, const Plan& p, const std::vector<std::vector<std::string>>& parts) {
+  os << "\n[parallelism]\n";
+  os << "data_parallel_replicate_degree = " << p.deg.dp_replicate << "\n";
+  os << "data_parallel_shard_degree = " << p.deg.dp_shard << "\n";
+  os << "tensor_parallel_degree = " << p.deg.tp << "\n";
+  os << "context_parallel_degree = " << PlanContextParallel(p) << "\n";
+  os << "pipeline_parallel_degree = " << p.deg.pp << "\n";
+  if (p.deg.pp > 1) {
+    os << "pipeline_parallel_schedule = \"" << (p.deg.interleave > 1 ? "Interleaved1F1B" : "1F1B") << "\"\n";
+    os << "pipeline_parallel_microbatch_size = " << p.micro_batch << "\n";
+  }
+  if (!parts.empty()) {
+    os << "module_fqns_per_model_part = [\n";
+    for (const auto& part : parts) os << "  " << List(part) << ",\n";
+    os << "]\n";
+  }
+  os << "expert_parallel_degree = " << p.deg.ep << "\n";
+  os << "expert_tensor_parallel_degree = 1\n";
+}
+void V02ActivationCheckpoint(std::ostringstream& os, const Plan& p) {
+  const Recompute r = StrongestRecompute(p);
+  os << "\n[activation_checkpoint]\nmode = \"" << (r == Recompute::kFull ? "full" : r == Recompute::kSelective ? "selective" : "none")
+     << "\"\n";
+  if (r == Recompute::kSelective) os << "selective_ac_option = \"op\"\n";
+}
+
 }  // namespace
 
 std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
-  std::vector<std::string> notes;
-  const ExportModel m = DescribeModel(ir, &notes);
-  const TitanFlavor* f = FindFlavor(m);
-  ExportCaveats c = TitanCaveats(m, p, f, false);
+  const TitanContext t = Describe(p, ir, false);
+  const ExportModel& m = t.m;
+  const TitanFlavor* f = t.f;
+  const ExportCaveats& c = t.c;
   std::ostringstream os;
   Header(os, "#", kTitanMain, c);
   os << "# Launch on every node (this file importable as plan_torchtitan):\n";
@@ -180,50 +235,31 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
 }
 
 std::string ToTorchtitanV02Toml(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
-  std::vector<std::string> notes;
-  const ExportModel m = DescribeModel(ir, &notes);
-  const TitanFlavor* f = FindFlavor(m);
-  ExportCaveats c = TitanCaveats(m, p, f, true);
+  const TitanContext t = Describe(p, ir, true);
   std::ostringstream os;
-  Header(os, "#", kTitanV02, c);
+  Header(os, "#", kTitanV02, t.c);
   os << "# Launch on every node: torchrun --nnodes " << shape.nnodes << " --nproc-per-node " << shape.gpus_per_node
      << " -m torchtitan.train --job.config_file THIS\n";
   os << "# The placeholders <HF_MODEL_PATH> must be replaced (TOML does not expand environment variables).\n";
-  if (!c.unsupported.empty()) os << "# onboard: NOT LAUNCHABLE as is (see NOT SUPPORTED above).\n";
-  const bool pp = p.deg.pp > 1;
+  if (!t.c.unsupported.empty()) os << "# onboard: NOT LAUNCHABLE as is (see NOT SUPPORTED above).\n";
   os << "\n[job]\ndump_folder = \"./outputs\"\ndescription = \"onboard plan export\"\n";
-  os << "\n[model]\nname = \"" << (f ? f->module : "UNSUPPORTED") << "\"\nflavor = \"" << (f ? f->flavor : "UNSUPPORTED") << "\"\n";
+  os << "\n[model]\nname = \"" << (t.f ? t.f->module : "UNSUPPORTED") << "\"\nflavor = \"" << (t.f ? t.f->flavor : "UNSUPPORTED")
+     << "\"\n";
   os << "hf_assets_path = \"<HF_MODEL_PATH>\"\n";
-  os << "\n[training]\n";
-  os << "# local_batch_size = sequences per data-parallel rank per forward: the micro-batch";
-  os << (pp ? " times the pipeline micro-batches (split by pipeline_parallel_microbatch_size)\n" : "\n");
-  os << "local_batch_size = " << (pp ? p.micro_batch * p.num_micro_batches : p.micro_batch) << "\n";
-  os << "global_batch_size = " << p.global_batch << "\n";
-  os << "seq_len = " << p.seq << "\n";
-  os << "steps = 1000\n";
-  os << "mixed_precision_param = \"bfloat16\"\n";
-  os << "dataset = \"c4\"\n";
-  os << "\n[parallelism]\n";
-  os << "data_parallel_replicate_degree = " << p.deg.dp_replicate << "\n";
-  os << "data_parallel_shard_degree = " << p.deg.dp_shard << "\n";
-  os << "tensor_parallel_degree = " << p.deg.tp << "\n";
-  os << "context_parallel_degree = " << PlanContextParallel(p) << "\n";
-  os << "pipeline_parallel_degree = " << p.deg.pp << "\n";
-  if (pp) {
-    os << "pipeline_parallel_schedule = \"" << (p.deg.interleave > 1 ? "Interleaved1F1B" : "1F1B") << "\"\n";
-    os << "pipeline_parallel_microbatch_size = " << p.micro_batch << "\n";
-    os << "module_fqns_per_model_part = [\n";
-    for (const auto& part : ModelParts(p, ir, m.layers)) os << "  " << List(part) << ",\n";
-    os << "]\n";
-  }
-  os << "expert_parallel_degree = " << p.deg.ep << "\n";
-  os << "expert_tensor_parallel_degree = 1\n";
+  V02Training(os, p);
+  V02Parallelism(os, p, p.deg.pp > 1 ? ModelParts(p, ir, t.m.layers) : std::vector<std::vector<std::string>>{});
   os << "\n[checkpoint]\nenable = true\nfolder = \"checkpoint\"\ninitial_load_path = \"<HF_MODEL_PATH>\"\n";
   os << "initial_load_in_hf = true\ninitial_load_model_only = true\n";
-  const Recompute r = StrongestRecompute(p);
-  os << "\n[activation_checkpoint]\nmode = \"" << (r == Recompute::kFull ? "full" : r == Recompute::kSelective ? "selective" : "none")
-     << "\"\n";
-  if (r == Recompute::kSelective) os << "selective_ac_option = \"op\"\n";
+  V02ActivationCheckpoint(os, p);
+  return os.str();
+}
+
+std::string ToTorchtitanToml(const Plan& p) {
+  std::ostringstream os;
+  os << "# torchtitan v0.2.x parallelism fragment (no model section: see plan.torchtitan-v0.2.toml from --export all)\n";
+  V02Parallelism(os, p, {});
+  V02ActivationCheckpoint(os, p);
+  V02Training(os, p);
   return os.str();
 }
 

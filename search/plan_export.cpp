@@ -1,6 +1,7 @@
 // BuildAllExports / WriteAllExports: every engine export and launcher of one plan, plus an
-// EXPORTS.md index of what each file targets; and the parallelism-only fragments for callers
-// without the model (ToTorchtitanToml / ToMegatronArgs, same flag mapping as the full exports).
+// EXPORTS.md index of what each file targets; and ToMegatronArgs, the parallelism-only fragment for
+// callers without the model (same flag mapping as the full export; ToTorchtitanToml is in
+// export_torchtitan.cpp).
 #include "search/plan_export.h"
 
 #include <sys/stat.h>
@@ -71,33 +72,6 @@ Status WriteAllExports(const Plan& p, const ModelIR& ir, const std::string& dir,
     if (f.name.size() > 3 && f.name.substr(f.name.size() - 3) == ".sh") chmod(path.c_str(), 0755);
   }
   return Status::Ok();
-}
-
-std::string ToTorchtitanToml(const Plan& p) {
-  std::ostringstream os;
-  os << "# torchtitan v0.2.x parallelism fragment (no model section: see plan.torchtitan-v0.2.toml from --export all)\n";
-  os << "[parallelism]\n";
-  os << "data_parallel_replicate_degree = " << p.deg.dp_replicate << "\n";
-  os << "data_parallel_shard_degree = " << p.deg.dp_shard << "\n";
-  os << "tensor_parallel_degree = " << p.deg.tp << "\n";
-  os << "context_parallel_degree = " << PlanContextParallel(p) << "\n";
-  os << "pipeline_parallel_degree = " << p.deg.pp << "\n";
-  if (p.deg.pp > 1) {
-    os << "pipeline_parallel_schedule = \"" << (p.deg.interleave > 1 ? "Interleaved1F1B" : "1F1B") << "\"\n";
-    os << "pipeline_parallel_microbatch_size = " << p.micro_batch << "\n";
-  }
-  os << "expert_parallel_degree = " << p.deg.ep << "\n";
-  os << "expert_tensor_parallel_degree = 1\n";
-  const Recompute r = StrongestRecompute(p);
-  os << "\n[activation_checkpoint]\n";
-  os << "mode = \"" << (r == Recompute::kFull ? "full" : r == Recompute::kSelective ? "selective" : "none") << "\"\n";
-  if (r == Recompute::kSelective) os << "selective_ac_option = \"op\"\n";
-  os << "\n[training]\n";
-  os << "seq_len = " << p.seq << "\n";
-  os << "local_batch_size = " << (p.deg.pp > 1 ? p.micro_batch * p.num_micro_batches : p.micro_batch) << "\n";
-  os << "global_batch_size = " << p.global_batch << "\n";
-  os << "mixed_precision_param = \"bfloat16\"\n";
-  return os.str();
 }
 
 std::string ToMegatronArgs(const Plan& p) {

@@ -88,6 +88,7 @@ class LocalSlurm : public ::testing::Test {
       for (int i = 0; i < 50 && waitpid(p, nullptr, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (waitpid(p, nullptr, WNOHANG) == 0) { kill(p, SIGKILL); waitpid(p, nullptr, 0); }
     }
+    if (!HasFailure()) Capture("rm -rf '" + dir_ + "'");   // kept for reading when a test failed
     unsetenv("SLURM_CONF");
     unsetenv("ONBOARD_PROBE_MASTER_ADDR");
   }
@@ -160,7 +161,9 @@ TEST_F(LocalSlurm, DeadRankUnderSrunIsNamed) {
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("under srun"), std::string::npos) << r.status().ToString();
-  EXPECT_NE(r.status().message().find("ranks without a result: "), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("rank 1 failed first"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("task 1: Killed"), std::string::npos) << r.status().ToString();
+  EXPECT_NE(r.status().message().find("rank1.log"), std::string::npos) << r.status().ToString();
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 
 #include "parsers/load_model.h"
 #include "search/plan_export.h"
+#include "search_test_util.h"
 
 namespace onboard::test {
 
@@ -19,13 +20,6 @@ struct ExportCase {
   ModelIR model;
   Plan plan;
 };
-
-inline std::string ReadText(const std::string& path) {
-  std::ifstream f(path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 inline Recompute ParseRecompute(const std::string& s) {
   return s == "full" ? Recompute::kFull : s == "selective" ? Recompute::kSelective : Recompute::kNone;
