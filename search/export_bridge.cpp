@@ -94,7 +94,7 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   // Step 2: the recipe.
   std::ostringstream os;
   Header(os, c, shape);
-  os << "import os\nimport sys\n\n";
+  os << "import os\nimport sys\n\nimport torch\n";
   os << "from megatron.bridge import AutoBridge\n";
   os << "from megatron.bridge.peft.lora import LoRA\n";
   os << "from megatron.bridge.recipes.common import _peft_common, _sft_common\n";
@@ -116,10 +116,10 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   os << "    model.pipeline_model_parallel_size = " << p.deg.pp << "\n";
   os << "    model.virtual_pipeline_model_parallel_size = " << (p.deg.interleave > 1 ? S(p.deg.interleave) : "None") << "\n";
   if (p.deg.pp > 1) {
-    os << "    model.pipeline_dtype = model.params_dtype\n";
+    os << "    model.pipeline_dtype = torch." << (p.compute_dtype == "fp16" ? "float16" : "bfloat16") << "\n";
     os << "    model.pipeline_model_parallel_layout = \"" << mex.args.Value("--pipeline-model-parallel-layout") << "\"\n";
   } else {
-    os << "    model.pipeline_model_parallel_layout = None\n";
+    os << "    model.pipeline_dtype = None\n    model.pipeline_model_parallel_layout = None\n";
   }
   os << "    model.context_parallel_size = " << PlanContextParallel(p) << "\n";
   os << "    model.expert_model_parallel_size = " << p.deg.ep << "\n";

@@ -12,6 +12,7 @@
 import os
 import sys
 
+import torch
 from megatron.bridge import AutoBridge
 from megatron.bridge.peft.lora import LoRA
 from megatron.bridge.recipes.common import _peft_common, _sft_common
@@ -35,7 +36,7 @@ def plan_config():
     model.sequence_parallel = False
     model.pipeline_model_parallel_size = 16
     model.virtual_pipeline_model_parallel_size = None
-    model.pipeline_dtype = model.params_dtype
+    model.pipeline_dtype = torch.bfloat16
     model.pipeline_model_parallel_layout = "Et*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|t*4|tmL"
     model.context_parallel_size = 1
     model.expert_model_parallel_size = 64

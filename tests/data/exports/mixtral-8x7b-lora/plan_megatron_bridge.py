@@ -14,6 +14,7 @@
 import os
 import sys
 
+import torch
 from megatron.bridge import AutoBridge
 from megatron.bridge.peft.lora import LoRA
 from megatron.bridge.recipes.common import _peft_common, _sft_common
@@ -37,6 +38,7 @@ def plan_config():
     model.sequence_parallel = False
     model.pipeline_model_parallel_size = 1
     model.virtual_pipeline_model_parallel_size = None
+    model.pipeline_dtype = None
     model.pipeline_model_parallel_layout = None
     model.context_parallel_size = 1
     model.expert_model_parallel_size = 1

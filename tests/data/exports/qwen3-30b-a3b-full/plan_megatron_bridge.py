@@ -12,6 +12,7 @@
 import os
 import sys
 
+import torch
 from megatron.bridge import AutoBridge
 from megatron.bridge.peft.lora import LoRA
 from megatron.bridge.recipes.common import _peft_common, _sft_common
@@ -35,7 +36,7 @@ def plan_config():
     model.sequence_parallel = False
     model.pipeline_model_parallel_size = 2
     model.virtual_pipeline_model_parallel_size = 4
-    model.pipeline_dtype = model.params_dtype
+    model.pipeline_dtype = torch.bfloat16
     model.pipeline_model_parallel_layout = "Et*6|t*6|t*6|t*6|t*6|t*6|t*6|t*6L"
     model.context_parallel_size = 1
     model.expert_model_parallel_size = 1
