@@ -87,9 +87,10 @@ void AddModel(const ExportModel& m, MegatronArgs* a, ExportCaveats* c) {
   if (m.rope.type == "llama3") {
     a->Add("--use-rope-scaling");
     a->Add("--rope-scaling-factor", Num(m.rope.factor));
-    c->approximations.push_back("llama3 rope scaling: Megatron fixes low/high freq factors 1/4 and original length 8192 (config: " +
-                                Num(m.rope.low_freq_factor) + "/" + Num(m.rope.high_freq_factor) + ", " +
-                                S(m.rope.original_max_position) + ")");
+    if (m.rope.low_freq_factor != 1.0 || m.rope.high_freq_factor != 4.0 || m.rope.original_max_position != 8192)
+      c->approximations.push_back("llama3 rope scaling: Megatron fixes low/high freq factors 1/4 and original length 8192 (config: " +
+                                  Num(m.rope.low_freq_factor) + "/" + Num(m.rope.high_freq_factor) + ", " +
+                                  S(m.rope.original_max_position) + ")");
   }
   a->Add("--max-position-embeddings", S(m.max_position));
   if (!m.tied) a->Add("--untie-embeddings-and-output-weights");

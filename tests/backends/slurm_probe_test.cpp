@@ -153,6 +153,19 @@ TEST_F(LocalSlurm, TwoTaskProbeThroughSrunConverges) {
   EXPECT_NE(Tail(dir_ + "/log/slurmctld.log").find("JobId="), std::string::npos) << Tail(dir_ + "/log/slurmctld.log");
 }
 
+TEST_F(LocalSlurm, ProbeCommandRunsItsRanksThroughSrun) {
+  // The CLI flag end to end: `onboard probe --launcher slurm` on the flagship's proxy.
+  const std::string out = dir_ + "/probe-cli";
+  const std::string cmd = std::string(ONBOARD_BINARY_DIR) + "/onboard probe " + ONBOARD_TEST_DATA +
+                          "/hf/flagship.config.json --ranks 2 --steps 6 --seq 16 --batch 4 --launcher slurm --out " + out +
+                          " --json > " + dir_ + "/cli.out 2>&1; echo \"exit=$?\"";
+  const std::string rc = Capture(cmd);
+  EXPECT_TRUE(rc.find("exit=0") != std::string::npos || rc.find("exit=7") != std::string::npos) << rc << Tail(dir_ + "/cli.out");
+  struct stat st {};
+  EXPECT_EQ(stat((out + "/srun.log").c_str(), &st), 0) << "the ranks did not go through srun";
+  EXPECT_NE(Capture("cat '" + out + "/probe_result.json'").find("\"steps\""), std::string::npos);
+}
+
 TEST_F(LocalSlurm, DeadRankUnderSrunIsNamed) {
   ProbeConfig c = SmallConfig(2, dir_ + "/probe-dead");
   c.launcher = "slurm";

@@ -4,7 +4,6 @@
 # Source it (`source THIS`) to get ARGS and the environment; run it to launch on one node with torchrun
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # Exported differently from the plan:
-#   - llama3 rope scaling: Megatron fixes low/high freq factors 1/4 and original length 8192 (config: 1/4, 8192)
 #   - HSDP: the plan replicates over dp_replicate=16; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)

@@ -6,7 +6,6 @@
 # NOT SUPPORTED by this engine (the script refuses to run; ONBOARD_FORCE=1 overrides):
 #   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead
 # Exported differently from the plan:
-#   - llama3 rope scaling: Megatron fixes low/high freq factors 1/4 and original length 8192 (config: 1/4, 8192)
 #   - HSDP: the plan replicates over dp_replicate=128; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
