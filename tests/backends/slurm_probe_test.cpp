@@ -54,13 +54,13 @@ std::string Capture(const std::string& cmd) {
   return out;
 }
 
-// munged + slurmctld + slurmd of one test, started in SetUp and stopped in TearDown.
-class LocalSlurm : public ::testing::Test {
- protected:
-  void SetUp() override {
+// munged + slurmctld + slurmd on localhost. Start() returns "" when the cluster is up, else why not.
+class SlurmCluster {
+ public:
+  std::string Start() {
     for (const char* b : {"/usr/sbin/munged", "/usr/sbin/slurmctld", "/usr/sbin/slurmd", "/usr/bin/srun", "/usr/bin/sinfo"})
-      if (access(b, X_OK) != 0) GTEST_SKIP() << b << " not installed (scripts/install-deps.sh installs slurm-wlm, munge)";
-    if (geteuid() != 0) GTEST_SKIP() << "local Slurm daemons need root here (SlurmUser=root)";
+      if (access(b, X_OK) != 0) return std::string(b) + " not installed (scripts/install-deps.sh installs slurm-wlm, munge)";
+    if (geteuid() != 0) return "local Slurm daemons need root here (SlurmUser=root)";
     dir_ = testing_probe::TempDir("slurm");
     Capture("rm -rf '" + dir_ + "'");
     for (const char* d : {"", "/munge", "/state", "/spool", "/log"}) mkdir((dir_ + d).c_str(), 0700);
@@ -74,25 +74,29 @@ class LocalSlurm : public ::testing::Test {
     const std::string m = dir_ + "/munge/";
     Start({"/usr/sbin/munged", "--foreground", "--force", "--key-file=" + m + "munge.key", "--socket=" + m + "munge.socket",
            "--pid-file=" + m + "munged.pid", "--seed-file=" + m + "seed", "--log-file=" + dir_ + "/log/munged.log"});
-    if (!WaitFor("test -S '" + m + "munge.socket' && echo up", "up", 10)) GTEST_SKIP() << "munged did not start:" << Tail(dir_ + "/log/munged.log");
+    if (!WaitFor("test -S '" + m + "munge.socket' && echo up", "up", 10)) return "munged did not start:" + Tail(dir_ + "/log/munged.log");
     Start({"/usr/sbin/slurmctld", "-D", "-i", "-f", dir_ + "/slurm.conf"});
     Start({"/usr/sbin/slurmd", "-D", "-N", node_, "-f", dir_ + "/slurm.conf"});
     if (!WaitFor("sinfo -h -o %t", "idle", 20))
-      GTEST_SKIP() << "Slurm did not come up (sinfo: " << Capture("sinfo -h -o %t") << "); slurmctld:" << Tail(dir_ + "/log/slurmctld.log")
-                   << "\nslurmd:" << Tail(dir_ + "/log/slurmd.log");
+      return "Slurm did not come up (sinfo: " + Capture("sinfo -h -o %t") + "); slurmctld:" + Tail(dir_ + "/log/slurmctld.log") +
+             "\nslurmd:" + Tail(dir_ + "/log/slurmd.log");
+    return "";
   }
 
-  void TearDown() override {
+  void Stop(bool keep_dir) {
     for (auto it = pids_.rbegin(); it != pids_.rend(); ++it) kill(*it, SIGTERM);
     for (pid_t p : pids_) {
       for (int i = 0; i < 50 && waitpid(p, nullptr, WNOHANG) == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
       if (waitpid(p, nullptr, WNOHANG) == 0) { kill(p, SIGKILL); waitpid(p, nullptr, 0); }
     }
-    if (!HasFailure()) Capture("rm -rf '" + dir_ + "'");   // kept for reading when a test failed
+    if (!keep_dir) Capture("rm -rf '" + dir_ + "'");   // kept for reading when a test failed
     unsetenv("SLURM_CONF");
     unsetenv("ONBOARD_PROBE_MASTER_ADDR");
   }
 
+  std::string dir_, node_;
+
+ private:
   void WriteConf() {
     std::ofstream f(dir_ + "/slurm.conf");
     const long cpus = sysconf(_SC_NPROCESSORS_ONLN);
@@ -133,9 +137,30 @@ class LocalSlurm : public ::testing::Test {
     return false;
   }
 
-  std::string dir_, node_;
   std::vector<pid_t> pids_;
 };
+
+// One cluster for the whole suite (started once: daemon start-up is most of a test's time).
+class LocalSlurm : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    cluster_ = new SlurmCluster;
+    skip_ = cluster_->Start();
+  }
+  static void TearDownTestSuite() {
+    cluster_->Stop(::testing::UnitTest::GetInstance()->failed_test_count() > 0);
+    delete cluster_;
+  }
+  void SetUp() override {
+    if (!skip_.empty()) GTEST_SKIP() << skip_;
+    dir_ = cluster_->dir_;
+  }
+  static SlurmCluster* cluster_;
+  static std::string skip_;
+  std::string dir_;
+};
+SlurmCluster* LocalSlurm::cluster_ = nullptr;
+std::string LocalSlurm::skip_;
 
 TEST_F(LocalSlurm, TwoTaskProbeThroughSrunConverges) {
   ProbeConfig c = SmallConfig(2, dir_ + "/probe");
