@@ -131,6 +131,8 @@ void AddAttentionVariants(const ExportModel& m, MegatronArgs* a, ExportCaveats* 
                              "gated_delta_net + --linear-attention-freq would have to be mapped by hand)");
   if (m.n_linear > 0) c->unsupported.push_back(S(m.n_linear) + " lightning/linear attention layers: no Megatron-LM layer");
   if (m.n_window > 0) c->unsupported.push_back(S(m.n_window) + " sliding-window layers: not exported (--window-size by hand)");
+  if (m.mla_nope)
+    c->unsupported.push_back("MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims");
   if (m.mla && m.n_softmax > 0) c->unsupported.push_back("MLA mixed with GQA layers: Megatron-LM builds one attention kind");
 }
 

@@ -164,7 +164,10 @@ ExportModel DescribeModel(const ModelIR& ir, std::vector<std::string>* notes) {
   m.max_position = ir.max_position;
   m.tied = ir.tied_embeddings;
   m.mtp_layers = ir.mtp_layers;
-  ReadRope(ReadSourceConfig(ir.source), &m, notes);
+  const json config = ReadSourceConfig(ir.source);
+  ReadRope(config, &m, notes);
+  auto nope = config.is_object() ? config.find("mla_use_nope") : config.end();
+  m.mla_nope = config.is_object() && nope != config.end() && nope->is_boolean() && nope->get<bool>();
   ReadMixers(ir, &m);
   ReadChannels(ir, &m);
   return m;

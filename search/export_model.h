@@ -39,6 +39,7 @@ struct ExportModel {
   int64_t q_lora_rank = 0, kv_lora_rank = 0, qk_nope_dim = 0, qk_rope_dim = 0;
   int64_t index_heads = 0, index_head_dim = 0, index_topk = 0;
   bool attn_output_gate = false;
+  bool mla_nope = false;             // config.json mla_use_nope: MLA keys carry no rotary part
   // Channel mixers.
   int64_t dense_ffn = 0;             // FFN width of dense layers (0 = none)
   std::vector<bool> moe_layer;       // per layer: MoE (true) or dense (false)

@@ -6,6 +6,7 @@
 # NOT SUPPORTED by this engine (the script refuses to run; ONBOARD_FORCE=1 overrides):
 #   - MLP activation situ: Megatron-LM's flags give swiglu, gelu, squared-relu, quick-geglu
 #   - 69 KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer (its linear-attention variant is gated DeltaNet, scalar decay per head)
+#   - MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims
 #   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead
 # Exported differently from the plan:
 #   - rope_theta not in config.json: Megatron's default base 10000 exported
@@ -19,7 +20,7 @@
 NNODES=16
 GPUS_PER_NODE=8
 export CUDA_DEVICE_MAX_CONNECTIONS=32
-ONBOARD_UNSUPPORTED=3
+ONBOARD_UNSUPPORTED=4
 ARGS=(
   --num-layers 93
   --hidden-size 7168

@@ -6,6 +6,7 @@
 # NOT SUPPORTED by this engine (the script refuses to run; ONBOARD_FORCE=1 overrides):
 #   - MLP activation situ: Megatron-LM's flags give swiglu, gelu, squared-relu, quick-geglu (Megatron core's gap; MindSpeed-LLM builds on it)
 #   - 69 KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer (its linear-attention variant is gated DeltaNet, scalar decay per head) (Megatron core's gap; MindSpeed-LLM builds on it)
+#   - MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims (Megatron core's gap; MindSpeed-LLM builds on it)
 # Exported differently from the plan:
 #   - rope_theta not in config.json: Megatron's default base 10000 exported
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
@@ -23,7 +24,7 @@ GPUS_PER_NODE=8
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 export HCCL_CONNECT_TIMEOUT=3600
 export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True
-ONBOARD_UNSUPPORTED=2
+ONBOARD_UNSUPPORTED=3
 ARGS=(
   --num-layers 93
   --hidden-size 7168

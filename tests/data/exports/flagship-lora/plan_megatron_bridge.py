@@ -5,6 +5,7 @@
 # NOT SUPPORTED (the recipe exits 3 unless ONBOARD_FORCE=1):
 #   - MLP activation situ: Megatron-LM's flags give swiglu, gelu, squared-relu, quick-geglu
 #   - 69 KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer (its linear-attention variant is gated DeltaNet, scalar decay per head)
+#   - MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims
 # Exported differently from the plan:
 #   - model architecture comes from the HF config via AutoBridge (not from onboard's IR)
 #   - LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)
@@ -27,7 +28,7 @@ from megatron.bridge.training import mixed_precision
 
 HF_MODEL_PATH = os.environ.get("HF_MODEL_PATH", "<set HF_MODEL_PATH>")
 MEGATRON_CHECKPOINT_DIR = os.environ.get("MEGATRON_CHECKPOINT_DIR", "<set MEGATRON_CHECKPOINT_DIR>")
-UNSUPPORTED = 2
+UNSUPPORTED = 3
 LORA = True
 
 
