@@ -13,6 +13,7 @@
 #include "export_test_util.h"
 #include "search/export_megatron.h"
 #include "search/plan_export.h"
+#include "search/planner.h"
 
 namespace onboard {
 namespace {
@@ -149,6 +150,40 @@ TEST(ExportGolden, V02TomlUsesTheMicroBatchAsLocalBatch) {
   const std::string tpp = ToTorchtitanV02Toml(pp.plan, pp.model, ShapeFor(pp.plan, 8));
   EXPECT_NE(tpp.find("pipeline_parallel_microbatch_size = 4"), std::string::npos) << tpp;
   EXPECT_NE(tpp.find("module_fqns_per_model_part = [\n  [\"tok_embeddings\", \"layers.0\""), std::string::npos) << tpp;
+}
+
+}  // namespace
+}  // namespace onboard
+
+namespace onboard {
+namespace {
+
+TEST(ExportGolden, EveryFileNamesItsTargetAndWhatToSupply) {
+  for (const test::ExportCase& c : test::ExportCases())
+    for (const ExportFile& f : BuildAllExports(c.plan, c.model)) {
+      if (f.name == "EXPORTS.md") continue;
+      EXPECT_NE(f.text.find("Target: "), std::string::npos) << c.name << "/" << f.name;
+      EXPECT_NE(f.text.find("You must supply"), std::string::npos) << c.name << "/" << f.name;
+    }
+}
+
+// A plan the search finds now (not a frozen one) exports to arguments Megatron's rules accept.
+TEST(ExportGolden, SearchedPlansExportToValidMegatronArgs) {
+  for (const char* model : {"llama-3.1-8b", "qwen3-30b-a3b"}) {
+    PlanRequest req;
+    auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/" + model + ".config.json");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    req.model = *m;
+    req.topology = test::ShippedTopology("h200-16x8");
+    req.mode = FinetuneMode::kFull;
+    auto r = SearchPlans(req);
+    ASSERT_TRUE(r.ok() && r->feasible) << model;
+    const std::string script = ToMegatronScript(r->best.plan, req.model, ShapeFor(r->best.plan, 8));
+    auto args = ParseMegatronScript(script, model);
+    ASSERT_TRUE(args.ok()) << args.status().ToString();
+    const auto failures = CheckMegatronArgs(*args);
+    EXPECT_TRUE(failures.empty()) << model << " " << PlanSummary(r->best.plan) << ":\n" << FormatRuleFailures(failures);
+  }
 }
 
 }  // namespace
