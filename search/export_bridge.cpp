@@ -65,59 +65,16 @@ void Header(std::ostringstream& os, const ExportCaveats& c, const LaunchShape& s
   bullets("You must supply:", c.user_supplies);
 }
 
-}  // namespace
-
-std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
-  // Step 1: model facts, caveats (the Megatron export's, minus its LoRA refusal: Bridge has PEFT).
-  MegatronExport mex = BuildMegatronExport(p, ir, shape);
-  ExportCaveats c;
-  for (const std::string& u : mex.caveats.unsupported)
-    if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);
-  std::vector<std::string> ignored;
-  const ExportModel m = DescribeModel(ir, &ignored);
-  c.approximations = {"model architecture comes from the HF config via AutoBridge (not from onboard's IR)"};
-  if (p.mode == FinetuneMode::kLoRA && p.base_dtype != "bf16")
-    c.approximations.push_back("frozen base in " + p.base_dtype + ": the recipe keeps it in bf16 (Bridge has no " +
-                               p.base_dtype + " base for LoRA here)");
-  if (p.mode == FinetuneMode::kLoRA) {
-    c.approximations.push_back("LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)");
-    if (p.zero_stage >= 3 && p.deg.dp_shard > 1)
-      c.approximations.push_back("the plan FSDP-shards the frozen base over dp_shard=" + S(p.deg.dp_shard) +
-                                 "; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights "
-                                 "are replicated over data-parallel ranks: check per-device memory");
-  }
-  c.user_supplies = {"HF_MODEL_PATH - Hugging Face model id or folder",
-                     "MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)",
-                     "dataset: the template's default (SQuAD through HF datasets); replace cfg.dataset for your data",
-                     "optimizer / schedule: the template's defaults (_peft_common: lr 1e-4 cosine; _sft_common: its own)"};
+// Step 2 helper: the plan's degrees, batch, recompute, precision and data-parallel sharding.
+void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportModel& m, const std::string& layout) {
   const Recompute r = StrongestRecompute(p);
-  // Step 2: the recipe.
-  std::ostringstream os;
-  Header(os, c, shape);
-  os << "import os\nimport sys\n\nimport torch\n";
-  os << "from megatron.bridge import AutoBridge\n";
-  os << "from megatron.bridge.peft.lora import LoRA\n";
-  os << "from megatron.bridge.recipes.common import _peft_common, _sft_common\n";
-  os << "from megatron.bridge.training.finetune import finetune\n";
-  os << "from megatron.bridge.training.gpt_step import forward_step\n";
-  os << "from megatron.bridge.training import mixed_precision\n\n";
-  os << "HF_MODEL_PATH = os.environ.get(\"HF_MODEL_PATH\", \"<set HF_MODEL_PATH>\")\n";
-  os << "MEGATRON_CHECKPOINT_DIR = os.environ.get(\"MEGATRON_CHECKPOINT_DIR\", \"<set MEGATRON_CHECKPOINT_DIR>\")\n";
-  os << "UNSUPPORTED = " << c.unsupported.size() << "\n";
-  os << "LORA = " << Py(p.mode == FinetuneMode::kLoRA) << "\n\n\n";
-  os << "def plan_config():\n";
-  os << "    cfg = _peft_common() if LORA else _sft_common()\n";
-  os << "    cfg.model = AutoBridge.from_hf_pretrained(HF_MODEL_PATH).to_megatron_provider(load_weights=False)\n";
-  os << "    cfg.tokenizer.tokenizer_model = HF_MODEL_PATH\n";
-  os << "    cfg.checkpoint.pretrained_checkpoint = MEGATRON_CHECKPOINT_DIR\n";
-  os << "    model = cfg.model\n";
   os << "    model.tensor_model_parallel_size = " << p.deg.tp << "\n";
   os << "    model.sequence_parallel = " << Py(p.deg.tp > 1 && p.deg.sequence_parallel) << "\n";
   os << "    model.pipeline_model_parallel_size = " << p.deg.pp << "\n";
   os << "    model.virtual_pipeline_model_parallel_size = " << (p.deg.interleave > 1 ? S(p.deg.interleave) : "None") << "\n";
   if (p.deg.pp > 1) {
     os << "    model.pipeline_dtype = torch." << (p.compute_dtype == "fp16" ? "float16" : "bfloat16") << "\n";
-    os << "    model.pipeline_model_parallel_layout = \"" << mex.args.Value("--pipeline-model-parallel-layout") << "\"\n";
+    os << "    model.pipeline_model_parallel_layout = \"" << layout << "\"\n";
   } else {
     os << "    model.pipeline_dtype = None\n    model.pipeline_model_parallel_layout = None\n";
   }
@@ -146,6 +103,54 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   }
   os << "    cfg.ddp.use_distributed_optimizer = " << Py(p.zero_stage >= 1) << "\n";
   os << "    cfg.optimizer.use_distributed_optimizer = " << Py(p.zero_stage >= 1) << "\n";
+}
+
+}  // namespace
+
+std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
+  // Step 1: model facts, caveats (the Megatron export's, minus its LoRA refusal: Bridge has PEFT).
+  MegatronExport mex = BuildMegatronExport(p, ir, shape);
+  ExportCaveats c;
+  for (const std::string& u : mex.caveats.unsupported)
+    if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);
+  std::vector<std::string> ignored;
+  const ExportModel m = DescribeModel(ir, &ignored);
+  c.approximations = {"model architecture comes from the HF config via AutoBridge (not from onboard's IR)"};
+  if (p.mode == FinetuneMode::kLoRA && p.base_dtype != "bf16")
+    c.approximations.push_back("frozen base in " + p.base_dtype + ": the recipe keeps it in bf16 (Bridge has no " +
+                               p.base_dtype + " base for LoRA here)");
+  if (p.mode == FinetuneMode::kLoRA) {
+    c.approximations.push_back("LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)");
+    if (p.zero_stage >= 3 && p.deg.dp_shard > 1)
+      c.approximations.push_back("the plan FSDP-shards the frozen base over dp_shard=" + S(p.deg.dp_shard) +
+                                 "; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights "
+                                 "are replicated over data-parallel ranks: check per-device memory");
+  }
+  c.user_supplies = {"HF_MODEL_PATH - Hugging Face model id or folder",
+                     "MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)",
+                     "dataset: the template's default (SQuAD through HF datasets); replace cfg.dataset for your data",
+                     "optimizer / schedule: the template's defaults (_peft_common: lr 1e-4 cosine; _sft_common: its own)"};
+  // Step 2: the recipe.
+  std::ostringstream os;
+  Header(os, c, shape);
+  os << "import os\nimport sys\n\nimport torch\n";
+  os << "from megatron.bridge import AutoBridge\n";
+  os << "from megatron.bridge.peft.lora import LoRA\n";
+  os << "from megatron.bridge.recipes.common import _peft_common, _sft_common\n";
+  os << "from megatron.bridge.training.finetune import finetune\n";
+  os << "from megatron.bridge.training.gpt_step import forward_step\n";
+  os << "from megatron.bridge.training import mixed_precision\n\n";
+  os << "HF_MODEL_PATH = os.environ.get(\"HF_MODEL_PATH\", \"<set HF_MODEL_PATH>\")\n";
+  os << "MEGATRON_CHECKPOINT_DIR = os.environ.get(\"MEGATRON_CHECKPOINT_DIR\", \"<set MEGATRON_CHECKPOINT_DIR>\")\n";
+  os << "UNSUPPORTED = " << c.unsupported.size() << "\n";
+  os << "LORA = " << Py(p.mode == FinetuneMode::kLoRA) << "\n\n\n";
+  os << "def plan_config():\n";
+  os << "    cfg = _peft_common() if LORA else _sft_common()\n";
+  os << "    cfg.model = AutoBridge.from_hf_pretrained(HF_MODEL_PATH).to_megatron_provider(load_weights=False)\n";
+  os << "    cfg.tokenizer.tokenizer_model = HF_MODEL_PATH\n";
+  os << "    cfg.checkpoint.pretrained_checkpoint = MEGATRON_CHECKPOINT_DIR\n";
+  os << "    model = cfg.model\n";
+  ParallelismAndTraining(os, p, m, mex.args.Value("--pipeline-model-parallel-layout"));
   if (p.mode == FinetuneMode::kLoRA)
     os << "    cfg.peft = LoRA(target_modules=" << PyList(LoraTargets(m)) << ", dim=" << p.lora_rank
        << ", alpha=" << 2 * p.lora_rank << ", dropout=0.0)\n";

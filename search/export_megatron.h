@@ -75,6 +75,14 @@ Expected<MegatronArgs> ParseMegatronScript(const std::string& text, const std::s
 
 // ---- The checker (export_megatron_rules.cpp) ----
 
+// How Megatron's argparse takes one flag: store_true (no value), one value, or nargs="+"; choices
+// where argparse (or a Literal-typed config field) restricts them (export_megatron_flags.cpp).
+struct MegatronFlagSpec {
+  enum Kind { kSwitch, kOne, kMany } kind;
+  std::vector<std::string> choices;   // empty = any
+};
+const std::map<std::string, MegatronFlagSpec>& MegatronKnownFlags();
+
 struct MegatronRule {
   const char* id;        // "fsdp2_conflicts"
   const char* source;    // "megatron/training/arguments.py: validate_args (if args.use_torch_fsdp2)"

@@ -16,72 +16,6 @@ namespace {
 constexpr const char* kArgs = "megatron/training/arguments.py: validate_args";
 constexpr const char* kTC = "megatron/core/transformer/transformer_config.py: TransformerConfig.__post_init__";
 
-// Flags the exports use, as Megatron's parser defines them: store_true (no value), one value, or
-// nargs="+" (one or more); choices where argparse (or a Literal-typed config field) restricts them.
-struct FlagSpec {
-  enum Kind { kSwitch, kOne, kMany } kind;
-  std::vector<std::string> choices;   // empty = any
-};
-const std::map<std::string, FlagSpec>& KnownFlags() {
-  using K = FlagSpec;
-  static const std::map<std::string, FlagSpec> flags = {
-      {"--num-layers", {K::kOne, {}}}, {"--hidden-size", {K::kOne, {}}}, {"--ffn-hidden-size", {K::kOne, {}}},
-      {"--num-attention-heads", {K::kOne, {}}}, {"--group-query-attention", {K::kSwitch, {}}},
-      {"--num-query-groups", {K::kOne, {}}}, {"--kv-channels", {K::kOne, {}}}, {"--qk-layernorm", {K::kSwitch, {}}},
-      {"--normalization", {K::kOne, {"LayerNorm", "RMSNorm"}}}, {"--norm-epsilon", {K::kOne, {}}},
-      {"--swiglu", {K::kSwitch, {}}},
-      {"--position-embedding-type", {K::kOne, {"learned_absolute", "rope", "yarn", "mrope", "relative", "none"}}},
-      {"--rotary-base", {K::kOne, {}}}, {"--use-rope-scaling", {K::kSwitch, {}}}, {"--rope-scaling-factor", {K::kOne, {}}},
-      {"--max-position-embeddings", {K::kOne, {}}}, {"--untie-embeddings-and-output-weights", {K::kSwitch, {}}},
-      {"--disable-bias-linear", {K::kSwitch, {}}}, {"--add-qkv-bias", {K::kSwitch, {}}},
-      {"--attention-output-gate", {K::kSwitch, {}}}, {"--multi-latent-attention", {K::kSwitch, {}}},
-      {"--q-lora-rank", {K::kOne, {}}}, {"--kv-lora-rank", {K::kOne, {}}}, {"--qk-head-dim", {K::kOne, {}}},
-      {"--qk-pos-emb-head-dim", {K::kOne, {}}}, {"--v-head-dim", {K::kOne, {}}}, {"--rope-type", {K::kOne, {"rope", "yarn"}}},
-      {"--rotary-scaling-factor", {K::kOne, {}}}, {"--mscale", {K::kOne, {}}}, {"--mscale-all-dim", {K::kOne, {}}},
-      {"--experimental-attention-variant", {K::kOne, {"gdn", "gdn2", "dsa", "gated_delta_net"}}},
-      {"--dsa-indexer-n-heads", {K::kOne, {}}}, {"--dsa-indexer-head-dim", {K::kOne, {}}},
-      {"--dsa-indexer-topk", {K::kOne, {}}}, {"--num-experts", {K::kOne, {}}}, {"--moe-router-topk", {K::kOne, {}}},
-      {"--moe-ffn-hidden-size", {K::kOne, {}}}, {"--moe-shared-expert-intermediate-size", {K::kOne, {}}},
-      {"--moe-shared-expert-gate", {K::kSwitch, {}}}, {"--moe-layer-freq", {K::kOne, {}}},
-      {"--moe-router-score-function", {K::kOne, {"softmax", "sigmoid", "sqrtsoftplus"}}},
-      {"--moe-router-pre-softmax", {K::kSwitch, {}}}, {"--moe-router-topk-scaling-factor", {K::kOne, {}}},
-      {"--moe-router-num-groups", {K::kOne, {}}}, {"--moe-router-group-topk", {K::kOne, {}}},
-      {"--moe-router-enable-expert-bias", {K::kSwitch, {}}},
-      {"--moe-router-load-balancing-type",
-       {K::kMany, {"aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none"}}},
-      {"--moe-aux-loss-coeff", {K::kMany, {}}}, {"--moe-latent-size", {K::kOne, {}}},
-      {"--moe-router-dtype", {K::kOne, {"fp32", "fp64"}}}, {"--moe-grouped-gemm", {K::kSwitch, {}}},
-      {"--moe-token-dispatcher-type", {K::kOne, {"allgather", "alltoall", "flex"}}},
-      {"--mtp-num-layers", {K::kOne, {}}}, {"--tensor-model-parallel-size", {K::kOne, {}}},
-      {"--pipeline-model-parallel-size", {K::kOne, {}}}, {"--context-parallel-size", {K::kOne, {}}},
-      {"--expert-model-parallel-size", {K::kOne, {}}}, {"--expert-tensor-parallel-size", {K::kOne, {}}},
-      {"--sequence-parallel", {K::kSwitch, {}}}, {"--pipeline-model-parallel-layout", {K::kOne, {}}},
-      {"--num-virtual-stages-per-pipeline-rank", {K::kOne, {}}}, {"--num-layers-per-virtual-pipeline-stage", {K::kOne, {}}},
-      {"--overlap-p2p-comm", {K::kSwitch, {}}}, {"--use-megatron-fsdp", {K::kSwitch, {}}},
-      {"--megatron-fsdp-version", {K::kOne, {"1", "2"}}}, {"--use-torch-fsdp2", {K::kSwitch, {}}},
-      {"--data-parallel-sharding-strategy", {K::kOne, {"no_shard", "optim", "optim_grads", "optim_grads_params"}}},
-      {"--use-distributed-optimizer", {K::kSwitch, {}}}, {"--num-distributed-optimizer-instances", {K::kOne, {}}},
-      {"--no-gradient-accumulation-fusion", {K::kSwitch, {}}},
-      {"--ckpt-format", {K::kOne, {"torch", "torch_dist", "torch_dcp", "fsdp_dtensor"}}},
-      {"--overlap-grad-reduce", {K::kSwitch, {}}}, {"--overlap-param-gather", {K::kSwitch, {}}},
-      {"--recompute-granularity", {K::kOne, {"full", "selective"}}}, {"--recompute-method", {K::kOne, {"uniform", "block"}}},
-      {"--recompute-num-layers", {K::kOne, {}}}, {"--recompute-modules", {K::kMany, {}}},
-      {"--bf16", {K::kSwitch, {}}}, {"--fp16", {K::kSwitch, {}}}, {"--fp8-format", {K::kOne, {"e4m3", "hybrid"}}},
-      {"--micro-batch-size", {K::kOne, {}}}, {"--global-batch-size", {K::kOne, {}}}, {"--seq-length", {K::kOne, {}}},
-      {"--tokenizer-type", {K::kOne, {"BertWordPieceLowerCase", "BertWordPieceCase", "GPT2BPETokenizer",
-                                       "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "HuggingFaceTokenizer",
-                                       "Llama2Tokenizer", "TikTokenizer", "MultimodalTokenizer", "NullTokenizer",
-                                       "NullMultimodalTokenizer", "SFTTokenizer"}}},
-      {"--tokenizer-model", {K::kOne, {}}}, {"--load", {K::kOne, {}}}, {"--finetune", {K::kSwitch, {}}},
-      {"--save", {K::kOne, {}}}, {"--save-interval", {K::kOne, {}}}, {"--data-path", {K::kMany, {}}},
-      {"--mock-data", {K::kSwitch, {}}}, {"--split", {K::kOne, {}}}, {"--train-iters", {K::kOne, {}}},
-      {"--lr", {K::kOne, {}}}, {"--min-lr", {K::kOne, {}}},
-      {"--lr-decay-style", {K::kOne, {"constant", "linear", "cosine", "inverse-square-root", "WSD"}}},
-      {"--lr-warmup-iters", {K::kOne, {}}},
-  };
-  return flags;
-}
-
 using Fail = std::function<void(const std::string&)>;
 
 int64_t Tp(const MegatronArgs& a) { return a.Int("--tensor-model-parallel-size", 1); }
@@ -98,15 +32,15 @@ std::string S(int64_t v) { return std::to_string(v); }
 
 void KnownFlagsRule(const MegatronArgs& a, const Fail& fail) {
   for (const auto& [flag, value] : a.flags) {
-    auto it = KnownFlags().find(flag);
-    if (it == KnownFlags().end()) { fail("unrecognized argument " + flag); continue; }
+    auto it = MegatronKnownFlags().find(flag);
+    if (it == MegatronKnownFlags().end()) { fail("unrecognized argument " + flag); continue; }
     std::istringstream vs(value);
     std::vector<std::string> toks;
     for (std::string t; vs >> t;) toks.push_back(t);
-    const FlagSpec& spec = it->second;
-    if (spec.kind == FlagSpec::kSwitch && !toks.empty()) fail(flag + " takes no value, got '" + value + "'");
-    if (spec.kind == FlagSpec::kOne && toks.size() != 1) fail(flag + " takes one value, got '" + value + "'");
-    if (spec.kind == FlagSpec::kMany && toks.empty()) fail(flag + " needs at least one value");
+    const MegatronFlagSpec& spec = it->second;
+    if (spec.kind == MegatronFlagSpec::kSwitch && !toks.empty()) fail(flag + " takes no value, got '" + value + "'");
+    if (spec.kind == MegatronFlagSpec::kOne && toks.size() != 1) fail(flag + " takes one value, got '" + value + "'");
+    if (spec.kind == MegatronFlagSpec::kMany && toks.empty()) fail(flag + " needs at least one value");
     for (const std::string& t : toks)
       if (!spec.choices.empty() && std::find(spec.choices.begin(), spec.choices.end(), t) == spec.choices.end())
         fail(flag + " " + t + ": invalid choice");

@@ -114,8 +114,9 @@ TEST(ExportGolden, ScriptsParseWithBashPythonAndToml) {
   EXPECT_EQ(Capture("for f in" + sh + "; do bash -n \"$f\" || echo \"BAD $f\"; done"), "");
   if (Capture("python3 -c 'print(1)'") != "1\n") GTEST_SKIP() << "python3 not installed: Python/TOML syntax not checked (bash checked)";
   EXPECT_EQ(Capture("python3 -c \"import ast,sys\nfor f in sys.argv[1:]: ast.parse(open(f).read(), f)\"" + py), "");
-  if (Capture("python3 -c 'import tomllib'") == "")
+  if (Capture("python3 -c 'import tomllib'") == "") {
     EXPECT_EQ(Capture("python3 -c \"import tomllib,sys\nfor f in sys.argv[1:]: tomllib.load(open(f,'rb'))\"" + toml), "");
+  }
 }
 
 TEST(ExportGolden, HonestHeadersNameEngineAndGaps) {
