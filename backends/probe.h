@@ -149,6 +149,7 @@ struct ProbeConfig {
   double collective_timeout_s = 30;  // c10d/Gloo timeout on each collective
   std::string out_dir;               // per-rank logs and JSON; empty = a temp dir
   std::string worker_binary;         // `onboard` binary for the workers; empty = this executable
+  std::string launcher = "local";    // "local": fork/exec here | "slurm": one srun step (backends/slurm_launch.h)
   int64_t threads_per_rank = 1;      // intra-op threads in each worker
   // Where each rank's tensors live: "cpu" (default) or "cuda" (rank r on cuda:(local rank % GPUs);
   // several ranks need ONBOARD_PROBE_BACKEND=nccl: Gloo's all-to-all takes CPU tensors). With

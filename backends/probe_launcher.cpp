@@ -25,6 +25,7 @@
 #include "backends/c10d_compat.h"
 #include "backends/c10d_store.h"
 #include "backends/probe_report.h"
+#include "backends/slurm_launch.h"
 
 namespace onboard {
 namespace {
@@ -118,6 +119,8 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   const auto t0 = std::chrono::steady_clock::now();
   ProbeConfig cfg = config_in;
   ONBOARD_RETURN_IF_ERROR(cfg.Validate(spec));
+  if (cfg.launcher != "local" && cfg.launcher != "slurm")
+    return BadInput("probe", "launcher", "must be local or slurm", cfg.launcher);
   if (cfg.device == "cuda" && !torch::cuda::is_available())
     return BadInput("probe", "device", "no CUDA device visible to this LibTorch (backends compiled: " +
                     backends::CompiledBackends() + ")", "cuda");
@@ -152,8 +155,13 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   const std::string port = std::to_string(store->port());
 
   // Step 3: fork/exec the ranks; each writes rank<r>.log (stdout+stderr) and rank<r>.json.
+  // With --launcher slurm one srun step starts them instead (backends/slurm_launch.cpp).
   std::vector<pid_t> pids;
-  for (int64_t r = 0; r < cfg.ranks; ++r) {
+  const bool local = cfg.launcher != "slurm";
+  if (!local)
+    ONBOARD_RETURN_IF_ERROR(backends::RunRanksWithSrun(
+        {worker, spec_file, cfg.out_dir, backends::SrunMasterAddr(), store->port(), cfg.ranks, cfg.timeout_s}));
+  for (int64_t r = 0; local && r < cfg.ranks; ++r) {
     const std::string rs = std::to_string(r);
     std::vector<std::string> args = {worker, "probe-worker", "--spec", spec_file, "--rank", rs,
                                      "--world", std::to_string(cfg.ranks), "--master-addr",
@@ -179,7 +187,7 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
     }
     pids.push_back(pid);
   }
-  ONBOARD_RETURN_IF_ERROR(Watch(pids, cfg, cfg.out_dir));
+  if (local) ONBOARD_RETURN_IF_ERROR(Watch(pids, cfg, cfg.out_dir));
 
   // Step 4: merge the ranks' JSON.
   std::vector<json> ranks;

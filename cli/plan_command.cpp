@@ -2,8 +2,14 @@
 // a given layout / a published_runs.json-style file of runs), print the best plan with its time and
 // memory breakdown, runners-up, Pareto front and rejected summary; exit 4 when nothing fits (after
 // printing the memory arithmetic and the smallest device count of the same family that fits).
+#include <sys/stat.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
+#include <map>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -20,11 +26,12 @@ namespace onboard::cli {
 namespace {
 
 struct PlanOptions {
-  std::string model, topology, mode = "lora", evaluate, export_fmt, base_dtype = "bf16";
+  std::string model, topology, mode = "lora", evaluate, export_fmt, export_out, base_dtype = "bf16";
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
   int threads = 2;
   double imbalance = 1.0, zipf = 0;
   int64_t spare_slots = 1;
+  int64_t devices_per_node = 8;   // --export: accelerators per host (launchers: nodes x per node)
   bool json = false;
 };
 
@@ -69,6 +76,41 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
   }
   if (o.json) std::cout << out.dump(2) << "\n";
   return 0;
+}
+
+// `--export ENGINE [--out DIR]`: print one export, or write it (or `all` of them) into DIR.
+int RunExport(const PlanOptions& o, const PlanRequest& req, const Plan& plan) {
+  static const std::map<std::string, std::string> kFiles = {
+      {"megatron", "plan.megatron.sh"},          {"bridge", "plan_megatron_bridge.py"},
+      {"torchtitan", "plan_torchtitan.py"},      {"torchtitan-v0.2", "plan.torchtitan-v0.2.toml"},
+      {"mindspeed", "plan.mindspeed.sh"},        {"torchrun", "plan.torchrun.sh"},
+      {"slurm", "plan.sbatch"}};
+  ExportOptions eo;
+  eo.devices_per_node = o.devices_per_node;
+  if (o.export_fmt == "all") {
+    if (o.export_out.empty()) return ReportError("plan", BadInput("(command line)", "--out", "--export all needs --out DIR"));
+    Status st = WriteAllExports(plan, req.model, o.export_out, eo);
+    if (!st.ok()) return ReportError("plan", st);
+    std::cout << "wrote the exports of " << PlanSummary(plan) << " to " << o.export_out << " (see EXPORTS.md)\n";
+    return 0;
+  }
+  const std::string name = kFiles.at(o.export_fmt);
+  for (const ExportFile& f : BuildAllExports(plan, req.model, eo)) {
+    if (f.name != name) continue;
+    if (o.export_out.empty()) {
+      std::cout << f.text;
+      return 0;
+    }
+    if (mkdir(o.export_out.c_str(), 0755) != 0 && errno != EEXIST)
+      return ReportError("plan", BadInput(o.export_out, "--out", "cannot create directory", strerror(errno)));
+    const std::string path = o.export_out + "/" + f.name;
+    std::ofstream out(path);
+    out << f.text;
+    if (!out) return ReportError("plan", IoError("cannot write " + path));
+    std::cout << "wrote " << path << "\n";
+    return 0;
+  }
+  return ReportError("plan", Status(ErrorCode::kInternal, "export " + name + " not built"));
 }
 
 int RunPlan(const PlanOptions& o) {
@@ -120,10 +162,7 @@ int RunPlan(const PlanOptions& o) {
     r = SearchPlans(*req);
     if (!r.ok()) return ReportError("plan", r.status());
   }
-  if (!o.export_fmt.empty() && r->feasible) {
-    std::cout << (o.export_fmt == "torchtitan" ? ToTorchtitanToml(r->best.plan) : ToMegatronArgs(r->best.plan) + "\n");
-    return 0;
-  }
+  if (!o.export_fmt.empty() && r->feasible) return RunExport(o, *req, r->best.plan);
   // Step 3: when nothing fits, the smallest device count of the same family that does.
   std::string smallest;
   nlohmann::json smallest_json;
@@ -179,8 +218,13 @@ static OnboardCommand kPlan{
       sub.add_option("--max-devices", o->max_devices, "largest device count tried when nothing fits")
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
       sub.add_option("--evaluate", o->evaluate, "cost this layout / published_runs.json-style file instead of searching");
-      sub.add_option("--export", o->export_fmt, "print the best plan as a torchtitan TOML section or Megatron-LM args")
-          ->check(CLI::IsMember({"torchtitan", "megatron"}));
+      sub.add_option("--export", o->export_fmt,
+                     "print the best plan's export for an engine, or write `all` of them into --out DIR "
+                     "(search/plan_export.h)")
+          ->check(CLI::IsMember({"all", "megatron", "bridge", "torchtitan", "torchtitan-v0.2", "mindspeed", "torchrun", "slurm"}));
+      sub.add_option("--out", o->export_out, "folder the exports are written to (with --export)");
+      sub.add_option("--devices-per-node", o->devices_per_node, "accelerators per host for the launchers (with --export)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1024}))->capture_default_str();
       sub.add_flag("--json", o->json, "print JSON");
       return [o] { return RunPlan(*o); };
     }};

@@ -121,6 +121,9 @@ OnboardCommand kProbe{
       sub.add_option("--timeout", o->cfg.timeout_s, "seconds for the whole probe")->capture_default_str();
       sub.add_option("--out", o->cfg.out_dir, "folder for logs and per-rank JSON");
       sub.add_option("--worker", o->cfg.worker_binary, "onboard binary for the workers (default: this one)");
+      sub.add_option("--launcher", o->cfg.launcher,
+                     "local (fork/exec here) | slurm (one srun step: inside an allocation, or its own)")
+          ->check(CLI::IsMember({"local", "slurm"}))->capture_default_str();
       sub.add_option("--dtype", o->cfg.dtype, "fp32 | fp64")->capture_default_str();
       sub.add_flag("--json", o->json, "print the result as JSON");
       return [o] { return RunProbeCommand(*o); };

@@ -11,6 +11,7 @@ PACKAGES=(
   libgtest-dev libgmock-dev libsqlite3-dev sqlite3
   libcli11-dev libfmt-dev
   chromium
+  slurm-wlm munge          # tests/backends/slurm_probe_test.cpp: slurmctld + slurmd + munged on localhost
 )
 
 missing=()

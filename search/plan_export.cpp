@@ -1,69 +1,96 @@
-// Exports of a Plan: torchtitan job-config TOML and Megatron-LM arguments.
+// BuildAllExports / WriteAllExports: every engine export and launcher of one plan, plus an
+// EXPORTS.md index of what each file targets; and ToMegatronArgs, the parallelism-only fragment for
+// callers without the model (same flag mapping as the full export; ToTorchtitanToml is in
+// export_torchtitan.cpp).
 #include "search/plan_export.h"
 
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
 #include <sstream>
 
+#include "search/export_model.h"
+
 namespace onboard {
+
+std::string ToMegatronScript(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
+  return RenderMegatronScript(BuildMegatronExport(p, ir, shape), "Megatron-LM", kMegatronTarget,
+                              "${MEGATRON_LM_DIR:?set MEGATRON_LM_DIR}/pretrain_gpt.py");
+}
+
 namespace {
 
-// One policy for frameworks that take a single recompute setting: the strongest one used.
-Recompute Strongest(const Plan& p) {
-  Recompute r = Recompute::kNone;
-  for (const auto& [k, v] : p.recompute)
-    if (static_cast<int>(v) > static_cast<int>(r)) r = v;
-  return r;
+std::string Index(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
+  std::ostringstream os;
+  os << "# Exports of the plan for " << ir.name << "\n\n";
+  os << "Plan: " << p.deg.world() << " devices as " << shape.nnodes << " node(s) x " << shape.gpus_per_node
+     << "; dp_replicate=" << p.deg.dp_replicate << " dp_shard=" << p.deg.dp_shard << " tp=" << p.deg.tp << " pp="
+     << p.deg.pp << " (interleave " << p.deg.interleave << ") ep=" << p.deg.ep << "; micro-batch " << p.micro_batch
+     << ", global batch " << p.global_batch << " x " << p.seq << " tokens; "
+     << (p.mode == FinetuneMode::kLoRA ? "LoRA rank " + std::to_string(p.lora_rank) : std::string("full fine-tuning"))
+     << ".\n\n";
+  os << "| file | engine | launch |\n|---|---|---|\n";
+  os << "| plan.megatron.sh | " << kMegatronTarget << " | `bash plan.megatron.sh` (one node) |\n";
+  os << "| plan_megatron_bridge.py | Megatron-Bridge (NeMo); the LoRA path | `python plan_megatron_bridge.py --import`, then torchrun |\n";
+  os << "| plan_torchtitan.py | torchtitan main (Python config function) | `torchrun -m torchtitan.train --module plan_torchtitan --config onboard_plan` |\n";
+  os << "| plan.torchtitan-v0.2.toml | torchtitan v0.2.x | `torchrun -m torchtitan.train --job.config_file plan.torchtitan-v0.2.toml` |\n";
+  os << "| plan.mindspeed.sh | MindSpeed-LLM (Ascend) | `bash plan.mindspeed.sh` (one node) |\n";
+  os << "| plan.torchrun.sh | torchrun, every node | `MASTER_ADDR=... ENGINE=... bash plan.torchrun.sh` |\n";
+  os << "| plan.sbatch | Slurm | `sbatch plan.sbatch` |\n\n";
+  os << "Each file's header says what its engine does not support for this plan and what you must supply.\n";
+  os << "The Megatron-LM argument list was checked against the Megatron-LM rules encoded in onboard\n";
+  os << "(search/export_megatron_rules.cpp, with citations); the engines themselves were not run.\n";
+  return os.str();
 }
 
 }  // namespace
 
-std::string ToTorchtitanToml(const Plan& p) {
-  std::ostringstream os;
-  os << "[parallelism]\n";
-  os << "data_parallel_replicate_degree = " << p.deg.dp_replicate << "\n";
-  os << "data_parallel_shard_degree = " << p.deg.dp_shard << "\n";
-  os << "tensor_parallel_degree = " << p.deg.tp << "\n";
-  os << "enable_async_tensor_parallel = false\n";
-  os << "pipeline_parallel_degree = " << p.deg.pp << "\n";
-  if (p.deg.pp > 1) {
-    os << "pipeline_parallel_schedule = \"" << (p.deg.interleave > 1 ? "Interleaved1F1B" : "1F1B") << "\"\n";
-    os << "pipeline_parallel_microbatch_size = " << p.micro_batch << "\n";
+std::vector<ExportFile> BuildAllExports(const Plan& p, const ModelIR& ir, const ExportOptions& o) {
+  const LaunchShape shape = ShapeFor(p, o.devices_per_node);
+  return {
+      {"plan.megatron.sh", ToMegatronScript(p, ir, shape)},
+      {"plan_megatron_bridge.py", ToMegatronBridgeRecipe(p, ir, shape)},
+      {"plan_torchtitan.py", ToTorchtitanConfig(p, ir, shape)},
+      {"plan.torchtitan-v0.2.toml", ToTorchtitanV02Toml(p, ir, shape)},
+      {"plan.mindspeed.sh", ToMindSpeedScript(p, ir, shape)},
+      {"plan.torchrun.sh", ToTorchrunLauncher(p, shape)},
+      {"plan.sbatch", ToSlurmSbatch(p, shape)},
+      {"EXPORTS.md", Index(p, ir, shape)},
+  };
+}
+
+Status WriteAllExports(const Plan& p, const ModelIR& ir, const std::string& dir, const ExportOptions& o) {
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+    return BadInput(dir, "--out", std::string("cannot create directory: ") + strerror(errno), dir);
+  for (const ExportFile& f : BuildAllExports(p, ir, o)) {
+    const std::string path = dir + "/" + f.name;
+    std::ofstream out(path);
+    out << f.text;
+    if (!out) return IoError("cannot write " + path);
+    if (f.name.size() > 3 && f.name.substr(f.name.size() - 3) == ".sh") chmod(path.c_str(), 0755);
   }
-  os << "expert_parallel_degree = " << p.deg.ep << "\n";
-  os << "expert_tensor_parallel_degree = 1\n";
-  os << "\n[activation_checkpoint]\n";
-  const Recompute r = Strongest(p);
-  os << "mode = \"" << (r == Recompute::kFull ? "full" : r == Recompute::kSelective ? "selective" : "none") << "\"\n";
-  if (r == Recompute::kSelective) os << "selective_ac_option = \"op\"\n";
-  os << "# per block kind:";
-  for (const auto& [k, v] : p.recompute) os << " " << k << "=" << RecomputeName(v);
-  os << "\n\n[training]\n";
-  os << "seq_len = " << p.seq << "\n";
-  os << "local_batch_size = " << p.micro_batch * p.num_micro_batches << "\n";
-  os << "global_batch_size = " << p.global_batch << "\n";
-  os << "mixed_precision_param = \"" << (p.compute_dtype == "fp16" ? "float16" : "bfloat16") << "\"\n";
-  if (p.mode == FinetuneMode::kLoRA)
-    os << "# LoRA: rank " << p.lora_rank << ", frozen base in " << p.base_dtype
-       << " (adapters on attention and dense/shared MLP projections)\n";
-  return os.str();
+  return Status::Ok();
 }
 
 std::string ToMegatronArgs(const Plan& p) {
-  std::ostringstream os;
-  os << "--tensor-model-parallel-size " << p.deg.tp;
-  os << " --pipeline-model-parallel-size " << p.deg.pp;
-  if (p.deg.interleave > 1) os << " --num-virtual-stages-per-pipeline-rank " << p.deg.interleave;
-  if (p.deg.ep > 1) os << " --expert-model-parallel-size " << p.deg.ep << " --expert-tensor-parallel-size 1";
-  if (p.deg.sequence_parallel) os << " --sequence-parallel";
-  os << " --micro-batch-size " << p.micro_batch << " --global-batch-size " << p.global_batch;
-  os << " --seq-length " << p.seq;
-  if (p.zero_stage >= 1) os << " --use-distributed-optimizer";
-  if (p.zero_stage >= 3) os << " --use-torch-fsdp2";
-  const Recompute r = Strongest(p);
-  if (r == Recompute::kFull) os << " --recompute-granularity full --recompute-method uniform --recompute-num-layers 1";
-  else if (r == Recompute::kSelective) os << " --recompute-granularity selective";
-  os << (p.compute_dtype == "fp16" ? " --fp16" : " --bf16");
-  if (p.compute_dtype == "fp8") os << " --fp8-format hybrid";
-  return os.str();
+  // The parallelism / batch / optimizer flags of the full export, on a one-line list.
+  ModelIR none;
+  const MegatronExport e = BuildMegatronExport(p, none, ShapeFor(p, 8));
+  static const char* const kKeep[] = {
+      "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+      "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--sequence-parallel",
+      "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--use-distributed-optimizer", "--ckpt-format",
+      "--overlap-grad-reduce", "--overlap-param-gather", "--recompute-granularity", "--recompute-method",
+      "--recompute-num-layers", "--bf16", "--fp16", "--fp8-format", "--micro-batch-size", "--global-batch-size",
+      "--seq-length"};
+  std::string line;
+  for (const auto& [flag, value] : e.args.flags)
+    for (const char* k : kKeep)
+      if (flag == k) line += (line.empty() ? "" : " ") + flag + (value.empty() ? "" : " " + value);
+  if (p.deg.interleave > 1) line += " --num-virtual-stages-per-pipeline-rank " + std::to_string(p.deg.interleave);
+  return line;
 }
 
 }  // namespace onboard

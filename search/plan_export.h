@@ -1,20 +1,53 @@
-// Exports of a Plan for the frameworks users already run: a torchtitan TOML [parallelism]
-// section (+ [activation_checkpoint], [training]) and Megatron-LM command-line arguments.
+// Exports of a Plan for the engines users already run, and launchers. Each export names the
+// engine and version it targets, says what that engine does not support for this model/plan and
+// what the user must still supply. One file per engine:
+//   search/export_megatron*.cpp   Megatron-LM argument list (+ checker of Megatron's rules)
+//   search/export_bridge.cpp      Megatron-Bridge (NeMo) Python recipe: the launchable path for LoRA
+//   search/export_torchtitan.cpp  torchtitan main Python config function; torchtitan v0.2.x TOML
+//   search/export_mindspeed.cpp   MindSpeed-LLM (Ascend) arguments where they differ from Megatron's
+//   search/export_launchers.cpp   torchrun command line and Slurm sbatch script
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "core/model_ir.h"
 #include "core/plan.h"
+#include "core/status.h"
+#include "search/export_megatron.h"
 
 namespace onboard {
 
-// torchtitan job-config fragment:
-//   [parallelism] data_parallel_replicate_degree, data_parallel_shard_degree, tensor_parallel_degree,
-//   pipeline_parallel_degree, pipeline_parallel_schedule, expert_parallel_degree, ...
-std::string ToTorchtitanToml(const Plan& plan);
+struct ExportFile {
+  std::string name;      // file name inside the export folder ("plan.megatron.sh")
+  std::string text;
+};
 
-// Megatron-LM arguments: --tensor-model-parallel-size ... --expert-model-parallel-size ...
-// --recompute-granularity ... --micro-batch-size ... --global-batch-size ... (one line).
-std::string ToMegatronArgs(const Plan& plan);
+struct ExportOptions {
+  int64_t devices_per_node = 8;   // GPUs/NPUs per node (topology's first tier)
+};
+
+// Every export of `plan` for `model` (plan.megatron.sh, plan.megatron_bridge.py,
+// plan.torchtitan.py, plan.torchtitan-v0.2.toml, plan.mindspeed.sh, plan.torchrun.sh,
+// plan.sbatch, EXPORTS.md), in that order.
+std::vector<ExportFile> BuildAllExports(const Plan& plan, const ModelIR& model, const ExportOptions& options = {});
+
+// Writes BuildAllExports into `dir` (created if missing; files overwritten). Errors name the path.
+Status WriteAllExports(const Plan& plan, const ModelIR& model, const std::string& dir,
+                       const ExportOptions& options = {});
+
+// One export each (the files above).
+std::string ToMegatronScript(const Plan& plan, const ModelIR& model, const LaunchShape& shape);
+std::string ToMegatronBridgeRecipe(const Plan& plan, const ModelIR& model, const LaunchShape& shape);
+std::string ToTorchtitanConfig(const Plan& plan, const ModelIR& model, const LaunchShape& shape);
+std::string ToTorchtitanV02Toml(const Plan& plan, const ModelIR& model, const LaunchShape& shape);
+std::string ToMindSpeedScript(const Plan& plan, const ModelIR& model, const LaunchShape& shape);
+std::string ToTorchrunLauncher(const Plan& plan, const LaunchShape& shape);
+std::string ToSlurmSbatch(const Plan& plan, const LaunchShape& shape);
+
+// Parallelism-only fragments of a Plan without its model (kept for callers that have no IR:
+// agent/orchestrator_stages.cpp). Same flag mapping as the full exports, no model section.
+std::string ToTorchtitanToml(const Plan& plan);   // [parallelism] [activation_checkpoint] [training], v0.2.x keys
+std::string ToMegatronArgs(const Plan& plan);     // one line of Megatron-LM parallelism/batch/optimizer flags
 
 }  // namespace onboard

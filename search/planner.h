@@ -8,7 +8,7 @@
 //   SearchPlans(req)          -> best plan, runners-up, Pareto front, rejected summary
 //   EvaluatePlan(req, plan)   -> PlanEstimate for one given layout (no search)
 //   SmallestFittingWorld(req) -> smallest device count of the same topology family that fits
-//   ToTorchtitanToml / ToMegatronArgs (search/plan_export.h) -> exports of a Plan
+//   BuildAllExports / WriteAllExports (search/plan_export.h) -> engine exports + launchers of a Plan
 //   LoadLayoutFile (search/layout_file.h) -> layouts / published runs for `--evaluate`
 //   PlaceExperts (search/expert_placement.h) -> hierarchical expert placement with replicas
 #pragma once

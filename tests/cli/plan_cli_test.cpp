@@ -2,6 +2,9 @@
 // exports, and bad topology / layout files (exit 2 with file, field and value).
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -52,9 +55,26 @@ TEST(PlanCli, ExportsMegatronAndTorchtitan) {
   const Result m = Onboard(base + " --export megatron");
   EXPECT_EQ(m.code, 0) << m.out;
   EXPECT_NE(m.out.find("--expert-model-parallel-size"), std::string::npos) << m.out;
-  const Result t = Onboard(base + " --export torchtitan");
+  EXPECT_NE(m.out.find("--pipeline-model-parallel-size"), std::string::npos) << m.out;
+  EXPECT_NE(m.out.find("Megatron-LM has no KDA layer"), std::string::npos) << m.out;
+  const Result t = Onboard(base + " --export torchtitan-v0.2");
   EXPECT_EQ(t.code, 0) << t.out;
   EXPECT_NE(t.out.find("[parallelism]"), std::string::npos) << t.out;
+}
+
+TEST(PlanCli, ExportAllWritesEveryFileAndNeedsOut) {
+  const std::string dir = std::string(ONBOARD_BINARY_DIR) + "/plan-cli-export-all";
+  std::system(("rm -rf '" + dir + "'").c_str());
+  const std::string base = "plan " + std::string(ONBOARD_TEST_DATA) + "/hf/llama-3.1-8b.config.json --topology " + kTopo +
+                           "h200-16x8.json --mode full --export all";
+  const Result r = Onboard(base + " --out " + dir);
+  EXPECT_EQ(r.code, 0) << r.out;
+  for (const char* f : {"plan.megatron.sh", "plan_megatron_bridge.py", "plan_torchtitan.py", "plan.torchtitan-v0.2.toml",
+                        "plan.mindspeed.sh", "plan.torchrun.sh", "plan.sbatch", "EXPORTS.md"})
+    EXPECT_EQ(access((dir + "/" + f).c_str(), R_OK), 0) << f << " missing; " << r.out;
+  const Result no_out = Onboard(base);
+  EXPECT_EQ(no_out.code, 2) << no_out.out;
+  EXPECT_NE(no_out.out.find("--export all needs --out DIR"), std::string::npos) << no_out.out;
 }
 
 TEST(PlanCli, BadTopologyExits2NamingFileFieldValue) {

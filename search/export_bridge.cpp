@@ -1,0 +1,171 @@
+// ToMegatronBridgeRecipe: a Python recipe for NVIDIA-NeMo/Megatron-Bridge that loads the HF
+// checkpoint through AutoBridge and sets the plan's TP/PP/VP/CP/EP/ETP, batch, recompute,
+// precision and PEFT LoRA (rank, alpha, target modules). Megatron-LM has no LoRA, so this is the
+// launchable path for LoRA plans. Names used (Megatron-Bridge main @ 067f987d, 2026-08-22):
+//   megatron.bridge.AutoBridge.{from_hf_pretrained, to_megatron_provider, import_ckpt}
+//   megatron.bridge.recipes.common.{_peft_common, _sft_common}   (ConfigContainer templates)
+//   megatron.bridge.peft.lora.LoRA(target_modules, dim, alpha)
+//   megatron.bridge.training.finetune.finetune(config, forward_step_func)
+//   megatron.bridge.training.gpt_step.forward_step
+//   megatron.bridge.training.mixed_precision.{bf16_mixed, fp16_mixed, bf16_with_fp8_current_scaling_mixed}
+// ConfigContainer.validate asserts cfg.checkpoint.pretrained_checkpoint is set when cfg.peft is,
+// and that model.seq_length == dataset.seq_length: both are set below.
+#include <sstream>
+
+#include "search/export_model.h"
+#include "search/plan_export.h"
+
+namespace onboard {
+namespace {
+
+const char* const kBridgeTarget = "NVIDIA-NeMo/Megatron-Bridge main @ 067f987d (2026-08-22)";
+
+std::string Py(bool b) { return b ? "True" : "False"; }
+std::string S(int64_t v) { return std::to_string(v); }
+
+// LoRA targets in Megatron-Core module names: attention projections and the dense / shared-expert
+// MLPs (the plan's adapters), not the routed experts.
+std::vector<std::string> LoraTargets(const ExportModel& m) {
+  std::vector<std::string> t;
+  if (m.mla) {
+    t = {m.q_lora_rank > 0 ? "linear_q_down_proj" : "linear_q_proj", "linear_kv_down_proj", "linear_kv_up_proj",
+         "linear_proj"};
+    if (m.q_lora_rank > 0) t.insert(t.begin() + 1, "linear_q_up_proj");
+  } else {
+    t = {"linear_qkv", "linear_proj"};
+  }
+  t.push_back("*.mlp.linear_fc1");
+  t.push_back("*.mlp.linear_fc2");
+  if (m.shared_experts > 0) {
+    t.push_back("*.mlp.shared_experts.linear_fc1");
+    t.push_back("*.mlp.shared_experts.linear_fc2");
+  }
+  return t;
+}
+
+std::string PyList(const std::vector<std::string>& v) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::string("\"") + v[i] + "\"";
+  return s + "]";
+}
+
+void Header(std::ostringstream& os, const ExportCaveats& c, const LaunchShape& shape) {
+  os << "# Megatron-Bridge recipe for this plan, written by `onboard plan --export`.\n";
+  os << "# Target: " << kBridgeTarget << ".\n";
+  os << "# Run once, in one process, to convert the HF checkpoint:  python THIS --import\n";
+  os << "# Then launch on every node:  torchrun --nnodes " << shape.nnodes << " --nproc-per-node "
+     << shape.gpus_per_node << " --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 THIS\n";
+  auto bullets = [&](const char* title, const std::vector<std::string>& items) {
+    if (items.empty()) return;
+    os << "# " << title << "\n";
+    for (const std::string& s : items) os << "#   - " << s << "\n";
+  };
+  bullets("NOT SUPPORTED (the recipe exits 3 unless ONBOARD_FORCE=1):", c.unsupported);
+  bullets("Exported differently from the plan:", c.approximations);
+  bullets("You must supply:", c.user_supplies);
+}
+
+// Step 2 helper: the plan's degrees, batch, recompute, precision and data-parallel sharding.
+void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportModel& m, const std::string& layout) {
+  const Recompute r = StrongestRecompute(p);
+  os << "    model.tensor_model_parallel_size = " << p.deg.tp << "\n";
+  os << "    model.sequence_parallel = " << Py(p.deg.tp > 1 && p.deg.sequence_parallel) << "\n";
+  os << "    model.pipeline_model_parallel_size = " << p.deg.pp << "\n";
+  os << "    model.virtual_pipeline_model_parallel_size = " << (p.deg.interleave > 1 ? S(p.deg.interleave) : "None") << "\n";
+  if (p.deg.pp > 1) {
+    os << "    model.pipeline_dtype = torch." << (p.compute_dtype == "fp16" ? "float16" : "bfloat16") << "\n";
+    os << "    model.pipeline_model_parallel_layout = \"" << layout << "\"\n";
+  } else {
+    os << "    model.pipeline_dtype = None\n    model.pipeline_model_parallel_layout = None\n";
+  }
+  os << "    model.context_parallel_size = " << PlanContextParallel(p) << "\n";
+  os << "    model.expert_model_parallel_size = " << p.deg.ep << "\n";
+  os << "    model.expert_tensor_parallel_size = " << (m.experts > 0 ? "1" : "None") << "\n";
+  if (m.experts > 0) os << "    model.moe_token_dispatcher_type = \"alltoall\"\n";
+  os << "    model.seq_length = " << p.seq << "\n";
+  os << "    cfg.dataset.seq_length = " << p.seq << "\n";
+  os << "    cfg.train.micro_batch_size = " << p.micro_batch << "\n";
+  os << "    cfg.train.global_batch_size = " << p.global_batch << "\n";
+  if (r == Recompute::kFull)
+    os << "    model.recompute_granularity = \"full\"\n    model.recompute_method = \"uniform\"\n    model.recompute_num_layers = 1\n";
+  else if (r == Recompute::kSelective)
+    os << "    model.recompute_granularity = \"selective\"\n    model.recompute_modules = "
+       << PyList(m.experts > 0 ? std::vector<std::string>{"core_attn", "moe_act"} : std::vector<std::string>{"core_attn"}) << "\n";
+  else
+    os << "    model.recompute_granularity = None\n";
+  const char* mp = p.compute_dtype == "fp16" ? "fp16_mixed" : p.compute_dtype == "fp8" ? "bf16_with_fp8_current_scaling_mixed" : "bf16_mixed";
+  os << "    cfg.mixed_precision = mixed_precision." << mp << "()\n";
+  const bool fsdp = p.zero_stage >= 3 && p.mode == FinetuneMode::kFull;
+  if (fsdp) {
+    os << "    cfg.dist.use_megatron_fsdp = True\n    cfg.ddp.use_megatron_fsdp = True\n";
+    os << "    cfg.ddp.data_parallel_sharding_strategy = \"optim_grads_params\"\n";
+    os << "    cfg.checkpoint.ckpt_format = \"fsdp_dtensor\"\n";
+  }
+  os << "    cfg.ddp.use_distributed_optimizer = " << Py(p.zero_stage >= 1) << "\n";
+  os << "    cfg.optimizer.use_distributed_optimizer = " << Py(p.zero_stage >= 1) << "\n";
+}
+
+}  // namespace
+
+std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
+  // Step 1: model facts, caveats (the Megatron export's, minus its LoRA refusal: Bridge has PEFT).
+  MegatronExport mex = BuildMegatronExport(p, ir, shape);
+  ExportCaveats c;
+  for (const std::string& u : mex.caveats.unsupported)
+    if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);
+  std::vector<std::string> ignored;
+  const ExportModel m = DescribeModel(ir, &ignored);
+  c.approximations = {"model architecture comes from the HF config via AutoBridge (not from onboard's IR)"};
+  if (p.mode == FinetuneMode::kLoRA && p.base_dtype != "bf16")
+    c.approximations.push_back("frozen base in " + p.base_dtype + ": the recipe keeps it in bf16 (Bridge has no " +
+                               p.base_dtype + " base for LoRA here)");
+  if (p.mode == FinetuneMode::kLoRA) {
+    c.approximations.push_back("LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)");
+    if (p.zero_stage >= 3 && p.deg.dp_shard > 1)
+      c.approximations.push_back("the plan FSDP-shards the frozen base over dp_shard=" + S(p.deg.dp_shard) +
+                                 "; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights "
+                                 "are replicated over data-parallel ranks: check per-device memory");
+  }
+  c.user_supplies = {"HF_MODEL_PATH - Hugging Face model id or folder",
+                     "MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)",
+                     "dataset: the template's default (SQuAD through HF datasets); replace cfg.dataset for your data",
+                     "optimizer / schedule: the template's defaults (_peft_common: lr 1e-4 cosine; _sft_common: its own)"};
+  // Step 2: the recipe.
+  std::ostringstream os;
+  Header(os, c, shape);
+  os << "import os\nimport sys\n\nimport torch\n";
+  os << "from megatron.bridge import AutoBridge\n";
+  os << "from megatron.bridge.peft.lora import LoRA\n";
+  os << "from megatron.bridge.recipes.common import _peft_common, _sft_common\n";
+  os << "from megatron.bridge.training.finetune import finetune\n";
+  os << "from megatron.bridge.training.gpt_step import forward_step\n";
+  os << "from megatron.bridge.training import mixed_precision\n\n";
+  os << "HF_MODEL_PATH = os.environ.get(\"HF_MODEL_PATH\", \"<set HF_MODEL_PATH>\")\n";
+  os << "MEGATRON_CHECKPOINT_DIR = os.environ.get(\"MEGATRON_CHECKPOINT_DIR\", \"<set MEGATRON_CHECKPOINT_DIR>\")\n";
+  os << "UNSUPPORTED = " << c.unsupported.size() << "\n";
+  os << "LORA = " << Py(p.mode == FinetuneMode::kLoRA) << "\n\n\n";
+  os << "def plan_config():\n";
+  os << "    cfg = _peft_common() if LORA else _sft_common()\n";
+  os << "    cfg.model = AutoBridge.from_hf_pretrained(HF_MODEL_PATH).to_megatron_provider(load_weights=False)\n";
+  os << "    cfg.tokenizer.tokenizer_model = HF_MODEL_PATH\n";
+  os << "    cfg.checkpoint.pretrained_checkpoint = MEGATRON_CHECKPOINT_DIR\n";
+  os << "    model = cfg.model\n";
+  ParallelismAndTraining(os, p, m, mex.args.Value("--pipeline-model-parallel-layout"));
+  if (p.mode == FinetuneMode::kLoRA)
+    os << "    cfg.peft = LoRA(target_modules=" << PyList(LoraTargets(m)) << ", dim=" << p.lora_rank
+       << ", alpha=" << 2 * p.lora_rank << ", dropout=0.0)\n";
+  else
+    os << "    cfg.peft = None\n";
+  os << "    return cfg\n\n\n";
+  os << "if __name__ == \"__main__\":\n";
+  os << "    if \"--import\" in sys.argv:\n";
+  os << "        AutoBridge.import_ckpt(HF_MODEL_PATH, MEGATRON_CHECKPOINT_DIR)\n";
+  os << "        sys.exit(0)\n";
+  os << "    if UNSUPPORTED and os.environ.get(\"ONBOARD_FORCE\") != \"1\":\n";
+  os << "        print(\"onboard: this plan uses what Megatron-Bridge does not support (see the header)\", file=sys.stderr)\n";
+  os << "        sys.exit(3)\n";
+  os << "    finetune(config=plan_config(), forward_step_func=forward_step)\n";
+  return os.str();
+}
+
+}  // namespace onboard

@@ -1,0 +1,142 @@
+// ToMindSpeedScript: MindSpeed-LLM (Ascend NPUs; the seed's Atlas hardware) argument list: the
+// Megatron-LM list of export_megatron.cpp with MindSpeed-LLM's own flags where they differ.
+// Flag names from Ascend/MindSpeed-LLM master @ c77308a1 (2026-08-21):
+//   --num-layer-list a,b,..     features_manager/pipeline_parallel/num_layer_list.py (len == pp,
+//                               needs pp > 1, not with virtual pipeline)
+//   --first-k-dense-replace K   features_manager/transformer/transformer_block.py
+//   --norm-topk-prob            features_manager/moe/moe_router.py
+//   --rope-scaling-type yarn|llama3, --rope-scaling-factor, --beta-fast, --beta-slow,
+//   --rope-scaling-mscale, --rope-scaling-mscale-all-dim,
+//   --rope-scaling-original-max-position-embeddings, --low-freq-factor, --high-freq-factor,
+//   --original-max-position-embeddings   features_manager/common/rotary.py
+//   --tokenizer-type PretrainedFromHF --tokenizer-name-or-path  features_manager/tokenizer/build_tokenizer.py
+//   --enable-hf2mg-convert --model-type-hf X   features_manager/convert_checkpoint/convert_checkpoint.py
+//   --lora-r --lora-alpha --lora-target-modules  features_manager/finetune/lora.py
+// The layout/FSDP/rope flags of the Megatron list that MindSpeed replaces are removed.
+#include "search/export_model.h"
+#include "search/plan_export.h"
+
+namespace onboard {
+namespace {
+
+const char* const kMindSpeedTarget = "Ascend/MindSpeed-LLM master @ c77308a1 (2026-08-21)";
+
+std::string S(int64_t v) { return std::to_string(v); }
+
+// --model-type-hf value for a Hugging Face model_type ("" = MindSpeed-LLM lists none).
+std::string MindSpeedHfType(const std::string& model_type) {
+  if (model_type == "deepseek_v3") return "deepseek3";
+  if (model_type == "qwen3_moe") return "qwen3-moe";
+  if (model_type == "qwen3") return "qwen3";
+  if (model_type == "mixtral") return "mixtral";
+  return "";
+}
+
+void ReplacePipeline(const Plan& p, const ModelIR& ir, const ExportModel& m, MegatronExport* e) {
+  e->args.Remove("--pipeline-model-parallel-layout");
+  e->args.Remove("--overlap-p2p-comm");
+  if (p.deg.pp <= 1) return;
+  if (p.deg.interleave > 1)
+    e->caveats.approximations.push_back("virtual pipeline (interleave " + S(p.deg.interleave) +
+                                        "): --num-layer-list cannot express it; one stage per rank exported");
+  Plan flat = p;
+  flat.deg.interleave = 1;
+  if (p.deg.interleave > 1) flat.stage_layer_starts.clear();
+  std::string list;
+  for (int64_t s : StageSizes(ExportStageStarts(flat, ir), m.layers)) list += (list.empty() ? "" : ",") + S(s);
+  e->args.Add("--num-layer-list", list);
+}
+
+void ReplaceModelFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
+  MegatronArgs& a = e->args;
+  const int64_t first_moe = m.first_moe_layer();
+  bool dense_prefix = first_moe >= 0;
+  for (int64_t l = std::max<int64_t>(first_moe, 0); l < m.layers && dense_prefix; ++l) dense_prefix = m.moe_layer[l];
+  if (dense_prefix && first_moe > 0) {
+    a.Remove("--moe-layer-freq");
+    a.Add("--first-k-dense-replace", S(first_moe));
+    a.Add("--moe-layer-freq", "1");
+  }
+  if (m.experts > 0 && m.renormalize) a.Add("--norm-topk-prob");
+  for (const char* f : {"--rope-type", "--rotary-scaling-factor", "--mscale", "--mscale-all-dim", "--use-rope-scaling",
+                        "--rope-scaling-factor"})
+    a.Remove(f);
+  if (m.rope.type == "yarn") {
+    a.Add("--rope-scaling-type", "yarn");
+    a.Add("--rope-scaling-factor", Num(m.rope.factor));
+    a.Add("--beta-fast", Num(m.rope.beta_fast));
+    a.Add("--beta-slow", Num(m.rope.beta_slow));
+    a.Add("--rope-scaling-mscale", Num(m.rope.mscale));
+    a.Add("--rope-scaling-mscale-all-dim", Num(m.rope.mscale_all_dim));
+    a.Add("--rope-scaling-original-max-position-embeddings", S(m.rope.original_max_position));
+  } else if (m.rope.type == "llama3") {
+    a.Add("--rope-scaling-type", "llama3");
+    a.Add("--rope-scaling-factor", Num(m.rope.factor));
+    a.Add("--low-freq-factor", Num(m.rope.low_freq_factor));
+    a.Add("--high-freq-factor", Num(m.rope.high_freq_factor));
+    a.Add("--original-max-position-embeddings", S(m.rope.original_max_position));
+  }
+  if (m.model_type == "deepseek_v3") a.Add("--spec", "mindspeed_llm.tasks.models.spec.deepseek_spec layer_spec");
+  a.Add("--use-mcore-models");
+  a.Add("--use-flash-attn");
+  (void)p;
+}
+
+void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
+  MegatronArgs& a = e->args;
+  if (a.Has("--use-megatron-fsdp")) {
+    for (const char* f : {"--use-megatron-fsdp", "--data-parallel-sharding-strategy"}) a.Remove(f);
+    e->caveats.approximations.push_back("Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer "
+                                        "(ZeRO-1) shards only optimizer state, so weights and gradients take more memory "
+                                        "per device than the plan's FSDP");
+  }
+  a.Remove("--ckpt-format");
+  a.Add("--ckpt-format", "torch");
+  a.Remove("--tokenizer-type");
+  a.Remove("--tokenizer-model");
+  a.Add("--tokenizer-type", "PretrainedFromHF");
+  a.Add("--tokenizer-name-or-path", "${HF_MODEL_PATH:?required}");
+  const std::string hf = MindSpeedHfType(m.model_type);
+  if (!hf.empty()) {
+    a.Add("--enable-hf2mg-convert");
+    a.Add("--model-type-hf", hf);
+  } else {
+    e->caveats.user_supplies.push_back("a MindSpeed checkpoint of the HF weights (MindSpeed-LLM lists no --model-type-hf for " +
+                                       m.model_type + "; convert with its checkpoint tools)");
+  }
+  if (p.mode == FinetuneMode::kLoRA) {
+    a.Add("--lora-r", S(p.lora_rank));
+    a.Add("--lora-alpha", S(2 * p.lora_rank));
+    a.Add("--lora-target-modules", "linear_qkv linear_proj linear_fc1 linear_fc2");
+    e->caveats.approximations.push_back("LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include "
+                                        "routed experts where MindSpeed applies them)");
+  }
+  a.env.erase("CUDA_DEVICE_MAX_CONNECTIONS");
+  a.env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1";
+  a.env["PYTORCH_NPU_ALLOC_CONF"] = "expandable_segments:True";
+  a.env["HCCL_CONNECT_TIMEOUT"] = "3600";
+}
+
+}  // namespace
+
+std::string ToMindSpeedScript(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
+  MegatronExport e = BuildMegatronExport(p, ir, shape);
+  // Step 1: caveats: MindSpeed-LLM has LoRA; its other gaps are Megatron core's, not re-verified.
+  std::vector<std::string> unsupported;
+  for (const std::string& u : e.caveats.unsupported)
+    if (u.rfind("LoRA", 0) != 0) unsupported.push_back(u + " (Megatron core's gap; MindSpeed-LLM builds on it)");
+  e.caveats.unsupported = unsupported;
+  std::vector<std::string> notes;
+  const ExportModel m = DescribeModel(ir, &notes);
+  // Step 2: the flags that differ.
+  ReplacePipeline(p, ir, m, &e);
+  ReplaceModelFlags(p, m, &e);
+  ReplaceSystemFlags(p, m, &e);
+  for (auto& s : e.caveats.user_supplies)
+    if (s.rfind("MEGATRON_LM_DIR", 0) == 0) s = "MINDSPEED_LLM_DIR - a MindSpeed-LLM checkout (with MindSpeed and Megatron-LM as it pins)";
+  const std::string entry = p.mode == FinetuneMode::kLoRA ? "posttrain_gpt.py" : "pretrain_gpt.py";
+  return RenderMegatronScript(e, "MindSpeed-LLM (Ascend NPU)", kMindSpeedTarget,
+                              "${MINDSPEED_LLM_DIR:?set MINDSPEED_LLM_DIR}/" + entry);
+}
+
+}  // namespace onboard

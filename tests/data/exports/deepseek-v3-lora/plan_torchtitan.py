@@ -1,0 +1,62 @@
+# torchtitan config for this plan, written by `onboard plan --export`.
+# Target: pytorch/torchtitan main @ b5bcd76c (2026-08-21).
+# Exported differently from the plan:
+#   - MTP layers: not trained (the baseline's MTP setting is kept)
+# You must supply:
+#   - HF_MODEL_PATH - absolute path of the Hugging Face model folder (tokenizer + safetensors)
+#   - dataset: the baseline's (c4 through HF datasets); replace it for your data
+#   - optimizer / schedule / steps: the baseline's, except steps
+# Launch on every node (this file importable as plan_torchtitan):
+#   torchrun --nnodes 256 --nproc-per-node 8 -m torchtitan.train --module plan_torchtitan --config onboard_plan
+import os
+
+from torchtitan.components.checkpointer import CheckpointManager
+from torchtitan.components.lora import LoRAConverter
+from torchtitan.config import ParallelismConfig, TrainingConfig
+from torchtitan.distributed.activation_checkpoint import FullAC, SelectiveAC
+from torchtitan.models.deepseek_v3 import model_registry
+from torchtitan.models.deepseek_v3.config_registry import deepseek_v3_671b
+from torchtitan.trainer import Trainer
+
+HF_MODEL_PATH = os.environ.get("HF_MODEL_PATH", "/set/HF_MODEL_PATH")
+
+
+def onboard_plan() -> Trainer.Config:
+    config = deepseek_v3_671b()
+    config.model_spec = model_registry("671B", converters=[LoRAConverter.Config(rank=16, alpha=32.0, target_modules=["wq", "wq_a", "wq_b", "wkv_a", "wkv_b", "wo", "w1", "w2", "w3"])])
+    config.hf_assets_path = HF_MODEL_PATH
+    config.parallelism = ParallelismConfig(
+        data_parallel_replicate_degree=64,
+        data_parallel_shard_degree=4,
+        tensor_parallel_degree=4,
+        enable_sequence_parallel=True,
+        context_parallel_degree=1,
+        expert_parallel_degree=16,
+        pipeline_parallel_degree=2,
+        pipeline_parallel_schedule="Interleaved1F1B",
+        num_pp_microbatches=4,
+        module_fqns_per_model_part=[
+            ["tok_embeddings", "layers.0", "layers.1", "layers.2", "layers.3", "layers.4", "layers.5", "layers.6", "layers.7", "layers.8", "layers.9", "layers.10"],
+            ["layers.11", "layers.12", "layers.13", "layers.14", "layers.15", "layers.16", "layers.17", "layers.18", "layers.19", "layers.20"],
+            ["layers.21", "layers.22", "layers.23", "layers.24", "layers.25", "layers.26", "layers.27", "layers.28", "layers.29", "layers.30"],
+            ["layers.31", "layers.32", "layers.33", "layers.34", "layers.35", "layers.36", "layers.37", "layers.38", "layers.39", "layers.40"],
+            ["layers.41", "layers.42", "layers.43", "layers.44", "layers.45", "layers.46", "layers.47", "layers.48", "layers.49", "layers.50"],
+            ["layers.51", "layers.52", "layers.53", "layers.54", "layers.55", "layers.56", "layers.57", "layers.58", "layers.59", "layers.60", "norm", "output"],
+        ],
+    )
+    config.training = TrainingConfig(
+        num_tokens_per_microbatch_per_dp_rank=1 * 4096,
+        num_tokens_per_train_step=1024 * 4096,
+        max_context_length=4096,
+        steps=int(os.environ.get("TRAIN_STEPS", "1000")),
+        mixed_precision_param="bfloat16",
+    )
+    config.activation_checkpoint = None
+    config.checkpoint = CheckpointManager.Config(
+        enable=True,
+        initial_load_path=HF_MODEL_PATH,
+        initial_load_in_hf=True,
+        initial_load_model_only=True,
+        interval=500,
+    )
+    return config

@@ -1,0 +1,68 @@
+// Shared helpers for the export tests: the fixed plans of tests/data/exports/cases.json.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "parsers/load_model.h"
+#include "search/plan_export.h"
+#include "search_test_util.h"
+
+namespace onboard::test {
+
+struct ExportCase {
+  std::string name;
+  ModelIR model;
+  Plan plan;
+};
+
+inline Recompute ParseRecompute(const std::string& s) {
+  return s == "full" ? Recompute::kFull : s == "selective" ? Recompute::kSelective : Recompute::kNone;
+}
+
+inline std::vector<ExportCase> ExportCases() {
+  const std::string dir = std::string(ONBOARD_TEST_DATA);
+  const nlohmann::json j = nlohmann::json::parse(ReadText(dir + "/exports/cases.json"));
+  std::vector<ExportCase> out;
+  for (const auto& c : j.at("cases")) {
+    ExportCase e;
+    e.name = c.at("name");
+    auto m = LoadModel(dir + "/" + c.at("config").get<std::string>());
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (m.ok()) e.model = *m;
+    Plan& p = e.plan;
+    p.mode = c.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+    p.lora_rank = c.value("lora_rank", 0);
+    p.deg.dp_replicate = c.at("dp_replicate");
+    p.deg.dp_shard = c.at("dp_shard");
+    p.deg.tp = c.at("tp");
+    p.deg.pp = c.at("pp");
+    p.deg.interleave = c.at("interleave");
+    p.deg.ep = c.at("ep");
+    p.deg.expert_fsdp = c.at("expert_fsdp");
+    p.deg.sequence_parallel = c.at("sequence_parallel");
+    p.micro_batch = c.at("micro_batch");
+    p.num_micro_batches = c.at("num_micro_batches");
+    p.global_batch = c.at("global_batch");
+    p.seq = c.at("seq");
+    p.zero_stage = c.at("zero_stage");
+    for (const auto& [k, v] : c.at("recompute").items()) p.recompute[k] = ParseRecompute(v.get<std::string>());
+    if (c.contains("stage_layer_starts")) p.stage_layer_starts = c.at("stage_layer_starts").get<std::vector<int64_t>>();
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+inline ExportCase FindCase(const std::string& name) {
+  for (ExportCase& c : ExportCases())
+    if (c.name == name) return c;
+  ADD_FAILURE() << "no export case " << name;
+  return {};
+}
+
+}  // namespace onboard::test
