@@ -17,6 +17,14 @@ const char* RecomputeName(Recompute r) {
 
 const char* CpCommName(CpComm c) { return c == CpComm::kAllGather ? "allgather" : "ring"; }
 
+const char* CudaGraphName(CudaGraph g) {
+  return g == CudaGraph::kFull ? "full" : g == CudaGraph::kLayers ? "layers" : "none";
+}
+
+const char* EpDispatcherName(EpDispatcher d) {
+  return d == EpDispatcher::kDeepEP ? "deepep" : d == EpDispatcher::kHybridEP ? "hybridep" : "alltoall";
+}
+
 namespace {
 Status Bad(const std::string& msg) { return Status(ErrorCode::kBadInput, msg); }
 std::string S(int64_t v) { return std::to_string(v); }

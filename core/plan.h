@@ -21,6 +21,16 @@ enum class FinetuneMode { kFull, kLoRA };
 enum class CpComm { kRing, kAllGather };   // ring: cp-1 p2p steps overlapped with attention; all-gather: KV once
 const char* CpCommName(CpComm c);
 
+// CUDA graphs: none (eager launches), layers (attention + MoE router/preprocess captured per layer,
+// Megatron cuda_graph_scope=[attn, moe_router, moe_preprocess]), full (whole iteration captured).
+enum class CudaGraph { kNone, kLayers, kFull };
+const char* CudaGraphName(CudaGraph g);
+
+// MoE token dispatcher: all-to-all (NCCL, bf16, every top-k copy sent), or DeepEP / HybridEP (fp8
+// dispatch, a token crosses to a remote node once and is forwarded over NVLink there).
+enum class EpDispatcher { kAllToAll, kDeepEP, kHybridEP };
+const char* EpDispatcherName(EpDispatcher d);
+
 struct ParallelDegrees {
   int64_t dp_replicate = 1;     // HSDP replicas (pure DP when dp_shard == 1)
   int64_t dp_shard = 1;         // FSDP shard degree
@@ -51,6 +61,8 @@ struct Plan {
   std::string optimizer_dtype = "fp32";         // Adam moments + main grads: fp32 | bf16 (Megatron precision-aware
                                                 // optimizer: fp32 master params, bf16 grads and moments)
   int64_t mtp_layers = 0;                       // multi-token-prediction layers trained (on the last stage)
+  CudaGraph cuda_graph = CudaGraph::kNone;
+  EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;
   std::vector<int64_t> stage_layer_starts;      // first layer of each pipeline (virtual) stage (pp*interleave entries)
   int64_t zero_stage = 3;       // 0: replicated optimizer (DDP); 1: optimizer sharded over dp (ZeRO-1);
                                 // 3: FSDP, weights+grads+optimizer sharded over dp_shard (default)

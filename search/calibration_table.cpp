@@ -35,7 +35,25 @@ std::string Row(const CalibrationRow& r) {
 
 }  // namespace
 
-Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& runs) {
+void ResolveUnstatedRecompute(LayoutRun* run) {
+  if (!run->recompute_unstated || !run->skipped.empty()) return;
+  const PlanRequest req = RequestForRun(*run);
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
+    Plan p = run->plan;
+    p.recompute = {{"*", r}};
+    auto est = EvaluatePlan(req, p);
+    if (!est.ok()) return;
+    if (est->fits || r == Recompute::kFull) {
+      run->plan = p;
+      run->assumptions.push_back(std::string("recompute not stated: ") + RecomputeName(r) + ", the lightest that fits");
+      return;
+    }
+  }
+}
+
+Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& input) {
+  std::vector<LayoutRun> runs = input;
+  for (LayoutRun& r : runs) ResolveUnstatedRecompute(&r);
   CalibrationTable t;
   std::ostringstream os;
   char head[256];

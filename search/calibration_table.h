@@ -31,6 +31,10 @@ struct CalibrationTable {
   std::string text;                // the rendered table (stable: no timings)
 };
 
+// For a run whose source does not state its recompute: the lightest of none, selective, full (every
+// block) that fits, recorded in run->assumptions. No-op when the recompute was stated.
+void ResolveUnstatedRecompute(LayoutRun* run);
+
 // Evaluates every run; an invalid plan for a run is an error naming the run.
 Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& runs);
 

@@ -58,13 +58,14 @@ struct BlockTime {
   double tp = 0;                     // exposed TP comm (fwd + bwd + recompute)
   double a2a = 0;                    // EP all-to-all (fwd + bwd + recompute)
   double cp = 0, cp_total = 0;       // CP exchange: exposed after overlap with the core, and in all
+  double host = 0;                   // exposed host launch / dispatcher-sync time
 };
 
 struct LayerTime {
   BlockTime mixer, channel;
   double total() const {
     return mixer.fwd + mixer.bwd + mixer.rc + mixer.tp + mixer.cp + channel.fwd + channel.bwd + channel.rc +
-           channel.tp + channel.a2a;
+           channel.tp + channel.a2a + channel.host;
   }
 };
 
@@ -84,7 +85,8 @@ class TimeModel {
     eff_ = k.gemm_eff_max * c.req->calibration.compute_efficiency * (c.fp8 ? k.fp8_gemm_eff : 1.0);
     hbm_ = c.hbm_bps * k.hbm_eff * c.req->calibration.memory_bound_efficiency;
     lora_ = p.mode == FinetuneMode::kLoRA;
-    dispatch_bytes_ = c.fp8 ? k.fp8_dispatch_bytes : k.combine_bytes;
+    flex_ = p.ep_dispatcher != EpDispatcher::kAllToAll;
+    dispatch_bytes_ = c.fp8 && flex_ ? k.fp8_dispatch_bytes : k.combine_bytes;
     const Topology& topo = c.req->topology;
     const CostCalibration& cal = c.req->calibration;
     tp_ar_ = CollectiveCost(topo, cal, Collective::kAllReduce, p.deg.tp, 1, T_ * c.prof.hidden * 2);
@@ -108,8 +110,17 @@ class TimeModel {
 
   LayerTime Layer(size_t l) const {
     LayerTime out;
-    Mixer(c_.prof.layers[l], &out.mixer);
-    Channel(c_.prof.layers[l], &out.channel);
+    const LayerProfile& lp = c_.prof.layers[l];
+    Mixer(lp, &out.mixer);
+    Channel(lp, &out.channel);
+    // Step 4: host launch time not hidden behind the GPU (eager launches), and the MoE dispatcher's
+    // device-to-host sync (always exposed without a full-iteration graph).
+    const CostConstants& k = c_.k;
+    const BlockTime &a = out.mixer, &b = out.channel;
+    const double gpu = a.fwd + a.bwd + a.rc + b.fwd + b.bwd + b.rc;
+    const double launch = p_.cuda_graph == CudaGraph::kNone ? k.launch_s_per_layer : 0;
+    const double sync = lp.top_k > 0 && p_.deg.ep > 0 && p_.cuda_graph != CudaGraph::kFull ? k.moe_sync_s_per_layer : 0;
+    out.channel.host = std::max(0.0, launch - gpu) + sync;
     return out;
   }
 
@@ -151,7 +162,7 @@ class TimeModel {
     const double lora_f = lora_ ? 2 * T_ * static_cast<double>(p_.lora_rank) * lp.lora_params_per_rank / t_ /
                                       (c_.peak_flops * eff_ * k.lora_gemm_eff)
                                 : 0;
-    mx->fwd = mg + core_f + mel + quant + lora_f * k.lora_fwd_share + k.launch_s_per_layer;
+    mx->fwd = mg + core_f + mel + quant + lora_f * k.lora_fwd_share;
     mx->bwd = bwd_gemm * mg + core_b + 2 * mel + quant + lora_f;
     if (rm == Recompute::kFull) {
       mx->rc = mx->fwd;
@@ -240,8 +251,7 @@ class TimeModel {
     const double ch_bytes = (lp.act_norms / 2 + 2 * h + lp.dropout_mask_bytes / 2) / rep_div + lp.act_channel / t_ +
                             lp.act_routed * c_.req->expert_imbalance / t_;
     const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
-    const double launch = lp.top_k > 0 ? k.moe_launch_s_per_layer : 0;
-    ch->fwd = cg + routed + cel + moe_mem + quant + launch;
+    ch->fwd = cg + routed + cel + moe_mem + quant;
     ch->bwd = bwd_gemm * (cg + routed) + 2 * (cel + moe_mem) + quant;
     if (rc == Recompute::kFull) ch->rc = ch->fwd;
     else if (rc == Recompute::kSelective) ch->rc = cel;  // expert activation functions (moe_act)
@@ -256,7 +266,7 @@ class TimeModel {
     const Topology& topo = c_.req->topology;
     const double dom = static_cast<double>(topo.tiers.front().group_size);
     const double nodes = static_cast<double>(p_.deg.ep) / dom;
-    if (nodes <= 1) return lp.cross_node_fraction;
+    if (nodes <= 1 || !flex_) return lp.cross_node_fraction;
     const double kk = static_cast<double>(lp.top_k);
     const double distinct = nodes * (1 - std::pow(1 - 1 / nodes, kk));
     return std::min(lp.cross_node_fraction, distinct / kk);
@@ -265,7 +275,7 @@ class TimeModel {
   const CostContext& c_;
   const Plan& p_;
   double t_ = 1, T_ = 0, eff_ = 0, hbm_ = 0, dispatch_bytes_ = 2;
-  bool lora_ = false;
+  bool lora_ = false, flex_ = false;
   CommCost tp_ar_;
 };
 
@@ -332,7 +342,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double gbytes = lora ? c.base_weight_bytes : 2.0;
   struct Stage {
     double compute = 0, rc = 0, tp = 0, a2a = 0, a2a_exposed = 0, fsdp = 0, fsdp_exposed = 0, bwd = 0;
-    double cp = 0, cp_total = 0;
+    double cp = 0, cp_total = 0, host = 0, fwd = 0;
     double dense = 0, expert = 0, lora = 0;
     int64_t layers = 0;
     std::map<std::string, double> by_kind;
@@ -353,6 +363,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       s.a2a += x.channel.a2a;
       s.cp += x.mixer.cp;
       s.cp_total += x.mixer.cp_total;
+      s.host += x.channel.host;
+      s.fwd += x.mixer.fwd + x.channel.fwd;
       s.dense += lp.dense_params / t;
       s.expert += lp.expert_params / ep;
       s.lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
@@ -382,16 +394,23 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     s.a2a += mtp * x.channel.a2a;
     s.cp += mtp * x.mixer.cp;
     s.cp_total += mtp * x.mixer.cp_total;
+    s.host += mtp * x.channel.host;
+    s.fwd += mtp * (x.mixer.fwd + x.channel.fwd);
     s.dense += mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
     s.expert += mtp * lp.expert_params / ep;
   }
   std::string fsdp_tier, efsdp_tier;
+  // FSDP with pipelining keeps the stage's weights gathered across micro-batches and reduce-scatters
+  // grads once per step (torchtitan apply_fsdp: reshard_after_forward=False when PP is on); without
+  // PP every micro-batch gathers forward and backward and reduce-scatters.
+  const double fsdp_ags = d.pp > 1 ? 1.0 : 2.0;
+  const double fsdp_per_mb = d.pp > 1 ? 1.0 / static_cast<double>(p.num_micro_batches) : 1.0;
   for (Stage& s : st) {
     if (p.zero_stage >= 3 && d.dp_shard > 1) {
       const double ag = CollectiveCost(topo, cal, Collective::kAllGather, d.dp_shard, d.tp * d.cp, s.dense * gbytes).seconds;
       const double rs_bytes = lora ? s.lora * 4 : s.dense * 4;
       const CommCost rs = CollectiveCost(topo, cal, Collective::kReduceScatter, d.dp_shard, d.tp * d.cp, rs_bytes);
-      s.fsdp += 2 * ag + rs.seconds;
+      s.fsdp += fsdp_per_mb * (fsdp_ags * ag + rs.seconds);
       fsdp_tier = rs.tier;
     }
     if (p.zero_stage >= 3 && d.expert_fsdp > 1 && s.expert > 0) {
@@ -399,17 +418,21 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       const double rs = lora ? 0
                              : CollectiveCost(topo, cal, Collective::kReduceScatter, d.expert_fsdp, d.ep, s.expert * 4)
                                    .seconds;
-      s.fsdp += 2 * ag.seconds + rs;
+      s.fsdp += fsdp_per_mb * (fsdp_ags * ag.seconds + rs);
       efsdp_tier = ag.tier;
     }
     const double busy = s.compute + s.rc;
     // EP all-to-all overlapped with another micro-batch's compute when the framework does so.
-    s.a2a_exposed = req.overlap_ep_comm ? std::max(0.0, s.a2a - busy) : s.a2a;
+    // Overlap still costs the SMs the comm kernels hold while they run.
+    s.a2a_exposed = req.overlap_ep_comm ? std::max(0.0, s.a2a - busy) + c.k.a2a_overlap_sm_tax * std::min(s.a2a, busy)
+                                        : s.a2a;
     s.fsdp_exposed = std::max(0.0, s.fsdp - busy) + (s.layers > 0 ? s.fsdp / static_cast<double>(s.layers) : 0);
     s.fsdp_exposed = std::min(s.fsdp_exposed, s.fsdp);
   }
   size_t crit = 0;
-  auto mb_time = [](const Stage& s) { return s.compute + s.rc + s.tp + s.cp + s.a2a_exposed + s.fsdp_exposed; };
+  auto mb_time = [](const Stage& s) {
+    return s.compute + s.rc + s.tp + s.cp + s.host + s.a2a_exposed + s.fsdp_exposed;
+  };
   for (size_t i = 1; i < st.size(); ++i)
     if (mb_time(st[i]) > mb_time(st[crit])) crit = i;
   const Stage& cs = st[crit];
@@ -426,8 +449,9 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     p2p = (m * 2 * v + 2 * (pp - 1)) * one.seconds;
     p2p_tier = one.tier;
   }
-  // Step 3: data-parallel gradient sync once per step, overlapped with the last backward.
-  double sync = 0;
+  // Step 3: data-parallel gradient sync once per step, overlapped with the last backward; the
+  // distributed optimizer's parameter all-gather overlaps the next step's first forward.
+  double sync = 0, gather = 0;
   std::string sync_tier;
   const double grad_dense = lora ? cs.lora : cs.dense, grad_exp = lora ? 0 : cs.expert;
   const int64_t dp = d.dp_replicate * d.dp_shard;
@@ -445,14 +469,15 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     const CommCost g = CollectiveCost(topo, cal, kind, dcp, d.tp, gb * grad_dense);
     sync = g.seconds;
     sync_tier = g.tier;
-    if (p.zero_stage == 1) sync += CollectiveCost(topo, cal, Collective::kAllGather, dcp, d.tp, 2 * grad_dense).seconds;
+    if (p.zero_stage == 1) gather += CollectiveCost(topo, cal, Collective::kAllGather, dcp, d.tp, 2 * grad_dense).seconds;
     const int64_t edp = d.expert_fsdp * d.dp_replicate;
     if (grad_exp > 0 && edp > 1) {
       sync += CollectiveCost(topo, cal, kind, edp, d.ep, gb * grad_exp).seconds;
-      if (p.zero_stage == 1) sync += CollectiveCost(topo, cal, Collective::kAllGather, edp, d.ep, 2 * grad_exp).seconds;
+      if (p.zero_stage == 1) gather += CollectiveCost(topo, cal, Collective::kAllGather, edp, d.ep, 2 * grad_exp).seconds;
     }
   }
-  const double sync_exposed = std::max(0.0, sync - cs.bwd);
+  const double sync_exposed = std::max(0.0, sync - cs.bwd) + std::max(0.0, gather - cs.fwd);
+  sync += gather;
   // Step 4: optimizer step (memory-bound).
   const double opt_dp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? static_cast<double>(d.dp_shard) : static_cast<double>(dcp)) : 1.0;
   const double opt_edp = p.zero_stage >= 1 ? static_cast<double>(p.zero_stage >= 3 ? d.expert_fsdp : d.expert_fsdp * d.dp_replicate) : 1.0;
@@ -471,6 +496,9 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
         mstr + " micro-batches x " + Fmt(secs * 1e3) + " ms fwd+bwd on stage " + std::to_string(crit));
     e.compute_s_by_kind[kind] = m * secs;
   }
+  add("launch", m * cs.host, m * cs.host, "",
+      mstr + " x " + Fmt(cs.host * 1e3) + " ms host launch / MoE dispatcher sync not hidden (cuda_graph=" +
+          CudaGraphName(p.cuda_graph) + ")");
   add("recompute", m * cs.rc, m * cs.rc, "", mstr + " x " + Fmt(cs.rc * 1e3) + " ms extra forward");
   add("comm.tp", m * cs.tp, m * cs.tp, tm.tp_ar().tier,
       mstr + " x " + Fmt(cs.tp / std::max(tm.tp_ar().seconds, 1e-30), 3) + " all-reduces x " +
@@ -483,11 +511,12 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
           ", imbalance " + Fmt(req.expert_imbalance) +
           (req.overlap_ep_comm ? ", overlapped with compute)" : ", not overlapped)"));
   add("comm.fsdp", m * cs.fsdp, m * cs.fsdp_exposed, fsdp_tier.empty() ? efsdp_tier : fsdp_tier,
-      mstr + " x (AG fwd + AG bwd + RS) = " + Fmt(cs.fsdp * 1e3) + " ms, overlapped with " +
+      mstr + " x (AG fwd + AG bwd + RS; with PP: AG + RS once per step) = " + Fmt(cs.fsdp * 1e3) + " ms, overlapped with " +
           Fmt((cs.compute + cs.rc) * 1e3) + " ms compute");
   add("bubble", bubble, bubble, "", "(p-1)/v * t_mb = " + Fmt(pp - 1) + "/" + Fmt(v) + " * " + Fmt(t_mb * 1e3) + " ms");
   add("comm.pp_p2p", p2p, p2p, p2p_tier, "(m*2v + 2(p-1)) sends of T*h*2/t bytes");
-  add("comm.dp_sync", sync, sync_exposed, sync_tier, "grad sync once per step, overlapped with last backward");
+  add("comm.dp_sync", sync, sync_exposed, sync_tier,
+      "grad sync once per step, overlapped with the last backward (param all-gather: with the first forward)");
   add("optimizer", optimizer, optimizer, "", Fmt(local_params / 1e9) + " G local params x " +
                                                  Fmt(adam_bytes) + " B / HBM");
   e.step_s = 0;

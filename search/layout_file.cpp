@@ -58,6 +58,17 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   if (!cp_comm.empty() && cp_comm != "ring" && cp_comm != "allgather")
     return BadInput(f.origin(), f.path() + "cp_comm", "must be ring or allgather", cp_comm);
   p->cp_comm = cp_comm == "allgather" ? CpComm::kAllGather : CpComm::kRing;
+  std::string graph, dispatcher;
+  ONBOARD_RETURN_IF_ERROR(f.Str("cuda_graph", &graph));
+  if (!graph.empty() && graph != "none" && graph != "layers" && graph != "full")
+    return BadInput(f.origin(), f.path() + "cuda_graph", "must be none, layers or full", graph);
+  p->cuda_graph = graph == "full" ? CudaGraph::kFull : graph == "layers" ? CudaGraph::kLayers : CudaGraph::kNone;
+  ONBOARD_RETURN_IF_ERROR(f.Str("ep_dispatcher", &dispatcher));
+  if (!dispatcher.empty() && dispatcher != "alltoall" && dispatcher != "deepep" && dispatcher != "hybridep")
+    return BadInput(f.origin(), f.path() + "ep_dispatcher", "must be alltoall, deepep or hybridep", dispatcher);
+  p->ep_dispatcher = dispatcher == "deepep"     ? EpDispatcher::kDeepEP
+                     : dispatcher == "hybridep" ? EpDispatcher::kHybridEP
+                                                : EpDispatcher::kAllToAll;
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
   if (mode != "full" && mode != "lora") return BadInput(f.origin(), f.path() + "mode", "must be full or lora", mode);
   p->mode = mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;

@@ -47,6 +47,7 @@ struct LayoutRun {
   std::string uncertain;                      // the source's own caveat, if any
   std::vector<std::string> assumptions;       // "recompute 'unknown (not stated)' read as none", ...
   bool overlap_ep_comm = false;               // the recipe overlaps EP all-to-all (moe_a2a_overlap)
+  bool recompute_unstated = false;            // the source does not say: ResolveUnstatedRecompute picks it
 };
 
 // The request that evaluates `run` on its own model and topology (full fine-tuning unless the run

@@ -13,12 +13,16 @@
 //                       mla_up_proj -> MLA selective, core_attn -> every mixer selective, mlp -> MLP full,
 //                       moe -> MoE full, moe_act -> MoE selective, layernorm -> (nothing modelled);
 //                       "selective" without a list = Megatron-Core's default [core_attn];
-//                       "full" / "activation_checkpointing: true" = full; unknown / not stated = none.
+//                       "full" / "activation_checkpointing: true" = full; unknown / not stated = the
+//                       lightest of none < selective < full that fits (the run ran, so it fit).
 //   optimizer         : "precision-aware" = bf16 grads and moments, fp32 master (optimizer_dtype bf16).
 //   mtp               : recipe.mtp_layers, else the m's of the pipeline layout, else run.mtp_layers, else
 //                       the config's num_nextn_predict_layers (Megatron-Bridge base recipes train them).
 //   pp_layout         : recipe.preset_fields.pp_layout or recipe.model_overrides.pipeline_model_parallel_layout.
 //   overlap           : recipe.preset_fields.moe_a2a_overlap.
+//   cuda graphs       : cuda_graph_impl full_iteration = full; transformer_engine/local with a non-empty
+//                       cuda_graph_scope, or "cuda_graphs=1" in the recipe note = layers; else none.
+//   dispatcher        : recipe.preset_fields.moe_flex_dispatcher_backend (deepep | hybridep), else all-to-all.
 //   measured          : tokens_per_s_per_gpu, else from step_s (global_batch*seq/(step_s*gpus)); a run
 //                       with neither, or without micro_batch, is `skipped` with the reason.
 #include <filesystem>
@@ -106,7 +110,7 @@ void ReadRecompute(const json& r, const std::string& text, LayoutRun* run) {
   } else if (t.find("full") != std::string::npos || t.find("activation_checkpointing: true") != std::string::npos) {
     rc["*"] = Recompute::kFull;
   } else {
-    run->assumptions.push_back("recompute '" + text.substr(0, 40) + "' read as none");
+    run->recompute_unstated = true;  // the run ran, so it fit: the lightest policy that fits (calibration_table.h)
   }
 }
 
@@ -219,6 +223,23 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
     run->assumptions.push_back("optimizer not stated: Megatron distributed optimizer (zero 1), fp32 state");
 }
 
+void ReadLaunchSettings(const json& r, LayoutRun* run) {
+  const json* impl = RecipeField(r, "preset_fields", "cuda_graph_impl");
+  const json* scope = RecipeField(r, "preset_fields", "cuda_graph_scope");
+  const std::string im = impl && impl->is_string() ? impl->get<std::string>() : "";
+  std::string note;
+  auto rec = r.find("recipe");
+  if (rec != r.end() && rec->is_object() && rec->contains("note") && (*rec)["note"].is_string())
+    note = (*rec)["note"].get<std::string>();
+  if (im == "full_iteration") run->plan.cuda_graph = CudaGraph::kFull;
+  else if ((!im.empty() && scope && scope->is_array() && !scope->empty()) || note.find("cuda_graphs=1") != std::string::npos)
+    run->plan.cuda_graph = CudaGraph::kLayers;
+  const json* be = RecipeField(r, "preset_fields", "moe_flex_dispatcher_backend");
+  const std::string b = be && be->is_string() ? be->get<std::string>() : "";
+  run->plan.ep_dispatcher = b == "deepep" ? EpDispatcher::kDeepEP : b == "hybridep" ? EpDispatcher::kHybridEP : EpDispatcher::kAllToAll;
+  if (rec == r.end() || !rec->is_object() || rec->empty()) run->assumptions.push_back("launch settings not stated: eager, all-to-all dispatcher");
+}
+
 Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::string& origin, const std::string& path) {
   if (!r.is_object()) return BadInput(origin, path, "must be an object", r.dump().substr(0, 40));
   Fields f(r, origin, path + ".");
@@ -268,6 +289,7 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   run.plan.mtp_layers = std::max<int64_t>(0, mtp);
   const json* ov = RecipeField(r, "preset_fields", "moe_a2a_overlap");
   run.overlap_ep_comm = ov && ov->is_boolean() && ov->get<bool>();
+  ReadLaunchSettings(r, &run);
   // Step 3: what was measured.
   ONBOARD_RETURN_IF_ERROR(ReadMeasured(r, f, &run));
   return run;

@@ -17,6 +17,7 @@
 //   split parts / t, unfused scores H*s*(2+3*dropout)/t only without recompute, routed parts on
 //   EP ranks * imbalance / t). In flight: 1 without PP; stage 0 of 1F1B holds min(m, p) micro-batches
 //   of L/p layers; interleaving multiplies by 1 + (p-1)/(p*v).
+// fp8 / MXFP8: GEMM inputs are kept as their 1-byte quantised copies (Transformer Engine).
 // A2A buffers: a2a_buffers * T/t * top_k * width * 2 * imbalance.
 // MTP layers (last stage): one more decoder layer each (params, activations) + its h x 2h projection
 //   and its own fp32 logits.
@@ -41,6 +42,9 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
   const Recompute mix = PolicyFor(p, lp.mixer_kind);
   const Recompute chan = PolicyFor(p, lp.channel_kind);
   const double h2 = 2 * lp.hidden;
+  // fp8 training keeps the quantised GEMM inputs for backward (Transformer Engine saves the fp8
+  // copy): 1 byte saved per input element.
+  const double fp8_saved = c.fp8 ? 1.0 : 0.0;
   double rep = 0, split = 0, routed = 0;
   if (mix == Recompute::kFull && chan == Recompute::kFull) {
     rep = h2;  // only the layer input is kept
@@ -49,7 +53,7 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
       rep += h2;
     } else {
       rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
-      split += lp.act_mixer;
+      split += std::max(0.0, lp.act_mixer - fp8_saved * lp.mixer_gemm_inputs);
       if (mix == Recompute::kSelective) split -= lp.act_mixer_selective;
       if (mix == Recompute::kNone) split += lp.scores_bytes_per_key * static_cast<double>(c.prof.seq);
     }
@@ -57,8 +61,8 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
       rep += h2;
     } else {
       rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
-      split += lp.act_channel;
-      routed = lp.act_routed * c.req->expert_imbalance / t;
+      split += std::max(0.0, lp.act_channel - fp8_saved * lp.channel_gemm_inputs);
+      routed = std::max(0.0, lp.act_routed - fp8_saved * lp.routed_gemm_inputs) * c.req->expert_imbalance / t;
     }
   }
   if (routed_out) *routed_out = routed;

@@ -11,6 +11,7 @@
 
 #include "agent/cli/command_registry.h"
 #include "parsers/load_model.h"
+#include "search/calibration_table.h"
 #include "search/expert_placement.h"
 #include "search/layout_file.h"
 #include "search/planner.h"
@@ -45,6 +46,7 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
     }
     PlanRequest req;
     if (run.has_model) {
+      ResolveUnstatedRecompute(&run);
       req = RequestForRun(run);
     } else {
       if (!base) return ReportError("plan", BadInput(o.evaluate, "runs", "a single layout needs MODEL and --topology", o.evaluate));
