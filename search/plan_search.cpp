@@ -43,6 +43,10 @@ struct Layout {
 // Context parallelism enters the space only where a rank would still hold a long chunk: below
 // this many tokens per CP rank attention no longer dominates and the KV exchange cannot hide.
 constexpr int64_t kMinTokensPerCpRank = 4096;
+// When one sequence alone puts this many tokens on a device (seq/cp), its GEMMs already run at full
+// efficiency (eff = max/(1 + d0/m + ...): d0/m < 0.4%), so a larger micro-batch only adds memory and
+// pipeline bubble: long-context plans keep micro_batch = 1.
+constexpr int64_t kSaturatedTokensPerDevice = 16384;
 
 // Rejections grouped by reason. The example kept per reason is the one with the lowest score
 // (memory: the layout closest to fitting), ties broken by text, so results do not depend on threads.
@@ -153,6 +157,7 @@ void EvaluateLayout(const CostContext& c, const Layout& lay, Worker* w) {
   const int64_t target = req.global_batch > 0 ? req.global_batch
                                               : std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(req.seq, 1));
   for (int64_t mb : mbs) {
+    if (cons.micro_batch == 0 && mb > 1 && req.seq / lay.cp >= kSaturatedTokensPerDevice) break;
     int64_t gb = req.global_batch;
     if (gb > 0 && gb % (dp * mb) != 0) {
       w->rejects.Add("batch_divisibility", "global_batch=" + std::to_string(gb) + " is not a multiple of dp*micro_batch=" +
