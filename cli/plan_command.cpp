@@ -18,6 +18,7 @@
 #include "agent/topology_source.h"
 #include "cli/command_registry.h"
 #include "parsers/load_model.h"
+#include "search/calibration_table.h"
 #include "search/expert_placement.h"
 #include "search/layout_file.h"
 #include "search/planner.h"
@@ -47,8 +48,13 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
   if (!runs.ok()) return ReportError("plan", runs.status());
   nlohmann::json out = nlohmann::json::array();
   for (LayoutRun& run : *runs) {
+    if (!run.skipped.empty()) {  // measured-runs files: a run the layout format cannot express
+      if (!o.json) std::cout << run.id << ": skipped (" << run.skipped << ")\n\n";
+      continue;
+    }
     PlanRequest req;
     if (run.has_model) {
+      ResolveUnstatedRecompute(&run);
       req = RequestForRun(run);
     } else {
       if (!base) return ReportError("plan", BadInput(o.evaluate, "runs", "a single layout needs MODEL and --topology", o.evaluate));
@@ -57,14 +63,26 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
       req.seq = run.plan.seq;
       run.plan.mode = req.mode;
       if (req.mode == FinetuneMode::kLoRA && run.plan.lora_rank == 0) run.plan.lora_rank = req.lora_rank;
+      if (run.layout_layers >= 0 && run.layout_layers != static_cast<int64_t>(req.model.layers.size()))
+        return ReportError("plan", BadInput(o.evaluate, "pp_layout", "places a different number of decoder layers than the model has",
+                                            std::to_string(run.layout_layers)));
     }
     auto est = EvaluatePlan(req, run.plan);
     if (!est.ok())
       return ReportError("plan", BadInput(o.evaluate, run.id, est.status().message(), PlanSummary(run.plan)));
+    const double gpus = static_cast<double>(req.topology.num_devices);
+    const double tps = est->tokens_per_s / gpus, tflops = est->model_flops / est->step_s / gpus / 1e12;
     if (o.json) {
       nlohmann::json j = nlohmann::json::parse(EstimateToJson(run.plan, *est));
       j["id"] = run.id;
       if (run.measured_step_s) j["measured_step_s"] = *run.measured_step_s;
+      if (run.measured_tokens_per_s_per_gpu) {
+        j["predicted_tokens_per_s_per_gpu"] = tps;
+        j["measured_tokens_per_s_per_gpu"] = *run.measured_tokens_per_s_per_gpu;
+        j["error"] = tps / *run.measured_tokens_per_s_per_gpu - 1;
+      }
+      if (run.measured_tflops_per_gpu) j["measured_tflops_per_gpu"] = *run.measured_tflops_per_gpu;
+      if (!run.assumptions.empty()) j["assumptions"] = run.assumptions;
       out.push_back(j);
       continue;
     }
@@ -72,6 +90,13 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
     if (run.measured_step_s)
       std::cout << "  predicted " << est->step_s << " s vs measured " << *run.measured_step_s << " s ("
                 << Pct(est->step_s / *run.measured_step_s - 1) << ")\n";
+    if (run.measured_tokens_per_s_per_gpu)
+      std::cout << "  predicted " << std::lround(tps) << " tokens/s/GPU vs measured "
+                << *run.measured_tokens_per_s_per_gpu << " (" << Pct(tps / *run.measured_tokens_per_s_per_gpu - 1) << ")\n";
+    if (run.measured_tflops_per_gpu)  // the source's TFLOP count may differ from ours (MTP, causal halving)
+      std::cout << "  predicted " << std::lround(tflops) << " model TFLOP/s/GPU vs published " << *run.measured_tflops_per_gpu
+                << " (" << Pct(tflops / *run.measured_tflops_per_gpu - 1) << ")\n";
+    for (const std::string& a : run.assumptions) std::cout << "  assumed: " << a << "\n";
     std::cout << "\n";
   }
   if (o.json) std::cout << out.dump(2) << "\n";

@@ -1,6 +1,7 @@
 // Plan arithmetic checks. Every message names each factor involved.
 #include "core/plan.h"
 
+#include <algorithm>
 #include <string>
 
 namespace onboard {
@@ -14,6 +15,16 @@ const char* RecomputeName(Recompute r) {
   return "none";
 }
 
+const char* CpCommName(CpComm c) { return c == CpComm::kAllGather ? "allgather" : "ring"; }
+
+const char* CudaGraphName(CudaGraph g) {
+  return g == CudaGraph::kFull ? "full" : g == CudaGraph::kLayers ? "layers" : "none";
+}
+
+const char* EpDispatcherName(EpDispatcher d) {
+  return d == EpDispatcher::kDeepEP ? "deepep" : d == EpDispatcher::kHybridEP ? "hybridep" : "alltoall";
+}
+
 namespace {
 Status Bad(const std::string& msg) { return Status(ErrorCode::kBadInput, msg); }
 std::string S(int64_t v) { return std::to_string(v); }
@@ -22,24 +33,25 @@ std::string S(int64_t v) { return std::to_string(v); }
 Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t num_heads,
                     int64_t num_layers) {
   const ParallelDegrees& d = p.deg;
-  if (d.dp_replicate < 1 || d.dp_shard < 1 || d.tp < 1 || d.pp < 1 || d.ep < 1 ||
+  if (d.dp_replicate < 1 || d.dp_shard < 1 || d.cp < 1 || d.tp < 1 || d.pp < 1 || d.ep < 1 ||
       d.expert_fsdp < 1 || d.interleave < 1)
     return Bad("every degree must be >= 1: dp_replicate=" + S(d.dp_replicate) + " dp_shard=" +
-               S(d.dp_shard) + " tp=" + S(d.tp) + " pp=" + S(d.pp) + " ep=" + S(d.ep) +
+               S(d.dp_shard) + " cp=" + S(d.cp) + " tp=" + S(d.tp) + " pp=" + S(d.pp) + " ep=" + S(d.ep) +
                " expert_fsdp=" + S(d.expert_fsdp) + " interleave=" + S(d.interleave));
   if (d.world() != world)
-    return Bad("dp_replicate*dp_shard*tp*pp=" + S(d.dp_replicate) + "*" + S(d.dp_shard) + "*" +
-               S(d.tp) + "*" + S(d.pp) + "=" + S(d.world()) + " must equal the device count " + S(world));
+    return Bad("dp_replicate*dp_shard*cp*tp*pp=" + S(d.dp_replicate) + "*" + S(d.dp_shard) + "*" + S(d.cp) +
+               "*" + S(d.tp) + "*" + S(d.pp) + "=" + S(d.world()) + " must equal the device count " + S(world));
   if (num_heads > 0 && num_heads % d.tp != 0)
     return Bad("tp=" + S(d.tp) + " must divide attention heads=" + S(num_heads));
-  const int64_t ep_space = d.dp_shard * d.tp;
+  const int64_t ep_space = d.dp_shard * d.cp * d.tp;
   if (num_experts > 0) {
     if (ep_space % d.ep != 0)
-      return Bad("ep=" + S(d.ep) + " must divide dp_shard*tp=" + S(d.dp_shard) + "*" + S(d.tp) + "=" + S(ep_space));
+      return Bad("ep=" + S(d.ep) + " must divide dp_shard*cp*tp=" + S(d.dp_shard) + "*" + S(d.cp) + "*" + S(d.tp) +
+                 "=" + S(ep_space));
     if (num_experts % d.ep != 0)
       return Bad("ep=" + S(d.ep) + " must divide experts=" + S(num_experts));
     if (d.expert_fsdp * d.ep != ep_space)
-      return Bad("expert_fsdp=" + S(d.expert_fsdp) + " must equal dp_shard*tp/ep=" + S(ep_space) + "/" +
+      return Bad("expert_fsdp=" + S(d.expert_fsdp) + " must equal dp_shard*cp*tp/ep=" + S(ep_space) + "/" +
                  S(d.ep) + "=" + S(ep_space / d.ep));
   } else if (d.ep != 1) {
     return Bad("ep=" + S(d.ep) + " needs a model with routed experts (experts=0)");
@@ -59,22 +71,28 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
     return Bad("global_batch=" + S(p.global_batch) + " must equal micro_batch*num_micro_batches*dp=" +
                S(p.micro_batch) + "*" + S(p.num_micro_batches) + "*" + S(dp));
   if (p.seq < 1) return Bad("seq=" + S(p.seq) + " must be >= 1");
+  if (d.cp > 1 && p.seq % (2 * d.cp) != 0)
+    return Bad("cp=" + S(d.cp) + " needs seq=" + S(p.seq) + " divisible by 2*cp=" + S(2 * d.cp) +
+               " (load-balanced causal split)");
+  if (p.optimizer_dtype != "fp32" && p.optimizer_dtype != "bf16")
+    return Bad("optimizer_dtype='" + p.optimizer_dtype + "' must be fp32 or bf16");
+  if (p.mtp_layers < 0 || p.mtp_layers > 16) return Bad("mtp_layers=" + S(p.mtp_layers) + " must be in [0, 16]");
   if (d.sequence_parallel && d.tp == 1) return Bad("sequence_parallel needs tp > 1 (tp=1)");
   if (p.mode == FinetuneMode::kLoRA && p.lora_rank < 1)
     return Bad("lora_rank=" + S(p.lora_rank) + " must be >= 1 in LoRA mode");
   if (p.base_dtype != "bf16" && p.base_dtype != "fp8" && p.base_dtype != "mxfp4")
     return Bad("base_dtype='" + p.base_dtype + "' must be bf16, fp8 or mxfp4");
-  if (p.compute_dtype != "bf16" && p.compute_dtype != "fp8" && p.compute_dtype != "fp16")
-    return Bad("compute_dtype='" + p.compute_dtype + "' must be bf16, fp16 or fp8");
+  if (p.compute_dtype != "bf16" && p.compute_dtype != "fp8" && p.compute_dtype != "fp16" && p.compute_dtype != "mxfp8")
+    return Bad("compute_dtype='" + p.compute_dtype + "' must be bf16, fp16, fp8 or mxfp8");
   if (!p.stage_layer_starts.empty()) {
     if (static_cast<int64_t>(p.stage_layer_starts.size()) != d.pp * d.interleave)
       return Bad("stage_layer_starts has " + S(p.stage_layer_starts.size()) + " entries, needs pp*interleave=" +
                  S(d.pp * d.interleave));
     int64_t prev = -1;
     for (int64_t s : p.stage_layer_starts) {
-      if (s <= prev || (num_layers > 0 && s >= num_layers))
-        return Bad("stage_layer_starts must increase strictly within [0, layers=" + S(num_layers) +
-                   "), got " + S(s) + " after " + S(prev));
+      if (s < std::max<int64_t>(prev, 0) || (num_layers > 0 && s > num_layers))
+        return Bad("stage_layer_starts must not decrease within [0, layers=" + S(num_layers) +
+                   "] (equal entries = a chunk without decoder layers), got " + S(s) + " after " + S(prev));
       prev = s;
     }
     if (p.stage_layer_starts[0] != 0) return Bad("stage_layer_starts[0]=" + S(p.stage_layer_starts[0]) + " must be 0");

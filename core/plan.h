@@ -17,16 +17,33 @@ const char* RecomputeName(Recompute r);
 
 enum class FinetuneMode { kFull, kLoRA };
 
+// How softmax attention exchanges K/V between context-parallel ranks (Megatron --cp-comm-type).
+enum class CpComm { kRing, kAllGather };   // ring: cp-1 p2p steps overlapped with attention; all-gather: KV once
+const char* CpCommName(CpComm c);
+
+// CUDA graphs: none (eager launches), layers (attention + MoE router/preprocess captured per layer,
+// Megatron cuda_graph_scope=[attn, moe_router, moe_preprocess]), full (whole iteration captured).
+enum class CudaGraph { kNone, kLayers, kFull };
+const char* CudaGraphName(CudaGraph g);
+
+// MoE token dispatcher: all-to-all (NCCL, bf16, every top-k copy sent), or DeepEP / HybridEP (fp8
+// dispatch, a token crosses to a remote node once and is forwarded over NVLink there).
+enum class EpDispatcher { kAllToAll, kDeepEP, kHybridEP };
+const char* EpDispatcherName(EpDispatcher d);
+
 struct ParallelDegrees {
   int64_t dp_replicate = 1;     // HSDP replicas (pure DP when dp_shard == 1)
   int64_t dp_shard = 1;         // FSDP shard degree
   int64_t tp = 1;               // tensor parallel
   int64_t pp = 1;               // pipeline stages
-  int64_t ep = 1;               // expert parallel; carved out of dp_shard * tp
-  int64_t expert_fsdp = 1;      // FSDP degree of expert weights inside one EP group ((dp_shard*tp)/ep)
+  int64_t ep = 1;               // expert parallel; carved out of dp_shard * cp * tp (MoE parallel folding)
+  int64_t expert_fsdp = 1;      // FSDP degree of expert weights inside one EP group ((dp_shard*cp*tp)/ep)
   int64_t interleave = 1;       // virtual pipeline chunks per stage
   bool sequence_parallel = false;
-  int64_t world() const { return dp_replicate * dp_shard * tp * pp; }
+  int64_t cp = 1;               // (last, so positional initialisers keep their meaning)
+                                // context parallel: each sequence split over cp ranks (ring/all-gather KV,
+                                // KDA state hand-off, DSA indexer); rank order tp, cp, dp_shard, dp_replicate, pp
+  int64_t world() const { return dp_replicate * dp_shard * cp * tp * pp; }
 };
 
 struct Plan {
@@ -39,7 +56,13 @@ struct Plan {
   FinetuneMode mode = FinetuneMode::kFull;
   int64_t lora_rank = 0;
   std::string base_dtype = "bf16";              // frozen base precision in LoRA: bf16 | fp8 | mxfp4
-  std::string compute_dtype = "bf16";
+  std::string compute_dtype = "bf16";           // bf16 | fp16 | fp8 (per-tensor scaling) | mxfp8 (1x32 block scales)
+  CpComm cp_comm = CpComm::kRing;               // with deg.cp > 1
+  std::string optimizer_dtype = "fp32";         // Adam moments + main grads: fp32 | bf16 (Megatron precision-aware
+                                                // optimizer: fp32 master params, bf16 grads and moments)
+  int64_t mtp_layers = 0;                       // multi-token-prediction layers trained (on the last stage)
+  CudaGraph cuda_graph = CudaGraph::kNone;
+  EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;
   std::vector<int64_t> stage_layer_starts;      // first layer of each pipeline (virtual) stage (pp*interleave entries)
   int64_t zero_stage = 3;       // 0: replicated optimizer (DDP); 1: optimizer sharded over dp (ZeRO-1);
                                 // 3: FSDP, weights+grads+optimizer sharded over dp_shard (default)

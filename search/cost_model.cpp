@@ -1,30 +1,48 @@
 // Step-time model of one plan. Units: seconds, bytes, FLOPs, FLOP/s, tokens.
 //
-// Legend: t = tp, e = ep, p = pp, v = interleave, m = micro-batches per step, T = micro_batch*seq,
-// h = hidden, k = top_k, w = dispatch width (hidden or latent), E = routed experts, s = seq,
-// P = peak FLOP/s, HBM = HBM bytes/s. Per micro-batch, per device, one layer:
-//   GEMM time        = max(flops / (P * eff(m,n,k)), weight bytes / (HBM * hbm_eff))
-//   eff(m,n,k)       = gemm_eff_max * cal / (1 + d0/m + d0/n + d0/k)
+// Legend: t = tp, c = cp, e = ep, p = pp, v = interleave, m = micro-batches per step,
+// T = micro_batch*seq/c tokens of one micro-batch on one device, h = hidden, k = top_k,
+// w = dispatch width (hidden or latent), E = routed experts, s = seq, P = GEMM peak FLOP/s (fp8 peak
+// for fp8/mxfp8), Pa = attention peak (bf16), HBM = HBM bytes/s * hbm_eff. Constants: CostConstants
+// (cost_model.h) with their sources. Per micro-batch, per device, one layer:
+//   GEMM time        = max(flops / (P * eff(m,n,k)), weight bytes / HBM)
+//   eff(m,n,k)       = gemm_eff_max * cal * (fp8 ? fp8_gemm_eff : 1) / (1 + d0/m + d0/n + d0/k)
 //   dense GEMMs      : flops = T * dense_gemm_flops / t,   m = T, k = h, n = flops/(2 T h)
 //   routed GEMMs     : R = T/t * k * imbalance token copies on the rank, E/e experts there,
-//                      m = R / (E/e) tokens per expert (small!), n = expert width, k = w
-//   attention core   : T * core_flops / t / (P * eff_kind)          fused kernels (bwd = 2.5x fwd)
-//                      unfused softmax: batched GEMMs on s x s + score traffic H/t*s*(8+5*dropout) B/token
-//   elementwise      : elementwise_passes * kept activation bytes / (HBM * hbm_eff)   (bwd = 2x)
+//                      m = R / (E/e) tokens per expert (small!), padded up to gemm_tile_m,
+//                      x grouped_gemm_eff, n = expert width, k = w
+//   router           : router_passes * T/t * E bytes / HBM fwd, 2x bwd        (memory-bound)
+//   permute+unpermute: permute_passes * R * w * 2 bytes / HBM fwd, 2x bwd     (memory-bound)
+//   attention core   : T * core_flops / t / (Pa * eff_kind)  fused kernels (bwd = attn_bwd_ratio x fwd);
+//                      sliding window / sinks / GQA / DSA top-k are in core_flops (core/model_stats.cpp);
+//                      MLA trains un-absorbed (K,V up-projected), so its core is softmax at d_qk/d_v
+//                      unfused softmax: batched GEMMs on s x s + score traffic H/t*s*(8 [+5 dropout]) B/token
+//   elementwise      : elementwise_passes * kept activation bytes / HBM   (bwd = 2x)
+//   fp8 quantisation : fp8_quant_bytes * GEMM input elements / HBM, fwd (inputs) and bwd (output grads)
 //   backward GEMMs   : 2x forward (full fine-tuning), 1x (LoRA: no weight grads for the frozen base)
 //   recompute        : full = one more forward of the block (incl. its TP collective, EP a2a);
-//                      selective = one more attention-core forward (unfused) / KDA conv+gates
+//                      selective = attention core (softmax) / KDA conv+gates / MLA up-projections
 //   TP               : per block 1 all-reduce fwd + 1 bwd of T*h*2 bytes (SP: RS+AG, same bytes)
-//   EP all-to-all    : per MoE layer dispatch+combine fwd and bwd (4), T/t*k*w*2*imbalance bytes each
-//                      (1.5 B/elem with fp8 dispatch); exposed unless req.overlap_ep_comm
+//   EP all-to-all    : per MoE layer dispatch + combine, fwd (fp8 or bf16 dispatch, bf16 combine) and
+//                      bwd (bf16 both), R*w bytes/elem each; NVLink inside the domain, then IB with
+//                      per-node de-duplication (DeepEP/HybridEP: a token crosses to a node once);
+//                      exposed unless req.overlap_ep_comm
+//   CP (c > 1)       : softmax ring = all-gather-shaped pass of K,V (T*cp_kv_elems/t*2 B per rank) fwd,
+//                      K,V + dK,dV bwd, overlapped with the attention core; all-gather: KV once fwd,
+//                      reduce-scatter dKV bwd, exposed. KDA: (c-1) p2p hops of the fp32 state (HV*dk*dv)
+//                      fwd and bwd, sequential, + one inter-chunk correction 2*T*state FLOPs.
+//                      DSA: all-gather of indexer keys + latent KV (dsa_gather_elems * 2 B), RS bwd.
+//   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch
 // Per step:
-//   stage time/mb    = sum over its layers (+ head on the last stage) + exposed FSDP per mb
+//   stage time/mb    = sum over its layers (+ head, MTP layers + their head on the last stage)
+//                      + exposed FSDP per mb
 //   step             = m * t_mb + bubble + p2p + exposed DP sync + optimizer
 //   bubble           = (p-1)/v * t_mb                      (1F1B: (p-1)/(m+p-1) of the step)
 //   FSDP per mb      = AG weights fwd + AG bwd + RS grads; exposed = max(0, comm - compute) + comm/layers
-//   DP sync per step = replica all-reduce (HSDP) / DDP all-reduce / ZeRO-1 RS+AG, overlapped with the
-//                      last micro-batch's backward
-//   optimizer        = local params * adam_bytes_per_param / (HBM * hbm_eff)
+//   DP sync per step = replica all-reduce (HSDP) / DDP all-reduce / ZeRO-1 (distributed optimizer)
+//                      RS of grads (fp32, or bf16 with the precision-aware optimizer) + AG of bf16
+//                      params over dp*c, overlapped with the last micro-batch's backward
+//   optimizer        = local params * (adam_bytes_per_param | adam_bytes_bf16_state) / HBM
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -38,14 +56,16 @@ namespace {
 struct BlockTime {
   double fwd = 0, bwd = 0, rc = 0;   // compute, seconds per micro-batch
   double tp = 0;                     // exposed TP comm (fwd + bwd + recompute)
-  double a2a = 0;                    // exposed EP all-to-all
+  double a2a = 0;                    // EP all-to-all (fwd + bwd + recompute)
+  double cp = 0, cp_total = 0;       // CP exchange: exposed after overlap with the core, and in all
+  double host = 0;                   // exposed host launch / dispatcher-sync time
 };
 
 struct LayerTime {
   BlockTime mixer, channel;
   double total() const {
-    return mixer.fwd + mixer.bwd + mixer.rc + mixer.tp + channel.fwd + channel.bwd + channel.rc + channel.tp +
-           channel.a2a;
+    return mixer.fwd + mixer.bwd + mixer.rc + mixer.tp + mixer.cp + channel.fwd + channel.bwd + channel.rc +
+           channel.tp + channel.a2a + channel.host;
   }
 };
 
@@ -59,12 +79,14 @@ std::string Fmt(double v, int prec = 3) {
 class TimeModel {
  public:
   TimeModel(const CostContext& c, const Plan& p) : c_(c), p_(p) {
+    const CostConstants& k = c.k;
     t_ = static_cast<double>(p.deg.tp);
-    T_ = static_cast<double>(p.micro_batch * p.seq);
-    eff_ = c.k.gemm_eff_max * c.req->calibration.compute_efficiency;
-    hbm_ = c.hbm_bps * c.k.hbm_eff * c.req->calibration.memory_bound_efficiency;
+    T_ = TokensPerRank(p);
+    eff_ = k.gemm_eff_max * c.req->calibration.compute_efficiency * (c.fp8 ? k.fp8_gemm_eff : 1.0);
+    hbm_ = c.hbm_bps * k.hbm_eff * c.req->calibration.memory_bound_efficiency;
     lora_ = p.mode == FinetuneMode::kLoRA;
-    a2a_elem_bytes_ = p.compute_dtype == "fp8" ? 1.5 : 2.0;  // fp8 dispatch (1 B) + bf16 combine (2 B)
+    flex_ = p.ep_dispatcher != EpDispatcher::kAllToAll;
+    dispatch_bytes_ = c.fp8 && flex_ ? k.fp8_dispatch_bytes : k.combine_bytes;
     const Topology& topo = c.req->topology;
     const CostCalibration& cal = c.req->calibration;
     tp_ar_ = CollectiveCost(topo, cal, Collective::kAllReduce, p.deg.tp, 1, T_ * c.prof.hidden * 2);
@@ -78,70 +100,27 @@ class TimeModel {
   }
 
   double CoreEff(const LayerProfile& lp) const {
-    if (lp.mixer_kind == "DSA") return c_.k.sparse_attn_eff;
+    if (lp.mixer == MixerKind::kDSA) return c_.k.sparse_attn_eff;
     if (lp.softmax) return c_.k.flash_attn_eff;
     return c_.k.linear_attn_eff;
   }
 
+  // fp8 quantisation of `elems` GEMM input elements (one pass).
+  double Quant(double elems) const { return c_.fp8 ? c_.k.fp8_quant_bytes * elems / hbm_ : 0; }
+
   LayerTime Layer(size_t l) const {
-    const LayerProfile& lp = c_.prof.layers[l];
-    const double h = lp.hidden, s = static_cast<double>(p_.seq);
-    const Recompute rm = PolicyFor(p_, lp.mixer_kind), rc = PolicyFor(p_, lp.channel_kind);
-    const double bwd_gemm = lora_ ? 1.0 : 2.0;
-    const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
     LayerTime out;
-    // Step 1: mixer = projections + attention core + elementwise.
-    BlockTime& mx = out.mixer;
-    const double mflops = T_ * lp.mixer_gemm_flops / t_;
-    const double mg = Gemm(mflops, T_, mflops / (2 * T_ * h), h, mflops / T_, 1.0);
-    double core_f = 0, core_b = 0;
-    if (lp.softmax && c_.prof.unfused_attention && lp.mixer_kind != "DSA") {
-      const double flops = T_ * lp.core_flops / t_ * (2 * s / (s + 1));  // full s x s, no causal skip
-      const double hd = h / std::max<double>(lp.heads, 1);
-      const double g = Gemm(flops, s, s, hd, 0, 1.0);
-      const double traffic = T_ * (lp.heads / t_) * s * (c_.k.unfused_score_passes + (c_.prof.dropout > 0 ? 5 : 0));
-      core_f = g + traffic / hbm_;
-      core_b = 2 * core_f;
-    } else {
-      core_f = T_ * lp.core_flops / t_ / (c_.peak_flops * CoreEff(lp) * c_.req->calibration.compute_efficiency);
-      core_b = c_.k.attn_bwd_ratio * core_f;
-    }
-    const double mix_bytes = (lp.act_norms / 2 + 2 * h + lp.dropout_mask_bytes / 2) / rep_div + lp.act_mixer / t_;
-    const double mel = c_.k.elementwise_passes * T_ * mix_bytes / hbm_;
-    const double lora_f = lora_ ? 2 * T_ * static_cast<double>(p_.lora_rank) * lp.lora_params_per_rank / t_ /
-                                      (c_.peak_flops * eff_ * 0.5)
-                                : 0;
-    mx.fwd = mg + core_f + mel + lora_f * 0.5;
-    mx.bwd = bwd_gemm * mg + core_b + 2 * mel + lora_f;
-    if (rm == Recompute::kFull) mx.rc = mx.fwd;
-    else if (rm == Recompute::kSelective) mx.rc = (c_.prof.unfused_attention && lp.softmax) ? core_f : 0.5 * mel;
-    double tp_count = 2 + (rm == Recompute::kFull ? 1 : 0);
-    mx.tp = tp_count * tp_ar_.seconds;
-    // Step 2: channel = dense MLP / shared experts / router / latent + routed experts.
-    BlockTime& ch = out.channel;
-    const double cflops = T_ * (lp.dense_gemm_flops - lp.mixer_gemm_flops) / t_;
-    double cg = Gemm(cflops, T_, cflops / (2 * T_ * h), h, cflops / T_, 1.0);
-    double routed = 0, a2a_one = 0;
-    if (lp.top_k > 0 && lp.experts > 0) {
-      const double R = T_ / t_ * static_cast<double>(lp.top_k) * c_.req->expert_imbalance;
-      const double per_rank = static_cast<double>(lp.experts) / static_cast<double>(p_.deg.ep);
-      const double m_e = R / per_rank;
-      const double wbytes = per_rank * lp.expert_params_each * c_.base_weight_bytes;
-      routed = Gemm(R * 2 * lp.expert_params_each, m_e, lp.expert_inter, lp.dispatch_width, wbytes,
-                    c_.req->calibration.grouped_gemm_efficiency);
-      if (p_.deg.ep > 1)
-        a2a_one = CollectiveCost(c_.req->topology, c_.req->calibration, Collective::kAllToAll, p_.deg.ep, 1,
-                                 R * lp.dispatch_width * a2a_elem_bytes_, lp.cross_node_fraction)
-                      .seconds;
-    }
-    const double ch_bytes = (lp.act_norms / 2 + 2 * h + lp.dropout_mask_bytes / 2) / rep_div + lp.act_channel / t_ +
-                            lp.act_routed * c_.req->expert_imbalance / t_;
-    const double cel = c_.k.elementwise_passes * T_ * ch_bytes / hbm_;
-    ch.fwd = cg + routed + cel;
-    ch.bwd = bwd_gemm * (cg + routed) + 2 * cel;
-    if (rc == Recompute::kFull) ch.rc = ch.fwd;
-    ch.tp = (2 + (rc == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
-    ch.a2a = (4 + (rc == Recompute::kFull ? 2 : 0)) * a2a_one;
+    const LayerProfile& lp = c_.prof.layers[l];
+    Mixer(lp, &out.mixer);
+    Channel(lp, &out.channel);
+    // Step 4: host launch time not hidden behind the GPU (eager launches), and the MoE dispatcher's
+    // device-to-host sync (always exposed without a full-iteration graph).
+    const CostConstants& k = c_.k;
+    const BlockTime &a = out.mixer, &b = out.channel;
+    const double gpu = a.fwd + a.bwd + a.rc + b.fwd + b.bwd + b.rc;
+    const double launch = p_.cuda_graph == CudaGraph::kNone ? k.launch_s_per_layer : 0;
+    const double sync = lp.top_k > 0 && p_.deg.ep > 0 && p_.cuda_graph != CudaGraph::kFull ? k.moe_sync_s_per_layer : 0;
+    out.channel.host = std::max(0.0, launch - gpu) + sync;
     return out;
   }
 
@@ -155,10 +134,148 @@ class TimeModel {
   const CommCost& tp_ar() const { return tp_ar_; }
 
  private:
+  // Step 1: mixer = projections + attention core + elementwise (+ CP exchange).
+  void Mixer(const LayerProfile& lp, BlockTime* mx) const {
+    const CostConstants& k = c_.k;
+    const double h = lp.hidden, s = static_cast<double>(p_.seq);
+    const Recompute rm = PolicyFor(p_, lp.mixer_kind);
+    const double bwd_gemm = lora_ ? 1.0 : 2.0;
+    const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
+    const double attn_peak = c_.attn_peak_flops * c_.req->calibration.compute_efficiency;
+    const double mflops = T_ * lp.mixer_gemm_flops / t_;
+    const double mg = Gemm(mflops, T_, mflops / (2 * T_ * h), h, mflops / T_, 1.0);
+    double core_f = 0, core_b = 0;
+    if (lp.softmax && c_.prof.unfused_attention && lp.mixer != MixerKind::kDSA) {
+      const double flops = T_ * lp.core_flops / t_ * (2 * s / (s + 1));  // full s x s, no causal skip
+      const double hd = h / std::max<double>(lp.heads, 1);
+      const double g = Gemm(flops, s, s, hd, 0, c_.attn_peak_flops / c_.peak_flops);
+      const double passes = k.unfused_score_passes + (c_.prof.dropout > 0 ? k.unfused_dropout_passes : 0);
+      core_f = g + T_ * (lp.heads / t_) * s * passes / hbm_;
+      core_b = 2 * core_f;
+    } else {
+      core_f = T_ * lp.core_flops / t_ / (attn_peak * CoreEff(lp));
+      core_b = k.attn_bwd_ratio * core_f;
+    }
+    const double mix_bytes = (lp.act_norms / 2 + 2 * h + lp.dropout_mask_bytes / 2) / rep_div + lp.act_mixer / t_;
+    const double mel = k.elementwise_passes * T_ * mix_bytes / hbm_;
+    const double quant = Quant(T_ * lp.mixer_gemm_inputs / t_);
+    const double lora_f = lora_ ? 2 * T_ * static_cast<double>(p_.lora_rank) * lp.lora_params_per_rank / t_ /
+                                      (c_.peak_flops * eff_ * k.lora_gemm_eff)
+                                : 0;
+    mx->fwd = mg + core_f + mel + quant + lora_f * k.lora_fwd_share;
+    mx->bwd = bwd_gemm * mg + core_b + 2 * mel + quant + lora_f;
+    if (rm == Recompute::kFull) {
+      mx->rc = mx->fwd;
+    } else if (rm == Recompute::kSelective) {
+      if (lp.mla_up_flops > 0) {
+        const double f = T_ * lp.mla_up_flops / t_;
+        mx->rc = Gemm(f, T_, f / (2 * T_ * h), h, 0, 1.0);
+      } else if (lp.softmax) {
+        mx->rc = core_f;
+      } else {
+        mx->rc = k.kda_selective_share * mel;
+      }
+    }
+    mx->tp = (2 + (rm == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
+    ContextParallel(lp, core_f, rm == Recompute::kFull, mx);
+  }
+
+  // Step 2: what CP ranks exchange for this mixer, and the part not hidden behind the core.
+  void ContextParallel(const LayerProfile& lp, double core_f, bool recomputed, BlockTime* mx) const {
+    const int64_t cp = p_.deg.cp;
+    if (cp <= 1) return;
+    const Topology& topo = c_.req->topology;
+    const CostCalibration& cal = c_.req->calibration;
+    const double n = static_cast<double>(cp);
+    double fwd = 0, bwd = 0, hidden_f = 0, hidden_b = 0;
+    if (lp.kda_state_elems > 0) {
+      // Sequential hand-off of the fp32 state, forward then backward, + one correction pass.
+      const double hop = CollectiveCost(topo, cal, Collective::kP2P, 2, p_.deg.tp, lp.kda_state_elems / t_ * 4).seconds;
+      const double fix = 2 * T_ * lp.kda_state_elems / t_ /
+                         (c_.attn_peak_flops * cal.compute_efficiency * c_.k.linear_attn_eff);
+      fwd = (n - 1) * hop + fix;
+      bwd = (n - 1) * hop + 2 * fix;
+    } else if (lp.dsa_gather_elems > 0) {
+      const double bytes = n * T_ * lp.dsa_gather_elems * 2;  // latent is shared by the heads: not TP-split
+      fwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, bytes).seconds;
+      bwd = CollectiveCost(topo, cal, Collective::kReduceScatter, cp, p_.deg.tp, bytes).seconds;
+    } else if (lp.cp_kv_elems > 0) {
+      const double bytes = n * T_ * lp.cp_kv_elems / t_ * 2;  // K,V of every CP rank's chunk
+      fwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, bytes).seconds;
+      bwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, 2 * bytes).seconds;  // KV + dKV
+      if (p_.cp_comm == CpComm::kRing) {  // each ring step overlaps one block of the core
+        hidden_f = core_f;
+        hidden_b = c_.k.attn_bwd_ratio * core_f;
+      } else {
+        bwd = CollectiveCost(topo, cal, Collective::kReduceScatter, cp, p_.deg.tp, bytes).seconds;
+      }
+    }
+    const double exp_f = std::max(0.0, fwd - hidden_f), exp_b = std::max(0.0, bwd - hidden_b);
+    mx->cp_total = fwd + bwd + (recomputed ? fwd : 0);
+    mx->cp = exp_f + exp_b + (recomputed ? exp_f : 0);
+  }
+
+  // Step 3: channel = dense MLP / shared experts / router / latent + routed experts.
+  void Channel(const LayerProfile& lp, BlockTime* ch) const {
+    const CostConstants& k = c_.k;
+    const double h = lp.hidden;
+    const Recompute rc = PolicyFor(p_, lp.channel_kind);
+    const double bwd_gemm = lora_ ? 1.0 : 2.0;
+    const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
+    const double cflops = T_ * (lp.dense_gemm_flops - lp.mixer_gemm_flops) / t_;
+    const double cg = Gemm(cflops, T_, cflops / (2 * T_ * h), h, cflops / T_, 1.0);
+    double routed = 0, moe_mem = 0, a2a_f = 0, a2a_b = 0, quant = Quant(T_ * lp.channel_gemm_inputs / t_);
+    if (lp.top_k > 0 && lp.experts > 0) {
+      const double imb = c_.req->expert_imbalance;
+      const double R = T_ / t_ * static_cast<double>(lp.top_k) * imb;
+      const double per_rank = static_cast<double>(lp.experts) / static_cast<double>(p_.deg.ep);
+      const double m_e = R / per_rank;
+      const double padded = std::ceil(m_e / k.gemm_tile_m) * k.gemm_tile_m / std::max(m_e, 1.0);
+      const double wbytes = per_rank * lp.expert_params_each * c_.base_weight_bytes;
+      routed = Gemm(R * 2 * lp.expert_params_each * padded, m_e, lp.expert_inter, lp.dispatch_width, wbytes,
+                    k.grouped_gemm_eff * c_.req->calibration.grouped_gemm_efficiency);
+      moe_mem = (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) + k.permute_passes * R * lp.dispatch_width * 2) /
+                hbm_;
+      quant += Quant(T_ / t_ * imb * lp.routed_gemm_inputs);
+      if (p_.deg.ep > 1) {
+        const double f = CrossNodeFactor(lp);
+        auto a2a = [&](double bytes) {
+          return CollectiveCost(c_.req->topology, c_.req->calibration, Collective::kAllToAll, p_.deg.ep, 1, bytes, f)
+              .seconds;
+        };
+        const double elems = R * lp.dispatch_width;
+        a2a_f = a2a(elems * dispatch_bytes_) + a2a(elems * k.combine_bytes);
+        a2a_b = 2 * a2a(elems * k.combine_bytes);
+      }
+    }
+    const double ch_bytes = (lp.act_norms / 2 + 2 * h + lp.dropout_mask_bytes / 2) / rep_div + lp.act_channel / t_ +
+                            lp.act_routed * c_.req->expert_imbalance / t_;
+    const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
+    ch->fwd = cg + routed + cel + moe_mem + quant;
+    ch->bwd = bwd_gemm * (cg + routed) + 2 * (cel + moe_mem) + quant;
+    if (rc == Recompute::kFull) ch->rc = ch->fwd;
+    else if (rc == Recompute::kSelective) ch->rc = cel;  // expert activation functions (moe_act)
+    ch->tp = (2 + (rc == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
+    ch->a2a = a2a_f + a2a_b + (rc == Recompute::kFull ? a2a_f : 0);
+  }
+
+  // Share of a token's top_k copies that cross past the first tier: group-limited routing caps the
+  // nodes a token reaches (topk_groups); DeepEP/HybridEP send a token to a remote node once, so with
+  // N domains and k uniform picks the copies crossing are N(1-(1-1/N)^k) distinct domains, not k.
+  double CrossNodeFactor(const LayerProfile& lp) const {
+    const Topology& topo = c_.req->topology;
+    const double dom = static_cast<double>(topo.tiers.front().group_size);
+    const double nodes = static_cast<double>(p_.deg.ep) / dom;
+    if (nodes <= 1 || !flex_) return lp.cross_node_fraction;
+    const double kk = static_cast<double>(lp.top_k);
+    const double distinct = nodes * (1 - std::pow(1 - 1 / nodes, kk));
+    return std::min(lp.cross_node_fraction, distinct / kk);
+  }
+
   const CostContext& c_;
   const Plan& p_;
-  double t_ = 1, T_ = 0, eff_ = 0, hbm_ = 0, a2a_elem_bytes_ = 2;
-  bool lora_ = false;
+  double t_ = 1, T_ = 0, eff_ = 0, hbm_ = 0, dispatch_bytes_ = 2;
+  bool lora_ = false, flex_ = false;
   CommCost tp_ar_;
 };
 
@@ -225,6 +342,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double gbytes = lora ? c.base_weight_bytes : 2.0;
   struct Stage {
     double compute = 0, rc = 0, tp = 0, a2a = 0, a2a_exposed = 0, fsdp = 0, fsdp_exposed = 0, bwd = 0;
+    double cp = 0, cp_total = 0, host = 0, fwd = 0;
     double dense = 0, expert = 0, lora = 0;
     int64_t layers = 0;
     std::map<std::string, double> by_kind;
@@ -243,6 +361,10 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       s.rc += x.mixer.rc + x.channel.rc;
       s.tp += x.mixer.tp + x.channel.tp;
       s.a2a += x.channel.a2a;
+      s.cp += x.mixer.cp;
+      s.cp_total += x.mixer.cp_total;
+      s.host += x.channel.host;
+      s.fwd += x.mixer.fwd + x.channel.fwd;
       s.dense += lp.dense_params / t;
       s.expert += lp.expert_params / ep;
       s.lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
@@ -254,13 +376,41 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double head = tm.HeadTime();
   st.back().by_kind["head"] += head;
   st.back().compute += head;
+  // MTP layers (DeepSeek-V3 sec. 2.2): each is one more decoder layer (the last layer's kind), an
+  // h x 2h projection and its own head + loss, all on the last pipeline stage.
+  if (p.mtp_layers > 0 && L > 0) {
+    Stage& s = st.back();
+    const LayerTime& x = lt[L - 1];
+    const LayerProfile& lp = c.prof.layers[L - 1];
+    const double mtp = static_cast<double>(p.mtp_layers);
+    const double proj = tm.Gemm(TokensPerRank(p) * 4 * lp.hidden * lp.hidden / t, TokensPerRank(p), lp.hidden / t,
+                                2 * lp.hidden, 2 * lp.hidden * lp.hidden * 2 / t, 1.0) * (lora ? 2.0 : 3.0);
+    const double one = x.mixer.fwd + x.mixer.bwd + x.channel.fwd + x.channel.bwd + proj + head;
+    s.by_kind["mtp"] += mtp * one;
+    s.compute += mtp * one;
+    s.bwd += mtp * (x.mixer.bwd + x.channel.bwd);
+    s.rc += mtp * (x.mixer.rc + x.channel.rc);
+    s.tp += mtp * (x.mixer.tp + x.channel.tp);
+    s.a2a += mtp * x.channel.a2a;
+    s.cp += mtp * x.mixer.cp;
+    s.cp_total += mtp * x.mixer.cp_total;
+    s.host += mtp * x.channel.host;
+    s.fwd += mtp * (x.mixer.fwd + x.channel.fwd);
+    s.dense += mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
+    s.expert += mtp * lp.expert_params / ep;
+  }
   std::string fsdp_tier, efsdp_tier;
+  // FSDP with pipelining keeps the stage's weights gathered across micro-batches and reduce-scatters
+  // grads once per step (torchtitan apply_fsdp: reshard_after_forward=False when PP is on); without
+  // PP every micro-batch gathers forward and backward and reduce-scatters.
+  const double fsdp_ags = d.pp > 1 ? 1.0 : 2.0;
+  const double fsdp_per_mb = d.pp > 1 ? 1.0 / static_cast<double>(p.num_micro_batches) : 1.0;
   for (Stage& s : st) {
     if (p.zero_stage >= 3 && d.dp_shard > 1) {
-      const double ag = CollectiveCost(topo, cal, Collective::kAllGather, d.dp_shard, d.tp, s.dense * gbytes).seconds;
+      const double ag = CollectiveCost(topo, cal, Collective::kAllGather, d.dp_shard, d.tp * d.cp, s.dense * gbytes).seconds;
       const double rs_bytes = lora ? s.lora * 4 : s.dense * 4;
-      const CommCost rs = CollectiveCost(topo, cal, Collective::kReduceScatter, d.dp_shard, d.tp, rs_bytes);
-      s.fsdp += 2 * ag + rs.seconds;
+      const CommCost rs = CollectiveCost(topo, cal, Collective::kReduceScatter, d.dp_shard, d.tp * d.cp, rs_bytes);
+      s.fsdp += fsdp_per_mb * (fsdp_ags * ag + rs.seconds);
       fsdp_tier = rs.tier;
     }
     if (p.zero_stage >= 3 && d.expert_fsdp > 1 && s.expert > 0) {
@@ -268,17 +418,21 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       const double rs = lora ? 0
                              : CollectiveCost(topo, cal, Collective::kReduceScatter, d.expert_fsdp, d.ep, s.expert * 4)
                                    .seconds;
-      s.fsdp += 2 * ag.seconds + rs;
+      s.fsdp += fsdp_per_mb * (fsdp_ags * ag.seconds + rs);
       efsdp_tier = ag.tier;
     }
     const double busy = s.compute + s.rc;
     // EP all-to-all overlapped with another micro-batch's compute when the framework does so.
-    s.a2a_exposed = req.overlap_ep_comm ? std::max(0.0, s.a2a - busy) : s.a2a;
+    // Overlap still costs the SMs the comm kernels hold while they run.
+    s.a2a_exposed = req.overlap_ep_comm ? std::max(0.0, s.a2a - busy) + c.k.a2a_overlap_sm_tax * std::min(s.a2a, busy)
+                                        : s.a2a;
     s.fsdp_exposed = std::max(0.0, s.fsdp - busy) + (s.layers > 0 ? s.fsdp / static_cast<double>(s.layers) : 0);
     s.fsdp_exposed = std::min(s.fsdp_exposed, s.fsdp);
   }
   size_t crit = 0;
-  auto mb_time = [](const Stage& s) { return s.compute + s.rc + s.tp + s.a2a_exposed + s.fsdp_exposed; };
+  auto mb_time = [](const Stage& s) {
+    return s.compute + s.rc + s.tp + s.cp + s.host + s.a2a_exposed + s.fsdp_exposed;
+  };
   for (size_t i = 1; i < st.size(); ++i)
     if (mb_time(st[i]) > mb_time(st[crit])) crit = i;
   const Stage& cs = st[crit];
@@ -290,39 +444,46 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   double p2p = 0;
   std::string p2p_tier;
   if (d.pp > 1) {
-    const int64_t stride = d.tp * d.dp_shard * d.dp_replicate;
-    const CommCost one = CollectiveCost(topo, cal, Collective::kP2P, 2, stride,
-                                        static_cast<double>(p.micro_batch * p.seq) * c.prof.hidden * 2 / t);
+    const int64_t stride = d.tp * d.cp * d.dp_shard * d.dp_replicate;
+    const CommCost one = CollectiveCost(topo, cal, Collective::kP2P, 2, stride, TokensPerRank(p) * c.prof.hidden * 2 / t);
     p2p = (m * 2 * v + 2 * (pp - 1)) * one.seconds;
     p2p_tier = one.tier;
   }
-  // Step 3: data-parallel gradient sync once per step, overlapped with the last backward.
-  double sync = 0;
+  // Step 3: data-parallel gradient sync once per step, overlapped with the last backward; the
+  // distributed optimizer's parameter all-gather overlaps the next step's first forward.
+  double sync = 0, gather = 0;
   std::string sync_tier;
   const double grad_dense = lora ? cs.lora : cs.dense, grad_exp = lora ? 0 : cs.expert;
   const int64_t dp = d.dp_replicate * d.dp_shard;
+  const int64_t dcp = dp * d.cp;                     // dense grads are reduced over dp x cp (Megatron)
+  const double gb = p.optimizer_dtype == "bf16" ? 2.0 : 4.0;  // bytes per reduced gradient
   if (p.zero_stage >= 3) {
     if (d.dp_replicate > 1) {
-      const CommCost ar = CollectiveCost(topo, cal, Collective::kAllReduce, d.dp_replicate, d.dp_shard * d.tp,
+      const CommCost ar = CollectiveCost(topo, cal, Collective::kAllReduce, d.dp_replicate, d.dp_shard * d.cp * d.tp,
                                          4 * (grad_dense / d.dp_shard + grad_exp / d.expert_fsdp));
       sync = ar.seconds;
       sync_tier = ar.tier;
     }
-  } else if (dp > 1) {
+  } else if (dcp > 1) {
     const Collective kind = p.zero_stage == 1 ? Collective::kReduceScatter : Collective::kAllReduce;
-    const CommCost g = CollectiveCost(topo, cal, kind, dp, d.tp, 4 * grad_dense);
+    const CommCost g = CollectiveCost(topo, cal, kind, dcp, d.tp, gb * grad_dense);
     sync = g.seconds;
     sync_tier = g.tier;
-    if (p.zero_stage == 1) sync += CollectiveCost(topo, cal, Collective::kAllGather, dp, d.tp, 2 * grad_dense).seconds;
+    if (p.zero_stage == 1) gather += CollectiveCost(topo, cal, Collective::kAllGather, dcp, d.tp, 2 * grad_dense).seconds;
     const int64_t edp = d.expert_fsdp * d.dp_replicate;
-    if (grad_exp > 0 && edp > 1)
-      sync += CollectiveCost(topo, cal, Collective::kAllReduce, edp, d.ep, 4 * grad_exp).seconds;
+    if (grad_exp > 0 && edp > 1) {
+      sync += CollectiveCost(topo, cal, kind, edp, d.ep, gb * grad_exp).seconds;
+      if (p.zero_stage == 1) gather += CollectiveCost(topo, cal, Collective::kAllGather, edp, d.ep, 2 * grad_exp).seconds;
+    }
   }
-  const double sync_exposed = std::max(0.0, sync - cs.bwd);
+  const double sync_exposed = std::max(0.0, sync - cs.bwd) + std::max(0.0, gather - cs.fwd);
+  sync += gather;
   // Step 4: optimizer step (memory-bound).
-  const double opt_dp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? static_cast<double>(d.dp_shard) : static_cast<double>(dp)) : 1.0;
-  const double local_params = lora ? cs.lora / opt_dp : cs.dense / opt_dp + cs.expert / (p.zero_stage >= 3 ? d.expert_fsdp : 1);
-  const double optimizer = local_params * c.k.adam_bytes_per_param / (c.hbm_bps * c.k.hbm_eff);
+  const double opt_dp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? static_cast<double>(d.dp_shard) : static_cast<double>(dcp)) : 1.0;
+  const double opt_edp = p.zero_stage >= 1 ? static_cast<double>(p.zero_stage >= 3 ? d.expert_fsdp : d.expert_fsdp * d.dp_replicate) : 1.0;
+  const double local_params = lora ? cs.lora / opt_dp : cs.dense / opt_dp + cs.expert / opt_edp;
+  const double adam_bytes = p.optimizer_dtype == "bf16" ? c.k.adam_bytes_bf16_state : c.k.adam_bytes_per_param;
+  const double optimizer = local_params * adam_bytes / (c.hbm_bps * c.k.hbm_eff);
   // Step 5: terms, one per line; exposed parts add up to the step time.
   auto add = [&e](const std::string& name, double total, double exposed, const std::string& tier,
                   const std::string& formula) {
@@ -335,22 +496,29 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
         mstr + " micro-batches x " + Fmt(secs * 1e3) + " ms fwd+bwd on stage " + std::to_string(crit));
     e.compute_s_by_kind[kind] = m * secs;
   }
+  add("launch", m * cs.host, m * cs.host, "",
+      mstr + " x " + Fmt(cs.host * 1e3) + " ms host launch / MoE dispatcher sync not hidden (cuda_graph=" +
+          CudaGraphName(p.cuda_graph) + ")");
   add("recompute", m * cs.rc, m * cs.rc, "", mstr + " x " + Fmt(cs.rc * 1e3) + " ms extra forward");
   add("comm.tp", m * cs.tp, m * cs.tp, tm.tp_ar().tier,
       mstr + " x " + Fmt(cs.tp / std::max(tm.tp_ar().seconds, 1e-30), 3) + " all-reduces x " +
           Fmt(tm.tp_ar().seconds * 1e3) + " ms (tp=" + std::to_string(d.tp) + ", not overlapped)");
+  add("comm.cp", m * cs.cp_total, m * cs.cp, d.cp > 1 ? topo.tiers[TierForStridedGroup(topo, d.cp, d.tp)].name : "",
+      mstr + " x " + Fmt(cs.cp_total * 1e3) + " ms CP exchange (cp=" + std::to_string(d.cp) + ", " +
+          CpCommName(p.cp_comm) + "; KDA state / DSA gathers), " + Fmt(cs.cp * 1e3) + " ms not hidden by attention");
   add("comm.ep_a2a", m * cs.a2a, m * cs.a2a_exposed, d.ep > 1 ? topo.tiers[TierForGroup(topo, d.ep)].name : "",
       mstr + " x " + Fmt(cs.a2a * 1e3) + " ms (dispatch+combine fwd+bwd per MoE layer, ep=" + std::to_string(d.ep) +
           ", imbalance " + Fmt(req.expert_imbalance) +
           (req.overlap_ep_comm ? ", overlapped with compute)" : ", not overlapped)"));
   add("comm.fsdp", m * cs.fsdp, m * cs.fsdp_exposed, fsdp_tier.empty() ? efsdp_tier : fsdp_tier,
-      mstr + " x (AG fwd + AG bwd + RS) = " + Fmt(cs.fsdp * 1e3) + " ms, overlapped with " +
+      mstr + " x (AG fwd + AG bwd + RS; with PP: AG + RS once per step) = " + Fmt(cs.fsdp * 1e3) + " ms, overlapped with " +
           Fmt((cs.compute + cs.rc) * 1e3) + " ms compute");
   add("bubble", bubble, bubble, "", "(p-1)/v * t_mb = " + Fmt(pp - 1) + "/" + Fmt(v) + " * " + Fmt(t_mb * 1e3) + " ms");
   add("comm.pp_p2p", p2p, p2p, p2p_tier, "(m*2v + 2(p-1)) sends of T*h*2/t bytes");
-  add("comm.dp_sync", sync, sync_exposed, sync_tier, "grad sync once per step, overlapped with last backward");
+  add("comm.dp_sync", sync, sync_exposed, sync_tier,
+      "grad sync once per step, overlapped with the last backward (param all-gather: with the first forward)");
   add("optimizer", optimizer, optimizer, "", Fmt(local_params / 1e9) + " G local params x " +
-                                                 Fmt(c.k.adam_bytes_per_param) + " B / HBM");
+                                                 Fmt(adam_bytes) + " B / HBM");
   e.step_s = 0;
   for (const TimeTerm& x : e.time_terms) {
     e.step_s += x.exposed_s;
@@ -384,7 +552,9 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.req = &req;
   c.prof = BuildProfile(req.model, req.seq, req.dropout, req.attention_kernel == "unfused");
   const DeviceType& dev = req.topology.device;
-  c.peak_flops = (req.compute_dtype == "fp8" && dev.tflops_fp8 > 0 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
+  c.fp8 = (req.compute_dtype == "fp8" || req.compute_dtype == "mxfp8") && dev.tflops_fp8 > 0;
+  c.peak_flops = (c.fp8 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
+  c.attn_peak_flops = dev.tflops_bf16 * 1e12;
   c.hbm_bps = dev.hbm_gbps * 1e9;
   if (req.mode == FinetuneMode::kLoRA)
     c.base_weight_bytes = req.base_dtype == "mxfp4" ? DTypeBytes(DType::kMXFP4) : req.base_dtype == "fp8" ? 1.0 : 2.0;

@@ -13,18 +13,55 @@
 
 namespace onboard {
 
-// Physical constants of the model (documented in search/README.md). Not per-run factors.
+// Physical constants of the model (documented in search/README.md). Not per-run factors: each is
+// a datasheet/paper figure or one global efficiency calibrated on tests/data/measured_training_runs.json
+// (marked "calibrated"). Units in each comment.
 struct CostConstants {
-  double gemm_eff_max = 0.80;        // best achieved fraction of peak for large GEMMs
+  // GEMMs (fraction of the dtype's dense peak).
+  double gemm_eff_max = 0.80;        // best achieved fraction of bf16 peak for large GEMMs (cuBLAS, Megatron 2021 MFU)
   double gemm_dim0 = 64;             // efficiency halves-ish when a GEMM dim is this small: eff = max/(1+d0/m+d0/n+d0/k)
-  double flash_attn_eff = 0.55;      // fused softmax attention, fraction of peak
+  double fp8_gemm_eff = 0.80;        // achieved fraction of the fp8/MXFP8 peak relative to bf16's (TE fp8 GEMMs run
+                                     // ~1.6x bf16, not 2x, at LLM shapes; calibrated)
+  double grouped_gemm_eff = 0.90;    // grouped (per-expert) GEMM vs one dense GEMM of the same shape: per-expert
+                                     // tile tails and launch (CUTLASS/TE grouped GEMM; calibrated)
+  double gemm_tile_m = 128;          // M tile of grouped GEMMs: per-expert tokens are padded to it (tokens)
+  // Attention cores (fraction of bf16 peak).
+  double flash_attn_eff = 0.45;      // fused softmax attention forward (FlashAttention-2/3, cuDNN; calibrated: 0.55
+                                     // before the Blackwell runs, which reach a lower share of their higher peak)
   double sparse_attn_eff = 0.40;     // DSA top-k attention + indexer
   double linear_attn_eff = 0.35;     // chunked KDA / gated DeltaNet / linear attention kernels
-  double attn_bwd_ratio = 2.5;       // fused attention backward / forward (recomputes P inside)
-  double hbm_eff = 0.80;             // achieved fraction of HBM bandwidth for elementwise kernels
+  double attn_bwd_ratio = 2.5;       // fused attention backward / forward (recomputes P inside; FlashAttention-2)
+  // Memory-bound kernels.
+  double hbm_eff = 0.90;             // achieved fraction of HBM bandwidth for elementwise kernels (STREAM on H100/B200
+                                     // reaches ~0.9; calibrated)
   double elementwise_passes = 2.0;   // HBM bytes moved by elementwise ops per byte of saved activation (fwd)
-  double unfused_score_passes = 8.0; // HBM bytes per score element fwd: write QK^T, read+write softmax, read for AV (+5 with dropout)
-  double adam_bytes_per_param = 30;  // optimizer step HBM traffic per local parameter
+  double unfused_score_passes = 8.0; // HBM bytes per score element fwd: write QK^T, read+write softmax, read for AV
+  double unfused_dropout_passes = 5.0;  // + with dropout: write 1 B mask, write+read dropped probs (Korthikanti 2022)
+  double kda_selective_share = 0.5;  // KDA selective recompute redoes the conv + gates: half the mixer's elementwise work
+  double lora_gemm_eff = 0.5;        // LoRA adapter GEMMs (rank r << h) reach half the big-GEMM efficiency
+  double lora_fwd_share = 0.5;       // of the adapters' fwd+bwd FLOPs, forward is half (bwd: dX only, no frozen dW)
+  // MoE token handling (memory-bound; Megatron-Core MoE token dispatcher, TE fused permute).
+  double permute_passes = 4.0;       // HBM bytes per dispatched element fwd: permute read+write, unpermute read+write
+  double router_passes = 12.0;       // HBM bytes per (token, expert) score fwd: fp32 logits write, softmax/sigmoid
+                                     // read+write, top-k read (4 B each)
+  // fp8 / MXFP8 quantisation of GEMM inputs (TE: row-wise + column-wise copies).
+  double fp8_quant_bytes = 4.0;      // HBM bytes per GEMM input element per pass: read 2 B, write 2 x 1 B (+ scales)
+  double fp8_dispatch_bytes = 1.0;   // bytes per element of the EP dispatch in fp8 (DeepEP / HybridEP)
+  double combine_bytes = 2.0;        // bytes per element of the EP combine (bf16)
+  // Host-side launch overheads (eager PyTorch), seconds per layer per micro-batch, fwd+bwd.
+  double launch_s_per_layer = 2.0e-3;   // host time to launch one decoder layer's ~100-200 kernels at
+                                        // ~5-10 us each; exposed only where it exceeds the GPU time
+                                        // (the host runs ahead otherwise); 0 under full-iteration graphs
+  double moe_sync_s_per_layer = 2.0e-3; // per MoE layer: the dispatcher's device-to-host sync of token
+                                        // counts stalls the GPU while the host launches what follows
+                                        // (removed by full-iteration graphs; calibrated)
+  double a2a_overlap_sm_tax = 0.20;     // overlapped EP comm slows compute by the SMs it occupies:
+                                        // DeepEP normal kernels use 24 SMs of 132 (H100) / 148 (B200),
+                                        // plus the memory traffic they share (calibrated)
+  // Optimizer step (memory-bound), bytes of HBM traffic per local parameter.
+  double adam_bytes_per_param = 30;  // fp32 master/m/v: read+write 12 B x 2 + grad + weight write
+  double adam_bytes_bf16_state = 18; // precision-aware optimizer: bf16 m, v and grads, fp32 master
+  // Memory.
   double a2a_buffers = 4.0;          // dispatch+combine send/recv buffers, in units of one dispatch volume
 };
 
@@ -33,7 +70,9 @@ struct CostContext {
   const PlanRequest* req = nullptr;
   ModelProfile prof;
   CostConstants k;
-  double peak_flops = 0;             // FLOP/s per device at the compute dtype
+  double peak_flops = 0;             // FLOP/s per device of GEMMs at the compute dtype (fp8 peak for fp8/mxfp8)
+  double attn_peak_flops = 0;        // FLOP/s per device of attention cores (bf16: TE runs them in bf16)
+  bool fp8 = false;                  // GEMM inputs quantised (fp8 per-tensor or MXFP8)
   double hbm_bps = 0;                // bytes/s per device
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
   int64_t global_batch_target = 0;   // sequences per step requested (0 = 4M tokens)
@@ -72,6 +111,8 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
 // and the routed-expert part per token on an EP rank.
 double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out);
 Recompute PolicyFor(const Plan& p, const std::string& kind);
+// Tokens of one micro-batch on one device: micro_batch * seq / cp.
+double TokensPerRank(const Plan& p);
 
 // --- cost_model.cpp ---
 // Full estimate (time terms + memory). Assumes ValidatePlan passed.

@@ -1,6 +1,8 @@
 // Device types the layout reader knows by name, from vendor datasheets
-// (/work/shared/reference/hardware.md; copied facts, not measurements).
-// Units: TFLOP/s dense, GiB, GB/s per device each way, microseconds.
+// (/work/shared/reference/hardware.md for Ampere/Hopper; NVIDIA's HGX B200/B300 and GB200/GB300 NVL72
+// datasheets for Blackwell, per-GPU share of the rack figures; copied facts, not measurements).
+// Units: TFLOP/s dense (no sparsity), GiB, GB/s per device each way, microseconds, Gb/s per NIC.
+#include <algorithm>
 #include <vector>
 
 #include "search/layout_file.h"
@@ -10,23 +12,46 @@ namespace {
 
 struct Known {
   const char* name;
+  const char* alias;    // the name as measured_training_runs.json writes it ("" = none)
   double bf16, fp8, hbm_gib, hbm_gbps;
   const char* link;
   double link_gbps, link_eff, link_lat_us;
-  int64_t node;  // devices on the scale-up link (0 = every device: supernode)
+  int64_t domain;       // devices on the scale-up link (0 = every device: supernode)
+  int64_t node;         // devices per host / compute tray (a job's share of a domain is a multiple)
+  double nic_gbit;      // scale-out NIC per device
 };
 
 // NVLink each way = half the bidirectional figure; NVLink achieves ~0.65-0.8 of peak.
+// Blackwell (NVLink 5, 1.8 TB/s bidirectional per GPU):
+//   B200 (HGX B200): 2.25 PF bf16, 4.5 PF fp8 dense, 180 GB HBM3e at 8 TB/s, 8 per node, CX-7 400 Gb/s.
+//   B300 (HGX B300, Blackwell Ultra): 2.25 PF bf16, 4.5 PF fp8 dense, 288 GB HBM3e at 8 TB/s, CX-8 800 Gb/s.
+//   GB200 NVL72: 180 PF bf16 / 360 PF fp8 dense per 72 GPUs = 2.5 / 5 PF, 13.4 TB HBM3e / 72 = 186 GB,
+//                576 TB/s / 72 = 8 TB/s, 72-GPU NVLink domain (4 per tray), CX-7 400 Gb/s.
+//   GB300 NVL72: 2.5 PF bf16, 5 PF fp8 dense per GPU, 288 GB HBM3e at 8 TB/s, 72-GPU domain, CX-8 800 Gb/s.
 const std::vector<Known>& Catalog() {
   static const std::vector<Known> k = {
-      {"A100-80GB", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8},
-      {"H100-80GB", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8},
-      {"H800-80GB", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8},
-      {"H200-141GB", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8},
+      {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200},
+      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400},
+      {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400},
+      {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400},
+      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400},
+      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800},
+      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400},
+      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800},
       // Ascend 950DT: 1 PFLOP/s fp8 (announced); bf16 taken as half of fp8. Supernode fabric.
-      {"Ascend-950DT", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0},
+      {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400},
   };
   return k;
+}
+
+// The job's share of one scale-up domain: the largest multiple of `node` that divides `devices` and
+// fits in `domain` (256 GPUs on NVL72 racks = 4 domains of 64).
+int64_t DomainShare(const Known& k, int64_t devices) {
+  if (k.domain == 0) return devices;
+  if (devices <= k.domain) return devices;
+  for (int64_t d = k.domain; d >= k.node; --d)
+    if (d % k.node == 0 && devices % d == 0) return d;
+  return k.domain;
 }
 
 }  // namespace
@@ -35,7 +60,7 @@ Expected<Topology> TopologyForHardware(const std::string& hardware, int64_t devi
                                        const std::string& origin, const std::string& fp) {
   const Known* k = nullptr;
   for (const auto& c : Catalog())
-    if (hardware == c.name) k = &c;
+    if (hardware == c.name || (c.alias[0] != '\0' && hardware == c.alias)) k = &c;
   if (!k) {
     std::string names;
     for (const auto& c : Catalog()) names += (names.empty() ? "" : ", ") + std::string(c.name);
@@ -43,13 +68,14 @@ Expected<Topology> TopologyForHardware(const std::string& hardware, int64_t devi
   }
   if (devices < 1 || devices > (int64_t{1} << 20))
     return BadInput(origin, fp + "gpus", "must be in [1, 1048576]", std::to_string(devices));
+  if (nic_gbit == 0) nic_gbit = k->nic_gbit;
   if (!(nic_gbit > 0 && nic_gbit < 1e6)) return BadInput(origin, fp + "nic_gbit", "must be > 0", std::to_string(nic_gbit));
   Topology t;
   t.name = std::string(k->name) + "-x" + std::to_string(devices);
   t.source = origin;
   t.num_devices = devices;
   t.device = {k->name, k->bf16, k->fp8, 0, k->hbm_gib, k->hbm_gbps};
-  const int64_t node = k->node == 0 ? devices : k->node;
+  const int64_t node = DomainShare(*k, devices);
   if (devices > node && devices % node == 0) {
     t.tiers.push_back({k->link, node, k->link_gbps, k->link_lat_us, k->link_eff});
     t.tiers.push_back({"ib", devices, nic_gbit / 8.0, 10, 0.9});

@@ -2,63 +2,16 @@
 // Every error names the file, the JSON path of the field and the value.
 #include "search/layout_file.h"
 
+#include "search/layout_file_fields.h"
+
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 namespace onboard {
+namespace layout {
 namespace {
-
-using nlohmann::json;
-
-// Typed field access on one JSON object; `path` prefixes field names in errors.
-class Fields {
- public:
-  Fields(const json& j, std::string origin, std::string path) : j_(j), origin_(std::move(origin)), path_(std::move(path)) {}
-
-  Status Int(const char* key, int64_t lo, int64_t hi, int64_t* out, bool required = false) const {
-    auto it = j_.find(key);
-    if (it == j_.end()) return required ? BadInput(origin_, path_ + key, "missing required integer") : Status::Ok();
-    if (!it->is_number_integer() && !it->is_number_unsigned())
-      return BadInput(origin_, path_ + key, "must be an integer", it->dump());
-    const int64_t v = it->get<int64_t>();
-    if (v < lo || v > hi)
-      return BadInput(origin_, path_ + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-                      std::to_string(v));
-    *out = v;
-    return Status::Ok();
-  }
-  Status Num(const char* key, double lo, double hi, double* out, bool required = false) const {
-    auto it = j_.find(key);
-    if (it == j_.end()) return required ? BadInput(origin_, path_ + key, "missing required number") : Status::Ok();
-    if (!it->is_number()) return BadInput(origin_, path_ + key, "must be a number", it->dump());
-    const double v = it->get<double>();
-    if (!std::isfinite(v) || v < lo || v > hi) return BadInput(origin_, path_ + key, "out of range", it->dump());
-    *out = v;
-    return Status::Ok();
-  }
-  Status Bool(const char* key, bool* out) const {
-    auto it = j_.find(key);
-    if (it == j_.end()) return Status::Ok();
-    if (!it->is_boolean()) return BadInput(origin_, path_ + key, "must be true or false", it->dump());
-    *out = it->get<bool>();
-    return Status::Ok();
-  }
-  Status Str(const char* key, std::string* out, bool required = false) const {
-    auto it = j_.find(key);
-    if (it == j_.end()) return required ? BadInput(origin_, path_ + key, "missing required string") : Status::Ok();
-    if (!it->is_string()) return BadInput(origin_, path_ + key, "must be a string", it->dump());
-    *out = it->get<std::string>();
-    return Status::Ok();
-  }
-  const std::string& origin() const { return origin_; }
-  const std::string& path() const { return path_; }
-
- private:
-  const json& j_;
-  std::string origin_, path_;
-};
 
 Expected<Recompute> ParseRecompute(const std::string& s, const Fields& f, const std::string& key) {
   if (s == "none") return Recompute::kNone;
@@ -67,25 +20,55 @@ Expected<Recompute> ParseRecompute(const std::string& s, const Fields& f, const 
   return BadInput(f.origin(), f.path() + key, "must be none, selective or full", s);
 }
 
-// Plan fields shared by both forms.
-Status ReadPlan(const json& j, const Fields& f, Plan* p) {
+}  // namespace
+
+Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers) {
+  *layout_layers = -1;
   constexpr int64_t kMax = int64_t{1} << 20;
-  int64_t dp = 0;
+  int64_t dp = 0, fsdp = 0, etp = 1;
+  // Step 1: degrees. "vp" is Megatron's name for interleave; "fsdp" > 0 shards weights (zero 3) over
+  // that many of the dp ranks; experts are never tensor-split here (etp must be 1).
   ONBOARD_RETURN_IF_ERROR(f.Int("tp", 1, kMax, &p->deg.tp));
   ONBOARD_RETURN_IF_ERROR(f.Int("pp", 1, kMax, &p->deg.pp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("cp", 1, kMax, &p->deg.cp));
   ONBOARD_RETURN_IF_ERROR(f.Int("dp", 1, kMax, &dp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("fsdp", 0, kMax, &fsdp));
   ONBOARD_RETURN_IF_ERROR(f.Int("dp_shard", 1, kMax, &p->deg.dp_shard));
   ONBOARD_RETURN_IF_ERROR(f.Int("dp_replicate", 1, kMax, &p->deg.dp_replicate));
   ONBOARD_RETURN_IF_ERROR(f.Int("ep", 1, kMax, &p->deg.ep));
+  ONBOARD_RETURN_IF_ERROR(f.Int("etp", 1, 1, &etp));
   ONBOARD_RETURN_IF_ERROR(f.Int("interleave", 1, 1024, &p->deg.interleave));
+  ONBOARD_RETURN_IF_ERROR(f.Int("vp", 1, 1024, &p->deg.interleave));
   ONBOARD_RETURN_IF_ERROR(f.Bool("sequence_parallel", &p->deg.sequence_parallel));
+  // Step 2: batch, precision, optimizer.
   ONBOARD_RETURN_IF_ERROR(f.Int("micro_batch", 1, kMax, &p->micro_batch));
   ONBOARD_RETURN_IF_ERROR(f.Int("global_batch", 1, int64_t{1} << 40, &p->global_batch));
   ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, int64_t{1} << 24, &p->seq));
   ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 1, 65536, &p->lora_rank));
+  ONBOARD_RETURN_IF_ERROR(f.Int("mtp_layers", 0, 16, &p->mtp_layers));
   ONBOARD_RETURN_IF_ERROR(f.Str("base_dtype", &p->base_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Str("precision", &p->compute_dtype));
-  std::string mode = "full", sharding;
+  if (p->compute_dtype != "bf16" && p->compute_dtype != "fp16" && p->compute_dtype != "fp8" && p->compute_dtype != "mxfp8")
+    return BadInput(f.origin(), f.path() + "precision", "must be bf16, fp16, fp8 or mxfp8", p->compute_dtype);
+  ONBOARD_RETURN_IF_ERROR(f.Str("optimizer_dtype", &p->optimizer_dtype));
+  if (p->optimizer_dtype != "fp32" && p->optimizer_dtype != "bf16")
+    return BadInput(f.origin(), f.path() + "optimizer_dtype", "must be fp32 or bf16", p->optimizer_dtype);
+  std::string mode = "full", sharding, cp_comm;
+  ONBOARD_RETURN_IF_ERROR(f.Str("cp_comm", &cp_comm));
+  if (!cp_comm.empty() && cp_comm != "ring" && cp_comm != "allgather")
+    return BadInput(f.origin(), f.path() + "cp_comm", "must be ring or allgather", cp_comm);
+  p->cp_comm = cp_comm == "allgather" ? CpComm::kAllGather : CpComm::kRing;
+  std::string graph, dispatcher;
+  ONBOARD_RETURN_IF_ERROR(f.Str("cuda_graph", &graph));
+  if (!graph.empty() && graph != "none" && graph != "layers" && graph != "full")
+    return BadInput(f.origin(), f.path() + "cuda_graph", "must be none, layers or full", graph);
+  p->cuda_graph = graph == "full" ? CudaGraph::kFull : graph == "layers" ? CudaGraph::kLayers : CudaGraph::kNone;
+  ONBOARD_RETURN_IF_ERROR(f.Str("ep_dispatcher", &dispatcher));
+  if (!dispatcher.empty() && dispatcher != "alltoall" && dispatcher != "deepep" && dispatcher != "hybridep")
+    return BadInput(f.origin(), f.path() + "ep_dispatcher", "must be alltoall, deepep or hybridep", dispatcher);
+  p->ep_dispatcher = dispatcher == "deepep"     ? EpDispatcher::kDeepEP
+                     : dispatcher == "hybridep" ? EpDispatcher::kHybridEP
+                                                : EpDispatcher::kAllToAll;
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
   if (mode != "full" && mode != "lora") return BadInput(f.origin(), f.path() + "mode", "must be full or lora", mode);
   p->mode = mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
@@ -96,16 +79,24 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p) {
     p->deg.dp_replicate = 1;
     p->zero_stage = 0;
   }
+  if (fsdp > 0) {
+    if (dp > 0 && dp % fsdp != 0)
+      return BadInput(f.origin(), f.path() + "fsdp", "must divide dp=" + std::to_string(dp), std::to_string(fsdp));
+    p->deg.dp_shard = fsdp;
+    p->deg.dp_replicate = dp > 0 ? dp / fsdp : 1;
+    p->zero_stage = 3;
+  }
   if (!sharding.empty()) {
     if (sharding == "none") p->zero_stage = 0;
     else if (sharding == "zero1") p->zero_stage = 1;
     else if (sharding == "fsdp") p->zero_stage = 3;
     else return BadInput(f.origin(), f.path() + "optimizer_sharding", "must be none, zero1 or fsdp", sharding);
   }
-  p->deg.expert_fsdp = std::max<int64_t>(1, p->deg.dp_shard * p->deg.tp / p->deg.ep);
+  p->deg.expert_fsdp = std::max<int64_t>(1, p->deg.dp_shard * p->deg.cp * p->deg.tp / p->deg.ep);
   const int64_t dpt = p->deg.dp_replicate * p->deg.dp_shard;
   p->num_micro_batches = std::max<int64_t>(1, p->global_batch / std::max<int64_t>(1, p->micro_batch * dpt));
   if (p->global_batch == 0) p->global_batch = p->micro_batch * p->num_micro_batches * dpt;
+  // Step 3: recompute per block kind, pipeline layout.
   auto rc = j.find("recompute");
   if (rc != j.end()) {
     if (rc->is_string()) {
@@ -121,8 +112,24 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p) {
       return BadInput(f.origin(), f.path() + "recompute", "must be a string or an object", rc->dump());
     }
   }
+  std::string pp_layout;
+  ONBOARD_RETURN_IF_ERROR(f.Str("pp_layout", &pp_layout));
+  if (!pp_layout.empty()) {
+    ONBOARD_RETURN_IF_ERROR(ParsePipelineLayout(pp_layout, p->deg.pp * p->deg.interleave, f, "pp_layout",
+                                                &p->stage_layer_starts, &p->mtp_layers, layout_layers));
+  }
   return Status::Ok();
 }
+
+Status CheckLayoutLayers(int64_t layout_layers, const ModelIR& m, const Fields& f) {
+  const int64_t L = static_cast<int64_t>(m.layers.size());
+  if (layout_layers >= 0 && layout_layers != L)
+    return BadInput(f.origin(), f.path() + "pp_layout",
+                    "places " + std::to_string(layout_layers) + " decoder layers, the model has " + std::to_string(L));
+  return Status::Ok();
+}
+
+namespace {
 
 Expected<ModelIR> ModelFromJson(const json& m, const std::string& origin, const std::string& path) {
   if (!m.is_object()) return BadInput(origin, path, "must be an object", m.dump().substr(0, 40));
@@ -209,7 +216,9 @@ Expected<LayoutRun> ParseRun(const json& r, const std::string& origin, const std
     return BadInput(origin, path + ".model.attention", "must be flash or unfused", run.attention_kernel);
   run.plan.seq = run.model.max_position;
   run.plan.compute_dtype = "fp16";
-  ONBOARD_RETURN_IF_ERROR(ReadPlan(r, f, &run.plan));
+  int64_t layout_layers = -1;
+  ONBOARD_RETURN_IF_ERROR(ReadPlan(r, f, &run.plan, &layout_layers));
+  ONBOARD_RETURN_IF_ERROR(CheckLayoutLayers(layout_layers, run.model, f));
   std::string hw;
   int64_t gpus = 0;
   double nic = 200;
@@ -224,11 +233,14 @@ Expected<LayoutRun> ParseRun(const json& r, const std::string& origin, const std
 }
 
 }  // namespace
+}  // namespace layout
+
+using layout::json;
 
 Expected<ModelIR> ModelFromDims(const std::string& json_text, const std::string& origin) {
   json j = json::parse(json_text, nullptr, false);
   if (j.is_discarded()) return BadInput(origin, "(document)", "not valid JSON");
-  return ModelFromJson(j, origin, "model");
+  return layout::ModelFromJson(j, origin, "model");
 }
 
 Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const std::string& origin) {
@@ -241,14 +253,15 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     LayoutRun run;
     run.id = "layout";
     run.plan.seq = 0;  // 0 = take --seq from the command line
-    Fields f(j, origin, "");
-    ONBOARD_RETURN_IF_ERROR(ReadPlan(j, f, &run.plan));
+    layout::Fields f(j, origin, "");
+    ONBOARD_RETURN_IF_ERROR(layout::ReadPlan(j, f, &run.plan, &run.layout_layers));
     out.push_back(run);
     return out;
   }
   if (!runs->is_array() || runs->empty()) return BadInput(origin, "runs", "must be a non-empty array", runs->dump().substr(0, 40));
+  if (j.contains("configs")) return layout::ParseMeasuredRuns(j, origin);  // (c) measured_training_runs.json
   for (size_t i = 0; i < runs->size(); ++i) {
-    ONBOARD_ASSIGN_OR_RETURN(LayoutRun run, ParseRun((*runs)[i], origin, "runs[" + std::to_string(i) + "]"));
+    ONBOARD_ASSIGN_OR_RETURN(LayoutRun run, layout::ParseRun((*runs)[i], origin, "runs[" + std::to_string(i) + "]"));
     out.push_back(std::move(run));
   }
   // Figure-1 style memory, keyed by model name (the id before '/').
@@ -257,7 +270,7 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     for (auto& run : out) {
       auto it = mem->find(run.model.name);
       if (it == mem->end() || !it->is_object()) continue;
-      Fields f(*it, origin, "memory_gib_per_gpu." + run.model.name + ".");
+      layout::Fields f(*it, origin, "memory_gib_per_gpu." + run.model.name + ".");
       MeasuredMemoryGiB mm;
       ONBOARD_RETURN_IF_ERROR(f.Num("params_grads_optimizer", 0, 1e6, &mm.params_grads_optimizer));
       ONBOARD_RETURN_IF_ERROR(f.Num("activations_no_recompute", 0, 1e6, &mm.activations_no_recompute));
@@ -288,6 +301,7 @@ PlanRequest RequestForRun(const LayoutRun& run) {
   req.global_batch = run.plan.global_batch;
   req.dropout = run.dropout;
   req.attention_kernel = run.attention_kernel;
+  req.overlap_ep_comm = run.overlap_ep_comm;
   return req;
 }
 

@@ -3,7 +3,11 @@
 //      model and topology given on the command line;
 //  (b) a published_runs.json-style {"runs":[{id, model{hidden,ffn,heads,layers,seq,vocab,...},
 //      hardware, gpus, tp, pp, dp, ..., measured_step_s}], "memory_gib_per_gpu":{...}}: each run
-//      carries its own model dims and hardware, and is evaluated on them.
+//      carries its own model dims and hardware, and is evaluated on them;
+//  (c) a measured_training_runs.json-style {"runs":[{id, model:"org/name", hardware, gpus, tp, pp, vp,
+//      cp, ep, dp, fsdp, global_batch, micro_batch, seq, precision, recompute, optimizer, recipe{...},
+//      measured{tokens_per_s_per_gpu, ...}}], "configs":{"org/name":{file}}}: the model is the HF
+//      config named in `configs` (layout_file_measured.cpp says how each free-text field is read).
 #pragma once
 
 #include <optional>
@@ -35,6 +39,15 @@ struct LayoutRun {
   std::optional<MeasuredMemoryGiB> measured_memory;  // matched by model name ("megatron-22B")
   double dropout = 0;                         // model.dropout (dims form: default 0.1, Megatron-LM's)
   std::string attention_kernel = "flash";     // model.attention (dims form: default "unfused")
+  int64_t layout_layers = -1;                 // decoder layers placed by a pp_layout (-1 = none given)
+  // Form (c): what the source measured, per GPU, and how its free text was read.
+  std::optional<double> measured_tokens_per_s_per_gpu;
+  std::optional<double> measured_tflops_per_gpu;
+  std::string skipped;                        // non-empty: cannot be costed as published (why)
+  std::string uncertain;                      // the source's own caveat, if any
+  std::vector<std::string> assumptions;       // "recompute 'unknown (not stated)' read as none", ...
+  bool overlap_ep_comm = false;               // the recipe overlaps EP all-to-all (moe_a2a_overlap)
+  bool recompute_unstated = false;            // the source does not say: ResolveUnstatedRecompute picks it
 };
 
 // The request that evaluates `run` on its own model and topology (full fine-tuning unless the run
@@ -50,7 +63,9 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
 Expected<ModelIR> ModelFromDims(const std::string& json_text, const std::string& origin);
 
 // Topology for a known device type name (A100-80GB, H100-80GB, H800-80GB, H200-141GB,
-// Ascend-950DT): nodes of 8 on the scale-up link, one NIC per device (nic_gbit Gb/s) across.
+// B200-180GB/B200, B300-288GB/B300, GB200-NVL72/GB200, GB300-NVL72/GB300, Ascend-950DT): the
+// scale-up domain (8 per node, 72 per NVL72 rack, split into equal shares of the job) then one NIC
+// per device (nic_gbit Gb/s; 0 = the device's datasheet NIC) across.
 // `field_prefix` is put before field names in errors ("runs[2]." -> "runs[2].gpus").
 Expected<Topology> TopologyForHardware(const std::string& hardware, int64_t devices,
                                        double nic_gbit, const std::string& origin,

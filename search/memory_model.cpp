@@ -1,11 +1,13 @@
 // Per-device memory of a plan, worst pipeline stage. Units: bytes.
 //
-// Legend: t = tp, d_s = dp_shard, d = dp_replicate*dp_shard, e = ep, f_e = expert_fsdp, p = pp,
-// v = interleave, m = micro-batches, T = micro_batch * seq tokens, h = hidden, s = seq.
+// Legend: t = tp, c = cp, d_s = dp_shard, d = dp_replicate*dp_shard, e = ep, f_e = expert_fsdp, p = pp,
+// v = interleave, m = micro-batches, T = micro_batch * seq / c tokens per device, h = hidden, s = seq.
 //
 // Full fine-tuning, bytes per parameter (mixed-precision Adam):
 //   zero 3 (FSDP2):   weights 4 (fp32 sharded) + grads 4 + optimizer 8 (m, v),      / d_s (experts / f_e)
-//   zero 1:           weights 2 + grads 4 (fp32 main grad) full, optimizer 12 / d
+//   zero 1:           weights 2 + grads 4 (fp32 main grad) full, optimizer 12 / (d*c)  (Megatron distributed
+//                     optimizer: 6 + 12/d, docs/source/distrib_optimizer.md; shards over dp x cp)
+//   zero 1, precision-aware optimizer (bf16 grads and moments, fp32 master): 2 + 2 + (4 + 2 + 2) / (d*c)
 //   zero 0 (DDP):     weights 2 + grads 4 + optimizer 12 (master + m + v)           (= 18, Megatron)
 //   dense parameters are divided by t, routed-expert parameters by e.
 // LoRA: base weights at base_dtype bytes (bf16 2, fp8 1, mxfp4 0.53125), sharded as above, no grads;
@@ -15,7 +17,10 @@
 //   split parts / t, unfused scores H*s*(2+3*dropout)/t only without recompute, routed parts on
 //   EP ranks * imbalance / t). In flight: 1 without PP; stage 0 of 1F1B holds min(m, p) micro-batches
 //   of L/p layers; interleaving multiplies by 1 + (p-1)/(p*v).
+// fp8 / MXFP8: GEMM inputs are kept as their 1-byte quantised copies (Transformer Engine).
 // A2A buffers: a2a_buffers * T/t * top_k * width * 2 * imbalance.
+// MTP layers (last stage): one more decoder layer each (params, activations) + its h x 2h projection
+//   and its own fp32 logits.
 // Workspace: reserved + 2 gathered layers under FSDP (prefetch) + fp32 logits and their grad.
 #include <algorithm>
 
@@ -37,6 +42,9 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
   const Recompute mix = PolicyFor(p, lp.mixer_kind);
   const Recompute chan = PolicyFor(p, lp.channel_kind);
   const double h2 = 2 * lp.hidden;
+  // fp8 training keeps the quantised GEMM inputs for backward (Transformer Engine saves the fp8
+  // copy): 1 byte saved per input element.
+  const double fp8_saved = c.fp8 ? 1.0 : 0.0;
   double rep = 0, split = 0, routed = 0;
   if (mix == Recompute::kFull && chan == Recompute::kFull) {
     rep = h2;  // only the layer input is kept
@@ -45,7 +53,7 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
       rep += h2;
     } else {
       rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
-      split += lp.act_mixer;
+      split += std::max(0.0, lp.act_mixer - fp8_saved * lp.mixer_gemm_inputs);
       if (mix == Recompute::kSelective) split -= lp.act_mixer_selective;
       if (mix == Recompute::kNone) split += lp.scores_bytes_per_key * static_cast<double>(c.prof.seq);
     }
@@ -53,12 +61,16 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
       rep += h2;
     } else {
       rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
-      split += lp.act_channel;
-      routed = lp.act_routed * c.req->expert_imbalance / t;
+      split += std::max(0.0, lp.act_channel - fp8_saved * lp.channel_gemm_inputs);
+      routed = std::max(0.0, lp.act_routed - fp8_saved * lp.routed_gemm_inputs) * c.req->expert_imbalance / t;
     }
   }
   if (routed_out) *routed_out = routed;
   return rep / rep_div + split / t;
+}
+
+double TokensPerRank(const Plan& p) {
+  return static_cast<double>(p.micro_batch * p.seq) / static_cast<double>(std::max<int64_t>(1, p.deg.cp));
 }
 
 namespace {
@@ -79,7 +91,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   const double t = static_cast<double>(d.tp), ep = static_cast<double>(d.ep);
   const double dp = static_cast<double>(d.dp_shard * d.dp_replicate);
   const double ds = static_cast<double>(d.dp_shard), fe = static_cast<double>(d.expert_fsdp);
-  const double T = static_cast<double>(p.micro_batch * p.seq);
+  const double T = TokensPerRank(p);
   const int64_t L = static_cast<int64_t>(prof.layers.size());
   const double m = static_cast<double>(p.num_micro_batches), pp = static_cast<double>(d.pp);
   const double cap = req.topology.device.hbm_gib * 1073741824.0;
@@ -109,14 +121,27 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     const bool first = s == 0, last = s == d.pp - 1;
     if (first) dense += (prof.embed_params + prof.vision_params) / t;
     if (last) dense += (prof.head_params + prof.other_params) / t;
+    const double mtp = last ? static_cast<double>(p.mtp_layers) : 0;
+    if (mtp > 0 && L > 0) {
+      const LayerProfile& lp = prof.layers[L - 1];
+      dense += mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
+      expert += mtp * lp.expert_params / ep;
+      double routed = 0;
+      act_tok += mtp * LayerActBytesPerToken(c, p, static_cast<size_t>(L - 1), &routed);
+      routed_tok += mtp * routed;
+    }
     // Step 2: weights, grads, optimizer by mode and sharding.
     MemoryBreakdown mb;
     const double dense_shard = p.zero_stage >= 3 ? ds : 1.0;
     const double exp_shard = p.zero_stage >= 3 ? fe : 1.0;
-    const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp) : 1.0;
-    const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * t / ep) : 1.0;
+    const double cp = static_cast<double>(d.cp);
+    const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp * cp) : 1.0;
+    const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * cp * t / ep) : 1.0;
     const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
-    const double master = p.zero_stage >= 3 ? 8.0 : 12.0;  // fp32 master lives in `weights` under FSDP2
+    const bool bf16_state = p.optimizer_dtype == "bf16";   // precision-aware: bf16 m, v and main grads
+    const double gbytes = bf16_state ? 2.0 : 4.0;
+    const double moments = bf16_state ? 4.0 : 8.0;
+    const double master = p.zero_stage >= 3 ? moments : 4.0 + moments;  // fp32 master lives in `weights` under FSDP2
     if (p.mode == FinetuneMode::kLoRA) {
       const double b = LoraBytes(c);
       mb.weights = b * (dense / dense_shard + expert / exp_shard) + wbytes * lora / dense_shard;
@@ -124,7 +149,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       mb.optimizer = master * lora / opt_dense;
     } else {
       mb.weights = wbytes * (dense / dense_shard + expert / exp_shard);
-      mb.grads = 4 * (dense / dense_shard + expert / exp_shard);
+      mb.grads = gbytes * (dense / dense_shard + expert / exp_shard);
       mb.optimizer = master * (dense / opt_dense + expert / opt_exp);
     }
     // Step 3: activations of the micro-batches in flight on this stage.
@@ -138,7 +163,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     // Step 4: workspace.
     mb.workspace = req.constraints.reserved_gib * 1073741824.0;
     if ((p.zero_stage >= 3 && (d.dp_shard > 1 || d.expert_fsdp > 1))) mb.workspace += 2 * largest_layer;
-    if (last) mb.workspace += 2 * 4 * T * prof.vocab / t;  // fp32 logits + their gradient
+    if (last) mb.workspace += (1 + mtp) * 2 * 4 * T * prof.vocab / t;  // fp32 logits + their gradient (+ MTP heads)
     mb.total = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.a2a_buffers + mb.workspace;
     mb.capacity = cap;
     mb.margin = req.constraints.memory_margin * cap;

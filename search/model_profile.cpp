@@ -5,6 +5,36 @@
 #include <algorithm>
 
 namespace onboard {
+namespace {
+
+// Step 3 of BuildProfile: the mixer's GEMM inputs, MLA up-projection FLOPs and what context
+// parallelism exchanges. MLA under CP hands K,V after the up-projection (Megatron-Core MLA + TE
+// attention: H*(d_nope+d_rope) + H*dv per token); DSA gathers the indexer key and the latent.
+void MixerExtras(const AttentionSpec& a, double h, LayerProfile* lp) {
+  const double H = static_cast<double>(a.num_heads), KV = static_cast<double>(a.num_kv_heads);
+  const double d = static_cast<double>(a.head_dim);
+  const double dv = static_cast<double>(a.v_head_dim > 0 ? a.v_head_dim : a.head_dim);
+  const double HV = static_cast<double>(a.num_v_heads > 0 ? a.num_v_heads : a.num_heads);
+  const double ql = static_cast<double>(a.q_lora_rank), kvl = static_cast<double>(a.kv_lora_rank);
+  const double dqk = static_cast<double>(a.qk_nope_head_dim + a.qk_rope_head_dim);
+  const bool mla = a.kind == MixerKind::kMLA || a.kind == MixerKind::kDSA;
+  if (mla) {
+    lp->mixer_gemm_inputs = 2 * h + ql + kvl + H * dv;
+    lp->mla_up_flops = 2 * (ql > 0 ? ql * H * dqk : 0) + 2 * kvl * H * (static_cast<double>(a.qk_nope_head_dim) + dv);
+    lp->act_mixer_selective = std::min(lp->act_mixer, 2 * (2 * H * dqk + H * dv));  // q, k, v after up-projection
+    lp->cp_kv_elems = H * dqk + H * dv;
+  } else if (a.kind == MixerKind::kKDA || a.kind == MixerKind::kGatedDeltaNet) {
+    lp->mixer_gemm_inputs = h + HV * dv;
+    lp->kda_state_elems = HV * d * dv;
+  } else {
+    lp->mixer_gemm_inputs = h + H * dv;
+    lp->cp_kv_elems = 2 * KV * d;
+  }
+  if (a.kind == MixerKind::kDSA)
+    lp->dsa_gather_elems = static_cast<double>(a.index_head_dim) + kvl + static_cast<double>(a.qk_rope_head_dim);
+}
+
+}  // namespace
 
 ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention) {
   const ModelStats st = ComputeStats(model, seq);
@@ -23,6 +53,8 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     const LayerStats& ls = st.layers[i];
     LayerProfile lp;
     lp.hidden = h;
+    lp.mixer = l.attn.kind;
+    lp.channel = l.channel;
     lp.mixer_kind = MixerKindName(l.attn.kind);
     lp.channel_kind = l.channel == ChannelKind::kMoE ? "MoE" : "MLP";
     lp.softmax = IsSoftmaxAttention(l.attn.kind);
@@ -50,6 +82,8 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
       const double I = lp.expert_inter, Is = static_cast<double>(m.shared_intermediate);
       lp.act_routed = static_cast<double>(m.top_k) * (2 * lp.dispatch_width + (m.gated ? 6 : 4) * I);
       lp.act_channel = 4.0 * static_cast<double>(m.num_experts) + static_cast<double>(m.num_shared) * 6 * Is;
+      lp.routed_gemm_inputs = static_cast<double>(m.top_k) * (lp.dispatch_width + I);
+      lp.channel_gemm_inputs = static_cast<double>(m.num_shared) * (h + Is) + (m.latent_dim > 0 ? 2 * h : 0);
       if (m.latent_dim > 0) lp.act_channel += 2 * (h + static_cast<double>(m.latent_dim));
       lora_per_rank += static_cast<double>(m.num_shared) * 3 * (h + Is);
       add_kind(lp.mixer_kind);
@@ -57,6 +91,7 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     } else {
       const double I = static_cast<double>(l.mlp.intermediate);
       lp.act_channel = (l.mlp.gated ? 6 : 4) * I;
+      lp.channel_gemm_inputs = h + I;
       lora_per_rank += (l.mlp.gated ? 3 : 2) * (h + I);
       add_kind(lp.mixer_kind);
       add_kind("MLP");
@@ -75,6 +110,7 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     if (lp.softmax && unfused_attention)
       lp.scores_bytes_per_key = H * (2 + (dropout > 0 ? 3 : 0));
     lp.dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
+    MixerExtras(l.attn, h, &lp);
     p.min_heads = p.min_heads == 0 ? lp.heads : std::min(p.min_heads, lp.heads);
     p.experts = std::max(p.experts, lp.experts);
     p.expert_params += lp.expert_params;

@@ -15,8 +15,10 @@
 namespace onboard {
 
 struct LayerProfile {
-  std::string mixer_kind;           // "KDA", "MLA", "DSA", "GQA", "MHA", ...
-  std::string channel_kind;         // "MLP" | "MoE"
+  MixerKind mixer = MixerKind::kMHA;        // block kinds as enums; the cost model compares these
+  ChannelKind channel = ChannelKind::kDenseMLP;
+  std::string mixer_kind;           // MixerKindName(mixer): the Plan::recompute key ("KDA", "MLA", ...)
+  std::string channel_kind;         // "MLP" | "MoE": the Plan::recompute key
   bool softmax = false;             // softmax attention (scores materialised when unfused)
   int64_t heads = 0;                // query heads (TP divides them)
   // Parameters.
@@ -46,6 +48,16 @@ struct LayerProfile {
                                     // times s; kept only with recompute none
   double dropout_mask_bytes = 0;    // 1-byte masks after attention and channel (2*h*dropout>0), replicated
   double hidden = 0;
+  // Recompute of the MLA up-projections (Megatron recompute_modules=[mla_up_proj]).
+  double mla_up_flops = 0;          // forward FLOPs per token of q_b and kv_b
+  // fp8 quantisation: elements per token entering the layer's GEMMs (K dims), forward.
+  double mixer_gemm_inputs = 0;     // attention projections
+  double channel_gemm_inputs = 0;   // dense MLP / shared experts / latent (TP-split parts count whole)
+  double routed_gemm_inputs = 0;    // per token: top_k * (dispatch width + expert width)
+  // Context parallelism: what one CP rank hands the next, per token (softmax K,V) or per layer.
+  double cp_kv_elems = 0;           // softmax: K and V elements per token as attention consumes them
+  double kda_state_elems = 0;       // KDA / gated DeltaNet: recurrent state elements (HV * dk * dv), fp32
+  double dsa_gather_elems = 0;      // DSA: indexer key + compressed KV (latent + rope) elements per token
 };
 
 struct ModelProfile {

@@ -49,6 +49,12 @@ json PlanJson(const Plan& p) {
   for (const auto& [k, v] : p.recompute) rc[k] = RecomputeName(v);
   j["recompute"] = rc;
   j["stage_layer_starts"] = p.stage_layer_starts;
+  if (p.deg.cp > 1) {  // only when used, so plans without CP keep their golden JSON
+    j["cp"] = p.deg.cp;
+    j["cp_comm"] = CpCommName(p.cp_comm);
+  }
+  if (p.optimizer_dtype != "fp32") j["optimizer_dtype"] = p.optimizer_dtype;
+  if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["summary"] = PlanSummary(p);
   return j;
 }

@@ -37,8 +37,16 @@ std::string Gib(double bytes) {
 }
 
 struct Layout {
-  int64_t tp, pp, dp_rep, dp_shard, ep;
+  int64_t tp, pp, dp_rep, dp_shard, ep, cp;
 };
+
+// Context parallelism enters the space only where a rank would still hold a long chunk: below
+// this many tokens per CP rank attention no longer dominates and the KV exchange cannot hide.
+constexpr int64_t kMinTokensPerCpRank = 4096;
+// When one sequence alone puts this many tokens on a device (seq/cp), its GEMMs already run at full
+// efficiency (eff = max/(1 + d0/m + ...): d0/m < 0.4%), so a larger micro-batch only adds memory and
+// pipeline bubble: long-context plans keep micro_batch = 1.
+constexpr int64_t kSaturatedTokensPerDevice = 16384;
 
 // Rejections grouped by reason. The example kept per reason is the one with the lowest score
 // (memory: the layout closest to fitting), ties broken by text, so results do not depend on threads.
@@ -149,6 +157,7 @@ void EvaluateLayout(const CostContext& c, const Layout& lay, Worker* w) {
   const int64_t target = req.global_batch > 0 ? req.global_batch
                                               : std::max<int64_t>(1, (int64_t{4} << 20) / std::max<int64_t>(req.seq, 1));
   for (int64_t mb : mbs) {
+    if (cons.micro_batch == 0 && mb > 1 && req.seq / lay.cp >= kSaturatedTokensPerDevice) break;
     int64_t gb = req.global_batch;
     if (gb > 0 && gb % (dp * mb) != 0) {
       w->rejects.Add("batch_divisibility", "global_batch=" + std::to_string(gb) + " is not a multiple of dp*micro_batch=" +
@@ -172,7 +181,8 @@ void EvaluateLayout(const CostContext& c, const Layout& lay, Worker* w) {
         continue;
       }
       Plan p;
-      p.deg = {lay.dp_rep, lay.dp_shard, lay.tp, lay.pp, lay.ep, (lay.dp_shard * lay.tp) / lay.ep, v, lay.tp > 1};
+      p.deg = {lay.dp_rep, lay.dp_shard, lay.tp, lay.pp, lay.ep, (lay.dp_shard * lay.cp * lay.tp) / lay.ep, v, lay.tp > 1,
+               lay.cp};
       p.micro_batch = mb;
       p.num_micro_batches = m;
       p.seq = req.seq;
@@ -231,27 +241,35 @@ std::vector<Layout> EnumerateLayouts(const CostContext& c, Rejects* rej) {
       rej->Add("tp_heads", "tp=" + std::to_string(tp) + " must divide attention heads=" + std::to_string(c.prof.min_heads));
       continue;
     }
-    for (int64_t pp : Divisors(world / tp)) {
+    for (int64_t cp : Divisors(world / tp)) {
+    if (cons.cp > 0 && cp != cons.cp) continue;
+    if (cp > 1 && (req.seq % (2 * cp) != 0 || req.seq / cp < kMinTokensPerCpRank)) {
+      rej->Add("cp_seq", "cp=" + std::to_string(cp) + " needs seq=" + std::to_string(req.seq) + " divisible by 2*cp and >= " +
+                             std::to_string(kMinTokensPerCpRank) + " tokens per CP rank");
+      continue;
+    }
+    for (int64_t pp : Divisors(world / (tp * cp))) {
       if (cons.pp > 0 && pp != cons.pp) continue;
       if (pp > L) {
         rej->Add("pp_layers", "pp=" + std::to_string(pp) + " exceeds layers=" + std::to_string(L));
         continue;
       }
-      const int64_t dp = world / (tp * pp);
+      const int64_t dp = world / (tp * cp * pp);
       for (int64_t rep : Divisors(dp)) {
         if (cons.dp_replicate > 0 && rep != cons.dp_replicate) continue;
         const int64_t shard = dp / rep;
         if (cons.dp_shard > 0 && shard != cons.dp_shard) continue;
-        const std::vector<int64_t> eps = E > 0 ? Divisors(shard * tp) : std::vector<int64_t>{1};
+        const std::vector<int64_t> eps = E > 0 ? Divisors(shard * cp * tp) : std::vector<int64_t>{1};
         for (int64_t ep : eps) {
           if (cons.ep > 0 && ep != cons.ep) continue;
           if (E > 0 && E % ep != 0) {
             rej->Add("ep_experts", "ep=" + std::to_string(ep) + " must divide experts=" + std::to_string(E));
             continue;
           }
-          out.push_back({tp, pp, rep, shard, ep});
+          out.push_back({tp, pp, rep, shard, ep, cp});
         }
       }
+    }
     }
   }
   return out;

@@ -35,8 +35,8 @@ Status PlanRequest::Validate() const {
     return BadInput(f, "lora_rank", "must be in [1, 65536]", std::to_string(lora_rank));
   if (base_dtype != "bf16" && base_dtype != "fp8" && base_dtype != "mxfp4")
     return BadInput(f, "base_dtype", "must be bf16, fp8 or mxfp4", base_dtype);
-  if (compute_dtype != "bf16" && compute_dtype != "fp8" && compute_dtype != "fp16")
-    return BadInput(f, "compute_dtype", "must be bf16, fp16 or fp8", compute_dtype);
+  if (compute_dtype != "bf16" && compute_dtype != "fp8" && compute_dtype != "fp16" && compute_dtype != "mxfp8")
+    return BadInput(f, "compute_dtype", "must be bf16, fp16, fp8 or mxfp8", compute_dtype);
   if (!(expert_imbalance >= 1) || !std::isfinite(expert_imbalance) || expert_imbalance > 64)
     return BadInput(f, "expert_imbalance", "must be in [1, 64]", std::to_string(expert_imbalance));
   if (!(dropout >= 0 && dropout < 1)) return BadInput(f, "dropout", "must be in [0, 1)", std::to_string(dropout));
@@ -53,7 +53,9 @@ Status PlanRequest::Validate() const {
 
 std::string PlanSummary(const Plan& p) {
   std::ostringstream os;
-  os << "dp_rep=" << p.deg.dp_replicate << " fsdp=" << p.deg.dp_shard << " tp=" << p.deg.tp << " pp=" << p.deg.pp;
+  os << "dp_rep=" << p.deg.dp_replicate << " fsdp=" << p.deg.dp_shard;
+  if (p.deg.cp > 1) os << " cp=" << p.deg.cp;
+  os << " tp=" << p.deg.tp << " pp=" << p.deg.pp;
   if (p.deg.interleave > 1) os << " v=" << p.deg.interleave;
   os << " ep=" << p.deg.ep << " efsdp=" << p.deg.expert_fsdp;
   os << " mb=" << p.micro_batch << "x" << p.num_micro_batches;

@@ -42,6 +42,7 @@ struct CostCalibration {
 // topology rejects makes the search report that reason for every candidate.
 struct PlanConstraints {
   int64_t tp = 0, pp = 0, ep = 0, dp_shard = 0, dp_replicate = 0;
+  int64_t cp = 0;                        // context parallel (searched only when seq/cp >= 4096)
   int64_t interleave = 0;
   int64_t micro_batch = 0;
   int64_t max_tp = 0;                    // 0 = size of the fastest tier

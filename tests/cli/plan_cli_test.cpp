@@ -50,6 +50,23 @@ TEST(PlanCli, EvaluatePublishedRunsPrintsPredictedVsMeasured) {
   EXPECT_NE(r.out.find("vs measured 13.75 s"), std::string::npos) << r.out;
 }
 
+TEST(PlanCli, EvaluateMeasuredRunsPrintsTokensPerGpuBesideMeasurement) {
+  const std::string runs = std::string(ONBOARD_TEST_DATA) + "/measured_training_runs.json";
+  const Result r = Onboard("plan --evaluate " + runs);
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("tokens/s/GPU vs measured 4992"), std::string::npos) << r.out;   // mb2604-dsv3-gb300-mxfp8
+  EXPECT_NE(r.out.find("model TFLOP/s/GPU vs published 1298"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("dsv3-report-h800-2048: skipped (micro_batch not given)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("assumed: recompute not stated"), std::string::npos) << r.out;
+  const Result j = Onboard("plan --json --evaluate " + runs);
+  EXPECT_EQ(j.code, 0);
+  EXPECT_NE(j.out.find("\"measured_tokens_per_s_per_gpu\""), std::string::npos);
+  const std::string bad = Write("bad_measured.json", R"({"configs":{},"runs":[{"id":"a","model":"m","hardware":"B200","gpus":8}]})");
+  const Result b = Onboard("plan --evaluate " + bad);
+  EXPECT_EQ(b.code, 2) << b.out;
+  EXPECT_NE(b.out.find("runs[0].model"), std::string::npos) << b.out;
+}
+
 TEST(PlanCli, ExportsMegatronAndTorchtitan) {
   const std::string base = "plan " + kFlagship + " --topology " + kTopo + "atlas-950-superpod-128.json";
   const Result m = Onboard(base + " --export megatron");

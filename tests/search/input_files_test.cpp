@@ -8,7 +8,9 @@ namespace {
 
 TEST(Topologies, ShippedFilesLoad) {
   for (const char* name : {"atlas-950-superpod-128", "atlas-950-superpod-8192", "h200-16x8",
-                           "h800-2048-deepseek-v3", "a100-selene-4480"}) {
+                           "h800-2048-deepseek-v3", "a100-selene-4480", "b200-32x8", "b300-32x8",
+                           "gb200-nvl72", "gb300-nvl72", "gb200-nvl72-x4", "gb300-nvl72-x4",
+                           "gb300-nvl72-8192"}) {
     const Topology t = test::ShippedTopology(name);
     EXPECT_EQ(t.name, name);
     EXPECT_EQ(t.tiers.back().group_size, t.num_devices);
@@ -19,6 +21,9 @@ TEST(Topologies, ShippedFilesLoad) {
   }
   EXPECT_EQ(test::ShippedTopology("atlas-950-superpod-8192").num_devices, 8192);
   EXPECT_EQ(test::ShippedTopology("h800-2048-deepseek-v3").num_devices, 2048);
+  // NVL72: the NVLink domain spans a rack's share (64), not a node of 4 or 8.
+  EXPECT_EQ(test::ShippedTopology("gb300-nvl72-x4").tiers.front().group_size, 64);
+  EXPECT_EQ(test::ShippedTopology("b200-32x8").tiers.front().group_size, 8);
 }
 
 struct BadCase {

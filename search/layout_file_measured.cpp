@@ -1,0 +1,310 @@
+// Reader for measured_training_runs.json-style files (layout form (c), search/layout_file.h): each
+// run names its model ("org/name", resolved through the top-level `configs` to a Hugging Face
+// config), its hardware and its exact layout, and quotes what was measured. The source's free-text
+// fields are read by the fixed rules below; every rule applied to a run is recorded in
+// LayoutRun::assumptions so a reader can check it against the quoted row.
+//
+// Rules (one per field):
+//   dp                : gpus / (tp*pp*cp) (checked); fsdp > 0 shards weights (zero 3) over fsdp ranks,
+//                       else Megatron's distributed optimizer (zero 1) unless the optimizer text says
+//                       otherwise. vp/cp/ep null = 1. etp must be 1 or null.
+//   precision         : first word: mxfp8 | fp8 (per-tensor / block scaling) | bf16.
+//   recompute         : "none..." = none; recompute_modules=[...] (or the recipe's list) per module:
+//                       mla_up_proj -> MLA selective, core_attn -> every mixer selective, mlp -> MLP full,
+//                       moe -> MoE full, moe_act -> MoE selective, layernorm -> (nothing modelled);
+//                       "selective" without a list = Megatron-Core's default [core_attn];
+//                       "full" / "activation_checkpointing: true" = full; unknown / not stated = the
+//                       lightest of none < selective < full that fits (the run ran, so it fit).
+//   optimizer         : "precision-aware" = bf16 grads and moments, fp32 master (optimizer_dtype bf16).
+//   mtp               : recipe.mtp_layers, else the m's of the pipeline layout, else run.mtp_layers, else
+//                       the config's num_nextn_predict_layers (Megatron-Bridge base recipes train them).
+//   pp_layout         : recipe.preset_fields.pp_layout or recipe.model_overrides.pipeline_model_parallel_layout.
+//   overlap           : recipe.preset_fields.moe_a2a_overlap.
+//   cuda graphs       : cuda_graph_impl full_iteration = full; transformer_engine/local with a non-empty
+//                       cuda_graph_scope, or "cuda_graphs=1" in the recipe note = layers; else none.
+//   dispatcher        : recipe.preset_fields.moe_flex_dispatcher_backend (deepep | hybridep), else all-to-all.
+//   measured          : tokens_per_s_per_gpu, else from step_s (global_batch*seq/(step_s*gpus)); a run
+//                       with neither, or without micro_batch, is `skipped` with the reason.
+#include <filesystem>
+
+#include "parsers/load_model.h"
+#include "search/layout_file.h"
+#include "search/layout_file_fields.h"
+
+namespace onboard::layout {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Null-tolerant integer: absent or null = `dflt`.
+Status IntOrNull(const json& r, const Fields& f, const char* key, int64_t dflt, int64_t* out) {
+  auto it = r.find(key);
+  if (it == r.end() || it->is_null()) {
+    *out = dflt;
+    return Status::Ok();
+  }
+  return f.Int(key, 0, int64_t{1} << 40, out);
+}
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The recompute modules list: the recipe's preset field, else "recompute_modules=[...]" in the text.
+std::vector<std::string> RecomputeModules(const json& r, const std::string& text, bool* found) {
+  std::vector<std::string> mods;
+  *found = false;
+  auto rec = r.find("recipe");
+  if (rec != r.end() && rec->is_object()) {
+    auto pf = rec->find("preset_fields");
+    if (pf != rec->end() && pf->is_object()) {
+      auto rm = pf->find("recompute_modules");
+      if (rm != pf->end() && rm->is_array()) {
+        *found = true;
+        for (const auto& m : *rm)
+          if (m.is_string()) mods.push_back(m.get<std::string>());
+        return mods;
+      }
+    }
+  }
+  const size_t a = text.find("recompute_modules=[");
+  if (a == std::string::npos) return mods;
+  *found = true;
+  const size_t b = text.find(']', a);
+  std::string list = text.substr(a + 19, b == std::string::npos ? std::string::npos : b - a - 19);
+  std::string cur;
+  for (char c : list + ",") {
+    if (c == ',') {
+      if (!cur.empty()) mods.push_back(cur);
+      cur.clear();
+    } else if (c != '\'' && c != '"' && c != ' ') {
+      cur += c;
+    }
+  }
+  return mods;
+}
+
+void ReadRecompute(const json& r, const std::string& text, LayoutRun* run) {
+  const std::string t = Lower(text);
+  auto& rc = run->plan.recompute;
+  bool listed = false;
+  const std::vector<std::string> mods = RecomputeModules(r, text, &listed);
+  if (t.rfind("none", 0) == 0 && !listed) return;
+  if (listed) {
+    for (const std::string& m : mods) {
+      if (m == "mla_up_proj") rc["MLA"] = Recompute::kSelective;
+      else if (m == "core_attn") rc["*"] = Recompute::kSelective;
+      else if (m == "mlp") rc["MLP"] = Recompute::kFull;
+      else if (m == "moe") rc["MoE"] = Recompute::kFull;
+      else if (m == "moe_act") rc["MoE"] = Recompute::kSelective;
+      else run->assumptions.push_back("recompute module '" + m + "' not modelled");
+    }
+    return;
+  }
+  if (t.find("mla up-projection") != std::string::npos) {
+    rc["MLA"] = Recompute::kSelective;
+  } else if (t.rfind("selective", 0) == 0) {
+    rc["*"] = Recompute::kSelective;
+    run->assumptions.push_back("recompute 'selective' without modules read as Megatron-Core's default [core_attn]");
+  } else if (t.find("full") != std::string::npos || t.find("activation_checkpointing: true") != std::string::npos) {
+    rc["*"] = Recompute::kFull;
+  } else {
+    run->recompute_unstated = true;  // the run ran, so it fit: the lightest policy that fits (calibration_table.h)
+  }
+}
+
+const json* RecipeField(const json& r, const char* group, const char* key) {
+  auto rec = r.find("recipe");
+  if (rec == r.end() || !rec->is_object()) return nullptr;
+  auto g = rec->find(group);
+  if (g == rec->end() || !g->is_object()) return nullptr;
+  auto it = g->find(key);
+  return it == g->end() || it->is_null() ? nullptr : &*it;
+}
+
+// Config file of `model`: configs[model].file relative to the layout file's folder, its parent, or
+// the basename in <folder>/hf/ (tests/data keeps configs there).
+Expected<std::string> ConfigPath(const json& doc, const std::string& model, const std::string& origin,
+                                 const std::string& path) {
+  auto cfgs = doc.find("configs");
+  if (cfgs == doc.end() || !cfgs->is_object() || !cfgs->contains(model))
+    return BadInput(origin, path + ".model", "has no entry in top-level configs", model);
+  const json& e = (*cfgs)[model];
+  if (!e.is_object() || !e.contains("file") || !e["file"].is_string())
+    return BadInput(origin, "configs." + model + ".file", "missing config file path", e.dump().substr(0, 40));
+  const fs::path rel = e["file"].get<std::string>();
+  const fs::path dir = fs::path(origin).parent_path();
+  for (const fs::path& cand : {dir / rel, dir.parent_path() / rel, dir / "hf" / rel.filename()})
+    if (fs::is_regular_file(cand)) return cand.string();
+  return BadInput(origin, "configs." + model + ".file", "not found beside the file, its parent or hf/", rel.string());
+}
+
+Status ReadMeasured(const json& r, const Fields& f, LayoutRun* run) {
+  auto m = r.find("measured");
+  if (m == r.end() || !m->is_object()) return BadInput(f.origin(), f.path() + "measured", "missing object");
+  Fields mf(*m, f.origin(), f.path() + "measured.");
+  double tps = 0, step = 0, tflops = 0;
+  ONBOARD_RETURN_IF_ERROR(mf.Num("tokens_per_s_per_gpu", 0, 1e9, &tps));
+  ONBOARD_RETURN_IF_ERROR(mf.Num("step_s", 0, 1e9, &step));
+  ONBOARD_RETURN_IF_ERROR(mf.Num("tflops_per_gpu", 0, 1e6, &tflops));
+  const double tokens = static_cast<double>(run->plan.global_batch * run->plan.seq);
+  const double gpus = static_cast<double>(run->topology.num_devices);
+  if (tps <= 0 && step > 0) tps = tokens / (step * gpus);
+  if (tps > 0) {
+    run->measured_tokens_per_s_per_gpu = tps;
+    run->measured_step_s = step > 0 ? step : tokens / (tps * gpus);
+  } else if (run->skipped.empty()) {
+    run->skipped = "no tokens/s or step time measured (only other metrics)";
+  }
+  if (tflops > 0) run->measured_tflops_per_gpu = tflops;
+  return Status::Ok();
+}
+
+Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
+  Plan& p = run->plan;
+  int64_t tp, pp, vp, cp, ep, etp, dp, fsdp, mb, gb, seq;
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "tp", 1, &tp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "pp", 1, &pp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "vp", 1, &vp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "cp", 1, &cp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "ep", 1, &ep));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "etp", 1, &etp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "dp", 0, &dp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "fsdp", 0, &fsdp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "micro_batch", 0, &mb));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "global_batch", 0, &gb));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "seq", 0, &seq));
+  for (auto [k, v] : {std::pair<const char*, int64_t>{"tp", tp}, {"pp", pp}, {"vp", vp}, {"cp", cp}, {"ep", ep},
+                      {"global_batch", gb}, {"seq", seq}})
+    if (v < 1) return BadInput(f.origin(), f.path() + k, "must be >= 1", std::to_string(v));
+  if (etp != 1) return BadInput(f.origin(), f.path() + "etp", "only etp=1 (experts not tensor-split) is modelled", std::to_string(etp));
+  const int64_t gpus = run->topology.num_devices;
+  if (gpus % (tp * pp * cp) != 0 || (dp > 0 && dp != gpus / (tp * pp * cp)))
+    return BadInput(f.origin(), f.path() + "dp", "must equal gpus/(tp*pp*cp)=" + std::to_string(gpus / (tp * pp * cp)),
+                    std::to_string(dp));
+  dp = gpus / (tp * pp * cp);
+  if (mb < 1) {
+    run->skipped = "micro_batch not given";
+    mb = 1;
+  }
+  p.deg.tp = tp;
+  p.deg.pp = pp;
+  p.deg.interleave = vp;
+  p.deg.cp = cp;
+  p.deg.ep = ep;
+  p.deg.sequence_parallel = tp > 1;  // Megatron-Bridge/NeMo enable SP with TP in these recipes
+  if (fsdp > 0) {
+    if (dp % fsdp != 0) return BadInput(f.origin(), f.path() + "fsdp", "must divide dp=" + std::to_string(dp), std::to_string(fsdp));
+    p.deg.dp_shard = fsdp;
+    p.deg.dp_replicate = dp / fsdp;
+    p.zero_stage = 3;
+  } else {
+    p.deg.dp_shard = dp;
+    p.zero_stage = 1;
+  }
+  p.deg.expert_fsdp = std::max<int64_t>(1, p.deg.dp_shard * cp * tp / ep);
+  p.micro_batch = mb;
+  p.seq = seq;
+  p.global_batch = gb;
+  p.num_micro_batches = std::max<int64_t>(1, gb / (mb * dp));
+  if (gb % (mb * dp) != 0) run->skipped = "global_batch not a multiple of micro_batch*dp";
+  return Status::Ok();
+}
+
+void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
+  const std::string prec = Lower(r.value("precision", std::string("bf16")));
+  run->plan.compute_dtype = prec.rfind("mxfp8", 0) == 0 ? "mxfp8" : prec.rfind("fp8", 0) == 0 ? "fp8" : "bf16";
+  if (prec.rfind("bf16", 0) != 0 && run->plan.compute_dtype == "bf16")
+    run->assumptions.push_back("precision '" + prec.substr(0, 20) + "' read as bf16");
+  const std::string opt = Lower(r.value("optimizer", std::string()));
+  if (opt.find("precision-aware") != std::string::npos) run->plan.optimizer_dtype = "bf16";
+  if (run->plan.zero_stage != 3 && (opt.empty() || opt.find("not stated") != std::string::npos))
+    run->assumptions.push_back("optimizer not stated: Megatron distributed optimizer (zero 1), fp32 state");
+}
+
+void ReadLaunchSettings(const json& r, LayoutRun* run) {
+  const json* impl = RecipeField(r, "preset_fields", "cuda_graph_impl");
+  const json* scope = RecipeField(r, "preset_fields", "cuda_graph_scope");
+  const std::string im = impl && impl->is_string() ? impl->get<std::string>() : "";
+  std::string note;
+  auto rec = r.find("recipe");
+  if (rec != r.end() && rec->is_object() && rec->contains("note") && (*rec)["note"].is_string())
+    note = (*rec)["note"].get<std::string>();
+  if (im == "full_iteration") run->plan.cuda_graph = CudaGraph::kFull;
+  else if ((!im.empty() && scope && scope->is_array() && !scope->empty()) || note.find("cuda_graphs=1") != std::string::npos)
+    run->plan.cuda_graph = CudaGraph::kLayers;
+  const json* be = RecipeField(r, "preset_fields", "moe_flex_dispatcher_backend");
+  const std::string b = be && be->is_string() ? be->get<std::string>() : "";
+  run->plan.ep_dispatcher = b == "deepep" ? EpDispatcher::kDeepEP : b == "hybridep" ? EpDispatcher::kHybridEP : EpDispatcher::kAllToAll;
+  if (rec == r.end() || !rec->is_object() || rec->empty()) run->assumptions.push_back("launch settings not stated: eager, all-to-all dispatcher");
+}
+
+Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::string& origin, const std::string& path) {
+  if (!r.is_object()) return BadInput(origin, path, "must be an object", r.dump().substr(0, 40));
+  Fields f(r, origin, path + ".");
+  LayoutRun run;
+  std::string model, hw;
+  int64_t gpus = 0;
+  ONBOARD_RETURN_IF_ERROR(f.Str("id", &run.id, true));
+  ONBOARD_RETURN_IF_ERROR(f.Str("model", &model, true));
+  ONBOARD_RETURN_IF_ERROR(f.Str("hardware", &hw, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("gpus", 1, int64_t{1} << 20, &gpus, true));
+  ONBOARD_RETURN_IF_ERROR(f.Str("uncertain", &run.uncertain));
+  // Step 1: model and topology.
+  ONBOARD_ASSIGN_OR_RETURN(std::string cfg, ConfigPath(doc, model, origin, path));
+  ONBOARD_ASSIGN_OR_RETURN(run.model, LoadModel(cfg));
+  run.has_model = true;
+  run.dropout = 0;
+  run.attention_kernel = "flash";
+  auto topo = TopologyForHardware(hw, gpus, 0, origin, path + ".");
+  if (!topo.ok()) {
+    run.skipped = "hardware '" + hw + "' not in the catalog";
+    run.topology = Topology{};
+    run.topology.num_devices = gpus;
+  } else {
+    run.topology = *topo;
+  }
+  // Step 2: layout, precision, recompute, optimizer, pipeline layout, MTP.
+  ONBOARD_RETURN_IF_ERROR(ReadLayout(r, f, &run));
+  ReadPrecisionOptimizer(r, &run);
+  ReadRecompute(r, r.value("recompute", std::string()), &run);
+  const json* layout = RecipeField(r, "preset_fields", "pp_layout");
+  if (!layout) layout = RecipeField(r, "model_overrides", "pipeline_model_parallel_layout");
+  int64_t layout_layers = -1, mtp = -1;
+  if (layout && layout->is_string()) {
+    Fields rf(r, origin, path + ".recipe.");
+    ONBOARD_RETURN_IF_ERROR(ParsePipelineLayout(layout->get<std::string>(), run.plan.deg.pp * run.plan.deg.interleave,
+                                                rf, "pp_layout", &run.plan.stage_layer_starts, &mtp, &layout_layers));
+    ONBOARD_RETURN_IF_ERROR(CheckLayoutLayers(layout_layers, run.model, rf));
+  }
+  auto rec = r.find("recipe");
+  if (rec != r.end() && rec->is_object() && rec->contains("mtp_layers") && (*rec)["mtp_layers"].is_number_integer())
+    mtp = (*rec)["mtp_layers"].get<int64_t>();
+  if (mtp < 0 && r.contains("mtp_layers") && r["mtp_layers"].is_number_integer()) mtp = r["mtp_layers"].get<int64_t>();
+  if (mtp < 0 && run.model.mtp_layers > 0) {
+    mtp = run.model.mtp_layers;
+    run.assumptions.push_back("MTP not stated: the config's " + std::to_string(mtp) + " layer(s) trained");
+  }
+  run.plan.mtp_layers = std::max<int64_t>(0, mtp);
+  const json* ov = RecipeField(r, "preset_fields", "moe_a2a_overlap");
+  run.overlap_ep_comm = ov && ov->is_boolean() && ov->get<bool>();
+  ReadLaunchSettings(r, &run);
+  // Step 3: what was measured.
+  ONBOARD_RETURN_IF_ERROR(ReadMeasured(r, f, &run));
+  return run;
+}
+
+}  // namespace
+
+Expected<std::vector<LayoutRun>> ParseMeasuredRuns(const json& doc, const std::string& origin) {
+  const json& runs = doc["runs"];
+  std::vector<LayoutRun> out;
+  for (size_t i = 0; i < runs.size(); ++i) {
+    ONBOARD_ASSIGN_OR_RETURN(LayoutRun run, ParseMeasuredRun(doc, runs[i], origin, "runs[" + std::to_string(i) + "]"));
+    out.push_back(std::move(run));
+  }
+  return out;
+}
+
+}  // namespace onboard::layout

@@ -1,0 +1,228 @@
+// The issue-13 terms one at a time, each against the input that should move it: context
+// parallelism (softmax ring, KDA state hand-off, DSA gathers), fp8 quantisation, the de-duplicating
+// EP dispatcher, the precision-aware optimizer, MTP layers, pipeline layouts and the measured-runs
+// reader's errors.
+#include <cmath>
+
+#include "core/plan.h"
+#include "search/cost_model.h"
+#include "search/layout_file.h"
+#include "search_test_util.h"
+
+namespace onboard {
+namespace {
+
+const TimeTerm* Term(const PlanEstimate& e, const std::string& name) {
+  for (const TimeTerm& t : e.time_terms)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+// Dense GQA decoder (Llama-3-8B-like dims) on 16 H100s.
+PlanRequest DenseRequest(int64_t seq) {
+  PlanRequest req;
+  auto m = ModelFromDims(R"({"hidden":4096,"ffn":14336,"heads":32,"kv_heads":8,"layers":8,"vocab":128256,
+                             "gated":true,"seq":131072})", "dense");
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  req.model = *m;
+  auto t = TopologyForHardware("H100-80GB", 16, 400, "test");
+  EXPECT_TRUE(t.ok());
+  req.topology = *t;
+  req.seq = seq;
+  return req;
+}
+
+TEST(CostTerms, ContextParallelSplitsTokensAndPaysKvExchange) {
+  const PlanRequest req = DenseRequest(65536);
+  ParallelDegrees one{1, 16, 1, 1, 1, 1, 1, false, 1}, four{1, 4, 1, 1, 1, 1, 1, false, 4};
+  Plan a = test::MakePlan(one, 65536, 1, 4), b = test::MakePlan(four, 65536, 1, 16);
+  a.recompute = b.recompute = {{"*", Recompute::kFull}};
+  auto ea = EvaluatePlan(req, a), eb = EvaluatePlan(req, b);
+  ASSERT_TRUE(ea.ok() && eb.ok()) << eb.status().ToString();
+  // A quarter of the tokens per device: activations shrink about 4x; the KV ring is a real term.
+  EXPECT_NEAR(ea->memory.activations / eb->memory.activations, 4.0, 0.2);
+  const TimeTerm* cp = Term(*eb, "comm.cp");
+  ASSERT_NE(cp, nullptr);
+  EXPECT_GT(cp->total_s, 0);
+  EXPECT_EQ(Term(*ea, "comm.cp"), nullptr);
+  // The all-gather variant hides nothing behind attention: at least as much exposed as the ring.
+  Plan g = b;
+  g.cp_comm = CpComm::kAllGather;
+  auto eg = EvaluatePlan(req, g);
+  ASSERT_TRUE(eg.ok());
+  EXPECT_GE(Term(*eg, "comm.cp")->exposed_s, cp->exposed_s);
+}
+
+TEST(CostTerms, ContextParallelOnKdaAndDsaLayers) {
+  PlanRequest req = test::SeedRequest(FinetuneMode::kFull);
+  req.seq = 65536;
+  ParallelDegrees d{1, 16, 1, 1, 128, 1, 1, false, 8};
+  Plan p = test::MakePlan(d, 65536, 1, 2);
+  p.recompute = {{"*", Recompute::kFull}};
+  auto e = EvaluatePlan(req, p);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  const TimeTerm* cp = Term(*e, "comm.cp");
+  ASSERT_NE(cp, nullptr);
+  // KDA state hops are sequential and DSA gathers are not hidden: exposed, not zero.
+  EXPECT_GT(cp->exposed_s, 0);
+  ParallelDegrees d2 = d;
+  d2.cp = 16;
+  d2.dp_shard = 8;
+  auto e2 = EvaluatePlan(req, test::MakePlan(d2, 65536, 1, 4));
+  ASSERT_TRUE(e2.ok()) << e2.status().ToString();
+  EXPECT_GT(Term(*e2, "comm.cp")->total_s / 4, cp->total_s / 2 * 0.5);  // more ranks, more hops per micro-batch
+}
+
+TEST(CostTerms, Fp8IsFasterButNotTwiceAndPaysQuantisation) {
+  PlanRequest req = DenseRequest(8192);
+  ParallelDegrees d{1, 16, 1, 1, 1, 1, 1, false, 1};
+  Plan p = test::MakePlan(d, 8192, 1, 4);
+  p.zero_stage = 1;  // FSDP over IB would hide the GEMMs behind weight gathers
+  auto bf = EvaluatePlan(req, p);
+  req.compute_dtype = "mxfp8";
+  p.compute_dtype = "mxfp8";
+  auto f8 = EvaluatePlan(req, p);
+  ASSERT_TRUE(bf.ok() && f8.ok()) << f8.status().ToString();
+  const double speedup = bf->step_s / f8->step_s;
+  EXPECT_GT(speedup, 1.1);
+  EXPECT_LT(speedup, 1.9);
+  // fp8 keeps the 1-byte quantised GEMM inputs: less activation memory.
+  EXPECT_LT(f8->memory.activations, bf->memory.activations);
+}
+
+TEST(CostTerms, DeepEpSendsATokenToARemoteNodeOnce) {
+  PlanRequest req;
+  auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/qwen3-235b-a22b.config.json");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  req.model = *m;
+  req.topology = test::ShippedTopology("b200-32x8");
+  ParallelDegrees d{1, 32, 1, 8, 32, 1, 1, false, 1};
+  Plan p = test::MakePlan(d, 4096, 1, 8);
+  p.recompute = {{"*", Recompute::kFull}};
+  auto nccl = EvaluatePlan(req, p);
+  p.ep_dispatcher = EpDispatcher::kDeepEP;
+  auto deepep = EvaluatePlan(req, p);
+  ASSERT_TRUE(nccl.ok() && deepep.ok()) << nccl.status().ToString();
+  EXPECT_LT(Term(*deepep, "comm.ep_a2a")->total_s, 0.8 * Term(*nccl, "comm.ep_a2a")->total_s);
+}
+
+TEST(CostTerms, PrecisionAwareOptimizerHalvesGradsAndMoments) {
+  const PlanRequest req = DenseRequest(4096);
+  ParallelDegrees d{1, 16, 1, 1, 1, 1, 1, false, 1};
+  Plan p = test::MakePlan(d, 4096, 1, 4);
+  p.zero_stage = 1;
+  auto fp32 = EvaluatePlan(req, p);
+  p.optimizer_dtype = "bf16";
+  auto bf16 = EvaluatePlan(req, p);
+  ASSERT_TRUE(fp32.ok() && bf16.ok());
+  EXPECT_NEAR(bf16->memory.grads / fp32->memory.grads, 0.5, 1e-9);          // 4 B -> 2 B main grads
+  EXPECT_NEAR(bf16->memory.optimizer / fp32->memory.optimizer, 8.0 / 12, 1e-9);  // (4+8)/d -> (4+4)/d
+}
+
+TEST(CostTerms, MtpLayersCostTimeAndMemoryOnTheLastStage) {
+  PlanRequest req;
+  auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/deepseek-v3.config.json");
+  ASSERT_TRUE(m.ok());
+  req.model = *m;
+  req.topology = test::ShippedTopology("gb300-nvl72-x4");
+  req.compute_dtype = "mxfp8";
+  ParallelDegrees d{1, 256, 1, 1, 32, 8, 1, false, 1};
+  Plan p = test::MakePlan(d, 4096, 1, 2);
+  p.compute_dtype = "mxfp8";
+  p.recompute = {{"*", Recompute::kFull}};
+  auto base = EvaluatePlan(req, p);
+  p.mtp_layers = 1;
+  auto mtp = EvaluatePlan(req, p);
+  ASSERT_TRUE(base.ok() && mtp.ok()) << mtp.status().ToString();
+  ASSERT_NE(Term(*mtp, "compute.mtp"), nullptr);
+  EXPECT_EQ(Term(*base, "compute.mtp"), nullptr);
+  EXPECT_GT(mtp->step_s, base->step_s);
+}
+
+TEST(CostTerms, PlanRejectsCpThatDoesNotSplitTheSequence) {
+  Plan p = test::MakePlan(ParallelDegrees{1, 2, 1, 1, 1, 1, 1, false, 3}, 4096, 1, 1);
+  Status st = ValidatePlan(p, 6, 0, 32, 8);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cp=3"), std::string::npos) << st.message();
+  p.deg.cp = 2;
+  EXPECT_FALSE(ValidatePlan(p, 6, 0, 32, 8).ok());  // world 2*2 != 6, message names cp
+  EXPECT_NE(ValidatePlan(p, 6, 0, 32, 8).message().find("cp"), std::string::npos);
+  EXPECT_TRUE(ValidatePlan(p, 4, 0, 32, 8).ok());
+}
+
+TEST(CostTerms, SearchUsesCpOnlyForLongSequences) {
+  PlanRequest req = DenseRequest(4096);
+  req.constraints.cp = 2;
+  auto r = SearchPlans(req);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->feasible);  // 2048 tokens per CP rank: below the floor
+  req.seq = 65536;
+  req.global_batch = 8;
+  auto r2 = SearchPlans(req);
+  ASSERT_TRUE(r2.ok()) << r2.status().ToString();
+  ASSERT_TRUE(r2->feasible);
+  EXPECT_EQ(r2->best.plan.deg.cp, 2);
+}
+
+// --- pipeline layouts and the measured-runs reader ---
+
+Expected<std::vector<LayoutRun>> ParseOne(const std::string& run_fields) {
+  const std::string text = R"({"configs":{"m":{"file":"models/hf/deepseek-v3.config.json"}},"runs":[{"id":"r","model":"m",
+      "hardware":"GB300","gpus":256,"tp":1,"pp":2,"vp":8,"cp":1,"ep":32,"dp":128,"global_batch":4096,"micro_batch":1,
+      "seq":4096,"precision":"mxfp8","recompute":"none","optimizer":"precision-aware","measured":{"tokens_per_s_per_gpu":5000})" +
+                           run_fields + "}]}";
+  return ParseLayoutJson(text, std::string(ONBOARD_TEST_DATA) + "/inline.json");
+}
+
+TEST(MeasuredRunsReader, ReadsLayoutMtpAndLaunchSettings) {
+  auto runs = ParseOne(R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4|(t*4|)*14tmL","cuda_graph_impl":"full_iteration",
+                         "moe_flex_dispatcher_backend":"hybridep","moe_a2a_overlap":true}})");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  const LayoutRun& r = (*runs)[0];
+  ASSERT_EQ(r.plan.stage_layer_starts.size(), 16u);
+  EXPECT_EQ(r.plan.stage_layer_starts[1], 4);
+  EXPECT_EQ(r.plan.stage_layer_starts[15], 60);
+  EXPECT_EQ(r.plan.mtp_layers, 1);
+  EXPECT_EQ(r.plan.cuda_graph, CudaGraph::kFull);
+  EXPECT_EQ(r.plan.ep_dispatcher, EpDispatcher::kHybridEP);
+  EXPECT_EQ(r.plan.optimizer_dtype, "bf16");
+  EXPECT_EQ(r.plan.compute_dtype, "mxfp8");
+  EXPECT_TRUE(r.overlap_ep_comm);
+  ASSERT_TRUE(r.measured_tokens_per_s_per_gpu.has_value());
+  EXPECT_NEAR(*r.measured_step_s, 4096.0 * 4096 / (5000.0 * 256), 1e-9);
+}
+
+TEST(MeasuredRunsReader, BadInputsNameTheField) {
+  struct Case {
+    const char* fields;
+    const char* want;
+  } cases[] = {
+      {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4|(t*4|)*13tmL"}})", "needs pp*vp=16"},
+      {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4m|(t*4|)*14tL"}})", "runs[0].recipe.pp_layout"},
+      {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4L|(t*4|)*14tm"}})", "L (loss) must be in the last chunk"},
+      {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4|(t*4|)*14t*2mL"}})", "places 62 decoder layers"},
+      {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4|(t*4|*14tmL"}})", "unclosed"},
+      {R"(,"recipe":{"preset_fields":{"pp_layout":"Xt*4|(t*4|)*14tmL"}})", "unknown symbol"},
+      {R"(,"etp":2)", "runs[0].etp"},
+  };
+  for (const Case& c : cases) {
+    auto r = ParseOne(c.fields);
+    ASSERT_FALSE(r.ok()) << c.fields;
+    EXPECT_NE(r.status().message().find(c.want), std::string::npos) << r.status().message();
+  }
+  // dp must equal gpus/(tp*pp*cp).
+  const std::string text = R"({"configs":{"m":{"file":"x/deepseek-v3.config.json"}},"runs":[{"id":"r","model":"m",
+      "hardware":"GB300","gpus":256,"tp":1,"pp":2,"dp":64,"global_batch":64,"micro_batch":1,"seq":4096,
+      "measured":{"tokens_per_s_per_gpu":1}}]})";
+  auto r = ParseLayoutJson(text, std::string(ONBOARD_TEST_DATA) + "/inline.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("runs[0].dp"), std::string::npos) << r.status().message();
+  // A model without a configs entry.
+  auto r2 = ParseLayoutJson(R"({"configs":{},"runs":[{"id":"r","model":"nope","hardware":"B200","gpus":8}]})",
+                            std::string(ONBOARD_TEST_DATA) + "/inline.json");
+  ASSERT_FALSE(r2.ok());
+  EXPECT_NE(r2.status().message().find("runs[0].model"), std::string::npos) << r2.status().message();
+}
+
+}  // namespace
+}  // namespace onboard
