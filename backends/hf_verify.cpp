@@ -15,12 +15,6 @@ namespace {
 
 constexpr uint64_t kMaxIdsBytes = 64u << 20;
 
-std::string ShapeText(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 // Step 4: element-wise comparison over the rows each sequence has.
 Status Compare(const HfVerifyOptions& o, const std::vector<std::vector<int64_t>>& seqs, const std::vector<float>& ours,
                HfVerifyResult* r) {

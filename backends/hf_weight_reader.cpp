@@ -8,12 +8,6 @@
 namespace onboard {
 namespace {
 
-std::string ShapeText(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 template <typename T>
 Status Decode(const WeightRef& w, const WeightRef* scale_inv, torch::Tensor* out) {
   T* dst = out->data_ptr<T>();

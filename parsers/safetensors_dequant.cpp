@@ -14,12 +14,6 @@
 namespace onboard {
 namespace {
 
-std::string ShapeText(const std::vector<int64_t>& s) {
-  std::string out = "[";
-  for (size_t i = 0; i < s.size(); ++i) out += (i ? "," : "") + std::to_string(s[i]);
-  return out + "]";
-}
-
 Status WrongDType(const WeightRef& w, const std::string& expected) {
   return BadInput(w.info->file, w.info->name + ".dtype", "expected " + expected, w.info->dtype_name);
 }

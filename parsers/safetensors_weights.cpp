@@ -34,6 +34,12 @@ std::vector<std::string> SafetensorsFilesIn(const std::string& dir) {
 
 }  // namespace
 
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  std::string out = "[";
+  for (size_t i = 0; i < shape.size(); ++i) out += (i ? "," : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
 Expected<SafetensorsCheckpoint> SafetensorsCheckpoint::Open(const std::string& dir_in) {
   SafetensorsCheckpoint c;
   c.dir_ = dir_in;

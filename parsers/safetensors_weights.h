@@ -23,6 +23,9 @@
 
 namespace onboard {
 
+// "[a,b,c]" for error messages.
+std::string ShapeText(const std::vector<int64_t>& shape);
+
 // One tensor's header facts and its bytes inside the mapping.
 struct WeightRef {
   const TensorInfo* info = nullptr;
