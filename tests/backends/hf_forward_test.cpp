@@ -102,6 +102,13 @@ TEST(HfForward, Llama3RopeScalingMatchesReference) {
   EXPECT_LT(MaxDiff(c, torch::kDouble), kF64Tol);
 }
 
+// YaRN on a GQA family (Qwen3 style): the attention factor 0.1 ln(factor) + 1 scales cos/sin.
+TEST(HfForward, Qwen3YarnMatchesReference) {
+  Checkpoint c = hftest::MakeDense("qwen3");
+  c.config["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", 4.0}, {"original_max_position_embeddings", 32}};
+  EXPECT_LT(MaxDiff(c, torch::kDouble), kF64Tol);
+}
+
 TEST(HfForward, LayerSliceMatchesReference) {
   EXPECT_LT(MaxDiff(hftest::MakeDeepSeekV3(), torch::kDouble, {}, 1, HfLayerRange{1, 2}), kF64Tol);
   EXPECT_LT(MaxDiff(hftest::MakeDense("qwen3", 3), torch::kDouble, {}, 1, HfLayerRange{1, 1}), kF64Tol);
