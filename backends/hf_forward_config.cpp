@@ -1,0 +1,115 @@
+// config.json -> HfForwardConfig (see hf_forward_config.h).
+#include "backends/hf_forward_config.h"
+
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include "parsers/hf_config.h"
+#include "parsers/json_fields.h"
+#include "parsers/mapped_file.h"
+
+namespace onboard {
+namespace {
+
+struct LayoutRow {
+  const char* model_type;
+  HfLayout layout;
+  bool norm_topk_default;  // configuration_*.py default of norm_topk_prob
+};
+
+// Mixtral always renormalises (modeling_mixtral.py); Qwen MoE configs default norm_topk_prob=False;
+// DeepseekV3Config defaults it to True.
+constexpr LayoutRow kLayouts[] = {
+    {"llama", HfLayout::kLlama, true},       {"mistral", HfLayout::kLlama, true},
+    {"qwen2", HfLayout::kLlama, true},       {"qwen3", HfLayout::kLlama, true},
+    {"qwen2_moe", HfLayout::kLlama, false},  {"qwen3_moe", HfLayout::kLlama, false},
+    {"mixtral", HfLayout::kMixtral, true},   {"deepseek_v3", HfLayout::kDeepSeekV3, true},
+    {"kimi_k2", HfLayout::kDeepSeekV3, true},
+};
+
+// Step 2: rope_scaling (or the newer rope_parameters) -> RopeSpec.
+void ReadRope(JsonFields& t, const ModelIR& ir, int64_t rope_dim, RopeSpec* r) {
+  r->theta = t.DoubleOr("rope_theta", 10000.0, 1e-6, 1e30);
+  r->dim = rope_dim;
+  r->original_max = ir.max_position;
+  std::optional<JsonFields> s = t.Sub("rope_scaling");
+  if (!s) s = t.Sub("rope_parameters");
+  if (!s) return;
+  if (s->Has("rope_theta")) r->theta = s->DoubleOr("rope_theta", r->theta, 1e-6, 1e30);
+  const std::string type = s->StrOr("rope_type", s->StrOr("type", "default"));
+  if (type == "default") return;
+  if (type == "linear") r->type = RopeType::kLinear;
+  else if (type == "llama3") r->type = RopeType::kLlama3;
+  else if (type == "yarn") r->type = RopeType::kYarn;
+  else s->Fail("rope_type", "not supported by the forward (default, linear, llama3, yarn)", type);
+  const bool has_orig = s->Has("original_max_position_embeddings");
+  r->original_max = s->IntOr({"original_max_position_embeddings"}, ir.max_position, 1, kMaxDim);
+  // Newer transformers derive the factor from the context ratio only when `factor` is absent.
+  const double ratio = has_orig && r->original_max > 0 ? double(ir.max_position) / double(r->original_max) : 1.0;
+  r->factor = s->DoubleOr("factor", ratio, 1e-6, 1e9);
+  r->low_freq_factor = s->DoubleOr("low_freq_factor", 1.0, 1e-9, 1e9);
+  r->high_freq_factor = s->DoubleOr("high_freq_factor", 4.0, 1e-9, 1e9);
+  r->beta_fast = s->DoubleOr("beta_fast", 32.0, 1e-9, 1e9);
+  r->beta_slow = s->DoubleOr("beta_slow", 1.0, 1e-9, 1e9);
+  r->mscale = s->DoubleOr("mscale", 0.0, 0.0, 1e9);
+  r->mscale_all_dim = s->DoubleOr("mscale_all_dim", 0.0, 0.0, 1e9);
+  if (s->Has("attention_factor")) r->attention_factor = s->DoubleOr("attention_factor", 1.0, 0.0, 1e9);
+  r->truncate = s->BoolOr("truncate", true);
+  if (r->type == RopeType::kLlama3 && r->high_freq_factor <= r->low_freq_factor)
+    s->Fail("high_freq_factor", "must exceed low_freq_factor", std::to_string(r->high_freq_factor));
+}
+
+}  // namespace
+
+const char* HfLayoutName(HfLayout l) {
+  switch (l) {
+    case HfLayout::kLlama: return "llama";
+    case HfLayout::kMixtral: return "mixtral";
+    case HfLayout::kDeepSeekV3: return "deepseek_v3";
+  }
+  return "?";
+}
+
+double YarnMscale(double scale, double mscale) {
+  return scale <= 1.0 ? 1.0 : 0.1 * mscale * std::log(scale) + 1.0;
+}
+
+Expected<HfForwardConfig> ReadHfForwardConfig(const std::string& dir) {
+  HfForwardConfig c;
+  c.config_path = dir + "/config.json";
+  // Step 1: structure through the existing reader, then the extra fields from the same text.
+  ONBOARD_ASSIGN_OR_RETURN(c.ir, ParseHfConfigFile(c.config_path));
+  ONBOARD_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(c.config_path, kHfConfigMaxBytes, "(document)"));
+  const nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
+  const nlohmann::json& tj = root.contains("text_config") ? root["text_config"] : root;
+  JsonFields t(tj, c.config_path, root.contains("text_config") ? "text_config" : "");
+  const LayoutRow* row = nullptr;
+  for (const LayoutRow& r : kLayouts)
+    if (c.ir.model_type == r.model_type) row = &r;
+  if (row == nullptr)
+    return BadInput(c.config_path, "model_type", "no weight mapping / forward for this family yet", c.ir.model_type);
+  c.layout = row->layout;
+  if (c.ir.layers.empty()) return BadInput(c.config_path, "num_hidden_layers", "no layers");
+  const std::string act = t.StrOr("hidden_act", "silu");
+  if (act != "silu" && act != "swish")
+    return BadInput(c.config_path, t.Path("hidden_act"), "the forward supports silu-gated MLPs only", act);
+  c.rms_eps = t.DoubleOr("rms_norm_eps", 1e-6, 0.0, 1.0);
+  c.norm_topk_prob = row->layout == HfLayout::kMixtral ? true : t.BoolOr("norm_topk_prob", row->norm_topk_default);
+
+  // Step 2: RoPE over the rotated part of each head; softmax scale.
+  const AttentionSpec& a = c.ir.layers[0].attn;
+  const bool mla = c.layout == HfLayout::kDeepSeekV3;
+  ReadRope(t, c.ir, mla ? a.qk_rope_head_dim : a.head_dim, &c.rope);
+  c.rope.interleave = mla && t.BoolOr("rope_interleave", true);
+  c.softmax_scale = 1.0 / std::sqrt(double(a.head_dim));  // MLA: head_dim = nope + rope
+  if (mla && c.rope.type != RopeType::kDefault && c.rope.mscale_all_dim != 0.0) {
+    const double m = YarnMscale(c.rope.factor, c.rope.mscale_all_dim);
+    c.softmax_scale *= m * m;
+  }
+  if (!t.ok()) return t.status();
+  if (c.rope.dim % 2 != 0) return BadInput(c.config_path, "head_dim", "rotated dims must be even", std::to_string(c.rope.dim));
+  return c;
+}
+
+}  // namespace onboard

@@ -1,0 +1,61 @@
+// HfForwardConfig: what a faithful forward of a Hugging Face checkpoint needs beyond the ModelIR
+// (parsers/hf_config.h): RMSNorm eps, the RoPE variant and its parameters, the routing defaults each
+// family's modeling code uses, the MLA softmax scale.
+//
+// Sources (transformers): modeling_rope_utils.py (_compute_default/linear/llama3/yarn_parameters),
+// models/{llama,qwen2,qwen3,qwen2_moe,qwen3_moe,mixtral,deepseek_v3}/configuration_*.py defaults.
+// Units: dims in elements; theta/factors dimensionless; positions in tokens.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "core/model_ir.h"
+#include "core/status.h"
+
+namespace onboard {
+
+// The tensor naming + module layout family a checkpoint's model_type maps to (one hf_map_*.cpp each).
+enum class HfLayout {
+  kLlama,       // llama, mistral, qwen2, qwen3 (dense) and qwen2_moe / qwen3_moe (MoE layers)
+  kMixtral,     // block_sparse_moe.{gate, experts.E.w1/w2/w3}
+  kDeepSeekV3,  // deepseek_v3, kimi_k2: MLA + sigmoid noaux_tc routing + shared experts
+};
+const char* HfLayoutName(HfLayout l);
+
+enum class RopeType { kDefault, kLinear, kLlama3, kYarn };
+
+struct RopeSpec {
+  RopeType type = RopeType::kDefault;
+  double theta = 10000.0;           // rope_theta
+  int64_t dim = 0;                  // rotated dims per head (qk_rope_head_dim for MLA)
+  double factor = 1.0;              // rope_scaling.factor
+  double low_freq_factor = 1.0;     // llama3
+  double high_freq_factor = 4.0;    // llama3
+  int64_t original_max = 0;         // rope_scaling.original_max_position_embeddings (else max_position)
+  double beta_fast = 32.0;          // yarn
+  double beta_slow = 1.0;           // yarn
+  double mscale = 0.0;              // yarn (0 = absent)
+  double mscale_all_dim = 0.0;      // yarn (0 = absent)
+  std::optional<double> attention_factor;  // yarn: explicit cos/sin scale
+  bool truncate = true;             // yarn: floor/ceil the correction range
+  bool interleave = false;          // DeepSeek rope_interleave: pairs (2i, 2i+1) instead of halves
+};
+
+struct HfForwardConfig {
+  std::string config_path;
+  ModelIR ir;                       // structure: layers, heads, MoE spec, tying
+  HfLayout layout = HfLayout::kLlama;
+  double rms_eps = 1e-6;            // rms_norm_eps
+  RopeSpec rope;
+  bool norm_topk_prob = true;       // renormalise the top-k routing weights (family default when absent)
+  double softmax_scale = 0.0;       // attention logits scale (1/sqrt(qk dim), x mscale^2 for MLA+YaRN)
+};
+
+// Reads DIR/config.json. A model_type without a forward here is kBadInput naming it.
+[[nodiscard]] Expected<HfForwardConfig> ReadHfForwardConfig(const std::string& dir);
+
+// yarn_get_mscale (modeling_deepseek_v3.py / modeling_rope_utils.py): 1 for scale <= 1.
+double YarnMscale(double scale, double mscale);
+
+}  // namespace onboard

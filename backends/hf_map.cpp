@@ -1,0 +1,75 @@
+// MapHfWeights: embedding, decoder layers (per family mapper), final norm and head; then the
+// unmapped-tensor check (see hf_model.h).
+#include <cctype>
+#include <set>
+
+#include "backends/hf_model.h"
+
+namespace onboard {
+namespace {
+
+// Layer index of "model.layers.N.<...>", or -1.
+int64_t LayerOf(const std::string& name) {
+  static const std::string kPrefix = "model.layers.";
+  if (name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
+  int64_t n = 0;
+  size_t i = kPrefix.size();
+  if (i >= name.size() || !std::isdigit(static_cast<unsigned char>(name[i]))) return -1;
+  for (; i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) && n < (int64_t{1} << 40); ++i)
+    n = n * 10 + (name[i] - '0');
+  return n;
+}
+
+// Step 3: tensors the checkpoint holds that no module took. Layers outside the range and MTP layers
+// (index >= num_hidden_layers when the config declares them) are skipped on purpose.
+Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt, const HfWeightReader& r,
+                      int64_t first, int64_t last) {
+  const std::set<std::string> used(r.used().begin(), r.used().end());
+  const int64_t n = int64_t(c.ir.layers.size());
+  for (const TensorInfo& t : ckpt.inventory().tensors) {
+    if (used.count(t.name)) continue;
+    const int64_t layer = LayerOf(t.name);
+    if (layer >= 0 && (layer < first || layer > last) && layer < n) continue;
+    if (layer >= n && c.ir.mtp_layers > 0 && layer < n + c.ir.mtp_layers) continue;
+    if (t.name.size() > 9 && t.name.compare(t.name.size() - 9, 9, "inv_freq") == 0) continue;  // rotary buffers
+    return BadInput(t.file, t.name, "tensor is not mapped to any module of " + c.ir.model_type);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<HfModelWeights> MapHfWeights(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt,
+                                      HfLayerRange range, torch::ScalarType dtype) {
+  const int64_t n = int64_t(c.ir.layers.size());
+  const int64_t last = range.last < 0 ? n - 1 : range.last;
+  if (range.first < 0 || range.first > last || last >= n)
+    return BadInput(c.config_path, "--layers",
+                    "range must lie inside 0-" + std::to_string(n - 1),
+                    std::to_string(range.first) + "-" + std::to_string(last));
+  HfWeightReader r(ckpt, dtype);
+  HfModelWeights w;
+  // Step 1: embedding, final norm, head (tied: the embedding itself).
+  ONBOARD_ASSIGN_OR_RETURN(w.embed, r.Read("model.embed_tokens.weight", {c.ir.vocab, c.ir.hidden}));
+  ONBOARD_ASSIGN_OR_RETURN(w.final_norm, r.Read("model.norm.weight", {c.ir.hidden}));
+  if (c.ir.tied_embeddings && !ckpt.Has("lm_head.weight")) {
+    w.lm_head = w.embed;
+  } else {
+    ONBOARD_ASSIGN_OR_RETURN(w.lm_head, r.Read("lm_head.weight", {c.ir.vocab, c.ir.hidden}));
+  }
+  // Step 2: the layers in range, by the family's mapper.
+  for (int64_t i = range.first; i <= last; ++i) {
+    const LayerSpec& l = c.ir.layers[size_t(i)];
+    Expected<HfLayerWeights> lw = c.layout == HfLayout::kMixtral      ? MapMixtralLayer(c, l, r)
+                                  : c.layout == HfLayout::kDeepSeekV3 ? MapDeepSeekLayer(c, l, r)
+                                                                      : MapLlamaLayer(c, l, r);
+    if (!lw.ok()) return lw.status();
+    w.layers.push_back(std::move(*lw));
+  }
+  ONBOARD_RETURN_IF_ERROR(CheckAllMapped(c, ckpt, r, range.first, last));
+  w.tensors_used = int64_t(r.used().size());
+  w.dtypes_seen = r.dtypes();
+  return w;
+}
+
+}  // namespace onboard

@@ -1,0 +1,65 @@
+// HF names -> modules for deepseek_v3 / kimi_k2 (modeling_deepseek_v3.py checkpoint layout):
+//   self_attn.q_proj [H*(dn+dr), hidden]  or  q_a_proj [rq, hidden], q_a_layernorm [rq], q_b_proj [H*(dn+dr), rq]
+//   self_attn.kv_a_proj_with_mqa [rkv+dr, hidden], kv_a_layernorm [rkv], kv_b_proj [H*(dn+dv), rkv]
+//   self_attn.o_proj [hidden, H*dv]
+//   dense (i < first_k_dense_replace): mlp.{gate,up,down}_proj (intermediate_size)
+//   MoE: mlp.gate.weight [E, hidden], mlp.gate.e_score_correction_bias [E] (noaux_tc),
+//        mlp.experts.E.{gate,up,down}_proj (moe_intermediate_size),
+//        mlp.shared_experts.{gate,up,down}_proj (moe_intermediate_size * n_shared_experts)
+// FP8 checkpoints carry "<weight>_scale_inv" beside each quantised weight (read by HfWeightReader).
+// dn = qk_nope_head_dim, dr = qk_rope_head_dim, dv = v_head_dim, rq/rkv = q/kv_lora_rank.
+#include "backends/hf_model.h"
+
+namespace onboard {
+namespace {
+
+Expected<HfAttentionWeights> MapMla(const std::string& p, const AttentionSpec& a, int64_t h, HfWeightReader& r) {
+  HfAttentionWeights w;
+  const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
+  if (a.q_lora_rank > 0) {
+    ONBOARD_ASSIGN_OR_RETURN(w.q_a, r.Linear(p + ".q_a_proj", a.q_lora_rank, h, false));
+    ONBOARD_ASSIGN_OR_RETURN(w.q_a_norm, r.Read(p + ".q_a_layernorm.weight", {a.q_lora_rank}));
+    ONBOARD_ASSIGN_OR_RETURN(w.q_b, r.Linear(p + ".q_b_proj", a.num_heads * qk, a.q_lora_rank, false));
+  } else {
+    ONBOARD_ASSIGN_OR_RETURN(w.q, r.Linear(p + ".q_proj", a.num_heads * qk, h, false));
+  }
+  ONBOARD_ASSIGN_OR_RETURN(w.kv_a, r.Linear(p + ".kv_a_proj_with_mqa", a.kv_lora_rank + a.qk_rope_head_dim, h, false));
+  ONBOARD_ASSIGN_OR_RETURN(w.kv_a_norm, r.Read(p + ".kv_a_layernorm.weight", {a.kv_lora_rank}));
+  ONBOARD_ASSIGN_OR_RETURN(w.kv_b, r.Linear(p + ".kv_b_proj", a.num_heads * (a.qk_nope_head_dim + a.v_head_dim),
+                                            a.kv_lora_rank, false));
+  ONBOARD_ASSIGN_OR_RETURN(w.o, r.Linear(p + ".o_proj", h, a.num_heads * a.v_head_dim, false));
+  return w;
+}
+
+}  // namespace
+
+Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
+  const int64_t h = c.ir.hidden;
+  const std::string p = "model.layers." + std::to_string(l.index) + ".";
+  HfLayerWeights w;
+  w.index = l.index;
+  if (l.attn.kind != MixerKind::kMLA)
+    return BadInput(c.config_path, "index_topk", "the DSA indexer (deepseek_v32) has no forward here yet",
+                    MixerKindName(l.attn.kind));
+  ONBOARD_ASSIGN_OR_RETURN(w.input_norm, r.Read(p + "input_layernorm.weight", {h}));
+  ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
+  ONBOARD_ASSIGN_OR_RETURN(w.attn, MapMla(p + "self_attn", l.attn, h, r));
+  w.moe = l.channel == ChannelKind::kMoE;
+  if (!w.moe) {
+    ONBOARD_ASSIGN_OR_RETURN(w.mlp, r.Mlp(p + "mlp", h, l.mlp.intermediate));
+    return w;
+  }
+  const MoESpec& m = l.moe;
+  ONBOARD_ASSIGN_OR_RETURN(w.experts.router, r.Linear(p + "mlp.gate", m.num_experts, h, false));
+  if (m.expert_score_bias) {
+    ONBOARD_ASSIGN_OR_RETURN(w.experts.score_bias, r.Read(p + "mlp.gate.e_score_correction_bias", {m.num_experts}));
+  }
+  ONBOARD_ASSIGN_OR_RETURN(w.experts.experts, MapExperts(p + "mlp.experts", m, h, r, "gate_proj", "up_proj", "down_proj"));
+  if (m.num_shared > 0) {
+    w.experts.has_shared = true;
+    ONBOARD_ASSIGN_OR_RETURN(w.experts.shared, r.Mlp(p + "mlp.shared_experts", h, m.expert_intermediate * m.num_shared));
+  }
+  return w;
+}
+
+}  // namespace onboard

@@ -1,0 +1,130 @@
+// HfModel: a Hugging Face checkpoint's weights placed into modules, and the forward over them.
+//
+// Mapping (hf_map_*.cpp, one file per naming family) turns checkpoint tensor names into these
+// structs; an absent tensor is kBadInput naming it and its expected shape, a tensor no module takes is
+// kBadInput naming it ("unmapped"). The forward (hf_forward.cpp, hf_attention.cpp, hf_moe.cpp) follows
+// transformers' modeling code for the family.
+// Shapes: weights as nn.Linear stores them, [out, in]; activations [S, hidden] for one sequence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "backends/hf_forward_config.h"
+#include "parsers/safetensors_weights.h"
+
+namespace onboard {
+
+struct HfLinear {
+  torch::Tensor w;  // [out, in]
+  torch::Tensor b;  // [out] or undefined
+};
+
+struct HfAttentionWeights {
+  // GQA / MHA
+  HfLinear q, k, v, o;
+  torch::Tensor q_norm, k_norm;           // [head_dim] (Qwen3) or undefined
+  // MLA (DeepSeek-V3)
+  HfLinear q_a, q_b, kv_a, kv_b;          // q_a/q_b when q_lora_rank > 0, else q
+  torch::Tensor q_a_norm, kv_a_norm;      // [q_lora_rank], [kv_lora_rank]
+};
+
+struct HfMlpWeights {
+  HfLinear gate, up, down;                // down(act(gate x) * up x)
+};
+
+struct HfMoeWeights {
+  HfLinear router;                        // [E, hidden]
+  torch::Tensor score_bias;               // e_score_correction_bias [E] (DeepSeek-V3) or undefined
+  std::vector<HfMlpWeights> experts;      // E routed experts
+  bool has_shared = false;
+  HfMlpWeights shared;                    // shared expert(s) fused into one MLP
+  HfLinear shared_gate;                   // Qwen2-MoE sigmoid gate [1, hidden] or undefined
+};
+
+struct HfLayerWeights {
+  int64_t index = 0;
+  torch::Tensor input_norm, post_norm;    // [hidden]
+  HfAttentionWeights attn;
+  bool moe = false;
+  HfMlpWeights mlp;
+  HfMoeWeights experts;
+};
+
+struct HfModelWeights {
+  torch::Tensor embed;                    // [vocab, hidden]
+  torch::Tensor final_norm;               // [hidden]
+  torch::Tensor lm_head;                  // [vocab, hidden] (the embedding when tied)
+  std::vector<HfLayerWeights> layers;     // the layers loaded, in order
+  int64_t tensors_used = 0;               // checkpoint tensors read (scales included)
+  std::vector<std::string> dtypes_seen;   // distinct checkpoint dtype names read
+};
+
+// Inclusive 0-based layer range; last < 0 = through the last layer.
+struct HfLayerRange {
+  int64_t first = 0;
+  int64_t last = -1;
+};
+
+// Reads tensors by name with the expected shape, dequantised to `dtype` (F32/F64 checkpoints of that
+// dtype alias the mapping; BF16/F16 convert; F8_E4M3 with `<name>_scale_inv` block-dequantises).
+class HfWeightReader {
+ public:
+  HfWeightReader(const SafetensorsCheckpoint& ckpt, torch::ScalarType dtype) : ckpt_(ckpt), dtype_(dtype) {}
+  [[nodiscard]] Expected<torch::Tensor> Read(const std::string& name, const std::vector<int64_t>& shape);
+  // Linear weight [out, in] (+ bias [out] when `bias`).
+  [[nodiscard]] Expected<HfLinear> Linear(const std::string& prefix, int64_t out, int64_t in, bool bias);
+  [[nodiscard]] Expected<HfMlpWeights> Mlp(const std::string& prefix, int64_t hidden, int64_t inter,
+                                           const char* gate = "gate_proj", const char* up = "up_proj",
+                                           const char* down = "down_proj");
+  const std::vector<std::string>& used() const { return used_; }
+  const std::vector<std::string>& dtypes() const { return dtypes_; }
+  torch::ScalarType dtype() const { return dtype_; }
+
+ private:
+  const SafetensorsCheckpoint& ckpt_;
+  torch::ScalarType dtype_;
+  std::vector<std::string> used_;
+  std::vector<std::string> dtypes_;
+};
+
+// hf_map_llama.cpp: q/k/v/o (+ biases, + q_norm/k_norm) under `prefix` ("model.layers.3.self_attn").
+[[nodiscard]] Expected<HfAttentionWeights> MapGqaAttention(const std::string& prefix, const AttentionSpec& a,
+                                                           int64_t hidden, HfWeightReader& r);
+// Routed experts `prefix`.E.{gate,up,down} with the given projection names.
+[[nodiscard]] Expected<std::vector<HfMlpWeights>> MapExperts(const std::string& prefix, const MoESpec& m,
+                                                             int64_t hidden, HfWeightReader& r, const char* gate,
+                                                             const char* up, const char* down);
+
+// hf_map_llama.cpp / hf_map_mixtral.cpp / hf_map_deepseek.cpp: one decoder layer's weights.
+[[nodiscard]] Expected<HfLayerWeights> MapLlamaLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
+[[nodiscard]] Expected<HfLayerWeights> MapMixtralLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
+[[nodiscard]] Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
+
+// hf_map.cpp: embedding, the layers in `range`, final norm and head; with the full range, every
+// checkpoint tensor must have been taken (MTP layers past num_hidden_layers excepted).
+[[nodiscard]] Expected<HfModelWeights> MapHfWeights(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt,
+                                                    HfLayerRange range, torch::ScalarType dtype);
+
+// hf_forward.cpp: logits [S, vocab] for one sequence of token ids.
+torch::Tensor HfForward(const HfForwardConfig& c, const HfModelWeights& w, const std::vector<int64_t>& ids);
+
+// Pieces shared by the forward files.
+torch::Tensor HfRmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps);
+torch::Tensor HfApplyLinear(const torch::Tensor& x, const HfLinear& l);
+torch::Tensor HfMlp(const HfForwardConfig& c, const torch::Tensor& x, const HfMlpWeights& w);
+torch::Tensor HfAttention(const HfForwardConfig& c, const LayerSpec& l, const HfAttentionWeights& w,
+                          const torch::Tensor& x);
+torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x);
+
+// The routing decision: [T, k] expert ids and their weights (hf_moe.cpp).
+struct HfRouting {
+  torch::Tensor experts;  // int64 [T, k]
+  torch::Tensor weights;  // [T, k] in the compute dtype
+};
+HfRouting HfRoute(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x);
+
+}  // namespace onboard

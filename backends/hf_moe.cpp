@@ -1,0 +1,67 @@
+// MoE channel of one sequence, per family (transformers modeling code):
+//   softmax (mixtral, qwen2_moe, qwen3_moe): p = softmax(router(x)); top-k of p; renormalise when
+//     norm_topk_prob (mixtral: always); qwen2_moe adds sigmoid(shared_expert_gate(x)) * shared(x).
+//   sigmoid noaux_tc (deepseek_v3): s = sigmoid(router(x)); choice = s + e_score_correction_bias;
+//     group score = sum of the top-2 choices per group; keep topk_group groups; top-k of choice inside
+//     them; weights = s at those experts, / (sum + 1e-20) when norm_topk_prob, x routed_scaling_factor;
+//     + shared experts(x).
+// Shapes: x [T, h]; router logits [T, E]; routing [T, k].
+#include "backends/hf_model.h"
+
+namespace onboard {
+namespace {
+
+HfRouting SigmoidGrouped(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& logits) {
+  const int64_t t = logits.size(0), e = m.num_experts, g = m.num_groups;
+  const torch::Tensor scores = logits.sigmoid();
+  const torch::Tensor choice = w.score_bias.defined() ? scores + w.score_bias : scores;
+  torch::Tensor masked = choice;
+  if (g > 1) {
+    const torch::Tensor group_scores = std::get<0>(choice.view({t, g, e / g}).topk(2, -1)).sum(-1);  // [T, G]
+    const torch::Tensor keep = std::get<1>(group_scores.topk(m.topk_groups, -1));
+    const torch::Tensor group_mask = torch::zeros_like(group_scores).scatter_(1, keep, 1.0);
+    const torch::Tensor mask = group_mask.unsqueeze(-1).expand({t, g, e / g}).reshape({t, e});
+    masked = choice.masked_fill(mask.logical_not(), 0.0);
+  }
+  const torch::Tensor idx = std::get<1>(masked.topk(m.top_k, -1));
+  torch::Tensor weights = scores.gather(1, idx);
+  if (c.norm_topk_prob) weights = weights / (weights.sum(-1, true) + 1e-20);
+  return {idx, weights * m.routed_scaling};
+}
+
+HfRouting SoftmaxTopK(const HfForwardConfig& c, const MoESpec& m, const torch::Tensor& logits) {
+  const torch::Tensor p = torch::softmax(logits, -1);
+  auto [weights, idx] = p.topk(m.top_k, -1);
+  if (c.norm_topk_prob) weights = weights / weights.sum(-1, true);
+  return {idx, weights};
+}
+
+}  // namespace
+
+HfRouting HfRoute(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x) {
+  const torch::Tensor logits = HfApplyLinear(x, w.router);
+  return m.router == RouterActivation::kSigmoid ? SigmoidGrouped(c, m, w, logits) : SoftmaxTopK(c, m, logits);
+}
+
+torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x) {
+  // Step 1: routing.
+  const HfRouting r = HfRoute(c, m, w, x);
+  // Step 2: each expert on the tokens routed to it, weighted.
+  torch::Tensor out = torch::zeros_like(x);
+  for (int64_t e = 0; e < m.num_experts; ++e) {
+    const torch::Tensor hit = r.experts.eq(e);                       // [T, k]
+    const torch::Tensor tokens = hit.any(1).nonzero().squeeze(1);    // tokens routed to e
+    if (tokens.numel() == 0) continue;
+    const torch::Tensor weight = (r.weights * hit).sum(1).index_select(0, tokens).unsqueeze(1);
+    out.index_add_(0, tokens, HfMlp(c, x.index_select(0, tokens), w.experts[size_t(e)]) * weight);
+  }
+  // Step 3: shared expert(s), gated for qwen2_moe.
+  if (w.has_shared) {
+    torch::Tensor s = HfMlp(c, x, w.shared);
+    if (w.shared_gate.w.defined()) s = torch::sigmoid(HfApplyLinear(x, w.shared_gate)) * s;
+    out = out + s;
+  }
+  return out;
+}
+
+}  // namespace onboard

@@ -1,0 +1,44 @@
+// LoRA adapters in the PEFT on-disk format, so `PeftModel.from_pretrained(base, DIR)` loads them onto
+// the original checkpoint:
+//   DIR/adapter_config.json      {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r", "lora_alpha",
+//                                 "target_modules", "base_model_name_or_path", "lora_dropout", "bias": "none",
+//                                 "fan_in_fan_out": false, "inference_mode": true}
+//   DIR/adapter_model.safetensors "base_model.model.<module>.lora_A.weight" [r, in],
+//                                 "base_model.model.<module>.lora_B.weight" [out, r]
+// with <module> the HF module path ("model.layers.3.self_attn.q_proj"). Effective weight (PEFT, no
+// rslora): W + (lora_alpha / r) * B A. Units: r in ranks; shapes [out, in].
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "core/status.h"
+
+namespace onboard {
+
+struct LoraModule {
+  std::string module;  // "model.layers.0.self_attn.q_proj"
+  torch::Tensor a;     // lora_A [r, in]
+  torch::Tensor b;     // lora_B [out, r]
+};
+
+struct PeftLoraAdapter {
+  int64_t r = 0;
+  double alpha = 0;
+  std::string base_model;            // base_model_name_or_path
+  std::vector<LoraModule> modules;   // sorted by module path
+  std::vector<std::string> TargetModules() const;  // distinct last path parts ("q_proj", "v_proj")
+};
+
+// Writes adapter_config.json + adapter_model.safetensors (F32) into `dir` (created if missing).
+[[nodiscard]] Status WritePeftAdapter(const std::string& dir, const PeftLoraAdapter& a);
+
+// Reads them back (untrusted: shapes must agree with r, every lora_A has its lora_B).
+[[nodiscard]] Expected<PeftLoraAdapter> ReadPeftAdapter(const std::string& dir);
+
+// W + (alpha / r) B A for one module's base weight [out, in].
+torch::Tensor MergeLora(const torch::Tensor& w, const LoraModule& m, int64_t r, double alpha);
+
+}  // namespace onboard

@@ -1,0 +1,55 @@
+// HfVerify: load a HF checkpoint, run the forward on CPU for given token ids, write the logits as
+// .npy and compare them with a reference (`onboard verify`, agent/cli/verify_command.cpp).
+//
+// Logits file: float32 [batch, longest, vocab]; rows past a shorter sequence's end are NaN.
+// Pass rule (one home, kVerifyRtol / kVerifyAtolFrac): every compared element satisfies
+//   |ours - ref| <= kVerifyAtolFrac * max|ref| + kVerifyRtol * |ref|.
+// Reported: max abs difference, max relative difference (max abs / max|ref|), top-1 agreement.
+// Units: token ids; logits dimensionless; bytes.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/hf_model.h"
+#include "core/status.h"
+
+namespace onboard {
+
+constexpr double kVerifyRtol = 1e-3;      // fp32 against a reference forward of the same checkpoint
+constexpr double kVerifyAtolFrac = 1e-3;  // of the reference's largest |logit|
+
+struct HfVerifyOptions {
+  std::string checkpoint;       // directory: config.json + safetensors
+  std::string ids_path;         // JSON list of token-id lists
+  std::string logits_out;       // .npy to write ("" = do not write)
+  std::string reference;        // .npy to compare with ("" = no comparison)
+  HfLayerRange layers;          // layer slice (embedding + these layers + final norm + head)
+  bool fp64 = false;            // compute in float64 instead of float32
+};
+
+struct HfVerifyResult {
+  std::string model_type;
+  std::string layout;
+  int64_t batch = 0, longest = 0, vocab = 0;
+  int64_t layers_run = 0;
+  int64_t tensors_used = 0;
+  uint64_t bytes_touched = 0;   // bytes of the tensors the forward read
+  uint64_t checkpoint_bytes = 0;
+  std::vector<std::string> dtypes;
+  bool compared = false;
+  double max_abs = 0, max_rel = 0;
+  int64_t rows = 0, top1_agree = 0;
+  bool passed = false;
+};
+
+// IDS.json -> sequences; each id in [0, vocab). Errors name the file and "[i][j]".
+[[nodiscard]] Expected<std::vector<std::vector<int64_t>>> ReadInputIds(const std::string& path, int64_t vocab);
+
+[[nodiscard]] Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& o);
+
+// "verify: qwen3 (llama layout), 2 x 7 tokens, ..., PASS" lines for the terminal.
+std::vector<std::string> HfVerifySummary(const HfVerifyResult& r);
+
+}  // namespace onboard

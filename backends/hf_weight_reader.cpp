@@ -1,0 +1,69 @@
+// HfWeightReader: checkpoint tensor by name -> torch tensor of the expected shape in the compute
+// dtype (see hf_model.h). Units: shapes in elements.
+#include <algorithm>
+#include <cstdint>
+
+#include "backends/hf_model.h"
+
+namespace onboard {
+namespace {
+
+template <typename T>
+Status Decode(const WeightRef& w, const WeightRef* scale_inv, torch::Tensor* out) {
+  T* dst = out->data_ptr<T>();
+  return scale_inv ? DequantFp8Blocks<T>(w, *scale_inv, dst) : DecodePlain<T>(w, dst);
+}
+
+}  // namespace
+
+Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std::vector<int64_t>& shape) {
+  // Step 1: presence and shape, named in the error with the expected value.
+  if (!ckpt_.Has(name))
+    return BadInput(ckpt_.dir(), name, "tensor is missing from the checkpoint (expected shape " + ShapeText(shape) + ")");
+  ONBOARD_ASSIGN_OR_RETURN(WeightRef w, ckpt_.Get(name));
+  if (w.info->shape != shape)
+    return BadInput(w.info->file, name + ".shape", "expected " + ShapeText(shape), ShapeText(w.info->shape));
+  used_.push_back(name);
+  if (std::find(dtypes_.begin(), dtypes_.end(), w.info->dtype_name) == dtypes_.end())
+    dtypes_.push_back(w.info->dtype_name);
+
+  // Step 2: block-fp8 scales beside the weight (DeepSeek: "<name>_scale_inv").
+  std::optional<WeightRef> scale;
+  const std::string scale_name = name + "_scale_inv";
+  if (w.info->dtype_name == "F8_E4M3" && ckpt_.Has(scale_name)) {
+    ONBOARD_ASSIGN_OR_RETURN(scale, ckpt_.Get(scale_name));
+    used_.push_back(scale_name);
+  }
+
+  // Step 3: same dtype and aligned -> a view of the mapping (read-only by contract: weights are never
+  // written); otherwise one decoded tensor.
+  const bool same = (dtype_ == torch::kFloat && w.info->dtype_name == "F32") ||
+                    (dtype_ == torch::kDouble && w.info->dtype_name == "F64");
+  const size_t align = dtype_ == torch::kDouble ? 8 : 4;
+  if (same && !scale && reinterpret_cast<uintptr_t>(w.bytes.data) % align == 0)
+    return torch::from_blob(const_cast<uint8_t*>(w.bytes.data), shape, torch::TensorOptions().dtype(dtype_));
+  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
+  const WeightRef* s = scale ? &*scale : nullptr;
+  ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? Decode<double>(w, s, &out) : Decode<float>(w, s, &out));
+  return out;
+}
+
+Expected<HfLinear> HfWeightReader::Linear(const std::string& prefix, int64_t out, int64_t in, bool bias) {
+  HfLinear l;
+  ONBOARD_ASSIGN_OR_RETURN(l.w, Read(prefix + ".weight", {out, in}));
+  if (bias) {
+    ONBOARD_ASSIGN_OR_RETURN(l.b, Read(prefix + ".bias", {out}));
+  }
+  return l;
+}
+
+Expected<HfMlpWeights> HfWeightReader::Mlp(const std::string& prefix, int64_t hidden, int64_t inter,
+                                           const char* gate, const char* up, const char* down) {
+  HfMlpWeights m;
+  ONBOARD_ASSIGN_OR_RETURN(m.gate, Linear(prefix + "." + gate, inter, hidden, false));
+  ONBOARD_ASSIGN_OR_RETURN(m.up, Linear(prefix + "." + up, inter, hidden, false));
+  ONBOARD_ASSIGN_OR_RETURN(m.down, Linear(prefix + "." + down, hidden, inter, false));
+  return m;
+}
+
+}  // namespace onboard

@@ -1,0 +1,64 @@
+// `onboard verify CHECKPOINT_DIR --input-ids IDS.json [--layers A-B] --logits-out OUT.npy
+//  [--reference REF.npy] [--dtype fp32|fp64]`: loads the checkpoint's weights (mmap, dequantised to the
+// compute dtype), runs the HF-faithful forward on CPU, writes the logits as .npy (float32
+// [batch, longest, vocab], NaN past a shorter sequence's end) and, with --reference, prints max abs/rel
+// difference and top-1 agreement. Exit 0 pass (or no reference), 1 mismatch, 2 bad input.
+#include <cstdio>
+#include <memory>
+
+#include "cli/command_registry.h"
+#include "backends/hf_verify.h"
+
+namespace onboard::cli {
+namespace {
+
+struct VerifyCliOptions {
+  HfVerifyOptions v;
+  std::string layers;
+  std::string dtype = "fp32";
+};
+
+// "A-B" or "A" (0-based, inclusive).
+Status ParseLayers(const std::string& s, HfLayerRange* r) {
+  if (s.empty()) return Status::Ok();
+  const size_t dash = s.find('-');
+  const std::string a = s.substr(0, dash), b = dash == std::string::npos ? a : s.substr(dash + 1);
+  auto digits = [](const std::string& x) {
+    return !x.empty() && x.size() < 10 && x.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (!digits(a) || !digits(b)) return BadInput("--layers", "--layers", "expected A-B (0-based, inclusive)", s);
+  r->first = std::stoll(a);
+  r->last = std::stoll(b);
+  if (r->last < r->first) return BadInput("--layers", "--layers", "A must not exceed B", s);
+  return Status::Ok();
+}
+
+int RunVerify(VerifyCliOptions o) {
+  if (o.dtype != "fp32" && o.dtype != "fp64")
+    return ReportError("verify", BadInput("--dtype", "--dtype", "expected fp32 or fp64", o.dtype));
+  o.v.fp64 = o.dtype == "fp64";
+  const Status st = ParseLayers(o.layers, &o.v.layers);
+  if (!st.ok()) return ReportError("verify", st);
+  Expected<HfVerifyResult> r = RunHfVerify(o.v);
+  if (!r.ok()) return ReportError("verify", r.status());
+  for (const std::string& line : HfVerifySummary(*r)) std::printf("%s\n", line.c_str());
+  if (!o.v.logits_out.empty()) std::printf("wrote      %s\n", o.v.logits_out.c_str());
+  return r->compared && !r->passed ? 1 : 0;
+}
+
+}  // namespace
+
+static OnboardCommand kVerify{
+    "verify", "Load a checkpoint's weights, run its forward on CPU, compare logits with a reference", 45,
+    [](CLI::App& sub) -> RunFn {
+      auto o = std::make_shared<VerifyCliOptions>();
+      sub.add_option("checkpoint", o->v.checkpoint, "directory with config.json and safetensors weights")->required();
+      sub.add_option("--input-ids", o->v.ids_path, "JSON list of token-id lists")->required();
+      sub.add_option("--layers", o->layers, "layer slice A-B (0-based, inclusive): embedding + these + head");
+      sub.add_option("--logits-out", o->v.logits_out, "write logits here (.npy float32 [batch, longest, vocab])");
+      sub.add_option("--reference", o->v.reference, "reference logits (.npy) to compare with; exit 1 on mismatch");
+      sub.add_option("--dtype", o->dtype, "compute dtype: fp32 | fp64")->capture_default_str();
+      return [o] { return RunVerify(*o); };
+    }};
+
+}  // namespace onboard::cli

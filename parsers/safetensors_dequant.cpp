@@ -1,0 +1,141 @@
+// Dequantisers: safetensors element bytes -> float/double (see safetensors_weights.h).
+// Layouts (little-endian, row-major):
+//   BF16 = upper 16 bits of an IEEE f32; F16 = IEEE binary16;
+//   F8_E4M3 (OCP fn): s eeee mmm, bias 7, e=0 subnormal (m/8 * 2^-6), 0x7f/0xff NaN, no infinity;
+//   MXFP4 (OCP MX, gpt-oss): e2m1 values {0, .5, 1, 1.5, 2, 3, 4, 6} (bit 3 = sign), two per byte with
+//   the low nibble first; one e8m0 scale 2^(s-127) per block of 16 bytes (32 values).
+// Units: element counts; B = kFp8BlockSize rows/cols per fp8 scale.
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "parsers/safetensors_weights.h"
+
+namespace onboard {
+namespace {
+
+Status WrongDType(const WeightRef& w, const std::string& expected) {
+  return BadInput(w.info->file, w.info->name + ".dtype", "expected " + expected, w.info->dtype_name);
+}
+
+template <typename U>
+U LoadLE(const uint8_t* p) {
+  U v;
+  std::memcpy(&v, p, sizeof(U));  // the mapping may be unaligned; x86/arm64 hosts are little-endian
+  return v;
+}
+
+// Element `i` of a F32/BF16 scale tensor.
+float ScaleAt(const WeightRef& s, int64_t i) {
+  if (s.info->dtype_name == "F32") return LoadLE<float>(s.bytes.data + 4 * i);
+  return Bf16ToFloat(LoadLE<uint16_t>(s.bytes.data + 2 * i));
+}
+
+constexpr float kE2M1[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+
+}  // namespace
+
+float Bf16ToFloat(uint16_t v) {
+  const uint32_t bits = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+float F16ToFloat(uint16_t v) {
+  const int sign = (v >> 15) & 1;
+  const int exp = (v >> 10) & 0x1f;
+  const int man = v & 0x3ff;
+  float mag;
+  if (exp == 0) mag = std::ldexp(float(man), -24);                         // subnormal: m * 2^-24
+  else if (exp == 31) mag = man ? std::numeric_limits<float>::quiet_NaN() : std::numeric_limits<float>::infinity();
+  else mag = std::ldexp(float(1024 + man), exp - 25);                      // (1 + m/1024) * 2^(e-15)
+  return sign ? -mag : mag;
+}
+
+float Fp8E4M3ToFloat(uint8_t v) {
+  const int sign = v >> 7;
+  const int exp = (v >> 3) & 0xf;
+  const int man = v & 0x7;
+  float mag;
+  if (exp == 0xf && man == 0x7) mag = std::numeric_limits<float>::quiet_NaN();
+  else if (exp == 0) mag = std::ldexp(float(man), -9);                      // m/8 * 2^-6
+  else mag = std::ldexp(float(8 + man), exp - 10);                          // (1 + m/8) * 2^(e-7)
+  return sign ? -mag : mag;
+}
+
+template <typename T>
+Status DecodePlain(const WeightRef& w, T* out) {
+  const std::string& dt = w.info->dtype_name;
+  const int64_t n = w.info->numel();
+  const uint8_t* p = w.bytes.data;
+  if (dt == "F32") {
+    for (int64_t i = 0; i < n; ++i) out[i] = T(LoadLE<float>(p + 4 * i));
+  } else if (dt == "F64") {
+    for (int64_t i = 0; i < n; ++i) out[i] = T(LoadLE<double>(p + 8 * i));
+  } else if (dt == "BF16") {
+    for (int64_t i = 0; i < n; ++i) out[i] = T(Bf16ToFloat(LoadLE<uint16_t>(p + 2 * i)));
+  } else if (dt == "F16") {
+    for (int64_t i = 0; i < n; ++i) out[i] = T(F16ToFloat(LoadLE<uint16_t>(p + 2 * i)));
+  } else if (dt == "F8_E4M3") {
+    for (int64_t i = 0; i < n; ++i) out[i] = T(Fp8E4M3ToFloat(p[i]));
+  } else {
+    return WrongDType(w, "F64, F32, BF16, F16 or F8_E4M3");
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status DequantFp8Blocks(const WeightRef& w, const WeightRef& s, T* out) {
+  if (w.info->dtype_name != "F8_E4M3") return WrongDType(w, "F8_E4M3");
+  if (s.info->dtype_name != "F32" && s.info->dtype_name != "BF16") return WrongDType(s, "F32 or BF16");
+  // Step 1: shapes: weight [R, C], scale_inv [ceil(R/B), ceil(C/B)].
+  if (w.info->shape.size() != 2) return BadInput(w.info->file, w.info->name + ".shape", "fp8 weight must be 2-D", ShapeText(w.info->shape));
+  const int64_t rows = w.info->shape[0], cols = w.info->shape[1];
+  const std::vector<int64_t> want = {(rows + kFp8BlockSize - 1) / kFp8BlockSize, (cols + kFp8BlockSize - 1) / kFp8BlockSize};
+  if (s.info->shape != want)
+    return BadInput(s.info->file, s.info->name + ".shape", "expected " + ShapeText(want) + " for weight " + ShapeText(w.info->shape),
+                    ShapeText(s.info->shape));
+  // Step 2: out = fp8 value * its block's scale.
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t srow = (r / kFp8BlockSize) * want[1];
+    for (int64_t c = 0; c < cols; ++c)
+      out[r * cols + c] = T(Fp8E4M3ToFloat(w.bytes.data[r * cols + c])) * T(ScaleAt(s, srow + c / kFp8BlockSize));
+  }
+  return Status::Ok();
+}
+
+template <typename T>
+Status DequantMxfp4(const WeightRef& b, const WeightRef& s, T* out) {
+  if (b.info->dtype_name != "U8") return WrongDType(b, "U8 (packed e2m1 pairs)");
+  if (s.info->dtype_name != "U8") return WrongDType(s, "U8 (e8m0 exponents)");
+  // Step 1: shapes: blocks [..., G, 16], scales [..., G].
+  const std::vector<int64_t>& bs = b.info->shape;
+  if (bs.size() < 2 || bs.back() != kMxfp4BlockBytes)
+    return BadInput(b.info->file, b.info->name + ".shape", "expected [..., G, 16]", ShapeText(bs));
+  const std::vector<int64_t> want(bs.begin(), bs.end() - 1);
+  if (s.info->shape != want)
+    return BadInput(s.info->file, s.info->name + ".shape", "expected " + ShapeText(want), ShapeText(s.info->shape));
+  // Step 2: per block: 32 values = e2m1 lut * 2^(scale - 127).
+  const int64_t blocks = s.info->numel();
+  for (int64_t g = 0; g < blocks; ++g) {
+    const int exp = int(s.bytes.data[g]) - 127;
+    const uint8_t* src = b.bytes.data + g * kMxfp4BlockBytes;
+    T* dst = out + g * 2 * kMxfp4BlockBytes;
+    for (int64_t j = 0; j < kMxfp4BlockBytes; ++j) {
+      const uint8_t lo = src[j] & 0xf, hi = src[j] >> 4;
+      dst[2 * j] = T(std::ldexp((lo & 8) ? -kE2M1[lo & 7] : kE2M1[lo & 7], exp));
+      dst[2 * j + 1] = T(std::ldexp((hi & 8) ? -kE2M1[hi & 7] : kE2M1[hi & 7], exp));
+    }
+  }
+  return Status::Ok();
+}
+
+template Status DecodePlain<float>(const WeightRef&, float*);
+template Status DecodePlain<double>(const WeightRef&, double*);
+template Status DequantFp8Blocks<float>(const WeightRef&, const WeightRef&, float*);
+template Status DequantFp8Blocks<double>(const WeightRef&, const WeightRef&, double*);
+template Status DequantMxfp4<float>(const WeightRef&, const WeightRef&, float*);
+template Status DequantMxfp4<double>(const WeightRef&, const WeightRef&, double*);
+
+}  // namespace onboard

@@ -1,0 +1,83 @@
+// SafetensorsCheckpoint: the weights of a checkpoint directory, mapped (never copied) and handed out
+// as bounds-checked byte spans; plus the dequantisers that turn those bytes into a compute dtype.
+//
+// A directory holds either model.safetensors.index.json (+ the shards it names) or exactly one
+// *.safetensors file. Every header is read by the untrusted-header parser (safetensors_header.cpp):
+// overlapping offsets and a dtype whose byte count disagrees with the shape are refused there. Here:
+// an index naming a shard that is not on disk, and a tensor asked for that is not in the checkpoint.
+// Errors are kBadInput (exit 2) naming the file, the tensor and the expected vs actual value.
+//
+// Units: bytes are bytes; element counts are scalars. "Touched" bytes = bytes of the tensors whose
+// spans were handed out (the pages a forward reads), against DataBytes() of the whole checkpoint.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "parsers/safetensors.h"
+
+namespace onboard {
+
+// "[a,b,c]" for error messages.
+std::string ShapeText(const std::vector<int64_t>& shape);
+
+// One tensor's header facts and its bytes inside the mapping.
+struct WeightRef {
+  const TensorInfo* info = nullptr;
+  ConstByteSpan bytes;
+};
+
+class SafetensorsCheckpoint {
+ public:
+  // Maps every shard of `dir` (index or single file). kNotFound when the directory has neither.
+  [[nodiscard]] static Expected<SafetensorsCheckpoint> Open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  const TensorInventory& inventory() const { return inventory_; }
+  bool Has(const std::string& name) const { return inventory_.Find(name) != nullptr; }
+  // The tensor's bytes; a name not in the checkpoint is kBadInput naming the directory and tensor.
+  [[nodiscard]] Expected<WeightRef> Get(const std::string& name) const;
+  // Step: bytes of the distinct tensors handed out by Get so far.
+  uint64_t touched_bytes() const { return touched_->load(); }
+  uint64_t data_bytes() const { return inventory_.DataBytes(); }
+
+ private:
+  std::string dir_;
+  TensorInventory inventory_;                                 // sorted by name, every entry has_header
+  std::vector<std::unique_ptr<MappedTensorFile>> shards_;     // by shard file name order
+  std::map<std::string, size_t> shard_of_file_;               // TensorInfo::file -> shards_ index
+  std::shared_ptr<std::atomic<uint64_t>> touched_ = std::make_shared<std::atomic<uint64_t>>(0);
+  std::shared_ptr<std::map<std::string, bool>> seen_ = std::make_shared<std::map<std::string, bool>>();
+};
+
+// ---- Dequantisation (safetensors_dequant.cpp) -------------------------------------------------
+// Out is a row-major buffer of `T` (float or double) with the tensor's element count (MXFP4: the
+// unpacked count). Each returns kBadInput naming the tensor when the dtype or shapes do not fit.
+
+// FP8 E4M3 (OCP "fn": bias 7, no infinities, 0x7f/0xff NaN) and E8M0 (2^(e-127)) element decoders.
+float Fp8E4M3ToFloat(uint8_t v);
+float Bf16ToFloat(uint16_t v);
+float F16ToFloat(uint16_t v);
+
+// F64, F32, BF16, F16, F8_E4M3 (without scales) -> T.
+template <typename T>
+[[nodiscard]] Status DecodePlain(const WeightRef& w, T* out);
+
+// DeepSeek block FP8: weight F8_E4M3 [rows, cols], scale_inv F32/BF16 [ceil(rows/B), ceil(cols/B)];
+// out[r][c] = fp8(w[r][c]) * scale_inv[r / B][c / B] with B = kFp8BlockSize.
+constexpr int64_t kFp8BlockSize = 128;
+template <typename T>
+[[nodiscard]] Status DequantFp8Blocks(const WeightRef& w, const WeightRef& scale_inv, T* out);
+
+// gpt-oss MXFP4: blocks U8 [..., G, 16] (two e2m1 values per byte, low nibble first), scales U8
+// [..., G] (e8m0 exponents, bias 127); out [..., G * 32].
+constexpr int64_t kMxfp4BlockBytes = 16;
+template <typename T>
+[[nodiscard]] Status DequantMxfp4(const WeightRef& blocks, const WeightRef& scales, T* out);
+
+}  // namespace onboard

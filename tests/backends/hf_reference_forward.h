@@ -1,0 +1,301 @@
+// Independent reference forward for the test checkpoints (hf_test_checkpoint.h): plain loops in
+// double over the values the test wrote, one token / head / expert at a time. It reads config.json
+// itself and shares no code with backends/hf_*.cpp. Written from the transformers modeling files'
+// definitions: RMSNorm, rotate-half RoPE (interleaved pairs for DeepSeek), GQA, Qwen3 q/k norms,
+// MLA, softmax / sigmoid-grouped routing, SwiGLU.
+// Shapes: x[t][i] for token t; linears W[out][in] row-major.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "tests/backends/hf_test_checkpoint.h"
+
+namespace onboard::hftest {
+
+using Vec = std::vector<double>;
+using Mat = std::vector<Vec>;  // [tokens][features]
+
+struct RefOverrides {           // deliberate errors, to show the comparison can fail
+  double theta_scale = 1.0;     // multiplies rope_theta
+  double eps = -1.0;            // replaces rms_norm_eps when >= 0
+  int64_t first_layer = 0;      // layer slice (inclusive); last < 0 = through the last layer
+  int64_t last_layer = -1;
+};
+
+class Reference {
+ public:
+  Reference(const Checkpoint& c, RefOverrides o = {}) : c_(c), cfg_(c.config), o_(o) {}
+
+  // logits[t][v] for one sequence.
+  Mat Logits(const std::vector<int64_t>& ids) const {
+    const int64_t h = cfg_["hidden_size"], vocab = cfg_["vocab_size"], layers = cfg_["num_hidden_layers"];
+    Mat x;
+    for (int64_t id : ids) x.push_back(Vec(c_.W("model.embed_tokens.weight").begin() + id * h,
+                                           c_.W("model.embed_tokens.weight").begin() + (id + 1) * h));
+    const int64_t last = o_.last_layer < 0 ? layers - 1 : o_.last_layer;
+    for (int64_t l = o_.first_layer; l <= last; ++l) {
+      const std::string p = "model.layers." + std::to_string(l) + ".";
+      Mat a = Attention(p, Norm(x, p + "input_layernorm.weight", Eps()));
+      for (size_t t = 0; t < x.size(); ++t)
+        for (int64_t i = 0; i < h; ++i) x[t][i] += a[t][i];
+      Mat n = Norm(x, p + "post_attention_layernorm.weight", Eps());
+      for (size_t t = 0; t < x.size(); ++t) {
+        Vec m = Channel(p, l, n[t]);
+        for (int64_t i = 0; i < h; ++i) x[t][i] += m[i];
+      }
+    }
+    Mat n = Norm(x, "model.norm.weight", Eps());
+    const std::string head = c_.Has("lm_head.weight") ? "lm_head.weight" : "model.embed_tokens.weight";
+    Mat out;
+    for (const Vec& r : n) out.push_back(MatVec(head, r, vocab));
+    return out;
+  }
+
+ private:
+  std::string Type() const { return cfg_["model_type"]; }
+  double Eps() const { return o_.eps >= 0 ? o_.eps : cfg_.value("rms_norm_eps", 1e-6); }
+  bool Mla() const { return Type() == "deepseek_v3"; }
+
+  // y = W x (+ b), W [out][in].
+  Vec MatVec(const std::string& w, const Vec& x, int64_t out, const std::string& bias = "") const {
+    const std::vector<double>& W = c_.W(w);
+    const size_t in = x.size();
+    Vec y(static_cast<size_t>(out), 0.0);
+    for (int64_t o = 0; o < out; ++o) {
+      double s = 0;
+      for (size_t i = 0; i < in; ++i) s += W[size_t(o) * in + i] * x[i];
+      y[size_t(o)] = s + (bias.empty() || !c_.Has(bias) ? 0.0 : c_.W(bias)[size_t(o)]);
+    }
+    return y;
+  }
+  Vec NormVec(const Vec& x, const std::vector<double>& w, double eps, size_t off = 0, size_t n = 0) const {
+    if (n == 0) n = x.size();
+    double ss = 0;
+    for (size_t i = 0; i < n; ++i) ss += x[off + i] * x[off + i];
+    const double r = 1.0 / std::sqrt(ss / double(n) + eps);
+    Vec y(n);
+    for (size_t i = 0; i < n; ++i) y[i] = w[i] * x[off + i] * r;
+    return y;
+  }
+  Mat Norm(const Mat& x, const std::string& w, double eps) const {
+    Mat y;
+    for (const Vec& r : x) y.push_back(NormVec(r, c_.W(w), eps));
+    return y;
+  }
+
+  // Frequency of rotary pair i (of dim/2) after the config's rope_scaling.
+  double Freq(int64_t i, int64_t dim, double* mag) const {
+    const double theta = cfg_.value("rope_theta", 10000.0) * o_.theta_scale;
+    const double base = std::pow(theta, -2.0 * double(i) / double(dim));
+    *mag = 1.0;
+    if (!cfg_.contains("rope_scaling")) return base;
+    const auto& s = cfg_["rope_scaling"];
+    const std::string type = s.value("rope_type", s.value("type", std::string("default")));
+    const double factor = s.value("factor", 1.0);
+    const double orig = s.value("original_max_position_embeddings", double(cfg_["max_position_embeddings"]));
+    if (type == "llama3") {
+      const double lo = s.value("low_freq_factor", 1.0), hi = s.value("high_freq_factor", 4.0);
+      const double wl = 2 * M_PI / base;
+      if (wl < orig / hi) return base;
+      if (wl > orig / lo) return base / factor;
+      const double sm = (orig / wl - lo) / (hi - lo);
+      return (1 - sm) * base / factor + sm * base;
+    }
+    if (type != "yarn") return base;
+    auto dim_of = [&](double rot) { return dim * std::log(orig / (rot * 2 * M_PI)) / (2 * std::log(theta)); };
+    const double low = std::max(0.0, std::floor(dim_of(s.value("beta_fast", 32.0))));
+    const double high = std::min(double(dim - 1), std::ceil(dim_of(s.value("beta_slow", 1.0))));
+    const double ramp = std::clamp((double(i) - low) / (high == low ? 0.001 : high - low), 0.0, 1.0);
+    auto m = [&](double k) { return factor <= 1 ? 1.0 : 0.1 * k * std::log(factor) + 1.0; };
+    const double ms = s.value("mscale", 0.0), msa = s.value("mscale_all_dim", 0.0);
+    *mag = (ms != 0 && msa != 0) ? m(ms) / m(msa) : m(1.0);
+    return base / factor * ramp + base * (1 - ramp);
+  }
+  // Rotates v[off .. off+dim) for position `pos`: halves (i, i + dim/2), or pairs (2i, 2i+1).
+  void Rope(Vec& v, size_t off, int64_t dim, int64_t pos, bool pairs) const {
+    Vec r(v.begin() + off, v.begin() + off + dim);
+    for (int64_t i = 0; i < dim / 2; ++i) {
+      double mag;
+      const double f = Freq(i, dim, &mag), a = double(pos) * f;
+      const size_t i1 = pairs ? size_t(2 * i) : size_t(i), i2 = pairs ? size_t(2 * i + 1) : size_t(i + dim / 2);
+      v[off + i1] = mag * (r[i1] * std::cos(a) - r[i2] * std::sin(a));
+      v[off + i2] = mag * (r[i2] * std::cos(a) + r[i1] * std::sin(a));
+    }
+  }
+
+  Mat Attention(const std::string& p, const Mat& x) const { return Mla() ? MlaAttn(p, x) : Gqa(p, x); }
+
+  // One head: causal softmax over keys of scaled dot products, weighted sum of values.
+  Vec Head(const Mat& q, const Mat& k, const Mat& v, size_t t, double scale) const {
+    Vec s(t + 1);
+    double mx = -1e300;
+    for (size_t j = 0; j <= t; ++j) {
+      s[j] = scale * std::inner_product(q[t].begin(), q[t].end(), k[j].begin(), 0.0);
+      mx = std::max(mx, s[j]);
+    }
+    double z = 0;
+    for (double& e : s) z += (e = std::exp(e - mx));
+    Vec o(v[0].size(), 0.0);
+    for (size_t j = 0; j <= t; ++j)
+      for (size_t d = 0; d < o.size(); ++d) o[d] += s[j] / z * v[j][d];
+    return o;
+  }
+
+  Mat Gqa(const std::string& p, const Mat& x) const {
+    const int64_t H = cfg_["num_attention_heads"], KV = cfg_["num_key_value_heads"], d = cfg_["head_dim"];
+    const int64_t h = cfg_["hidden_size"];
+    const bool qk_norm = Type() == "qwen3" || Type() == "qwen3_moe";
+    Mat out(x.size(), Vec(size_t(H * d)));
+    Mat qs, ks, vs;
+    for (size_t t = 0; t < x.size(); ++t) {
+      qs.push_back(MatVec(p + "self_attn.q_proj.weight", x[t], H * d, p + "self_attn.q_proj.bias"));
+      ks.push_back(MatVec(p + "self_attn.k_proj.weight", x[t], KV * d, p + "self_attn.k_proj.bias"));
+      vs.push_back(MatVec(p + "self_attn.v_proj.weight", x[t], KV * d, p + "self_attn.v_proj.bias"));
+    }
+    for (int64_t hd = 0; hd < H; ++hd) {
+      const int64_t g = hd / (H / KV);
+      Mat q, k, v;
+      for (size_t t = 0; t < x.size(); ++t) {
+        Vec qh(qs[t].begin() + hd * d, qs[t].begin() + (hd + 1) * d), kh(ks[t].begin() + g * d, ks[t].begin() + (g + 1) * d);
+        if (qk_norm) {
+          qh = NormVec(qh, c_.W(p + "self_attn.q_norm.weight"), Eps());
+          kh = NormVec(kh, c_.W(p + "self_attn.k_norm.weight"), Eps());
+        }
+        Rope(qh, 0, d, int64_t(t), false);
+        Rope(kh, 0, d, int64_t(t), false);
+        q.push_back(qh);
+        k.push_back(kh);
+        v.push_back(Vec(vs[t].begin() + g * d, vs[t].begin() + (g + 1) * d));
+      }
+      for (size_t t = 0; t < x.size(); ++t) {
+        Vec o = Head(q, k, v, t, 1.0 / std::sqrt(double(d)));
+        std::copy(o.begin(), o.end(), out[t].begin() + hd * d);
+      }
+    }
+    Mat y;
+    for (const Vec& o : out) y.push_back(MatVec(p + "self_attn.o_proj.weight", o, h));
+    return y;
+  }
+
+  Mat MlaAttn(const std::string& p, const Mat& x) const {
+    const int64_t H = cfg_["num_attention_heads"], dn = cfg_["qk_nope_head_dim"], dr = cfg_["qk_rope_head_dim"];
+    const int64_t dv = cfg_["v_head_dim"], rq = cfg_["q_lora_rank"], rkv = cfg_["kv_lora_rank"], h = cfg_["hidden_size"];
+    const auto& s = cfg_["rope_scaling"];
+    const double f = s["factor"], msa = s["mscale_all_dim"];
+    const double m = 0.1 * msa * std::log(f) + 1.0;
+    const double scale = m * m / std::sqrt(double(dn + dr));
+    Mat qs, lat, krot;
+    for (size_t t = 0; t < x.size(); ++t) {
+      Vec qa = NormVec(MatVec(p + "self_attn.q_a_proj.weight", x[t], rq), c_.W(p + "self_attn.q_a_layernorm.weight"), 1e-6);
+      qs.push_back(MatVec(p + "self_attn.q_b_proj.weight", qa, H * (dn + dr)));
+      Vec kv = MatVec(p + "self_attn.kv_a_proj_with_mqa.weight", x[t], rkv + dr);
+      lat.push_back(MatVec(p + "self_attn.kv_b_proj.weight", NormVec(kv, c_.W(p + "self_attn.kv_a_layernorm.weight"), 1e-6, 0, size_t(rkv)), H * (dn + dv)));
+      Vec kr(kv.begin() + rkv, kv.end());
+      Rope(kr, 0, dr, int64_t(t), true);
+      krot.push_back(kr);
+    }
+    Mat out(x.size(), Vec(size_t(H * dv)));
+    for (int64_t hd = 0; hd < H; ++hd) {
+      Mat q, k, v;
+      for (size_t t = 0; t < x.size(); ++t) {
+        Vec qh(qs[t].begin() + hd * (dn + dr), qs[t].begin() + (hd + 1) * (dn + dr));
+        Rope(qh, size_t(dn), dr, int64_t(t), true);
+        Vec kh(lat[t].begin() + hd * (dn + dv), lat[t].begin() + hd * (dn + dv) + dn);
+        kh.insert(kh.end(), krot[t].begin(), krot[t].end());
+        q.push_back(qh);
+        k.push_back(kh);
+        v.push_back(Vec(lat[t].begin() + hd * (dn + dv) + dn, lat[t].begin() + (hd + 1) * (dn + dv)));
+      }
+      for (size_t t = 0; t < x.size(); ++t) {
+        Vec o = Head(q, k, v, t, scale);
+        std::copy(o.begin(), o.end(), out[t].begin() + hd * dv);
+      }
+    }
+    Mat y;
+    for (const Vec& o : out) y.push_back(MatVec(p + "self_attn.o_proj.weight", o, h));
+    return y;
+  }
+
+  Vec Swiglu(const std::string& p, const Vec& x, int64_t inter, const char* g = "gate_proj", const char* u = "up_proj",
+             const char* d = "down_proj") const {
+    Vec a = MatVec(p + "." + g + ".weight", x, inter), b = MatVec(p + "." + u + ".weight", x, inter);
+    for (int64_t i = 0; i < inter; ++i) a[i] = a[i] / (1 + std::exp(-a[i])) * b[i];
+    return MatVec(p + "." + d + ".weight", a, int64_t(x.size()));
+  }
+
+  // Indices of the k largest values (ties: lower index first).
+  static std::vector<int64_t> TopK(const Vec& s, int64_t k) {
+    std::vector<int64_t> idx(s.size());
+    std::iota(idx.begin(), idx.end(), 0);
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return s[a] > s[b]; });
+    idx.resize(size_t(k));
+    return idx;
+  }
+
+  Vec Channel(const std::string& p, int64_t layer, const Vec& x) const {
+    const std::string t = Type();
+    if (t == "llama" || t == "qwen2" || t == "qwen3" || (t == "deepseek_v3" && layer < cfg_["first_k_dense_replace"]))
+      return Swiglu(p + "mlp", x, cfg_["intermediate_size"]);
+    const bool mixtral = t == "mixtral";
+    const std::string moe = p + (mixtral ? "block_sparse_moe" : "mlp");
+    const int64_t E = mixtral ? cfg_["num_local_experts"] : t == "qwen3_moe" ? cfg_["num_experts"] : cfg_["n_routed_experts"];
+    const int64_t k = cfg_["num_experts_per_tok"];
+    const int64_t inter = mixtral ? cfg_["intermediate_size"] : cfg_["moe_intermediate_size"];
+    Vec logits = MatVec(moe + ".gate.weight", x, E);
+    std::vector<int64_t> chosen;
+    Vec w(static_cast<size_t>(E), 0.0);
+    if (t == "deepseek_v3") {  // sigmoid, bias for choice only, group-limited
+      Vec sc(static_cast<size_t>(E)), ch(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) {
+        sc[e] = 1 / (1 + std::exp(-logits[e]));
+        ch[e] = sc[e] + c_.W(moe + ".gate.e_score_correction_bias")[e];
+      }
+      const int64_t G = cfg_["n_group"], per = E / G;
+      Vec gs(static_cast<size_t>(G));
+      for (int64_t g = 0; g < G; ++g) {
+        Vec part(ch.begin() + g * per, ch.begin() + (g + 1) * per);
+        std::sort(part.rbegin(), part.rend());
+        gs[g] = part[0] + part[1];
+      }
+      const std::vector<int64_t> groups = TopK(gs, cfg_["topk_group"]);
+      Vec masked(static_cast<size_t>(E), 0.0);
+      for (int64_t g : groups)
+        for (int64_t e = g * per; e < (g + 1) * per; ++e) masked[e] = ch[e];
+      chosen = TopK(masked, k);
+      double z = 0;
+      for (int64_t e : chosen) z += sc[e];
+      for (int64_t e : chosen) w[e] = sc[e] / (z + 1e-20) * double(cfg_["routed_scaling_factor"]);
+    } else {  // softmax, top-k, renormalised
+      double mx = *std::max_element(logits.begin(), logits.end()), z = 0;
+      Vec pr(static_cast<size_t>(E));
+      for (int64_t e = 0; e < E; ++e) z += (pr[e] = std::exp(logits[e] - mx));
+      for (double& v : pr) v /= z;
+      chosen = TopK(pr, k);
+      double zk = 0;
+      for (int64_t e : chosen) zk += pr[e];
+      const bool renorm = mixtral || cfg_.value("norm_topk_prob", false);
+      for (int64_t e : chosen) w[e] = renorm ? pr[e] / zk : pr[e];
+    }
+    Vec y(x.size(), 0.0);
+    for (int64_t e : chosen) {
+      const std::string ep = moe + ".experts." + std::to_string(e);
+      Vec o = mixtral ? Swiglu(ep, x, inter, "w1", "w3", "w2") : Swiglu(ep, x, inter);
+      for (size_t i = 0; i < y.size(); ++i) y[i] += w[e] * o[i];
+    }
+    if (t == "deepseek_v3") {
+      Vec s = Swiglu(moe + ".shared_experts", x, inter * int64_t(cfg_["n_shared_experts"]));
+      for (size_t i = 0; i < y.size(); ++i) y[i] += s[i];
+    }
+    return y;
+  }
+
+  const Checkpoint& c_;
+  const nlohmann::json& cfg_;
+  RefOverrides o_;
+};
+
+}  // namespace onboard::hftest
