@@ -15,6 +15,7 @@
 #include "codegen/cuda_compiler.h"
 #include "validators/cuda_emulation_check.h"
 #include "validators/kernel_case_io.h"
+#include "validators/kernel_prologue_check.h"
 #include "validators/reference_dsa.h"
 #include "validators/reference_kda.h"
 
@@ -323,6 +324,9 @@ Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheck
     ONBOARD_ASSIGN_OR_RETURN(auto rows, CheckDsaKernel(s, opt));
     for (auto& r : rows) report.rows.push_back(std::move(r));
   }
+  // Step 4: the fused KDA prologue against the unfused sequence (both gate forms).
+  ONBOARD_ASSIGN_OR_RETURN(auto fused, CheckKdaPrologueFusionForPlan(plan.kda, opt.seed, CpuKdaRunner(opt.num_threads)));
+  for (auto& r : fused) report.rows.push_back(std::move(r));
   for (const auto& r : report.rows) report.all_pass = report.all_pass && r.pass;
   return report;
 }
