@@ -65,6 +65,20 @@ std::string CpuDescription() {
   return model + ", vector extensions:" + (isa.empty() ? " none beyond sse2" : isa);
 }
 
+// The BLAS library this process actually loaded (Debian switches libblas.so.3 by alternatives, so the
+// build-time BLAS_INFO does not say whether OpenBLAS or the reference BLAS runs).
+std::string LoadedBlas() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t at = line.find('/');
+    if (at == std::string::npos) continue;
+    const std::string path = line.substr(at);
+    if (path.find("blas") != std::string::npos) return path;
+  }
+  return "none found in /proc/self/maps";
+}
+
 // The unfused KDA prologue as a model's code runs it (LibTorch ops, each a pass over memory):
 // bounded gate -> log decay, q/k L2 norm, beta sigmoid. Outputs the kernel's inputs for gate "none".
 void TorchKdaPrologue(const codegen::KdaSpec& s, const validators::KdaInputs& in, int64_t T,
@@ -162,8 +176,9 @@ int main() {
   // The LibTorch baselines are only as fast as the BLAS it was built on: say which.
   const std::string cfg = at::show_config();
   const size_t blas = cfg.find("BLAS_INFO");
-  std::printf("LibTorch %s, %s\n", TORCH_VERSION,
-              blas == std::string::npos ? "BLAS unknown" : cfg.substr(blas, cfg.find(',', blas) - blas).c_str());
+  std::printf("LibTorch %s, %s, loaded %s\n", TORCH_VERSION,
+              blas == std::string::npos ? "BLAS unknown" : cfg.substr(blas, cfg.find(',', blas) - blas).c_str(),
+              LoadedBlas().c_str());
   // ---- KDA ----
   codegen::KdaSpec kda;
   kda.num_heads = kda.num_v_heads = 4;

@@ -58,6 +58,20 @@ KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vec
   return RelL2(got, ref);
 }
 
+KernelCheckRow KdaCheckRow(const std::string& kernel, const std::string& shape, const std::string& against,
+                           double tol, const KernelErrStats& out, const KernelErrStats& state) {
+  KernelCheckRow r;
+  r.kernel = kernel;
+  r.shape = shape;
+  r.against = against;
+  r.tol = tol;
+  r.rel_err = out.rel;
+  r.state_err = state.rel;
+  r.nonfinite_match = out.nonfinite_match && state.nonfinite_match;
+  r.pass = r.nonfinite_match && r.rel_err < r.tol && r.state_err < r.tol;
+  return r;
+}
+
 std::string KdaCheckShape(const KdaSpec& s, int64_t B, int64_t T, bool state) {
   std::ostringstream os;
   os << "B=" << B << " T=" << T << " H=" << s.num_heads << " HV=" << s.num_v_heads << " K=" << s.head_dim
@@ -179,16 +193,8 @@ Expected<std::vector<KernelCheckRow>> CheckKdaKernel(const KdaSpec& spec, const 
       const KernelErrStats eo = which == 0 ? CompareKernelOutput(o, ref.o) : CompareKernelOutput(o, ref32.o);
       const KernelErrStats es = which == 0 ? CompareKernelOutput(st, ref.final_state)
                                            : CompareKernelOutput(st, ref32.final_state);
-      KernelCheckRow r;
-      r.kernel = gen.name;
-      r.shape = shape;
-      r.against = which == 0 ? "fp64 recurrence" : "fp32 recurrence";
-      r.tol = which == 0 ? kKernelTolF32VsF64 : kTolChunkVsF32;
-      r.rel_err = eo.rel;
-      r.state_err = es.rel;
-      r.nonfinite_match = eo.nonfinite_match && es.nonfinite_match;
-      r.pass = r.nonfinite_match && r.rel_err < r.tol && r.state_err < r.tol;
-      rows.push_back(r);
+      rows.push_back(KdaCheckRow(gen.name, shape, which == 0 ? "fp64 recurrence" : "fp32 recurrence",
+                                 which == 0 ? kKernelTolF32VsF64 : kTolChunkVsF32, eo, es));
     }
   }
   return rows;

@@ -21,18 +21,8 @@ constexpr float kPoison = std::numeric_limits<float>::quiet_NaN();
 
 KernelCheckRow Row(const std::string& kernel, const std::string& shape, const std::string& against,
                    const KdaRun& got, const std::vector<float>& ref_o, const std::vector<float>& ref_s) {
-  const KernelErrStats eo = CompareKernelOutput(got.o, ref_o);
-  const KernelErrStats es = CompareKernelOutput(got.state, ref_s);
-  KernelCheckRow r;
-  r.kernel = kernel;
-  r.shape = shape;
-  r.against = against;
-  r.tol = kKernelTolF32VsF64;
-  r.rel_err = eo.rel;
-  r.state_err = es.rel;
-  r.nonfinite_match = eo.nonfinite_match && es.nonfinite_match;
-  r.pass = r.nonfinite_match && r.rel_err < r.tol && r.state_err < r.tol;
-  return r;
+  return KdaCheckRow(kernel, shape, against, kKernelTolF32VsF64, CompareKernelOutput(got.o, ref_o),
+                     CompareKernelOutput(got.state, ref_s));
 }
 
 std::vector<float> ToFloat(const std::vector<double>& v) { return std::vector<float>(v.begin(), v.end()); }
@@ -80,7 +70,8 @@ KdaInputs UnfusedKdaPrologue(const KdaSpec& s, const KdaInputs& in) {
 
 Expected<std::vector<KernelCheckRow>> CheckKdaPrologueFusion(const KdaSpec& fused,
                                                              const std::vector<int64_t>& lengths, uint64_t seed,
-                                                             const KdaRunner& run, const std::string& suffix) {
+                                                             const KdaRunner& run, const std::string& suffix,
+                                                             const std::string& note) {
   if (fused.gate_form == GateForm::kNone) {
     return BadInput("kda spec", "gate_form", "the prologue check needs a gate to fuse", "none");
   }
@@ -98,13 +89,15 @@ Expected<std::vector<KernelCheckRow>> CheckKdaPrologueFusion(const KdaSpec& fuse
     const std::string name = fused.DefaultName();
     rows.push_back(Row(name, shape, "unfused prologue" + suffix, f, u.o, u.state));
     rows.push_back(Row(name, shape, "fp64 recurrence" + suffix, f, ToFloat(ref.o), ToFloat(ref.final_state)));
+    rows[rows.size() - 2].note = rows.back().note = note;
   }
   return rows;
 }
 
 Expected<std::vector<KernelCheckRow>> CheckKdaPrologueFusionForPlan(const std::vector<KdaSpec>& plan,
                                                                     uint64_t seed, const KdaRunner& run,
-                                                                    const std::string& suffix) {
+                                                                    const std::string& suffix,
+                                                                    const std::string& note) {
   std::vector<KernelCheckRow> rows;
   for (GateForm form : {GateForm::kOriginal, GateForm::kBounded}) {
     for (KdaSpec s : plan) {
@@ -112,7 +105,7 @@ Expected<std::vector<KernelCheckRow>> CheckKdaPrologueFusionForPlan(const std::v
       s.beta_sigmoid = true;
       s.name = s.DefaultName();
       ONBOARD_ASSIGN_OR_RETURN(auto r, CheckKdaPrologueFusion(s, KdaCheckLengths(s.chunk_size),
-                                                              seed ^ std::hash<std::string>{}(s.name), run, suffix));
+                                                              seed ^ std::hash<std::string>{}(s.name), run, suffix, note));
       rows.insert(rows.end(), r.begin(), r.end());
       break;
     }

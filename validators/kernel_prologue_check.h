@@ -32,17 +32,19 @@ codegen::KdaSpec UnfusedKdaSpec(const codegen::KdaSpec& fused);
 // fused.normalize_qk), beta <- sigmoid(beta) (when fused.beta_sigmoid). a_log / dt_bias are consumed.
 KdaInputs UnfusedKdaPrologue(const codegen::KdaSpec& fused, const KdaInputs& in);
 
-// Rows "unfused prologue" and "fp64 recurrence" (each + `suffix`) for every length; kBadInput when `fused` has gate
+// Rows "unfused prologue" and "fp64 recurrence" (each + `suffix`, with `note`) for every length; kBadInput when `fused` has gate
 // "none" (nothing to fuse).
 [[nodiscard]] Expected<std::vector<KernelCheckRow>> CheckKdaPrologueFusion(const codegen::KdaSpec& fused,
                                                                            const std::vector<int64_t>& lengths,
                                                                            uint64_t seed, const KdaRunner& run,
-                                                                           const std::string& suffix = "");
+                                                                           const std::string& suffix = "",
+                                                                           const std::string& note = "");
 
 // The fusion check over a check plan's KDA specs: the first spec of each gate form (original, bounded)
 // with beta_sigmoid on, at its odd-shape lengths (KdaCheckLengths).
 [[nodiscard]] Expected<std::vector<KernelCheckRow>> CheckKdaPrologueFusionForPlan(
-    const std::vector<codegen::KdaSpec>& plan, uint64_t seed, const KdaRunner& run, const std::string& suffix = "");
+    const std::vector<codegen::KdaSpec>& plan, uint64_t seed, const KdaRunner& run, const std::string& suffix = "",
+    const std::string& note = "");
 
 // Runners: the generated CPU kernel, and the CUDA kernel under CPU emulation (f32 operands).
 KdaRunner CpuKdaRunner(int64_t num_threads);
