@@ -8,7 +8,7 @@
 //   KDA layer forward, same shapes: fused prologue (gate, q/k L2 norm, beta sigmoid in the kernel) vs the
 //        unfused sequence (the three steps in LibTorch ops, then the kernel), with bytes moved.
 // Prints the CPU model, its vector extensions and the Highway target the kernels were built for;
-// $ONBOARD_KERNEL_MARCH=x86-64-v3 builds the kernels for an AVX2-only machine (see codegen/README.md).
+// $ONBOARD_KERNEL_MARCH=znver3 builds the kernels for an AVX2-only machine (see codegen/README.md).
 // Units: seconds (best of N runs), FLOPs per the formulas in /work/shared/reference/kernels.md.
 #include <ATen/Version.h>
 #include <torch/torch.h>
@@ -318,6 +318,8 @@ int main() {
               static_cast<double>(TD) * TD * 4 / 1e6);
   Row("DSA sparse attention vs dense causal attention (speedup)", t_dense / t_sparse, 4, "x");
   Row("DSA indexer + top-k + sparse attention vs dense causal (speedup)", t_dense / (t_sparse + t_index), 1, "x");
-  Row("DSA fused forward vs indexer + attention calls (speedup)", (t_sparse + t_index) / t_fwd, 1, "x");
+  // No target: the issue asks to measure the one-pass form (its gain is memory, not time, on CPU).
+  std::printf("%-62s %10.2fx  (measured, no target)\n", "DSA fused forward vs indexer + attention calls (speedup)",
+              (t_sparse + t_index) / t_fwd);
   return 0;
 }

@@ -20,7 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 
 // -march=native: Highway (codegen/kernels/cpu_simd.h) then uses the machine's widest vectors.
-// $ONBOARD_KERNEL_MARCH overrides it, e.g. x86-64-v3 to build for an AVX2-only machine on an AVX-512 one.
+// $ONBOARD_KERNEL_MARCH overrides it, e.g. znver3 to build for an AVX2-only machine on an AVX-512 one.
 std::string Flags() {
   const char* march = std::getenv("ONBOARD_KERNEL_MARCH");
   const std::string arch = (march != nullptr && *march != '\0') ? march : "native";

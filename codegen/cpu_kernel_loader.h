@@ -3,7 +3,8 @@
 // Cache dir: $ONBOARD_KERNEL_CACHE, else $XDG_CACHE_HOME/onboard/kernels, else
 // $HOME/.cache/onboard/kernels. Compiler: $ONBOARD_CXX, else $CXX, else "c++".
 // Flags: -std=c++17 -O3 -march=native -fPIC -shared -pthread (no -ffast-math); $ONBOARD_KERNEL_MARCH
-// replaces "native" (e.g. x86-64-v3: an AVX2-only build). Headers: Highway (libhwy-dev).
+// replaces "native" (e.g. znver3 or haswell: an AVX2-only build; x86-64-v3 lacks AES/PCLMUL, which
+// Highway 1.0's AVX2 target also requires, so it falls back to SSSE3). Headers: Highway (libhwy-dev).
 #pragma once
 
 #include <memory>
