@@ -13,7 +13,9 @@
 //                          (k) written and read: 3 launches (activation, top-k, permute), 4 E f + 2 k i
 //   residual add           in the epilogue of the o_proj / down GEMM: 2 per layer, 1 launch, 2 H b each
 //   rotary+attention       rotated q, k written and read: 1 launch, 2 (nq + nk) b; with q/k norm one
-//                          more launch and 2 (nq + nk) b (FlashAttention-style prologue)
+//                          more launch and 2 (nq + nk) b (FlashAttention-style prologue). The IR has no
+//                          rotary flag: softmax attention is assumed rotary unless the model has learned
+//                          absolute positions (has_position_embedding)
 //   KDA prologue           gate (HV K, fp32), q/k L2 norm (2 H K), beta sigmoid (HV): 4 launches,
 //                          2 (HV K f + 2 H K b + HV b) (FlashKDA's in-kernel gate / norm / sigmoid)
 //   DSA indexer+top-k      one fp32 score per causal key per query, (seq + 1) / 2 keys on average:
