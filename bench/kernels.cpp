@@ -3,7 +3,12 @@
 //        chunked generated kernel vs the token recurrence (fp64 reference and fp32), vs the same chunked
 //        algorithm in LibTorch ops, and its GFLOP/s vs LibTorch's fp32 matmul GFLOP/s.
 //   DSA  T=16384, top-k=2048, HQ=16 sharing one KV head (MQA), D=DV=128, indexer 4x64:
-//        sparse attention over the selected keys vs dense causal attention (LibTorch, causal blocks).
+//        sparse attention over the selected keys vs dense causal attention (LibTorch, causal blocks);
+//        the fused forward (index + attention per query block) vs the two calls.
+//   KDA layer forward, same shapes: fused prologue (gate, q/k L2 norm, beta sigmoid in the kernel) vs the
+//        unfused sequence (the three steps in LibTorch ops, then the kernel), with bytes moved.
+// Prints the CPU model, its vector extensions and the Highway target the kernels were built for;
+// $ONBOARD_KERNEL_MARCH=znver3 builds the kernels for an AVX2-only machine (see codegen/README.md).
 // Units: seconds (best of N runs), FLOPs per the formulas in /work/shared/reference/kernels.md.
 #include <ATen/Version.h>
 #include <torch/torch.h>
@@ -13,6 +18,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -39,6 +46,59 @@ double Seconds(const std::function<void()>& fn, int reps) {
 void Row(const char* what, double measured, double target, const char* unit) {
   std::printf("%-62s %10.2f%s  target >= %5.2f%s  %s\n", what, measured, unit, target, unit,
               measured >= target ? "met" : "NOT met");
+}
+
+// "AMD EPYC 9R14 ...: avx512f avx2 fma" from /proc/cpuinfo and the compiler's CPU feature checks.
+std::string CpuDescription() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line, model = "unknown CPU";
+  while (std::getline(f, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      model = line.substr(line.find(':') + 2);
+      break;
+    }
+  }
+  std::string isa;
+  if (__builtin_cpu_supports("avx512f")) isa += " avx512f";
+  if (__builtin_cpu_supports("avx2")) isa += " avx2";
+  if (__builtin_cpu_supports("fma")) isa += " fma";
+  return model + ", vector extensions:" + (isa.empty() ? " none beyond sse2" : isa);
+}
+
+// The BLAS library this process actually loaded (Debian switches libblas.so.3 by alternatives, so the
+// build-time BLAS_INFO does not say whether OpenBLAS or the reference BLAS runs).
+std::string LoadedBlas() {
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    const size_t at = line.find('/');
+    if (at == std::string::npos) continue;
+    const std::string path = line.substr(at);
+    if (path.find("blas") != std::string::npos) return path;
+  }
+  return "none found in /proc/self/maps";
+}
+
+// The unfused KDA prologue as a model's code runs it (LibTorch ops, each a pass over memory):
+// bounded gate -> log decay, q/k L2 norm, beta sigmoid. Outputs the kernel's inputs for gate "none".
+void TorchKdaPrologue(const codegen::KdaSpec& s, const validators::KdaInputs& in, int64_t T,
+                      validators::KdaInputs* out) {
+  const int64_t H = s.num_heads, K = s.head_dim;
+  auto f = torch::TensorOptions().dtype(torch::kFloat32);
+  auto blob = [&](const std::vector<float>& v, std::vector<int64_t> shape) {
+    return torch::from_blob(const_cast<float*>(v.data()), shape, f);
+  };
+  auto into = [&](const torch::Tensor& t, std::vector<float>* dst) {
+    std::memcpy(dst->data(), t.contiguous().data_ptr<float>(), dst->size() * sizeof(float));
+  };
+  auto a = torch::exp(blob(in.a_log, {H, 1}));
+  auto g = s.gate_lower_bound * torch::sigmoid(a * (blob(in.g, {T, H, K}) + blob(in.dt_bias, {H, K})));
+  into(g, &out->g);
+  into(torch::nn::functional::normalize(blob(in.q, {T, H, K}),
+                                        torch::nn::functional::NormalizeFuncOptions().dim(-1).eps(1e-3)), &out->q);
+  into(torch::nn::functional::normalize(blob(in.k, {T, H, K}),
+                                        torch::nn::functional::NormalizeFuncOptions().dim(-1).eps(1e-3)), &out->k);
+  into(torch::sigmoid(blob(in.beta, {T, H})), &out->beta);
 }
 
 // The chunked KDA algorithm in LibTorch ops (fp32), heads batched; unanchored exp(G)/exp(-G)
@@ -111,11 +171,14 @@ int main() {
   const int64_t threads = 2;
   std::printf("bench_kernels: generated CPU kernels (%lld threads) vs baselines in the same run\n",
               static_cast<long long>(threads));
+  std::printf("CPU: %s\n", CpuDescription().c_str());
+  const char* march = std::getenv("ONBOARD_KERNEL_MARCH");
   // The LibTorch baselines are only as fast as the BLAS it was built on: say which.
   const std::string cfg = at::show_config();
   const size_t blas = cfg.find("BLAS_INFO");
-  std::printf("LibTorch %s, %s\n\n", TORCH_VERSION,
-              blas == std::string::npos ? "BLAS unknown" : cfg.substr(blas, cfg.find(',', blas) - blas).c_str());
+  std::printf("LibTorch %s, %s, loaded %s\n", TORCH_VERSION,
+              blas == std::string::npos ? "BLAS unknown" : cfg.substr(blas, cfg.find(',', blas) - blas).c_str(),
+              LoadedBlas().c_str());
   // ---- KDA ----
   codegen::KdaSpec kda;
   kda.num_heads = kda.num_v_heads = 4;
@@ -128,6 +191,8 @@ int main() {
   if (!gen.ok()) { std::fprintf(stderr, "%s\n", gen.status().ToString().c_str()); return 1; }
   auto lib = codegen::LoadCpuKernel(*gen);
   if (!lib.ok()) { std::fprintf(stderr, "%s\n", lib.status().ToString().c_str()); return 1; }
+  std::printf("kernels built with -march=%s for Highway target %s\n\n", march != nullptr && *march ? march : "native",
+              (*lib)->simd_target.c_str());
   auto in = validators::RandomKdaInputs(kda, 1, T, false, 1);
   // Mild gates (decay >= about -0.2 per step) so that the unanchored LibTorch baseline stays finite.
   for (float& x : in.dt_bias) x = -5.0f;
@@ -160,6 +225,46 @@ int main() {
   Row("KDA chunked vs fp32 recurrence (speedup)", t_rec32 / t_chunk, 8, "x");
   Row("KDA chunked vs LibTorch chunked (speedup)", t_torch / t_chunk, 1, "x");
   Row("KDA chunked GFLOP/s vs LibTorch fp32 matmul GFLOP/s (ratio)", kda_gflops / mm_gflops, 0.30, "");
+  // ---- KDA layer forward: fused prologue vs the unfused sequence (same shapes) ----
+  codegen::KdaSpec fused = kda, unfused = kda;
+  fused.beta_sigmoid = true;
+  unfused.gate_form = GateForm::kNone;
+  unfused.normalize_qk = false;
+  auto fgen = codegen::GenerateKda(fused, {});
+  auto ugen = codegen::GenerateKda(unfused, {});
+  if (!fgen.ok() || !ugen.ok()) { std::fprintf(stderr, "generate failed\n"); return 1; }
+  auto flib = codegen::LoadCpuKernel(*fgen);
+  auto ulib = codegen::LoadCpuKernel(*ugen);
+  if (!flib.ok() || !ulib.ok()) { std::fprintf(stderr, "load failed\n"); return 1; }
+  validators::KdaInputs lin = in;  // beta as logits of the same values
+  for (float& x : lin.beta) x = std::log(x / (1.0f - x));
+  validators::KdaInputs pre = lin;
+  std::vector<float> of(o.size()), ou(o.size());
+  const double t_fused = Seconds([&] {
+    (*flib)->kda_fwd(lin.q.data(), lin.k.data(), lin.v.data(), lin.g.data(), lin.beta.data(), lin.a_log.data(),
+                     lin.dt_bias.data(), nullptr, of.data(), nullptr, 1, T, threads);
+  }, 5);
+  const double t_unfused = Seconds([&] {
+    torch::NoGradGuard ng;
+    TorchKdaPrologue(kda, lin, T, &pre);
+    (*ulib)->kda_fwd(pre.q.data(), pre.k.data(), pre.v.data(), pre.g.data(), pre.beta.data(), nullptr, nullptr,
+                     nullptr, ou.data(), nullptr, 1, T, threads);
+  }, 5);
+  double num = 0, den = 0;
+  for (size_t i = 0; i < of.size(); ++i) {
+    num += (double(of[i]) - ou[i]) * (double(of[i]) - ou[i]);
+    den += double(ou[i]) * ou[i];
+  }
+  // Bytes moved (fp32): the kernel reads q, k, v, g, beta and writes o; the unfused sequence also
+  // writes and reads back the activated gate, the normalised q/k and the sigmoid beta.
+  const double H4 = 4, K128 = 128;
+  const double kernel_bytes = 4.0 * T * (2 * H4 * K128 + H4 * K128 + H4 * K128 + H4 + H4 * K128);
+  const double extra_bytes = 2 * 4.0 * T * (H4 * K128 + 2 * H4 * K128 + H4);
+  std::printf("\nKDA layer forward T=%lld (same shapes): fused prologue %.2f ms (%.1f MB moved), unfused "
+              "(LibTorch gate + L2 norm + sigmoid, then the kernel) %.2f ms (%.1f MB moved), rel diff %.1e\n",
+              static_cast<long long>(T), t_fused * 1e3, kernel_bytes / 1e6, t_unfused * 1e3,
+              (kernel_bytes + extra_bytes) / 1e6, std::sqrt(num / den));
+  Row("KDA layer forward: fused prologue vs unfused sequence (speedup)", t_unfused / t_fused, 1, "x");
   // ---- DSA ----
   codegen::DsaSpec dsa;
   dsa.num_heads = 16;
@@ -175,7 +280,7 @@ int main() {
   if (!dlib.ok()) { std::fprintf(stderr, "%s\n", dlib.status().ToString().c_str()); return 1; }
   const auto din = validators::RandomDsaInputs(dsa, 1, TD, 2);
   std::vector<int32_t> idx(TD * dsa.topk);
-  std::vector<float> dout(TD * 16 * 128);
+  std::vector<float> dout(TD * 16 * 128), dfused(TD * 16 * 128);
   const double t_index = Seconds([&] {
     (*dlib)->dsa_index(din.index_q.data(), din.index_k.data(), din.index_w.data(), idx.data(), 1, TD, threads);
   }, 1);
@@ -183,11 +288,16 @@ int main() {
     (*dlib)->dsa_attn(din.q.data(), din.k.data(), din.v.data(), nullptr, nullptr, idx.data(), dout.data(), 1,
                       TD, threads);
   }, 2);
+  const double t_fwd = Seconds([&] {
+    (*dlib)->dsa_fwd(din.q.data(), din.k.data(), din.v.data(), din.index_q.data(), din.index_k.data(),
+                     din.index_w.data(), nullptr, nullptr, dfused.data(), nullptr, 1, TD, threads);
+  }, 1);
+  const bool fused_same = dfused == dout;
   auto qt = torch::from_blob(const_cast<float*>(din.q.data()), {TD, 16, 128}).transpose(0, 1).contiguous();
   auto kt = torch::from_blob(const_cast<float*>(din.k.data()), {TD, 128});
   auto vt = torch::from_blob(const_cast<float*>(din.v.data()), {TD, 128});
-  // Dense over all 32 query blocks takes minutes with this machine's LibTorch; time 1 block in
-  // `stride` (centred in each group, so the causal lengths average out) and scale by stride.
+  // Dense over all 32 query blocks takes minutes with a slow BLAS; time 1 block in `stride` (centred
+  // in each group, so the causal lengths average out) and scale by stride.
   const int64_t stride = 8;
   torch::Tensor dense;
   const double t_dense = stride * Seconds([&] {
@@ -201,7 +311,15 @@ int main() {
               "%.0f ms (%.1f GFLOP/s, gather %.1f GB/s), dense causal (LibTorch, 4 of 32 query blocks x 8) %.0f ms\n",
               static_cast<long long>(TD), static_cast<long long>(dsa.topk), t_index * 1e3, t_sparse * 1e3,
               sparse_flops / t_sparse / 1e9, sparse_bytes / t_sparse / 1e9, t_dense * 1e3);
+  // Scores held at once: 16 queries x T fp32 per thread (the T x T matrix would be T^2 x 4 B).
+  std::printf("     fused forward (index + attention per 16-query block) %.0f ms, output %s the two calls'; "
+              "indexer scores in memory %.1f MB per thread (T x T would be %.0f MB)\n",
+              t_fwd * 1e3, fused_same ? "bit-identical to" : "DIFFERS from", 16.0 * TD * 4 / 1e6,
+              static_cast<double>(TD) * TD * 4 / 1e6);
   Row("DSA sparse attention vs dense causal attention (speedup)", t_dense / t_sparse, 4, "x");
   Row("DSA indexer + top-k + sparse attention vs dense causal (speedup)", t_dense / (t_sparse + t_index), 1, "x");
+  // No target: the issue asks to measure the one-pass form (its gain is memory, not time, on CPU).
+  std::printf("%-62s %10.2fx  (measured, no target)\n", "DSA fused forward vs indexer + attention calls (speedup)",
+              (t_sparse + t_index) / t_fwd);
   return 0;
 }

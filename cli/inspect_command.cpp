@@ -1,8 +1,9 @@
-// `onboard inspect PATH [--seq N] [--json]`: what the model is. PATH is a model directory
+// `onboard inspect PATH [--seq N] [--json] [--fusion]`: what the model is. PATH is a model directory
 // (config.json, plus the safetensors inventory cross-check when weights or an index lie beside it),
 // a config.json, or an .onnx file. Text: folded layer summary (1-based layers), vision tower, totals,
 // active parameters, forward FLOPs per token at --seq, activation bytes, weight memory by dtype,
-// warnings. --json: core/model_json.h's object (+ "safetensors" when cross-checked). Exit 2 on bad input.
+// warnings. --json: core/model_json.h's object (+ "safetensors" when cross-checked). --fusion: also the
+// fusion plan of search/fusion_plan.h at --seq (text; JSON key "fusion"). Exit 2 on bad input.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -11,6 +12,7 @@
 #include "report/report_format.h"
 #include "core/model_json.h"
 #include "parsers/load_model.h"
+#include "search/fusion_plan.h"
 
 namespace onboard::cli {
 namespace {
@@ -19,7 +21,22 @@ struct InspectOptions {
   std::string path;
   int64_t seq = 4096;
   bool json = false;
+  bool fusion = false;
 };
+
+nlohmann::json FusionJson(const FusionPlan& plan) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerFusion& l : plan.layers) {
+    nlohmann::json terms = nlohmann::json::array();
+    for (const FusionTerm& t : l.terms) {
+      terms.push_back({{"kind", FusionKindName(t.kind)}, {"chain", t.chain}, {"launches_saved", t.launches_saved},
+                       {"bytes_saved_per_token", t.bytes_saved}, {"formula", t.formula}});
+    }
+    layers.push_back({{"layer", l.layer}, {"terms", terms}});
+  }
+  return {{"seq", plan.options.seq}, {"launches_saved_per_forward", plan.SavedLaunches()},
+          {"bytes_saved_per_token", plan.SavedBytesPerToken()}, {"layers", layers}};
+}
 
 std::string Count(double n) { return agent::FmtCount(n); }
 
@@ -107,9 +124,19 @@ int RunInspect(const InspectOptions& o) {
                           {"inventory_params", check->inventory_params}, {"param_diff", check->param_diff},
                           {"warnings", check->warnings}};
     }
+    if (o.fusion) {
+      FusionOptions fo;
+      fo.seq = o.seq;
+      j["fusion"] = FusionJson(PlanFusions(m, fo));
+    }
     std::cout << j.dump(2) << "\n";
   } else {
     PrintText(m, s, check ? check->Summary() : "");
+    if (o.fusion) {
+      FusionOptions fo;
+      fo.seq = o.seq;
+      std::printf("%s", FormatFusionPlan(PlanFusions(m, fo)).c_str());
+    }
   }
   return 0;
 }
@@ -123,6 +150,7 @@ static OnboardCommand kInspect{
       sub.add_option("--seq", o->seq, "sequence length for the attention FLOPs (tokens)")
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
       sub.add_flag("--json", o->json, "print a machine-readable JSON object");
+      sub.add_flag("--fusion", o->fusion, "also print the fusion plan: launches and HBM bytes saved per layer");
       return [o] { return RunInspect(*o); };
     }};
 

@@ -19,7 +19,13 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const char* kFlags = "-std=c++17 -O3 -march=native -fPIC -shared -pthread -w";
+// -march=native: Highway (codegen/kernels/cpu_simd.h) then uses the machine's widest vectors.
+// $ONBOARD_KERNEL_MARCH overrides it, e.g. znver3 to build for an AVX2-only machine on an AVX-512 one.
+std::string Flags() {
+  const char* march = std::getenv("ONBOARD_KERNEL_MARCH");
+  const std::string arch = (march != nullptr && *march != '\0') ? march : "native";
+  return "-std=c++17 -O3 -march=" + arch + " -fPIC -shared -pthread -w";
+}
 
 std::string EnvOr(const char* name, const std::string& fallback) {
   const char* v = std::getenv(name);
@@ -53,7 +59,8 @@ Expected<std::shared_ptr<CpuKernelLibrary>> BuildKernelLibrary(const std::string
   ONBOARD_ASSERT(IsValidKernelIdentifier(name), "kernel name is not an identifier");
   // Step 1: the cache key covers source, compiler and flags.
   const std::string compiler = Compiler();
-  const std::string key = ContentHash(source + "\n" + compiler + " " + kFlags);
+  const std::string flags = Flags();
+  const std::string key = ContentHash(source + "\n" + compiler + " " + flags);
   const fs::path dir = KernelCacheDir();
   std::error_code ec;
   fs::create_directories(dir, ec);
@@ -76,7 +83,7 @@ Expected<std::shared_ptr<CpuKernelLibrary>> BuildKernelLibrary(const std::string
     const auto t0 = std::chrono::steady_clock::now();
     std::string log;
     const std::string cmd =
-        ShellQuote(compiler) + " " + kFlags + " " + ShellQuote(src.string()) + " -o " + ShellQuote(tmp.string());
+        ShellQuote(compiler) + " " + flags + " " + ShellQuote(src.string()) + " -o " + ShellQuote(tmp.string());
     const int rc = RunCapture(cmd, &log);
     lib->compile_seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -100,6 +107,8 @@ Expected<std::shared_ptr<CpuKernelLibrary>> BuildKernelLibrary(const std::string
       name != name_fn()) {
     return Status(ErrorCode::kBuild, so.string() + ": not an ABI v1 library of kernel " + name);
   }
+  auto simd = reinterpret_cast<onboard_kernel_name_fn>(lib->Symbol("onboard_kernel_simd_target"));
+  lib->simd_target = simd != nullptr ? simd() : "";
   return lib;
 }
 

@@ -2,7 +2,9 @@
 // hash, dlopens it and returns typed C-ABI entry points (codegen/kernel_abi.h).
 // Cache dir: $ONBOARD_KERNEL_CACHE, else $XDG_CACHE_HOME/onboard/kernels, else
 // $HOME/.cache/onboard/kernels. Compiler: $ONBOARD_CXX, else $CXX, else "c++".
-// Flags: -std=c++17 -O3 -march=native -fPIC -shared -pthread (no -ffast-math).
+// Flags: -std=c++17 -O3 -march=native -fPIC -shared -pthread (no -ffast-math); $ONBOARD_KERNEL_MARCH
+// replaces "native" (e.g. znver3 or haswell: an AVX2-only build; x86-64-v3 lacks AES/PCLMUL, which
+// Highway 1.0's AVX2 target also requires, so it falls back to SSSE3). Headers: Highway (libhwy-dev).
 #pragma once
 
 #include <memory>
@@ -21,6 +23,7 @@ struct CpuKernelLibrary {
   std::string so_path;
   bool cache_hit = false;          // true: no compilation was needed
   double compile_seconds = 0;      // 0 on a cache hit
+  std::string simd_target;         // vector target compiled for ("AVX3", "AVX2", ...; "" if not exported)
   onboard_kda_fwd_fn kda_fwd = nullptr;
   onboard_dsa_fwd_fn dsa_fwd = nullptr;
   onboard_dsa_index_fn dsa_index = nullptr;
@@ -43,7 +46,7 @@ std::string KernelCacheDir();
 
 // The build + load steps of LoadCpuKernel for any C++ translation unit that exports the ABI's
 // onboard_kernel_abi_version() and onboard_kernel_name() (== name); entry points are left for the caller
-// to resolve with Symbol(). Used by the CUDA emulation loader (codegen/cuda_emulation_loader.h).
+// to resolve with Symbol(). Used by the CUDA emulation loader (validators/cuda_emulation_loader.h).
 [[nodiscard]] Expected<std::shared_ptr<CpuKernelLibrary>> BuildKernelLibrary(const std::string& name,
                                                                             const std::string& source);
 

@@ -1,14 +1,15 @@
 // The shared prelude of every generated CUDA kernel: operand conversions and launch helpers.
 // Kernel launches and dynamic shared memory go through two macros so that the same .cu text also
 // compiles with the host C++ compiler under CPU emulation of the CUDA model (ONBOARD_CUDA_EMULATION,
-// codegen/cuda_emulation_source.cpp); with nvcc they expand to exactly `kernel<<<g, b, smem, stream>>>(...)`
+// validators/cuda_emulation_source.cpp); with nvcc they expand to exactly `kernel<<<g, b, smem, stream>>>(...)`
 // and `extern __shared__ T name[]`.
+#include "codegen/kernel_headers.h"
 #include "codegen/source_template.h"
 
 namespace onboard::codegen {
 
 std::string CudaPreludeSource() {
-  return R"CU(
+  return AmalgamatedKernelHeader("core/gate_form.h") + R"CU(
 #include <stdint.h>
 #ifdef ONBOARD_CUDA_EMULATION
 // The emulation runtime precedes this text (CPU emulation of the CUDA model; not a GPU run).

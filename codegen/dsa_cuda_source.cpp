@@ -1,5 +1,5 @@
 // Generated CUDA DSA forward (NOT yet run on a GPU; its logic is checked under CPU emulation of the CUDA
-// model, see codegen/cuda_emulation_source.cpp):
+// model, see validators/cuda_emulation_source.cpp):
 //   Units: T tokens; scores fp32; workspace in bytes.
 //   index kernel, one block per query row r = b*T + t of the current launch's row range [row0, row0 + rows):
 //     Step 1  scores I[t,s] for s <= t into the workspace row (r - row0) of T fp32

@@ -17,9 +17,10 @@ namespace onboard_gen {
 typedef @ELEM@ elem_t;
 constexpr int H = @H@, HV = @HV@, K = @K@, V = @V@, C = @C@;
 constexpr int GROUP = HV / H;
-constexpr int GATE = @GATE@;  // 0: g is the log decay; 1: original; 2: bounded
+constexpr onboard::GateForm GATE = @GATE@;
 constexpr float LOWER_BOUND = @LB@;
 constexpr bool NORMALIZE = @NORM@;
+constexpr bool BETA_SIGMOID = @BETA_SIGMOID@;  // beta input is a logit: sigmoid inside
 constexpr int THREADS = 256;
 
 // Workspace floats per (batch, value head).
@@ -27,8 +28,8 @@ constexpr int64_t WS_FLOATS = 2LL * C * K /*Q,Kx*/ + C * V /*Vx*/ + 3LL * C * C 
                               C * K /*W*/ + 2LL * C * V /*U->V', O*/ + C /*beta*/ + 2LL * C * K /*G fp64*/;
 
 __device__ float log_decay(float x, float a_exp, float bias) {
-  if (GATE == 0) return x;
-  if (GATE == 1) {
+  if (GATE == onboard::GateForm::kNone) return x;
+  if (GATE == onboard::GateForm::kOriginal) {
     const float z = x + bias;
     const float sp = z > 20.0f ? z : log1pf(expf(z));
     return -a_exp * sp;
@@ -62,7 +63,7 @@ kda_chunk_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, con
   float* bt = O + C * V;
   double* G = reinterpret_cast<double*>(bt + C + (C & 1));
   const float qscale = rsqrtf(static_cast<float>(K));
-  const float a_exp = GATE == 0 ? 0.0f : expf(a_log[hv]);
+  const float a_exp = GATE == onboard::GateForm::kNone ? 0.0f : expf(a_log[hv]);
   for (int i = tid; i < K * V; i += THREADS) {
     S[i] = h0 ? h0[(b * HV + hv) * (int64_t)K * V + i] : 0.0f;
   }
@@ -75,14 +76,17 @@ kda_chunk_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, con
       const int64_t t = c0 + r;
       Q[i] = live ? to_f(q[((b * T + t) * H + h) * K + d]) : 0.0f;
       Kx[i] = live ? to_f(k[((b * T + t) * H + h) * K + d]) : 0.0f;
-      const float bias = (GATE != 0 && dt_bias) ? dt_bias[hv * K + d] : 0.0f;
+      const float bias = (GATE != onboard::GateForm::kNone && dt_bias) ? dt_bias[hv * K + d] : 0.0f;
       G[i] = live ? (double)log_decay(to_f(g[((b * T + t) * HV + hv) * K + d]), a_exp, bias) : 0.0;
     }
     for (int i = tid; i < C * V; i += THREADS) {
       const int r = i / V, e = i % V;
       Vx[i] = r < n ? to_f(v[((b * T + c0 + r) * HV + hv) * V + e]) : 0.0f;
     }
-    for (int r = tid; r < C; r += THREADS) bt[r] = r < n ? to_f(beta[(b * T + c0 + r) * HV + hv]) : 0.0f;
+    for (int r = tid; r < C; r += THREADS) {
+      const float braw = r < n ? to_f(beta[(b * T + c0 + r) * HV + hv]) : 0.0f;
+      bt[r] = r < n && BETA_SIGMOID ? 1.0f / (1.0f + expf(-braw)) : braw;
+    }
     __syncthreads();
     for (int r = tid; r < C; r += THREADS) {
       float sq = 0.0f, sk = 0.0f;

@@ -13,7 +13,8 @@
 //                             softplus(g_raw + dt_bias[hv,:]); "bounded": decay = lower_bound *
 //                             sigmoid(exp(a_log[hv]) * (g_raw + dt_bias[hv,:])); "none": g IS the
 //                             log decay (<= 0) and a_log / dt_bias are ignored (may be null).
-//   beta          [B,T,HV]    already in (0,1) (post-sigmoid)
+//   beta          [B,T,HV]    already in (0,1) (post-sigmoid), or the logit when the spec says
+//                             beta_sigmoid (the kernel applies the sigmoid: fused prologue)
 //   a_log         [HV]        (gate forms original/bounded)
 //   dt_bias       [HV,K]      or null (= zeros)
 //   initial_state [B,HV,K,V]  or null (= zeros)
@@ -68,6 +69,8 @@ typedef int (*onboard_dsa_attn_fn)(const float* q, const float* k, const float* 
 // Every library also exports:
 //   int onboard_kernel_abi_version(void);          -> ONBOARD_KERNEL_ABI_VERSION
 //   const char* onboard_kernel_name(void);         -> GeneratedKernel::name
+// and CPU libraries, optionally (not part of ABI v1's required set):
+//   const char* onboard_kernel_simd_target(void);  -> Highway target name, e.g. "AVX2", "AVX3"
 typedef int (*onboard_abi_version_fn)(void);
 typedef const char* (*onboard_kernel_name_fn)(void);
 

@@ -7,18 +7,68 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "codegen/kernel_headers.h"
 #include "codegen/source_template.h"
 
 namespace onboard::codegen {
 namespace {
 
-int GateFormCode(GateForm g) {
+// The enumerator of g as the generated code spells it (core/gate_form.h is embedded in every kernel).
+std::string GateFormEnumerator(GateForm g) {
   switch (g) {
-    case GateForm::kNone: return 0;
-    case GateForm::kOriginal: return 1;
-    case GateForm::kBounded: return 2;
+    case GateForm::kNone: return "onboard::GateForm::kNone";
+    case GateForm::kOriginal: return "onboard::GateForm::kOriginal";
+    case GateForm::kBounded: return "onboard::GateForm::kBounded";
   }
-  return 0;
+  ONBOARD_ASSERT(false, "unknown gate form");
+  return "";
+}
+
+const char* Bool(bool b) { return b ? "true" : "false"; }
+
+// The short instantiation file of the CPU KDA template for one spec (codegen/kernels/kda_cpu.h).
+std::string KdaCpuInstance(const KdaSpec& spec, const std::string& name) {
+  char buf[1024];
+  std::snprintf(buf, sizeof(buf),
+                "\nnamespace {\n"
+                "struct Config {\n"
+                "  static constexpr int H = %lld, HV = %lld, K = %lld, V = %lld, C = %lld;\n"
+                "  static constexpr onboard::GateForm kGate = %s;\n"
+                "  static constexpr float kLowerBound = %s;\n"
+                "  static constexpr bool kNormalizeQk = %s;\n"
+                "  static constexpr bool kBetaSigmoid = %s;\n"
+                "};\n"
+                "}  // namespace\n\n"
+                "ONBOARD_EXPORT_KDA_CPU(Config, \"%s\")\n",
+                static_cast<long long>(spec.num_heads), static_cast<long long>(spec.num_v_heads),
+                static_cast<long long>(spec.head_dim), static_cast<long long>(spec.v_head_dim),
+                static_cast<long long>(spec.chunk_size), GateFormEnumerator(spec.gate_form).c_str(),
+                FloatLiteral(spec.gate_form == GateForm::kBounded ? spec.gate_lower_bound : 0.0).c_str(),
+                Bool(spec.normalize_qk), Bool(spec.beta_sigmoid), name.c_str());
+  return AmalgamatedKernelHeader("codegen/kernels/kda_cpu.h") + buf;
+}
+
+// The short instantiation file of the CPU DSA template for one spec (codegen/kernels/dsa_cpu.h).
+std::string DsaCpuInstance(const DsaSpec& spec, const std::string& name) {
+  char buf[1024];
+  std::snprintf(buf, sizeof(buf),
+                "\nnamespace {\n"
+                "struct Config {\n"
+                "  static constexpr int HQ = %lld, HKV = %lld, D = %lld, DV = %lld, HI = %lld, DI = %lld;\n"
+                "  static constexpr int64_t TOPK = %lld;\n"
+                "  static constexpr int BLOCK = %lld;\n"
+                "  static constexpr float SCALE = %s;\n"
+                "  static constexpr bool GATED = %s, SINK = %s;\n"
+                "};\n"
+                "}  // namespace\n\n"
+                "ONBOARD_EXPORT_DSA_CPU(Config, \"%s\")\n",
+                static_cast<long long>(spec.num_heads), static_cast<long long>(spec.num_kv_heads),
+                static_cast<long long>(spec.head_dim), static_cast<long long>(spec.v_head_dim),
+                static_cast<long long>(spec.index_heads), static_cast<long long>(spec.index_head_dim),
+                static_cast<long long>(spec.topk), static_cast<long long>(spec.block),
+                FloatLiteral(spec.ResolvedScale()).c_str(), Bool(spec.output_gate), Bool(spec.sink),
+                name.c_str());
+  return AmalgamatedKernelHeader("codegen/kernels/dsa_cpu.h") + buf;
 }
 
 std::string Header(const std::string& name, const std::string& op, const TargetOptions& t) {
@@ -125,14 +175,15 @@ Expected<GeneratedKernel> GenerateKda(const KdaSpec& spec, const TargetOptions& 
       {"K", std::to_string(spec.head_dim)},
       {"V", std::to_string(spec.v_head_dim)},
       {"C", std::to_string(spec.chunk_size)},
-      {"GATE", std::to_string(GateFormCode(spec.gate_form))},
+      {"GATE", GateFormEnumerator(spec.gate_form)},
       {"LB", FloatLiteral(spec.gate_form == GateForm::kBounded ? spec.gate_lower_bound : 0.0)},
-      {"NORM", spec.normalize_qk ? "true" : "false"},
+      {"NORM", Bool(spec.normalize_qk)},
+      {"BETA_SIGMOID", Bool(spec.beta_sigmoid)},
       {"ELEM", ElementType(spec.dtype)},
   };
   std::string src = Header(name, "kda", target);
   if (target.target == KernelTarget::kCpu) {
-    src += CpuPreludeSource() + FillTemplate(KdaCpuTemplate(), values);
+    src += KdaCpuInstance(spec, name);
   } else {
     src += CudaPreludeSource() + FillTemplate(KdaCudaTemplate(), values);
   }
@@ -143,6 +194,7 @@ Expected<GeneratedKernel> GenerateKda(const KdaSpec& spec, const TargetOptions& 
       {"gate_lower_bound", values.at("LB")},  {"normalize_qk", values.at("NORM")},
       {"dtype", DTypeName(spec.dtype)},
   };
+  if (spec.beta_sigmoid) params.emplace_back("beta_sigmoid", "true");  // absent = the default (false)
   return Finish(name, "kda", target, std::move(params), std::move(src));
 }
 
@@ -171,7 +223,7 @@ Expected<GeneratedKernel> GenerateDsa(const DsaSpec& spec, const TargetOptions& 
   };
   std::string src = Header(name, "dsa", target);
   if (target.target == KernelTarget::kCpu) {
-    src += CpuPreludeSource() + FillTemplate(DsaCpuTemplate(), values);
+    src += DsaCpuInstance(spec, name);
   } else {
     src += CudaPreludeSource() + FillTemplate(DsaCudaTemplate(), values);
   }

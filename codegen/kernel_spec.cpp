@@ -83,6 +83,7 @@ std::string KdaSpec::DefaultName() const {
     os << "_lb" << static_cast<int64_t>(std::llround(-gate_lower_bound * 1000));
   }
   if (!normalize_qk) os << "_raw";
+  if (beta_sigmoid) os << "_bsig";
   os << "_" << (dtype == DType::kBF16 ? "bf16" : "f32");
   return os.str();
 }

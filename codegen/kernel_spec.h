@@ -30,6 +30,7 @@ struct KdaSpec {
   GateForm gate_form = GateForm::kBounded;  // kNone: g input is already the log decay
   double gate_lower_bound = -5.0;  // bounded gate only: -5 <= lb < 0
   bool normalize_qk = true;        // L2-normalise q,k inside the kernel (eps 1e-6)
+  bool beta_sigmoid = false;       // beta input is a logit; the kernel applies the sigmoid (fused prologue)
   DType dtype = DType::kF32;       // operand type: CPU f32 only; CUDA f32 or bf16 (fp32 accumulate)
 
   // kBadInput naming `origin`, the field and the value for the first bad parameter.

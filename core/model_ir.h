@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/gate_form.h"  // GateForm: KDA decay gate parameterisation
+
 namespace onboard {
 
 enum class DType { kF32, kF16, kBF16, kFP8, kMXFP4, kI8, kU8, kI32, kI64, kBool, kF64, kUnknown };
@@ -28,7 +30,6 @@ enum class MixerKind {
 };
 const char* MixerKindName(MixerKind k);    // "MHA", "GQA", "MLA", "DSA", "KDA", ...
 
-enum class GateForm { kNone, kOriginal, kBounded };  // KDA decay gate parameterisation
 
 struct AttentionSpec {
   MixerKind kind = MixerKind::kMHA;

@@ -7,8 +7,9 @@
 #include <limits>
 #include <string>
 
-#include "codegen/cuda_emulation_loader.h"
+#include "validators/cuda_emulation_loader.h"
 #include "codegen/kernel_generator.h"
+#include "validators/kernel_prologue_check.h"
 #include "validators/reference_dsa.h"
 #include "validators/reference_kda.h"
 
@@ -103,7 +104,7 @@ Expected<std::vector<KernelCheckRow>> CheckKdaKernelEmulated(const KdaSpec& spec
                                                              const CudaEmulationCheckOptions& opt) {
   const codegen::TargetOptions target{codegen::KernelTarget::kCuda, opt.cuda_arch};
   ONBOARD_ASSIGN_OR_RETURN(codegen::GeneratedKernel gen, codegen::GenerateKda(spec, target));
-  ONBOARD_ASSIGN_OR_RETURN(codegen::EmulatedCudaKernel emu, codegen::LoadEmulatedCudaKernel(gen));
+  ONBOARD_ASSIGN_OR_RETURN(EmulatedCudaKernel emu, LoadEmulatedCudaKernel(gen));
   const bool bf16 = spec.dtype == DType::kBF16;
   std::vector<KernelCheckRow> rows;
   uint64_t seed = opt.seed ^ std::hash<std::string>{}(gen.name);
@@ -141,16 +142,9 @@ Expected<std::vector<KernelCheckRow>> CheckKdaKernelEmulated(const KdaSpec& spec
     }
     const KernelErrStats eo = CompareKernelOutput(o[0], ref.o);
     const KernelErrStats es = CompareKernelOutput(st[0], ref.final_state);
-    KernelCheckRow r;
-    r.kernel = gen.name;
-    r.shape = shape;
-    r.against = kAgainst;
-    r.tol = kKernelTolF32VsF64;
-    r.rel_err = eo.rel;
-    r.state_err = es.rel;
-    r.nonfinite_match = eo.nonfinite_match && es.nonfinite_match;
+    KernelCheckRow r = KdaCheckRow(gen.name, shape, kAgainst, kKernelTolF32VsF64, eo, es);
     const bool same = !opt.reverse_pass || (SameBits(o[0], o[1]) && SameBits(st[0], st[1]));
-    r.pass = r.nonfinite_match && r.rel_err < r.tol && r.state_err < r.tol && same && guards;
+    r.pass = r.pass && same && guards;
     r.note = "CPU emulation, not a GPU run; " + PassNote(opt.reverse_pass, same, guards);
     rows.push_back(r);
   }
@@ -161,9 +155,9 @@ Expected<std::vector<KernelCheckRow>> CheckDsaKernelEmulated(const DsaSpec& spec
                                                              const CudaEmulationCheckOptions& opt) {
   const codegen::TargetOptions target{codegen::KernelTarget::kCuda, opt.cuda_arch};
   ONBOARD_ASSIGN_OR_RETURN(codegen::GeneratedKernel gen, codegen::GenerateDsa(spec, target));
-  codegen::CudaEmulationOptions eopt;
+  CudaEmulationOptions eopt;
   eopt.dsa_score_workspace_bytes = opt.dsa_score_workspace_bytes;
-  ONBOARD_ASSIGN_OR_RETURN(codegen::EmulatedCudaKernel emu, codegen::LoadEmulatedCudaKernel(gen, eopt));
+  ONBOARD_ASSIGN_OR_RETURN(EmulatedCudaKernel emu, LoadEmulatedCudaKernel(gen, eopt));
   const bool bf16 = spec.dtype == DType::kBF16;
   std::vector<int64_t> lengths = opt.lengths.empty() ? DsaCheckLengths(spec.topk) : opt.lengths;
   if (opt.lengths.empty() && opt.long_dsa_case && spec.topk <= 64) lengths.push_back(300);
@@ -318,6 +312,12 @@ Expected<std::vector<KernelCheckRow>> CheckModelKernelsEmulated(const ModelIR& m
   std::vector<KernelCheckRow> rows;
   ONBOARD_RETURN_IF_ERROR(CheckSpecs(full.kda, plan.kda, opt, &rows));
   ONBOARD_RETURN_IF_ERROR(CheckSpecs(full.dsa, plan.dsa, opt, &rows));
+  // The fused KDA prologue against the unfused sequence, both gate forms, under emulation.
+  ONBOARD_ASSIGN_OR_RETURN(auto fused, CheckKdaPrologueFusionForPlan(plan.kda, opt.seed,
+                                                                     EmulatedCudaKdaRunner(opt.cuda_arch),
+                                                                     " [CUDA emulated]",
+                                                                     "fused prologue; CPU emulation, not a GPU run"));
+  rows.insert(rows.end(), fused.begin(), fused.end());
   return rows;
 }
 

@@ -15,6 +15,7 @@
 #include "codegen/cuda_compiler.h"
 #include "validators/cuda_emulation_check.h"
 #include "validators/kernel_case_io.h"
+#include "validators/kernel_prologue_check.h"
 #include "validators/reference_dsa.h"
 #include "validators/reference_kda.h"
 
@@ -55,6 +56,20 @@ KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vec
 }
 KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<float>& ref) {
   return RelL2(got, ref);
+}
+
+KernelCheckRow KdaCheckRow(const std::string& kernel, const std::string& shape, const std::string& against,
+                           double tol, const KernelErrStats& out, const KernelErrStats& state) {
+  KernelCheckRow r;
+  r.kernel = kernel;
+  r.shape = shape;
+  r.against = against;
+  r.tol = tol;
+  r.rel_err = out.rel;
+  r.state_err = state.rel;
+  r.nonfinite_match = out.nonfinite_match && state.nonfinite_match;
+  r.pass = r.nonfinite_match && r.rel_err < r.tol && r.state_err < r.tol;
+  return r;
 }
 
 std::string KdaCheckShape(const KdaSpec& s, int64_t B, int64_t T, bool state) {
@@ -178,16 +193,8 @@ Expected<std::vector<KernelCheckRow>> CheckKdaKernel(const KdaSpec& spec, const 
       const KernelErrStats eo = which == 0 ? CompareKernelOutput(o, ref.o) : CompareKernelOutput(o, ref32.o);
       const KernelErrStats es = which == 0 ? CompareKernelOutput(st, ref.final_state)
                                            : CompareKernelOutput(st, ref32.final_state);
-      KernelCheckRow r;
-      r.kernel = gen.name;
-      r.shape = shape;
-      r.against = which == 0 ? "fp64 recurrence" : "fp32 recurrence";
-      r.tol = which == 0 ? kKernelTolF32VsF64 : kTolChunkVsF32;
-      r.rel_err = eo.rel;
-      r.state_err = es.rel;
-      r.nonfinite_match = eo.nonfinite_match && es.nonfinite_match;
-      r.pass = r.nonfinite_match && r.rel_err < r.tol && r.state_err < r.tol;
-      rows.push_back(r);
+      rows.push_back(KdaCheckRow(gen.name, shape, which == 0 ? "fp64 recurrence" : "fp32 recurrence",
+                                 which == 0 ? kKernelTolF32VsF64 : kTolChunkVsF32, eo, es));
     }
   }
   return rows;
@@ -323,6 +330,9 @@ Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheck
     ONBOARD_ASSIGN_OR_RETURN(auto rows, CheckDsaKernel(s, opt));
     for (auto& r : rows) report.rows.push_back(std::move(r));
   }
+  // Step 4: the fused KDA prologue against the unfused sequence (both gate forms).
+  ONBOARD_ASSIGN_OR_RETURN(auto fused, CheckKdaPrologueFusionForPlan(plan.kda, opt.seed, CpuKdaRunner(opt.num_threads)));
+  for (auto& r : fused) report.rows.push_back(std::move(r));
   for (const auto& r : report.rows) report.all_pass = report.all_pass && r.pass;
   return report;
 }

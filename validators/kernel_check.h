@@ -73,6 +73,10 @@ struct KernelErrStats {
 };
 KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<double>& ref);
 KernelErrStats CompareKernelOutput(const std::vector<float>& got, const std::vector<float>& ref);
+// A KDA row from the output and final-state comparisons: pass = NaN/Inf positions match and both
+// errors are below tol (callers may add conditions of their own).
+KernelCheckRow KdaCheckRow(const std::string& kernel, const std::string& shape, const std::string& against,
+                           double tol, const KernelErrStats& out, const KernelErrStats& state);
 // The odd-shape token counts: KDA T = 1, T < C, T % C != 0, several chunks; DSA T = 1, T < k, T > k.
 std::vector<int64_t> KdaCheckLengths(int64_t chunk);
 std::vector<int64_t> DsaCheckLengths(int64_t topk);

@@ -3,7 +3,7 @@
 //   q <- q / sqrt(sum q^2 + 1e-6) * K^-1/2;  k <- k / sqrt(sum k^2 + 1e-6)   (when normalize_qk)
 //   S <- Diag(exp(g_t)) S
 //   u <- v_t - S^T k_t
-//   S <- S + beta_t k_t u^T
+//   S <- S + beta_t k_t u^T          (beta_t = sigmoid(beta input) when beta_sigmoid)
 //   o_t = S^T q_t
 #include "validators/reference_kda.h"
 
@@ -69,7 +69,8 @@ KdaResult<Real> ReferenceKda(const codegen::KdaSpec& spec, const KdaInputs& in) 
           for (int64_t e = 0; e < V; ++e) S[d * V + e] *= decay;
         }
         // Delta update.
-        const Real beta = in.beta[(b * T + t) * HV + hv];
+        const Real beta_in = in.beta[(b * T + t) * HV + hv];
+        const Real beta = spec.beta_sigmoid ? Real(1) / (Real(1) + std::exp(-beta_in)) : beta_in;
         for (int64_t e = 0; e < V; ++e) {
           Real sk = 0;
           for (int64_t d = 0; d < K; ++d) sk += S[d * V + e] * k[d];
@@ -114,6 +115,9 @@ KdaInputs RandomKdaInputs(const codegen::KdaSpec& spec, int64_t batch, int64_t s
   }
   in.beta.resize(batch * seq * HV);
   for (float& e : in.beta) e = 0.05f + 0.9f * uni(rng);
+  if (spec.beta_sigmoid) {
+    for (float& e : in.beta) e = std::log(e / (1.0f - e));  // the logit of the same beta
+  }
   in.a_log.resize(HV);
   for (float& e : in.a_log) e = -1.0f + 1.5f * uni(rng);
   fill(in.dt_bias, HV * K, -2.0f, 1.0f);  // mild decays: the state carries across many chunks

@@ -51,6 +51,22 @@ TEST(InspectCli, FlagshipJson) {
   EXPECT_EQ(j["vision"]["kind"], "moonvit");
 }
 
+TEST(InspectCli, FusionPlanTextAndJson) {
+  const CliRun r = Inspect(kData + "flagship.config.json --fusion");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s : {"fusion plan (activations 2 B", "KDA prologue", "DSA indexer+top-k", "router+top-k+permute",
+                        "MoE unpermute+combine", "B/token = ", "model total:"})
+    EXPECT_NE(r.out.find(s), std::string::npos) << "missing '" << s << "' in\n" << r.out;
+  const CliRun plain = Inspect(kData + "flagship.config.json");
+  EXPECT_EQ(plain.out.find("fusion plan"), std::string::npos) << "only with --fusion";
+  const CliRun j = Inspect(kData + "flagship.config.json --json --fusion --seq 8192");
+  ASSERT_EQ(j.code, 0);
+  const nlohmann::json f = nlohmann::json::parse(j.out)["fusion"];
+  EXPECT_EQ(f["seq"], 8192);
+  EXPECT_EQ(f["layers"].size(), 93u);
+  EXPECT_GT(f["bytes_saved_per_token"].get<double>(), 0);
+}
+
 TEST(InspectCli, BadFilesExitTwoWithOneLine) {
   struct Case {
     std::string file;

@@ -23,9 +23,16 @@ KdaSpec Kda() {
 TEST(KernelGeneratorTest, DimsAreCompileTimeConstants) {
   auto g = GenerateKda(Kda(), {});
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  EXPECT_NE(g->source.find("constexpr int H = 4, HV = 8, K = 128, V = 64, C = 32;"), std::string::npos);
-  EXPECT_NE(g->source.find("constexpr int GATE = 2;"), std::string::npos);
+  EXPECT_NE(g->source.find("static constexpr int H = 4, HV = 8, K = 128, V = 64, C = 32;"), std::string::npos);
+  EXPECT_NE(g->source.find("kGate = onboard::GateForm::kBounded;"), std::string::npos);
+  EXPECT_NE(g->source.find("ONBOARD_EXPORT_KDA_CPU(Config, \"" + g->name + "\")"), std::string::npos);
   EXPECT_NE(g->source.find("onboard_kda_fwd"), std::string::npos);
+  // Self-contained: the project headers are inlined (each once), only system headers stay included.
+  EXPECT_EQ(g->source.find("#include \"codegen/"), std::string::npos);
+  EXPECT_EQ(g->source.find("#include \"core/"), std::string::npos);
+  const size_t enum_at = g->source.find("enum class GateForm");
+  ASSERT_NE(enum_at, std::string::npos);
+  EXPECT_EQ(g->source.find("enum class GateForm", enum_at + 1), std::string::npos);
   EXPECT_EQ(g->source.find('@'), std::string::npos) << "unfilled placeholder";
   EXPECT_EQ(g->FileName(), g->name + ".cpp");
 }
@@ -60,11 +67,41 @@ TEST(KernelGeneratorTest, CudaTargetAndDtype) {
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->FileName(), g->name + ".cu");
   EXPECT_NE(g->source.find("typedef __nv_bfloat16 elem_t;"), std::string::npos);
+  EXPECT_NE(g->source.find("constexpr onboard::GateForm GATE = onboard::GateForm::kBounded;"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(g->ManifestJson())["arch"], "sm_80");
   // bf16 operands are a CUDA-only option.
   auto cpu = GenerateKda(s, {});
   ASSERT_FALSE(cpu.ok());
   EXPECT_EQ(cpu.status().code(), ErrorCode::kBadInput);
+}
+
+TEST(KernelGeneratorTest, BetaSigmoidIsASpecialisation) {
+  KdaSpec s = Kda();
+  auto plain = GenerateKda(s, {});
+  s.beta_sigmoid = true;
+  auto fused = GenerateKda(s, {});
+  ASSERT_TRUE(plain.ok() && fused.ok());
+  EXPECT_NE(fused->name, plain->name);
+  EXPECT_NE(fused->content_hash, plain->content_hash);
+  EXPECT_NE(fused->source.find("kBetaSigmoid = true;"), std::string::npos);
+  EXPECT_EQ(nlohmann::json::parse(fused->ManifestJson())["params"]["beta_sigmoid"], "true");
+  EXPECT_FALSE(nlohmann::json::parse(plain->ManifestJson())["params"].contains("beta_sigmoid"));
+}
+
+TEST(KernelGeneratorTest, DsaInstantiatesTheTemplate) {
+  DsaSpec d;
+  d.num_heads = 8;
+  d.num_kv_heads = 1;
+  d.head_dim = d.v_head_dim = 64;
+  d.index_heads = 2;
+  d.index_head_dim = 32;
+  d.topk = 128;
+  auto g = GenerateDsa(d, {});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_NE(g->source.find("static constexpr int HQ = 8, HKV = 1, D = 64, DV = 64, HI = 2, DI = 32;"),
+            std::string::npos);
+  EXPECT_NE(g->source.find("static constexpr int64_t TOPK = 128;"), std::string::npos);
+  EXPECT_NE(g->source.find("ONBOARD_EXPORT_DSA_CPU(Config"), std::string::npos);
 }
 
 TEST(KernelGeneratorTest, ModelWithoutKdaOrDsaGeneratesNothing) {

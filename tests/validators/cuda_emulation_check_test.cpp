@@ -50,10 +50,12 @@ TEST(CudaEmulationCheckTest, FlagshipKernelsMatchFp64ReferencesUnderCpuEmulation
   const auto rows = CheckModel("flagship.config.json");
   // KDA: 3 plan kernels + the first in bf16 + gate "none", 4 lengths each; DSA: 4 plan kernels + the
   // first in bf16 + the 20-heads-per-group one, 3 lengths each plus T = 300 for the 4 small-top-k ones.
-  // Plus the model's own KDA and DSA kernels at full size, T = 5.
-  EXPECT_EQ(rows.size(), 2u + 5u * 4 + 6u * 3 + 4u) << rows.size();
+  // Plus the model's own KDA and DSA kernels at full size, T = 5, and the fused-prologue check: 2 gate
+  // forms x 4 lengths x 2 rows (vs the unfused sequence, vs fp64).
+  EXPECT_EQ(rows.size(), 2u + 5u * 4 + 6u * 3 + 4u + 16u) << rows.size();
+  EXPECT_EQ(Count(rows, "fused prologue"), 16);
   EXPECT_EQ(Count(rows, " T=5 "), 2);
-  EXPECT_EQ(Count(rows, "kda_"), 21);
+  EXPECT_EQ(Count(rows, "kda_"), 21 + 16);
   EXPECT_EQ(Count(rows, "_none_"), 4);
   EXPECT_EQ(Count(rows, "dsa_hq40_hkv2_"), 4);
   EXPECT_EQ(Count(rows, "dsa_"), 23);
@@ -61,7 +63,8 @@ TEST(CudaEmulationCheckTest, FlagshipKernelsMatchFp64ReferencesUnderCpuEmulation
   EXPECT_EQ(Count(rows, " ties"), 4);
   // The 8 KiB score-workspace cap splits T = 300 (B = 2) into 100 index launches of 6 query rows.
   EXPECT_EQ(Count(rows, "launches 101, score ws 7200 B;"), 4);
-  EXPECT_EQ(Count(rows, "reversed order bit-identical"), static_cast<int>(rows.size()) - 2);  // not at full size
+  // Not at full size, not in the fused-prologue rows (one pass each).
+  EXPECT_EQ(Count(rows, "reversed order bit-identical"), static_cast<int>(rows.size()) - 2 - 16);
 }
 
 TEST(CudaEmulationCheckTest, KimiLinearKernelsMatchFp64ReferencesUnderCpuEmulation) {

@@ -67,8 +67,10 @@ TEST(KernelCheckTest, AllKernelsOfToyModelPass) {
   const std::string table = FormatKernelTable(*report);
   std::printf("%s", table.c_str());
   EXPECT_TRUE(report->all_pass) << table;
-  // 3 KDA kernels x 4 lengths x 2 references + 4 DSA kernels x 3 lengths.
-  EXPECT_EQ(report->rows.size(), 3u * 4 * 2 + 4u * 3) << table;
+  // 3 KDA kernels x 4 lengths x 2 references + 4 DSA kernels x 3 lengths + the fused prologue of both
+  // gate forms x 4 lengths x (vs unfused, vs fp64).
+  EXPECT_EQ(report->rows.size(), 3u * 4 * 2 + 4u * 3 + 2u * 4 * 2) << table;
+  EXPECT_NE(table.find("unfused prologue"), std::string::npos) << table;
   EXPECT_NE(table.find("kda_h2_hv2_k128_v128_c64_bounded"), std::string::npos) << table;
   EXPECT_NE(table.find("T=1 "), std::string::npos) << table;
   for (const auto& r : report->rows) {

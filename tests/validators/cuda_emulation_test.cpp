@@ -1,4 +1,4 @@
-// The CPU emulation of the CUDA programming model (codegen/cuda_emulation_source.cpp) itself: the
+// The CPU emulation of the CUDA programming model (validators/cuda_emulation_source.cpp) itself: the
 // generated .cu text builds with the host compiler; __syncthreads is a real barrier and a divergent one
 // is a launch failure; reversed scheduling exposes an order-dependent (racy) kernel; launch limits are
 // enforced. This is CPU emulation, NOT a GPU run. Numerics vs the fp64 references:
@@ -10,12 +10,14 @@
 #include <vector>
 
 #include "codegen/cpu_kernel_loader.h"
-#include "codegen/cuda_emulation_loader.h"
+#include "validators/cuda_emulation_loader.h"
 #include "codegen/kernel_generator.h"
 #include "codegen/source_template.h"
 
 namespace onboard::codegen {
 namespace {
+
+using namespace ::onboard::validators;  // the emulation support lives in validators/
 
 void UseTestCache() { setenv("ONBOARD_KERNEL_CACHE", ONBOARD_BINARY_DIR "/kernel-cache", 0); }
 

@@ -1,10 +1,11 @@
 // LoadEmulatedCudaKernel: prefix the .cu text with the emulation runtime, build it like a CPU kernel
 // (BuildKernelLibrary: cached .so, dlopen), resolve the CUDA ABI entry points.
-#include "codegen/cuda_emulation_loader.h"
+#include "validators/cuda_emulation_loader.h"
 
-#include "codegen/source_template.h"
+namespace onboard::validators {
 
-namespace onboard::codegen {
+using codegen::GeneratedKernel;
+using codegen::KernelTarget;
 
 std::string CudaEmulationTranslationUnit(const GeneratedKernel& kernel, const CudaEmulationOptions& opt) {
   std::string tu = "// CPU emulation build of " + kernel.FileName() + " (not a GPU run)\n";
@@ -26,7 +27,7 @@ Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const GeneratedKernel& kerne
                     std::to_string(opt.dsa_score_workspace_bytes));
   }
   EmulatedCudaKernel k;
-  ONBOARD_ASSIGN_OR_RETURN(k.lib, BuildKernelLibrary(kernel.name, CudaEmulationTranslationUnit(kernel, opt)));
+  ONBOARD_ASSIGN_OR_RETURN(k.lib, codegen::BuildKernelLibrary(kernel.name, CudaEmulationTranslationUnit(kernel, opt)));
   auto sym = [&](const char* s) { return k.lib->Symbol(s); };
   if (kernel.op == "kda") {
     k.workspace_bytes = reinterpret_cast<onboard_cuda_workspace_bytes_fn>(sym("onboard_kda_cuda_workspace_bytes"));
@@ -45,4 +46,4 @@ Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const GeneratedKernel& kerne
   return k;
 }
 
-}  // namespace onboard::codegen
+}  // namespace onboard::validators

@@ -1,5 +1,5 @@
 // Builds a generated CUDA kernel (its unchanged .cu text) with the system C++ compiler under CPU
-// EMULATION of the CUDA programming model (codegen/cuda_emulation_source.cpp) and loads it. This checks
+// EMULATION of the CUDA programming model (validators/cuda_emulation_source.cpp) and loads it. This checks
 // the kernel's logic on a machine without a GPU; it is NOT a GPU run (no timing, no warp-level
 // behaviour, no memory-model races). Pointers passed to the entry points are host pointers.
 // Operand layouts and return values: the CUDA ABI in codegen/README.md (elem_t operands are `const
@@ -14,7 +14,7 @@
 #include "codegen/kernel_generator.h"
 #include "core/status.h"
 
-namespace onboard::codegen {
+namespace onboard::validators {
 
 extern "C" {
 typedef size_t (*onboard_cuda_workspace_bytes_fn)(int64_t batch, int64_t seq_len);
@@ -38,7 +38,7 @@ struct CudaEmulationOptions {
 };
 
 struct EmulatedCudaKernel {
-  std::shared_ptr<CpuKernelLibrary> lib;  // the built shared object (cached by content hash)
+  std::shared_ptr<codegen::CpuKernelLibrary> lib;  // the built shared object (cached by content hash)
   onboard_cuda_workspace_bytes_fn workspace_bytes = nullptr;  // kda or dsa workspace bytes
   onboard_kda_fwd_cuda_fn kda_fwd = nullptr;                  // op "kda"
   onboard_dsa_fwd_cuda_fn dsa_fwd = nullptr;                  // op "dsa"
@@ -48,11 +48,14 @@ struct EmulatedCudaKernel {
 };
 
 // The translation unit compiled for emulation: defines + emulation runtime + kernel.source (verbatim).
-std::string CudaEmulationTranslationUnit(const GeneratedKernel& kernel, const CudaEmulationOptions& opt);
+// Host runtime for CPU emulation of the CUDA model (not a GPU): see cuda_emulation_source.cpp.
+std::string CudaEmulationSource();
+
+std::string CudaEmulationTranslationUnit(const codegen::GeneratedKernel& kernel, const CudaEmulationOptions& opt);
 
 // kBadInput when the kernel is not a CUDA kernel or the cap is negative; kBuild with the compiler log
 // when the host compiler rejects the .cu text.
-[[nodiscard]] Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const GeneratedKernel& kernel,
+[[nodiscard]] Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const codegen::GeneratedKernel& kernel,
                                                                   const CudaEmulationOptions& opt = {});
 
-}  // namespace onboard::codegen
+}  // namespace onboard::validators

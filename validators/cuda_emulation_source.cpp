@@ -23,9 +23,9 @@
 // emulated library: onboard_cuda_emulation_message() (last failure, "" when none),
 // onboard_cuda_emulation_configure(reverse), onboard_cuda_emulation_stats(int64_t[4]: launches,
 // blocks, thread starts, barrier rounds).
-#include "codegen/source_template.h"
+#include "validators/cuda_emulation_loader.h"
 
-namespace onboard::codegen {
+namespace onboard::validators {
 
 std::string CudaEmulationSource() {
   return R"EMU(
@@ -372,4 +372,4 @@ extern "C" void onboard_cuda_emulation_stats(int64_t* out) {
 )EMU";
 }
 
-}  // namespace onboard::codegen
+}  // namespace onboard::validators
