@@ -118,8 +118,9 @@ class TimeModel {
     const CostConstants& k = c_.k;
     const BlockTime &a = out.mixer, &b = out.channel;
     const double gpu = a.fwd + a.bwd + a.rc + b.fwd + b.bwd + b.rc;
-    const double launch = p_.cuda_graph == CudaGraph::kNone ? k.launch_s_per_layer : 0;
-    const double sync = lp.top_k > 0 && p_.deg.ep > 0 && p_.cuda_graph != CudaGraph::kFull ? k.moe_sync_s_per_layer : 0;
+    const double launch = c_.host_fed && p_.cuda_graph == CudaGraph::kNone ? k.launch_s_per_layer : 0;
+    const double sync =
+        c_.host_fed && lp.top_k > 0 && p_.cuda_graph != CudaGraph::kFull ? k.moe_sync_s_per_layer : 0;
     out.channel.host = std::max(0.0, launch - gpu) + sync;
     return out;
   }
@@ -555,6 +556,7 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.fp8 = (req.compute_dtype == "fp8" || req.compute_dtype == "mxfp8") && dev.tflops_fp8 > 0;
   c.peak_flops = (c.fp8 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
   c.attn_peak_flops = dev.tflops_bf16 * 1e12;
+  c.host_fed = dev.name.rfind("localhost", 0) != 0;  // LocalhostTopology's device (core/topology.cpp)
   c.hbm_bps = dev.hbm_gbps * 1e9;
   if (req.mode == FinetuneMode::kLoRA)
     c.base_weight_bytes = req.base_dtype == "mxfp4" ? DTypeBytes(DType::kMXFP4) : req.base_dtype == "fp8" ? 1.0 : 2.0;

@@ -73,6 +73,9 @@ struct CostContext {
   double peak_flops = 0;             // FLOP/s per device of GEMMs at the compute dtype (fp8 peak for fp8/mxfp8)
   double attn_peak_flops = 0;        // FLOP/s per device of attention cores (bf16: TE runs them in bf16)
   bool fp8 = false;                  // GEMM inputs quantised (fp8 per-tensor or MXFP8)
+  bool host_fed = true;              // an accelerator fed by a host launch queue (launch / sync stalls);
+                                     // false on the CPU backend (LocalhostTopology): ops run on the host
+                                     // thread and the measured matmul rate already includes their overhead
   double hbm_bps = 0;                // bytes/s per device
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
   int64_t global_batch_target = 0;   // sequences per step requested (0 = 4M tokens)
