@@ -10,6 +10,7 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libsqlite3-dev sqlite3
   libcli11-dev libfmt-dev
+  libopenblas0-pthread   # the BLAS LibTorch loads (its thread pool starts before main: tests/e2e)
   chromium
 )
 
