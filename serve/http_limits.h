@@ -2,6 +2,7 @@
 //   - ElasticTaskQueue: `core` connection threads, plus one more thread per connection while all are
 //     busy, up to `max`: idle or slow connections (each holds a thread in httplib's model until
 //     kIdleBeforeRequestS passes) cannot make /healthz or anyone else wait in a queue;
+//     threads started for a burst stay (idle, waiting) until shutdown;
 //   - PostWithBodyLimit: POST routes read their body through a content reader and answer 413 as
 //     soon as more than `max_body` bytes arrived, whatever the framing (Content-Length or chunked);
 //     a declared Content-Length over the limit is refused on the header (ApiServer's pre-routing).
