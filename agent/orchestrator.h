@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cancel_token.h"
 #include "core/plan.h"
 #include "agent/rules/thresholds.h"
 #include "core/status.h"
@@ -114,14 +115,8 @@ class CollectingEventSink : public EventSink {
 
 // Cooperative cancellation: set from any thread; the loop checks it between stages, between probe
 // rounds and inside long stages, and returns a Status whose message starts with "cancelled".
-class CancelToken {
- public:
-  void Cancel() { flag_.store(true, std::memory_order_relaxed); }
-  bool cancelled() const { return flag_.load(std::memory_order_relaxed); }
-
- private:
-  std::atomic<bool> flag_{false};
-};
+// (core/cancel_token.h: the same type the service and the probe launcher use.)
+using onboard::CancelToken;
 
 // True for the Status RunOnboarding returns when the CancelToken fired.
 bool IsCancelled(const Status& st);

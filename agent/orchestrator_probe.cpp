@@ -79,6 +79,16 @@ std::pair<int64_t, std::string> LastStep(const std::string& log_path) {
   return {step, word == "loss" ? loss : ""};
 }
 
+// The loop's view of a running probe: the launcher polls the loop's own CancelToken.
+class LoopProbeObserver : public ProbeObserver {
+ public:
+  explicit LoopProbeObserver(const CancelToken& cancel) : cancel_(cancel) {}
+  bool cancelled() const override { return cancel_.cancelled(); }
+
+ private:
+  const CancelToken& cancel_;
+};
+
 }  // namespace
 
 Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const CancelToken& cancel) {
@@ -94,13 +104,14 @@ Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const Can
   em.Emit({{"type", "stage_progress"}, {"stage", "probe"}, {"round", round}, {"done", 0}, {"total", cfg.steps},
            {"message", "proxy " + spec.PatternString() + ", " + std::to_string(cfg.ranks) + " ranks, ep " +
                            std::to_string(cfg.ep) + ", lr " + FmtFixed(cfg.lr, 5)}});
-  // Step 1: run the probe on a worker thread; poll cancellation while it runs.
-  auto fut = std::async(std::launch::async, [spec, cfg] { return RunProbeSpec(spec, cfg); });
+  // Step 1: run the probe on a worker thread; the launcher stops the workers once `cancel` fires.
+  LoopProbeObserver observer(cancel);
+  auto fut = std::async(std::launch::async, [spec, cfg, &observer] { return RunProbeSpec(spec, cfg, &observer); });
   int64_t shown = -1;
   const std::string log0 = cfg.out_dir + "/rank0.log";
   while (fut.wait_for(std::chrono::milliseconds(250)) != std::future_status::ready) {
     if (cancel.cancelled()) {
-      em.Log("warn", "cancel requested: waiting for probe round " + std::to_string(round) + " to stop");
+      em.Log("warn", "cancel requested: stopping the workers of probe round " + std::to_string(round));
       break;
     }
     auto [step, loss] = LastStep(log0);
@@ -110,7 +121,7 @@ Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const Can
                {"total", cfg.steps}, {"message", "step " + std::to_string(step) + " loss " + loss}});
     }
   }
-  Expected<ProbeResult> res = fut.get();  // a cancelled probe still ends within its timeout
+  Expected<ProbeResult> res = fut.get();  // a cancelled probe ends within kProbeCancelGraceS
   if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during probe round " + std::to_string(round));
   // Step 2: keep the result (or the failure) and its logs.
   if (!res.ok()) {

@@ -24,20 +24,42 @@ std::vector<fs::path> ExampleRoots() {
   return roots;
 }
 
+// Names of the shipped topologies (file stems), for error messages.
+std::string ShippedNames() {
+  std::string names;
+  std::error_code ec;
+  for (const auto& root : ExampleRoots()) {
+    for (const auto& e : fs::directory_iterator(root / "topologies", ec)) {
+      if (e.path().extension() == ".json") names += (names.empty() ? "" : ", ") + e.path().stem().string();
+    }
+    if (!names.empty()) break;
+  }
+  return names.empty() ? "(none found)" : names;
+}
+
 }  // namespace
+
+Expected<std::string> ShippedTopologyPath(const std::string& name) {
+  const bool plain = !name.empty() && name[0] != '.' && name.find('/') == std::string::npos &&
+                     name.find('\0') == std::string::npos;
+  if (plain) {
+    std::string file = name.size() > 5 && name.substr(name.size() - 5) == ".json" ? name : name + ".json";
+    std::error_code ec;
+    for (const auto& root : ExampleRoots()) {
+      fs::path p = root / "topologies" / file;
+      if (fs::is_regular_file(p, ec)) return fs::canonical(p, ec).string();
+    }
+  }
+  return NotFound("topology '" + name.substr(0, 80) + "': not a shipped topology (shipped: " + ShippedNames() +
+                  "); name a file as {\"path\": ...}");
+}
 
 Expected<Topology> ResolveTopology(const std::string& spec) {
   size_t first = spec.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && spec[first] == '{') return ParseTopologyJson(spec, "inline topology");
   std::error_code ec;
   if (fs::is_regular_file(spec, ec)) return LoadTopologyFile(spec);
-  if (spec.find('/') == std::string::npos) {
-    std::string file = spec.size() > 5 && spec.substr(spec.size() - 5) == ".json" ? spec : spec + ".json";
-    for (const auto& root : ExampleRoots()) {
-      fs::path p = root / "topologies" / file;
-      if (fs::is_regular_file(p, ec)) return LoadTopologyFile(p.string());
-    }
-  }
+  if (auto shipped = ShippedTopologyPath(spec); shipped.ok()) return LoadTopologyFile(*shipped);
   return NotFound(spec + ": topology is not a file, a name under examples/topologies, or inline JSON");
 }
 

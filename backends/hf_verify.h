@@ -1,5 +1,5 @@
 // HfVerify: load a HF checkpoint, run the forward on CPU for given token ids, write the logits as
-// .npy and compare them with a reference (`onboard verify`, agent/cli/verify_command.cpp).
+// .npy and compare them with a reference (`onboard verify`, cli/verify_command.cpp).
 //
 // Logits file: float32 [batch, longest, vocab]; rows past a shorter sequence's end are NaN.
 // Pass rule (one home, kVerifyRtol / kVerifyAtolFrac): every compared element satisfies

@@ -230,13 +230,26 @@ struct ProbeResult {
   double wall_s = 0;
 };
 
+// What a caller sees of a running probe. OnStep: rank 0's record of each finished step, in order
+// (called on the launcher's thread). cancelled(): polled while the workers run; once true the
+// launcher sends them SIGTERM, SIGKILL after kProbeCancelGraceS, and returns a "cancelled" error.
+class ProbeObserver {
+ public:
+  virtual ~ProbeObserver() = default;
+  virtual void OnStep(const ProbeStep& /*step*/) {}
+  virtual bool cancelled() const { return false; }
+};
+inline constexpr double kProbeCancelGraceS = 2.0;  // seconds between SIGTERM and SIGKILL on cancel
+
 // Launches config.ranks worker processes (fork/exec `<worker_binary> probe-worker ...`), a TCPStore
 // on loopback (free port) for rendezvous, watches them, and gathers their JSON. A rank that exits
 // non-zero or is killed ends the probe: the others are killed and the error names the rank and why.
 // Errors: bad config (kBadInput), a rank died / timed out (kNetwork), workers missing (kNotFound).
-Expected<ProbeResult> RunProbe(const ModelIR& model, const ProbeConfig& config);
+// Each worker gets a parent-death signal (SIGKILL): it cannot outlive the launching thread.
+Expected<ProbeResult> RunProbe(const ModelIR& model, const ProbeConfig& config, ProbeObserver* observer = nullptr);
 // Same, from an explicit proxy spec.
-Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config);
+Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config,
+                                   ProbeObserver* observer = nullptr);
 
 // One rank. Rendezvous: master_addr/master_port (TCPStore client; rank 0 serves when
 // serve_store). Writes `<out_dir>/rank<r>.json` on success.

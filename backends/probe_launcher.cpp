@@ -2,9 +2,12 @@
 // loopback (free port), watch them, and merge their JSON into one ProbeResult.
 // Failure handling: a rank that exits non-zero or is killed ends the probe at once: the launcher
 // SIGKILLs the other ranks (its own children, by pid) and reports which rank died, how, and the
-// last line of its log. A probe past config.timeout_s is killed and reported as hung.
+// last line of its log. A probe past config.timeout_s is killed and reported as hung. A cancel
+// (ProbeObserver::cancelled) sends SIGTERM, then SIGKILL after kProbeCancelGraceS. Every worker has
+// PR_SET_PDEATHSIG(SIGKILL), so a killed launcher (or server) takes its workers with it.
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -63,8 +66,35 @@ std::string SelfExe() {
   return buf;
 }
 
-// Step 3 helper: watches the children until all exit 0, one fails, or the deadline passes.
-Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string& dir) {
+// Cancel: SIGTERM to every live rank, then SIGKILL to those still alive after the grace period.
+void TerminateRanks(const std::vector<pid_t>& pids, std::vector<bool>& done) {
+  for (size_t r = 0; r < pids.size(); ++r)
+    if (!done[r]) kill(pids[r], SIGTERM);
+  const auto grace_end = std::chrono::steady_clock::now() +
+                         std::chrono::milliseconds(static_cast<int64_t>(kProbeCancelGraceS * 1000));
+  for (;;) {
+    bool all = true;
+    for (size_t r = 0; r < pids.size(); ++r) {
+      if (done[r]) continue;
+      int st = 0;
+      if (waitpid(pids[r], &st, WNOHANG) != 0) done[r] = true;
+      else all = false;
+    }
+    if (all) return;
+    if (std::chrono::steady_clock::now() > grace_end) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  for (size_t r = 0; r < pids.size(); ++r)
+    if (!done[r]) {
+      kill(pids[r], SIGKILL);
+      waitpid(pids[r], nullptr, 0);
+      done[r] = true;
+    }
+}
+
+// Step 3 helper: watches the children until all exit 0, one fails, the deadline passes or the
+// observer cancels.
+Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string& dir, ProbeObserver* observer) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
   std::vector<bool> done(pids.size(), false);
@@ -79,6 +109,11 @@ Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string
       }
   };
   while (remaining > 0) {
+    if (observer != nullptr && observer->cancelled()) {
+      TerminateRanks(pids, done);
+      return Status(ErrorCode::kInternal, "cancelled: probe workers stopped (SIGTERM, SIGKILL after " +
+                                              std::to_string(kProbeCancelGraceS) + " s)");
+    }
     for (size_t r = 0; r < pids.size(); ++r) {
       if (done[r]) continue;
       int st = 0;
@@ -111,11 +146,11 @@ Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string
 
 }  // namespace
 
-Expected<ProbeResult> RunProbe(const ModelIR& model, const ProbeConfig& config) {
-  return RunProbeSpec(ProxyFromModel(model), config);
+Expected<ProbeResult> RunProbe(const ModelIR& model, const ProbeConfig& config, ProbeObserver* observer) {
+  return RunProbeSpec(ProxyFromModel(model), config, observer);
 }
 
-Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config_in) {
+Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config_in, ProbeObserver* observer) {
   const auto t0 = std::chrono::steady_clock::now();
   ProbeConfig cfg = config_in;
   ONBOARD_RETURN_IF_ERROR(cfg.Validate(spec));
@@ -173,8 +208,15 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
     const std::string log = cfg.out_dir + "/rank" + rs + ".log";
     const int fd = open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     if (fd < 0) return IoError("cannot open " + log);
+    const pid_t launcher = getpid();
     pid_t pid = fork();
     if (pid == 0) {
+      // Dies with the launching thread; if the launcher is already gone, stop now.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != launcher) _exit(1);
+      sigset_t none;  // a launcher thread may block signals; the worker must still take SIGTERM
+      sigemptyset(&none);
+      sigprocmask(SIG_SETMASK, &none, nullptr);
       dup2(fd, 1);
       dup2(fd, 2);
       execv(argv[0], argv.data());
@@ -187,7 +229,7 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
     }
     pids.push_back(pid);
   }
-  if (local) ONBOARD_RETURN_IF_ERROR(Watch(pids, cfg, cfg.out_dir));
+  if (local) ONBOARD_RETURN_IF_ERROR(Watch(pids, cfg, cfg.out_dir, observer));
 
   // Step 4: merge the ranks' JSON.
   std::vector<json> ranks;

@@ -4,11 +4,15 @@
 //                 [--token-file F | env ONBOARD_TOKEN] [--max-body BYTES] [--queue N] [--workers N]
 //
 // Step 1: validate flags, load the token, canonicalise the allowed roots.
-// Step 2: open the store (jobs left running by a crash become `interrupted`).
+// Step 2: open the store (jobs left running by a crash become `interrupted`); end their leftover
+//         probe workers (serve/leftover_workers.h).
 // Step 3: start the queue (re-queues jobs left queued) and bind; print "listening on http://H:P".
 // Step 4: serve until SIGTERM/SIGINT; then stop accepting, give running jobs --grace seconds, cancel
 //         the rest (stored as `interrupted`, retryable) and exit 0.
 #include <signal.h>
+#include <unistd.h>
+
+#include <cerrno>
 
 #include <atomic>
 #include <cstdlib>
@@ -23,9 +27,41 @@
 #include "serve/http_server.h"
 #include "serve/job_queue.h"
 #include "serve/job_store.h"
+#include "serve/leftover_workers.h"
 
 namespace onboard::cli {
 namespace {
+
+// Self-pipe for SIGTERM/SIGINT: written by the async-signal-safe handler, read by the signal thread.
+int g_signal_pipe[2] = {-1, -1};
+
+void OnStopSignal(int sig) {
+  const unsigned char b = static_cast<unsigned char>(sig);
+  ssize_t n = write(g_signal_pipe[1], &b, 1);
+  (void)n;
+}
+
+Status InstallStopSignals() {
+  if (pipe(g_signal_pipe) != 0) return IoError("onboard serve: cannot create the signal pipe");
+  struct sigaction sa {};
+  sa.sa_handler = OnStopSignal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  if (sigaction(SIGTERM, &sa, nullptr) != 0 || sigaction(SIGINT, &sa, nullptr) != 0) {
+    return IoError("onboard serve: cannot install the SIGTERM/SIGINT handler");
+  }
+  return Status::Ok();
+}
+
+// Blocks until a stop signal (returns it) or WakeStopSignalWaiter (returns 0).
+int WaitStopSignal() {
+  unsigned char b = 0;
+  while (read(g_signal_pipe[0], &b, 1) < 0 && errno == EINTR) {
+  }
+  return b;
+}
+
+void WakeStopSignalWaiter() { OnStopSignal(0); }
 
 struct ServeOptions {
   std::string host = "127.0.0.1";
@@ -60,12 +96,9 @@ int RunServe(const ServeOptions& o) {
     return ReportError("serve", BadInput("onboard serve", "--grace", "must be in [0, 86400] seconds", std::to_string(o.grace_s)));
   }
 
-  // Signals are taken by one thread (sigwait); block them before any other thread exists.
-  sigset_t sigs;
-  sigemptyset(&sigs);
-  sigaddset(&sigs, SIGTERM);
-  sigaddset(&sigs, SIGINT);
-  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  // Signals: a handler (whichever thread takes the signal, e.g. one of the BLAS pool started
+  // before main) only writes the signal number to a pipe; the signal thread below acts on it.
+  if (Status st = InstallStopSignals(); !st.ok()) return ReportError("serve", st);
   signal(SIGPIPE, SIG_IGN);  // a client closing an SSE stream must not kill the server
 
   // Step 2: the store.
@@ -75,6 +108,7 @@ int RunServe(const ServeOptions& o) {
   std::error_code ec;
   std::filesystem::create_directories(jobs_dir, ec);
   if (ec) return ReportError("serve", IoError(jobs_dir + ": cannot create: " + ec.message()));
+  const size_t leftovers = EndLeftoverWorkers(jobs_dir).size();
 
   // Step 3: queue + server.
   JobNotifier notifier;
@@ -83,27 +117,22 @@ int RunServe(const ServeOptions& o) {
   if (Status st = server.Bind(); !st.ok()) return ReportError("serve", st);
   if (Status st = queue.Start(); !st.ok()) return ReportError("serve", st);
 
-  std::atomic<bool> done{false};
   std::atomic<int> got_signal{0};
   std::thread signals([&] {
-    timespec tick{0, 200 * 1000 * 1000};
-    while (!done) {
-      int sig = sigtimedwait(&sigs, nullptr, &tick);
-      if (sig == SIGTERM || sig == SIGINT) {
-        got_signal = sig;
-        server.Stop();
-        return;
-      }
+    int sig = WaitStopSignal();
+    if (sig == SIGTERM || sig == SIGINT) {
+      got_signal = sig;
+      server.Stop();
     }
   });
 
   std::cout << "onboard serve: listening on http://" << o.host << ":" << server.port() << " (db " << o.db
             << ", " << (*store)->recovered().size() << " job(s) recovered as interrupted, " << queue.queued()
-            << " queued)" << std::endl;
+            << " queued, " << leftovers << " leftover probe worker(s) ended)" << std::endl;
   bool served = server.Serve();
 
   // Step 4: shutdown.
-  done = true;
+  WakeStopSignalWaiter();
   signals.join();
   auto grace = std::chrono::milliseconds(static_cast<int64_t>(o.grace_s * 1000));
   std::cout << "onboard serve: stopping (" << queue.running() << " running job(s), grace " << o.grace_s << " s)"

@@ -10,7 +10,8 @@ PACKAGES=(
   libcpp-httplib-dev libssl-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libsqlite3-dev sqlite3
   libcli11-dev libfmt-dev
-  libhwy-dev libopenblas0-pthread
+  libhwy-dev
+  libopenblas0-pthread   # the BLAS LibTorch loads (its thread pool starts before main: tests/e2e)
   chromium
   slurm-wlm munge          # tests/backends/slurm_probe_test.cpp: slurmctld + slurmd + munged on localhost
 )

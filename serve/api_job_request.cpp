@@ -1,6 +1,7 @@
 // POST /v1/jobs body -> agent::RunRequest: model and topology sources, options, 1:1 field mapping.
 #include "serve/api_job_request.h"
 
+#include "agent/topology_source.h"
 #include "core/topology.h"
 
 #include <array>
@@ -221,6 +222,9 @@ ApiResult<json> ParseTopologySource(const json& topology, const AllowedRoots& ro
       return Bad("topology", "a name is [A-Za-z0-9_.-] without a leading '.'; use {\"path\": ...} for a file (got " +
                                  name.substr(0, 80) + ")");
     }
+    // A name means a shipped topology only: no file of the working directory, no oracle.
+    auto shipped = agent::ShippedTopologyPath(name);
+    if (!shipped.ok()) return HttpError{404, "not_found", shipped.status().message()};
     return json(name);
   }
   if (!topology.is_object()) return Bad("topology", "must be a name, {\"path\": ...} or an inline topology object");
@@ -277,8 +281,9 @@ Expected<agent::RunRequest> ToRunRequest(const json& normalized, const std::stri
     if (r.model_name.empty()) r.model_name = "model.onnx";
   }
   const json& topo = normalized.at("topology");
-  if (topo.is_string()) r.topology = topo.get<std::string>();
-  else if (topo.size() == 1 && topo.contains("path")) r.topology = topo["path"].get<std::string>();
+  if (topo.is_string()) {
+    ONBOARD_ASSIGN_OR_RETURN(r.topology, agent::ShippedTopologyPath(topo.get<std::string>()));
+  } else if (topo.size() == 1 && topo.contains("path")) r.topology = topo["path"].get<std::string>();
   else r.topology = topo.dump();
   const json& opts = normalized.value("options", json::object());
   for (auto it = opts.begin(); it != opts.end(); ++it) {

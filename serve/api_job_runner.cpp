@@ -1,12 +1,9 @@
 // The queue's production runner: runs agent::RunOnboarding for a job, events -> store -> SSE.
 #include "serve/api_job_runner.h"
 
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <sstream>
-#include <thread>
 
 #include "serve/api_job_request.h"
 #include "agent/orchestrator.h"
@@ -28,33 +25,6 @@ class StoreEventSink : public agent::EventSink {
   JobContext& ctx_;
 };
 
-// Copies the job's cancel flag into the loop's CancelToken (polled every 50 ms) until destroyed.
-class CancelBridge {
- public:
-  CancelBridge(const JobContext& ctx, agent::CancelToken& token)
-      : thread_([this, &ctx, &token] {
-          std::unique_lock<std::mutex> lock(mu_);
-          while (!done_) {
-            if (ctx.cancelled()) token.Cancel();
-            cv_.wait_for(lock, std::chrono::milliseconds(50));
-          }
-        }) {}
-  ~CancelBridge() {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      done_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool done_ = false;
-  std::thread thread_;
-};
-
 std::string ReadArtifact(const agent::RunResult& r, const std::string& name) {
   auto it = r.artifacts.find(name);
   std::string path = it != r.artifacts.end() ? it->second : (std::filesystem::path(r.out_dir) / name).string();
@@ -74,12 +44,7 @@ JobRunner MakeOnboardingRunner(std::string jobs_dir) {
         (std::filesystem::path(jobs_dir) / ctx.id() / ("attempt-" + std::to_string(ctx.attempt()))).string();
     ONBOARD_ASSIGN_OR_RETURN(agent::RunRequest req, ToRunRequest(ctx.request(), out_dir));
     StoreEventSink sink(ctx);
-    agent::CancelToken token;
-    Expected<agent::RunResult> result = Status(ErrorCode::kInternal, "not run");
-    {
-      CancelBridge bridge(ctx, token);
-      result = agent::RunOnboarding(req, sink, token);
-    }
+    Expected<agent::RunResult> result = agent::RunOnboarding(req, sink, ctx.cancel_token());
     if (!result.ok()) return result.status();
     JobOutput out;
     out.summary = {{"summary", result->summary},

@@ -1,6 +1,6 @@
 // The production JobRunner of `onboard serve`: runs one stored job through the onboarding loop
 // (agent::RunOnboarding). Events from the loop are stored as job events (type = the event's "type",
-// data = the whole event object); the job's cancel flag drives the loop's CancelToken; on success the
+// data = the whole event object); the job's CancelToken is the loop's (no copying thread); on success the
 // report JSON comes from RunResult::report and the Markdown/HTML forms from the run's artifacts
 // ("report.md", "report.html"). Artifacts of job <id> go to <jobs_dir>/<id>/attempt-<n>/.
 #pragma once

@@ -199,9 +199,24 @@ json JobToJson(const JobRecord& job) {
   return j;
 }
 
+const std::vector<RouteDecl>& JobRouteDecls() {
+  static const std::vector<RouteDecl> kDecls = {
+      {"post", "/v1/jobs", {202, 400, 403, 404, 415, 429, 503}},
+      {"get", "/v1/jobs", {200, 400}},
+      {"get", "/v1/jobs/{id}", {200, 404}},
+      {"get", "/v1/jobs/{id}/events", {200, 400, 404}},
+      {"get", "/v1/jobs/{id}/report.json", {200, 404, 409}},
+      {"get", "/v1/jobs/{id}/report.md", {200, 404, 409}},
+      {"get", "/v1/jobs/{id}/report.html", {200, 404, 409}},
+      {"post", "/v1/jobs/{id}/cancel", {202, 404, 409}},
+      {"post", "/v1/jobs/{id}/retry", {202, 404, 409, 429, 503}},
+  };
+  return kDecls;
+}
+
 void RegisterJobRoutes(httplib::Server& server, ApiContext& ctx) {
   ApiContext* c = &ctx;
-  server.Post("/v1/jobs", [c](const httplib::Request& q, httplib::Response& r) { Submit(*c, q, r); });
+  PostWithBodyLimit(server, "/v1/jobs", c->max_body, [c](const httplib::Request& q, httplib::Response& r) { Submit(*c, q, r); });
   server.Get("/v1/jobs", [c](const httplib::Request& q, httplib::Response& r) { List(*c, q, r); });
   server.Get(R"(/v1/jobs/([^/]+))", [c](const httplib::Request& q, httplib::Response& r) {
     if (auto job = LoadJob(*c, q, r)) SendJson(r, 200, JobToJson(*job));
@@ -209,8 +224,10 @@ void RegisterJobRoutes(httplib::Server& server, ApiContext& ctx) {
   server.Get(R"(/v1/jobs/([^/]+)/events)", [c](const httplib::Request& q, httplib::Response& r) { Events(*c, q, r); });
   server.Get(R"(/v1/jobs/([^/]+)/report\.(json|md|html))",
              [c](const httplib::Request& q, httplib::Response& r) { Report(*c, q, r); });
-  server.Post(R"(/v1/jobs/([^/]+)/cancel)", [c](const httplib::Request& q, httplib::Response& r) { Cancel(*c, q, r); });
-  server.Post(R"(/v1/jobs/([^/]+)/retry)", [c](const httplib::Request& q, httplib::Response& r) { Retry(*c, q, r); });
+  PostWithBodyLimit(server, R"(/v1/jobs/([^/]+)/cancel)", c->max_body,
+                    [c](const httplib::Request& q, httplib::Response& r) { Cancel(*c, q, r); });
+  PostWithBodyLimit(server, R"(/v1/jobs/([^/]+)/retry)", c->max_body,
+                    [c](const httplib::Request& q, httplib::Response& r) { Retry(*c, q, r); });
 }
 
 }  // namespace onboard::serve

@@ -100,7 +100,12 @@ void Plan(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) 
   if (!model.ok()) return SendError(res, model.error());
   preq.model = std::move(model.value());
   const json& t = topo_src.value();
-  std::string spec = t.is_string() ? t.get<std::string>() : t.contains("path") ? t["path"].get<std::string>() : t.dump();
+  std::string spec = t.contains("path") ? t["path"].get<std::string>() : t.dump();
+  if (t.is_string()) {
+    auto shipped = agent::ShippedTopologyPath(t.get<std::string>());  // checked by ParseTopologySource
+    if (!shipped.ok()) return SendError(res, ErrorFromStatus(shipped.status()));
+    spec = *shipped;
+  }
   auto topo = agent::ResolveTopology(spec);
   if (!topo.ok()) return SendError(res, ErrorFromStatus(topo.status()));
   preq.topology = std::move(topo).value();
@@ -117,9 +122,14 @@ void Plan(ApiContext& ctx, const httplib::Request& req, httplib::Response& res) 
 
 }  // namespace
 
+const std::vector<RouteDecl>& PlanRouteDecls() {
+  static const std::vector<RouteDecl> kDecls = {{"post", "/v1/plan", {200, 400, 403, 404}}};
+  return kDecls;
+}
+
 void RegisterPlanRoute(httplib::Server& server, ApiContext& ctx) {
   ApiContext* c = &ctx;
-  server.Post("/v1/plan", [c](const httplib::Request& q, httplib::Response& r) { Plan(*c, q, r); });
+  PostWithBodyLimit(server, "/v1/plan", c->max_body, [c](const httplib::Request& q, httplib::Response& r) { Plan(*c, q, r); });
 }
 
 }  // namespace onboard::serve

@@ -5,8 +5,10 @@
 #include <httplib.h>
 
 #include <string>
+#include <vector>
 
 #include "serve/api_paths.h"
+#include "serve/http_limits.h"
 #include "serve/http_sse.h"
 #include "serve/job_queue.h"
 #include "serve/job_store.h"
@@ -22,7 +24,19 @@ struct ApiContext {
   SseOptions sse;
   int workers = 1;
   int plan_threads = 2;          // search threads for POST /v1/plan
+  size_t max_body = 16u << 20;   // bytes; POST bodies over it are 413 (serve/http_limits.h)
 };
+
+// A route's contract: method, OpenAPI path and every status its handler answers, declared beside
+// the handler. ApiServer adds 401 to every route but /healthz and 413 to every POST, so they are not
+// repeated here. GET /openapi.json lists exactly these (http_openapi.cpp), so it cannot drift.
+struct RouteDecl {
+  std::string method;  // "get" | "post"
+  std::string path;    // OpenAPI form, e.g. "/v1/jobs/{id}"
+  std::vector<int> statuses;
+};
+const std::vector<RouteDecl>& JobRouteDecls();   // api_jobs.cpp
+const std::vector<RouteDecl>& PlanRouteDecls();  // api_plan.cpp
 
 // /v1/jobs, /v1/jobs/{id}, .../events, .../report.{json,md,html}, .../cancel, .../retry (api_jobs.cpp).
 void RegisterJobRoutes(httplib::Server& server, ApiContext& ctx);

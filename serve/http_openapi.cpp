@@ -1,6 +1,10 @@
 // The OpenAPI 3 document served at GET /openapi.json, one entry per route.
 #include "serve/http_openapi.h"
 
+#include <algorithm>
+
+#include "core/status.h"
+
 namespace onboard::serve {
 
 namespace {
@@ -180,6 +184,7 @@ const char* const kOpenApi = R"json({
       "Forbidden": {"description": "Path outside the allowed roots ('..', symlink escape)", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
       "NotFound": {"description": "No such job, report or file", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
       "Conflict": {"description": "The job's state does not allow this", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+      "UnsupportedMediaType": {"description": "The body is not Content-Type application/json", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
       "PayloadTooLarge": {"description": "Body larger than --max-body", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
       "QueueFull": {"description": "The job queue is full; see Retry-After", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
       "Unavailable": {"description": "The server is shutting down", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
@@ -266,26 +271,63 @@ const char* const kOpenApi = R"json({
 
 }  // namespace
 
+namespace {
+
+// components/responses entry for each error status a route may declare.
+std::string ResponseNameFor(int status) {
+  switch (status) {
+    case 400: return "BadRequest";
+    case 401: return "Unauthorized";
+    case 403: return "Forbidden";
+    case 404: return "NotFound";
+    case 409: return "Conflict";
+    case 413: return "PayloadTooLarge";
+    case 415: return "UnsupportedMediaType";
+    case 429: return "QueueFull";
+    case 503: return "Unavailable";
+  }
+  ONBOARD_ASSERT(false, "no OpenAPI response for status " + std::to_string(status));
+  return "";
+}
+
+nlohmann::json BuildDocument() {
+  nlohmann::json doc = nlohmann::json::parse(kOpenApi);
+  for (const RouteDecl& r : ApiRoutes()) {
+    nlohmann::json& responses = doc["paths"][r.path][r.method]["responses"];
+    nlohmann::json out = nlohmann::json::object();
+    for (int status : r.statuses) {
+      const std::string key = std::to_string(status);
+      if (status < 300) {
+        ONBOARD_ASSERT(responses.contains(key), r.method + " " + r.path + ": no description for " + key);
+        out[key] = responses[key];
+      } else {
+        out[key] = {{"$ref", "#/components/responses/" + ResponseNameFor(status)}};
+      }
+    }
+    responses = std::move(out);
+  }
+  return doc;
+}
+
+}  // namespace
+
 nlohmann::json OpenApiDocument() {
-  static const nlohmann::json kDoc = nlohmann::json::parse(kOpenApi);
+  static const nlohmann::json kDoc = BuildDocument();
   return kDoc;
 }
 
-const std::vector<std::pair<std::string, std::string>>& ApiRoutes() {
-  static const std::vector<std::pair<std::string, std::string>> kRoutes = {
-      {"get", "/healthz"},
-      {"get", "/openapi.json"},
-      {"post", "/v1/jobs"},
-      {"get", "/v1/jobs"},
-      {"get", "/v1/jobs/{id}"},
-      {"get", "/v1/jobs/{id}/events"},
-      {"get", "/v1/jobs/{id}/report.json"},
-      {"get", "/v1/jobs/{id}/report.md"},
-      {"get", "/v1/jobs/{id}/report.html"},
-      {"post", "/v1/jobs/{id}/cancel"},
-      {"post", "/v1/jobs/{id}/retry"},
-      {"post", "/v1/plan"},
-  };
+const std::vector<RouteDecl>& ApiRoutes() {
+  static const std::vector<RouteDecl> kRoutes = [] {
+    std::vector<RouteDecl> all = {{"get", "/healthz", {200}}, {"get", "/openapi.json", {200}}};
+    for (const auto* group : {&JobRouteDecls(), &PlanRouteDecls()}) all.insert(all.end(), group->begin(), group->end());
+    // What ApiServer answers itself: 401 (authentication) on all but /healthz, 413 (body) on POST.
+    for (RouteDecl& r : all) {
+      if (r.path != "/healthz") r.statuses.push_back(401);
+      if (r.method == "post") r.statuses.push_back(413);
+      std::sort(r.statuses.begin(), r.statuses.end());
+    }
+    return all;
+  }();
   return kRoutes;
 }
 

@@ -3,6 +3,7 @@
 
 #include <sys/socket.h>
 
+#include <chrono>
 #include <exception>
 
 #include "serve/http_auth.h"
@@ -10,6 +11,18 @@
 #include "serve/http_openapi.h"
 
 namespace onboard::serve {
+
+namespace {
+// Longest wait in Stop() for open SSE streams to send `event: shutdown` and end cleanly.
+constexpr std::chrono::milliseconds kStreamDrain{3000};
+
+// True when a Content-Length header value is absent or a number <= max_body.
+bool DeclaredLengthFits(const std::string& value, size_t max_body) {
+  if (value.empty()) return true;
+  if (value.size() > 18 || value.find_first_not_of("0123456789") != std::string::npos) return false;
+  return std::stoull(value) <= max_body;
+}
+}  // namespace
 
 Status ServerConfig::Validate() const {
   if (host.empty()) return BadInput("onboard serve", "--host", "must not be empty");
@@ -30,7 +43,7 @@ ApiServer::ApiServer(ServerConfig config, AllowedRoots roots, JobStore& store, J
       roots_(std::move(roots)),
       queue_(queue),
       notifier_(notifier),
-      ctx_{store, queue, notifier, roots_, config_.sse, workers, config_.plan_threads} {
+      ctx_{store, queue, notifier, roots_, config_.sse, workers, config_.plan_threads, config_.max_body} {
   ONBOARD_ASSERT(config_.Validate().ok(), config_.Validate().message());
   Install();
 }
@@ -39,24 +52,37 @@ ApiServer::~ApiServer() { Stop(); }
 
 void ApiServer::Install() {
   const int threads = config_.http_threads;
-  server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+  server_.new_task_queue = [threads] {
+    return new ElasticTaskQueue(static_cast<size_t>(threads), static_cast<size_t>(kMaxConnectionThreads));
+  };
   server_.set_payload_max_length(config_.max_body);
   server_.set_keep_alive_max_count(10000);
   server_.set_tcp_nodelay(true);
   // SO_REUSEADDR only: httplib's default also sets SO_REUSEPORT, which would let a second server
   // bind the same port silently instead of failing.
-  server_.set_socket_options([](socket_t sock) {
+  server_.set_socket_options([this](socket_t sock) {
     int yes = 1;
     setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const void*>(&yes), sizeof(yes));
+    listen_fd_ = sock;  // Bind() raises its backlog
   });
+  server_.set_keep_alive_timeout(kIdleBeforeRequestS);  // also the wait for a first request line
   server_.set_read_timeout(30, 0);
   server_.set_write_timeout(30, 0);
 
   // Step 1: authentication before routing (and before any body is read).
+  // Then a declared body over --max-body: refused on the header, before a byte of it is read.
   const std::string token = config_.token;
-  server_.set_pre_routing_handler([token](const httplib::Request& req, httplib::Response& res) {
+  const size_t max_body = config_.max_body;
+  server_.set_pre_routing_handler([token, max_body](const httplib::Request& req, httplib::Response& res) {
     if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
-    if (IsAuthorized(req, token)) return httplib::Server::HandlerResponse::Unhandled;
+    if (IsAuthorized(req, token)) {
+      const std::string length = req.get_header_value("Content-Length");
+      if (DeclaredLengthFits(length, max_body)) return httplib::Server::HandlerResponse::Unhandled;
+      res.set_header("Connection", "close");
+      SendError(res, 413, "payload_too_large",
+                "Content-Length " + length.substr(0, 20) + " exceeds --max-body (" + std::to_string(max_body) + " bytes)");
+      return httplib::Server::HandlerResponse::Handled;
+    }
     res.set_header("WWW-Authenticate", "Bearer");
     res.set_header("Connection", "close");  // the unread body must not be parsed as the next request
     SendError(res, 401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer <token>)");
@@ -107,6 +133,7 @@ Status ApiServer::Bind() {
   if (config_.port == 0) {
     port_ = server_.bind_to_any_port(config_.host);
     if (port_ <= 0) return Status(ErrorCode::kNetwork, "cannot bind " + config_.host + ":0");
+    RaiseBacklog();
     return Status::Ok();
   }
   if (!server_.bind_to_port(config_.host, config_.port)) {
@@ -114,14 +141,21 @@ Status ApiServer::Bind() {
                   "cannot bind " + config_.host + ":" + std::to_string(config_.port) + " (in use or not permitted)");
   }
   port_ = config_.port;
+  RaiseBacklog();
   return Status::Ok();
+}
+
+void ApiServer::RaiseBacklog() {
+  // httplib listens with a backlog of 5; listen() again on the bound socket only raises it.
+  if (listen_fd_ >= 0) ::listen(listen_fd_, kListenBacklog);
 }
 
 bool ApiServer::Serve() { return server_.listen_after_bind(); }
 
 void ApiServer::Stop() {
   stopping_ = true;
-  notifier_.Shutdown();  // SSE followers stop waiting and close their streams
+  notifier_.Shutdown();  // SSE followers stop waiting, send `event: shutdown` and their last chunk
+  (void)notifier_.WaitStreamsClosed(kStreamDrain);
   server_.stop();
 }
 

@@ -1,7 +1,10 @@
 // ApiServer: the cpp-httplib server of `onboard serve`.
 //   - authentication (pre-routing): every route but GET /healthz needs the bearer token; a refused
 //     request is answered before its body is read, with Connection: close;
-//   - body limit: bodies over `max_body` bytes are refused with 413 before any handler runs;
+//   - body limit: a declared Content-Length over `max_body` is a 413 on the header; any body
+//     (chunked too) is a 413 as soon as more than `max_body` bytes arrived (serve/http_limits.h);
+//   - connections: backlog kListenBacklog, silent connections dropped after kIdleBeforeRequestS,
+//     connection threads grow while all are busy (ElasticTaskQueue), so /healthz is never queued;
 //   - errors: every >= 400 response without a body gets {"error": {"code", "message"}}; a throwing
 //     handler is a 500 with that body;
 //   - routes: serve/api_routes.h; contract: serve/http_openapi.cpp.
@@ -23,12 +26,15 @@
 
 namespace onboard::serve {
 
+inline constexpr int kMaxConnectionThreads = 1024;  // hard cap on concurrent connections served
+
 struct ServerConfig {
   std::string host = "127.0.0.1";
   int port = 8080;                      // 0 = any free port (see ApiServer::port())
   std::string token;                    // bearer secret (LoadToken)
   size_t max_body = 16u << 20;          // bytes; larger bodies -> 413
-  int http_threads = 32;                // connection threads (each SSE follower holds one)
+  int http_threads = 32;                // resident connection threads (each SSE follower holds one);
+                                        // more start while all are busy, up to kMaxConnectionThreads
   int plan_threads = 2;                 // search threads per POST /v1/plan
   SseOptions sse;
   Status Validate() const;
@@ -51,6 +57,7 @@ class ApiServer {
 
  private:
   void Install();
+  void RaiseBacklog();
 
   ServerConfig config_;
   AllowedRoots roots_;
@@ -59,6 +66,7 @@ class ApiServer {
   ApiContext ctx_;
   httplib::Server server_;
   int port_ = 0;
+  int listen_fd_ = -1;
   std::atomic<bool> stopping_{false};
 };
 

@@ -36,6 +36,7 @@ void StreamJobEvents(httplib::Response& res, JobStore& store, JobNotifier& notif
   state->last_seq = after_seq;
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
+  notifier.StreamOpened();
   res.set_chunked_content_provider(
       "text/event-stream",
       [&store, &notifier, id, options, state](size_t /*offset*/, httplib::DataSink& sink) {
@@ -76,7 +77,8 @@ void StreamJobEvents(httplib::Response& res, JobStore& store, JobNotifier& notif
         state->generation = notifier.WaitPast(seen, options.keepalive);
         if (state->generation == seen && !notifier.shutting_down()) return write(": keepalive\n\n");
         return true;
-      });
+      },
+      [&notifier](bool /*success*/) { notifier.StreamClosed(); });
 }
 
 }  // namespace onboard::serve

@@ -98,7 +98,7 @@ Expected<JobRecord> JobQueue::Cancel(const std::string& id) {
       Status why(ErrorCode::kInternal, "cancelled before it started");
       ONBOARD_RETURN_IF_ERROR(store_.Finish(id, JobState::kCancelled, "", why, {}));
     } else if (auto r = running_.find(id); r != running_.end()) {
-      if (!r->second->cancel.exchange(true)) {
+      if (r->second->cancel.Cancel()) {
         (void)store_.AppendEvent(id, "cancel_requested", R"({"state":"running"})");
       }
     } else {
@@ -159,7 +159,7 @@ void JobQueue::RunOne(const std::string& id) {
     if (flags->by_shutdown.load()) {
       state = JobState::kInterrupted;
       error = Status(ErrorCode::kInternal, "server shut down while this job was running; POST /v1/jobs/{id}/retry");
-    } else if (flags->cancel.load()) {
+    } else if (flags->cancel.cancelled()) {
       state = JobState::kCancelled;
       error = Status(ErrorCode::kInternal, "cancelled by POST /v1/jobs/{id}/cancel");
     }
@@ -192,7 +192,7 @@ bool JobQueue::Shutdown(std::chrono::milliseconds grace, std::chrono::millisecon
   // Step 2: cancel the rest; RunOne stores them as interrupted.
   for (auto& [id, r] : running_) {
     r->by_shutdown = true;
-    r->cancel = true;
+    r->cancel.Cancel();
   }
   bool clean = workers_done_.wait_for(lock, hard_wait, [&] { return live_workers_ == 0; });
   std::vector<std::string> stuck;

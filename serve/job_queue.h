@@ -27,6 +27,7 @@
 
 #include "serve/job_store.h"
 #include "serve/job_store_notify.h"
+#include "core/cancel_token.h"
 #include "core/status.h"
 
 namespace onboard::serve {
@@ -35,7 +36,7 @@ namespace onboard::serve {
 class JobContext {
  public:
   JobContext(std::string id, int64_t attempt, nlohmann::json request, JobStore& store, JobNotifier& notifier,
-             const std::atomic<bool>& cancel)
+             const CancelToken& cancel)
       : id_(std::move(id)), attempt_(attempt), request_(std::move(request)), store_(store), notifier_(notifier),
         cancel_(cancel) {}
   const std::string& id() const { return id_; }
@@ -43,8 +44,9 @@ class JobContext {
   const nlohmann::json& request() const { return request_; }
   // Stores one event (type + JSON data) and wakes SSE followers. Thread-safe.
   Status Emit(const std::string& type, const nlohmann::json& data);
-  bool cancelled() const { return cancel_.load(std::memory_order_relaxed); }
-  const std::atomic<bool>& cancel_flag() const { return cancel_; }
+  bool cancelled() const { return cancel_.cancelled(); }
+  // The job's token: the runner passes it on (to the loop and the probe launcher), never copies it.
+  const CancelToken& cancel_token() const { return cancel_; }
 
  private:
   std::string id_;
@@ -52,7 +54,7 @@ class JobContext {
   nlohmann::json request_;
   JobStore& store_;
   JobNotifier& notifier_;
-  const std::atomic<bool>& cancel_;
+  const CancelToken& cancel_;
 };
 
 struct JobOutput {
@@ -105,7 +107,7 @@ class JobQueue {
 
  private:
   struct Running {
-    std::atomic<bool> cancel{false};
+    CancelToken cancel;
     std::atomic<bool> by_shutdown{false};
   };
   void WorkerLoop();

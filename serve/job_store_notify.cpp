@@ -35,4 +35,22 @@ bool JobNotifier::shutting_down() const {
   return shutdown_;
 }
 
+void JobNotifier::StreamOpened() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++open_streams_;
+}
+
+void JobNotifier::StreamClosed() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --open_streams_;
+  }
+  cv_.notify_all();
+}
+
+bool JobNotifier::WaitStreamsClosed(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return open_streams_ <= 0; });
+}
+
 }  // namespace onboard::serve

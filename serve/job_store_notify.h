@@ -19,12 +19,19 @@ class JobNotifier {
   uint64_t generation() const;
   void Shutdown();
   bool shutting_down() const;
+  // Open SSE streams: counted so Stop() can let them send `event: shutdown` and their final chunk
+  // before the listener closes (httplib stops writing chunked bodies once it is stopped).
+  void StreamOpened();
+  void StreamClosed();
+  // Blocks until no stream is open or `timeout` passes; true when none is open.
+  bool WaitStreamsClosed(std::chrono::milliseconds timeout);
 
  private:
   mutable std::mutex mu_;
   std::condition_variable cv_;
   uint64_t generation_ = 0;
   bool shutdown_ = false;
+  int64_t open_streams_ = 0;
 };
 
 }  // namespace onboard::serve

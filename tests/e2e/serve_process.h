@@ -22,10 +22,13 @@ namespace onboard::serve::testing {
 class ServeProcess {
  public:
   // `args` follow `onboard serve`; returns false (with log()) when the server did not come up.
-  bool Start(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path) {
+  // `cwd` (optional): the server's working directory.
+  bool Start(const std::string& binary, const std::vector<std::string>& args, const std::string& log_path,
+             const std::string& cwd = "") {
     log_path_ = log_path;
     pid_ = fork();
     if (pid_ == 0) {
+      if (!cwd.empty() && chdir(cwd.c_str()) != 0) _exit(126);
       FILE* out = freopen(log_path.c_str(), "w", stdout);
       (void)out;
       dup2(fileno(stdout), fileno(stderr));
@@ -81,6 +84,7 @@ class ServeProcess {
   ~ServeProcess() { Stop(SIGKILL); }
 
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   std::string log() const {
     std::ifstream in(log_path_);
     std::ostringstream ss;
@@ -94,5 +98,36 @@ class ServeProcess {
   int exit_status_ = -1;
   std::string log_path_;
 };
+
+// Pids of live processes whose command line holds "probe-worker" and `needle` (zombies excluded).
+inline std::vector<pid_t> ProbeWorkerPids(const std::string& needle) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream cmd(e.path() / "cmdline", std::ios::binary);
+    std::string args((std::istreambuf_iterator<char>(cmd)), std::istreambuf_iterator<char>());
+    if (args.find("probe-worker") == std::string::npos || args.find(needle) == std::string::npos) continue;
+    std::ifstream stat(e.path() / "stat");
+    std::string line;
+    std::getline(stat, line);
+    size_t close = line.rfind(')');
+    if (close != std::string::npos && close + 2 < line.size() && line[close + 2] == 'Z') continue;
+    out.push_back(static_cast<pid_t>(std::stol(name)));
+  }
+  return out;
+}
+
+// Polls `pred` every 50 ms for up to `seconds`; true once it holds.
+template <typename Pred>
+bool WaitFor(double seconds, Pred pred) {
+  auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return pred();
+}
 
 }  // namespace onboard::serve::testing
