@@ -86,6 +86,7 @@ TEST(PlanCli, ExportAllWritesEveryFileAndNeedsOut) {
                            "h200-16x8.json --mode full --export all";
   const Result r = Onboard(base + " --out " + dir);
   EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Megatron-LM rules: all pass"), std::string::npos) << r.out;
   for (const char* f : {"plan.megatron.sh", "plan_megatron_bridge.py", "plan_torchtitan.py", "plan.torchtitan-v0.2.toml",
                         "plan.mindspeed.sh", "plan.torchrun.sh", "plan.sbatch", "EXPORTS.md"})
     EXPECT_EQ(access((dir + "/" + f).c_str(), R_OK), 0) << f << " missing; " << r.out;

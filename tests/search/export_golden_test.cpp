@@ -189,3 +189,17 @@ TEST(ExportGolden, SearchedPlansExportToValidMegatronArgs) {
 
 }  // namespace
 }  // namespace onboard
+
+namespace onboard {
+namespace {
+
+TEST(ExportGolden, IndexReportsMegatronRuleFailures) {
+  test::ExportCase c = test::FindCase("llama-3.1-8b-full");
+  c.plan.global_batch = 1000;   // not a multiple of micro-batch 4 x data-parallel 128
+  const std::vector<ExportFile> files = BuildAllExports(c.plan, c.model);
+  const std::string& index = files.back().text;
+  EXPECT_NE(index.find("- FAILS global_batch: --global-batch-size 1000 not divisible"), std::string::npos) << index;
+}
+
+}  // namespace
+}  // namespace onboard
