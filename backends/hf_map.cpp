@@ -1,5 +1,5 @@
-// MapHfWeights: embedding, decoder layers (per family mapper), final norm and head; then the
-// unmapped-tensor check (see hf_model.h).
+// MapHfSlice / MapHfWeights: embedding, decoder layers (per family mapper), final norm and head;
+// for a whole-model load, the unmapped-tensor check (see hf_model.h).
 #include <cctype>
 #include <set>
 
@@ -22,9 +22,9 @@ int64_t LayerOf(const std::string& name) {
 
 // Step 3: tensors the checkpoint holds that no module took. Layers outside the range and MTP layers
 // (index >= num_hidden_layers when the config declares them) are skipped on purpose.
-Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt, const HfWeightReader& r,
+Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt, const std::vector<std::string>& names,
                       int64_t first, int64_t last) {
-  const std::set<std::string> used(r.used().begin(), r.used().end());
+  const std::set<std::string> used(names.begin(), names.end());
   const int64_t n = int64_t(c.ir.layers.size());
   for (const TensorInfo& t : ckpt.inventory().tensors) {
     if (used.count(t.name)) continue;
@@ -39,26 +39,31 @@ Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckp
 
 }  // namespace
 
-Expected<HfModelWeights> MapHfWeights(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt,
-                                      HfLayerRange range, torch::ScalarType dtype) {
+Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt, const HfRankSlice& s,
+                                    torch::ScalarType dtype) {
   const int64_t n = int64_t(c.ir.layers.size());
-  const int64_t last = range.last < 0 ? n - 1 : range.last;
-  if (range.first < 0 || range.first > last || last >= n)
-    return BadInput(c.config_path, "--layers",
-                    "range must lie inside 0-" + std::to_string(n - 1),
-                    std::to_string(range.first) + "-" + std::to_string(last));
+  const int64_t last = s.layers.last < 0 ? n - 1 : s.layers.last;
+  if (s.layers.first < 0 || s.layers.first > last || last >= n)
+    return BadInput(c.config_path, "--layers", "range must lie inside 0-" + std::to_string(n - 1),
+                    std::to_string(s.layers.first) + "-" + std::to_string(last));
   HfWeightReader r(ckpt, dtype);
+  r.OwnExperts(s.expert_begin, s.expert_end);
   HfModelWeights w;
-  // Step 1: embedding, final norm, head (tied: the embedding itself).
-  ONBOARD_ASSIGN_OR_RETURN(w.embed, r.Read("model.embed_tokens.weight", {c.ir.vocab, c.ir.hidden}));
-  ONBOARD_ASSIGN_OR_RETURN(w.final_norm, r.Read("model.norm.weight", {c.ir.hidden}));
-  if (c.ir.tied_embeddings && !ckpt.Has("lm_head.weight")) {
-    w.lm_head = w.embed;
-  } else {
-    ONBOARD_ASSIGN_OR_RETURN(w.lm_head, r.Read("lm_head.weight", {c.ir.vocab, c.ir.hidden}));
+  // Step 1: embedding (first stage), final norm + head (last stage; tied: the embedding itself).
+  const bool tied = c.ir.tied_embeddings && !ckpt.Has("lm_head.weight");
+  if (s.embedding || (s.head && tied)) {
+    ONBOARD_ASSIGN_OR_RETURN(w.embed, r.Read("model.embed_tokens.weight", {c.ir.vocab, c.ir.hidden}));
   }
-  // Step 2: the layers in range, by the family's mapper.
-  for (int64_t i = range.first; i <= last; ++i) {
+  if (s.head) {
+    ONBOARD_ASSIGN_OR_RETURN(w.final_norm, r.Read("model.norm.weight", {c.ir.hidden}));
+    if (tied) {
+      w.lm_head = w.embed;
+    } else {
+      ONBOARD_ASSIGN_OR_RETURN(w.lm_head, r.Read("lm_head.weight", {c.ir.vocab, c.ir.hidden}));
+    }
+  }
+  // Step 2: the slice's layers by the family's mapper (experts outside the slice left empty).
+  for (int64_t i = s.layers.first; i <= last; ++i) {
     const LayerSpec& l = c.ir.layers[size_t(i)];
     Expected<HfLayerWeights> lw = c.layout == HfLayout::kMixtral      ? MapMixtralLayer(c, l, r)
                                   : c.layout == HfLayout::kDeepSeekV3 ? MapDeepSeekLayer(c, l, r)
@@ -66,9 +71,19 @@ Expected<HfModelWeights> MapHfWeights(const HfForwardConfig& c, const Safetensor
     if (!lw.ok()) return lw.status();
     w.layers.push_back(std::move(*lw));
   }
-  ONBOARD_RETURN_IF_ERROR(CheckAllMapped(c, ckpt, r, range.first, last));
-  w.tensors_used = int64_t(r.used().size());
+  w.used = r.used();
   w.dtypes_seen = r.dtypes();
+  return w;
+}
+
+Expected<HfModelWeights> MapHfWeights(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt,
+                                      HfLayerRange range, torch::ScalarType dtype) {
+  HfRankSlice s;
+  s.layers = range;
+  ONBOARD_ASSIGN_OR_RETURN(HfModelWeights w, MapHfSlice(c, ckpt, s, dtype));
+  // Step 3: every checkpoint tensor inside the range was taken by some module.
+  const int64_t last = range.last < 0 ? int64_t(c.ir.layers.size()) - 1 : range.last;
+  ONBOARD_RETURN_IF_ERROR(CheckAllMapped(c, ckpt, w.used, range.first, last));
   return w;
 }
 

@@ -29,6 +29,10 @@ Expected<std::vector<HfMlpWeights>> MapExperts(const std::string& p, const MoESp
                                                const char* down) {
   std::vector<HfMlpWeights> out;
   for (int64_t e = 0; e < m.num_experts; ++e) {
+    if (!r.OwnsExpert(e)) {
+      out.emplace_back();  // another rank's expert
+      continue;
+    }
     ONBOARD_ASSIGN_OR_RETURN(HfMlpWeights x, r.Mlp(p + "." + std::to_string(e), hidden, m.expert_intermediate, gate, up, down));
     out.push_back(std::move(x));
   }

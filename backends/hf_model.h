@@ -59,7 +59,7 @@ struct HfModelWeights {
   torch::Tensor final_norm;               // [hidden]
   torch::Tensor lm_head;                  // [vocab, hidden] (the embedding when tied)
   std::vector<HfLayerWeights> layers;     // the layers loaded, in order
-  int64_t tensors_used = 0;               // checkpoint tensors read (scales included)
+  std::vector<std::string> used;          // checkpoint tensors read (scales included)
   std::vector<std::string> dtypes_seen;   // distinct checkpoint dtype names read
 };
 
@@ -80,6 +80,12 @@ class HfWeightReader {
   [[nodiscard]] Expected<HfMlpWeights> Mlp(const std::string& prefix, int64_t hidden, int64_t inter,
                                            const char* gate = "gate_proj", const char* up = "up_proj",
                                            const char* down = "down_proj");
+  // Routed experts this reader loads ([begin, end); end < 0 = all); others stay empty (plan slices).
+  void OwnExperts(int64_t begin, int64_t end) {
+    expert_begin_ = begin;
+    expert_end_ = end;
+  }
+  bool OwnsExpert(int64_t e) const { return e >= expert_begin_ && (expert_end_ < 0 || e < expert_end_); }
   const std::vector<std::string>& used() const { return used_; }
   const std::vector<std::string>& dtypes() const { return dtypes_; }
   torch::ScalarType dtype() const { return dtype_; }
@@ -89,6 +95,7 @@ class HfWeightReader {
   torch::ScalarType dtype_;
   std::vector<std::string> used_;
   std::vector<std::string> dtypes_;
+  int64_t expert_begin_ = 0, expert_end_ = -1;
 };
 
 // hf_map_llama.cpp: q/k/v/o (+ biases, + q_norm/k_norm) under `prefix` ("model.layers.3.self_attn").
@@ -108,6 +115,23 @@ class HfWeightReader {
 // checkpoint tensor must have been taken (MTP layers past num_hidden_layers excepted).
 [[nodiscard]] Expected<HfModelWeights> MapHfWeights(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt,
                                                     HfLayerRange range, torch::ScalarType dtype);
+
+// hf_plan_slice.cpp: what one rank of a plan owns: its pipeline stage's layers (embedding on the first
+// stage, final norm + head on the last) and its expert-parallel share of the routed experts.
+struct HfRankSlice {
+  HfLayerRange layers;
+  bool embedding = true;
+  bool head = true;
+  int64_t expert_begin = 0, expert_end = -1;  // [begin, end), end < 0 = all
+};
+// Rank (stage, ep_index) of `pp` stages split at `stage_starts` (first layer of each stage) and `ep`
+// expert groups of num_experts / ep experts each.
+HfRankSlice SliceForRank(const HfForwardConfig& c, const std::vector<int64_t>& stage_starts, int64_t stage,
+                         int64_t ep, int64_t ep_index);
+// Maps only what the slice owns (no unmapped-tensor check: the rest belongs to other ranks). The
+// checkpoint's touched_bytes() afterwards is this rank's read volume.
+[[nodiscard]] Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt,
+                                                  const HfRankSlice& s, torch::ScalarType dtype);
 
 // hf_forward.cpp: logits [S, vocab] for one sequence of token ids.
 torch::Tensor HfForward(const HfForwardConfig& c, const HfModelWeights& w, const std::vector<int64_t>& ids);

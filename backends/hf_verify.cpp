@@ -89,7 +89,7 @@ Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& o) {
   for (const auto& s : seqs) r.longest = std::max<int64_t>(r.longest, int64_t(s.size()));
   r.vocab = c.ir.vocab;
   r.layers_run = int64_t(w.layers.size());
-  r.tensors_used = w.tensors_used;
+  r.tensors_used = int64_t(w.used.size());
   r.dtypes = w.dtypes_seen;
 
   // Step 2: forward per sequence; NaN past each sequence's end.
