@@ -1,14 +1,12 @@
-// GenerateKda / GenerateDsa / GenerateKernels: validated spec -> filled template + manifest.
+// GenerateKda / GenerateDsa / GenerateKernels: validated spec -> kernel template instantiation + manifest.
 #include "codegen/kernel_generator.h"
 
 #include <cinttypes>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <nlohmann/json.hpp>
 
 #include "codegen/kernel_headers.h"
-#include "codegen/source_template.h"
 
 namespace onboard::codegen {
 namespace {
@@ -26,49 +24,55 @@ std::string GateFormEnumerator(GateForm g) {
 
 const char* Bool(bool b) { return b ? "true" : "false"; }
 
-// The short instantiation file of the CPU KDA template for one spec (codegen/kernels/kda_cpu.h).
-std::string KdaCpuInstance(const KdaSpec& spec, const std::string& name) {
+// The static constexpr members of a KDA template Config for one spec (kda_cpu.h, kda_cuda.cuh).
+std::string KdaConfigFields(const KdaSpec& spec) {
   char buf[1024];
   std::snprintf(buf, sizeof(buf),
-                "\nnamespace {\n"
-                "struct Config {\n"
                 "  static constexpr int H = %lld, HV = %lld, K = %lld, V = %lld, C = %lld;\n"
                 "  static constexpr onboard::GateForm kGate = %s;\n"
                 "  static constexpr float kLowerBound = %s;\n"
                 "  static constexpr bool kNormalizeQk = %s;\n"
-                "  static constexpr bool kBetaSigmoid = %s;\n"
-                "};\n"
-                "}  // namespace\n\n"
-                "ONBOARD_EXPORT_KDA_CPU(Config, \"%s\")\n",
+                "  static constexpr bool kBetaSigmoid = %s;\n",
                 static_cast<long long>(spec.num_heads), static_cast<long long>(spec.num_v_heads),
                 static_cast<long long>(spec.head_dim), static_cast<long long>(spec.v_head_dim),
                 static_cast<long long>(spec.chunk_size), GateFormEnumerator(spec.gate_form).c_str(),
                 FloatLiteral(spec.gate_form == GateForm::kBounded ? spec.gate_lower_bound : 0.0).c_str(),
-                Bool(spec.normalize_qk), Bool(spec.beta_sigmoid), name.c_str());
-  return AmalgamatedKernelHeader("codegen/kernels/kda_cpu.h") + buf;
+                Bool(spec.normalize_qk), Bool(spec.beta_sigmoid));
+  return buf;
 }
 
-// The short instantiation file of the CPU DSA template for one spec (codegen/kernels/dsa_cpu.h).
-std::string DsaCpuInstance(const DsaSpec& spec, const std::string& name) {
+// The static constexpr members of a DSA template Config for one spec (dsa_cpu.h, dsa_cuda.cuh).
+std::string DsaConfigFields(const DsaSpec& spec) {
   char buf[1024];
   std::snprintf(buf, sizeof(buf),
-                "\nnamespace {\n"
-                "struct Config {\n"
                 "  static constexpr int HQ = %lld, HKV = %lld, D = %lld, DV = %lld, HI = %lld, DI = %lld;\n"
                 "  static constexpr int64_t TOPK = %lld;\n"
                 "  static constexpr int BLOCK = %lld;\n"
                 "  static constexpr float SCALE = %s;\n"
-                "  static constexpr bool GATED = %s, SINK = %s;\n"
-                "};\n"
-                "}  // namespace\n\n"
-                "ONBOARD_EXPORT_DSA_CPU(Config, \"%s\")\n",
+                "  static constexpr bool GATED = %s, SINK = %s;\n",
                 static_cast<long long>(spec.num_heads), static_cast<long long>(spec.num_kv_heads),
                 static_cast<long long>(spec.head_dim), static_cast<long long>(spec.v_head_dim),
                 static_cast<long long>(spec.index_heads), static_cast<long long>(spec.index_head_dim),
                 static_cast<long long>(spec.topk), static_cast<long long>(spec.block),
-                FloatLiteral(spec.ResolvedScale()).c_str(), Bool(spec.output_gate), Bool(spec.sink),
-                name.c_str());
-  return AmalgamatedKernelHeader("codegen/kernels/dsa_cpu.h") + buf;
+                FloatLiteral(spec.ResolvedScale()).c_str(), Bool(spec.output_gate), Bool(spec.sink));
+  return buf;
+}
+
+// The short instantiation file of a CPU kernel template (codegen/kernels/<header>) for one Config.
+std::string CpuInstance(const std::string& header, const std::string& fields, const std::string& exporter,
+                        const std::string& name) {
+  return AmalgamatedKernelHeader(header) + "\nnamespace {\nstruct Config {\n" + fields +
+         "};\n}  // namespace\n\n" + exporter + "(Config, \"" + name + "\")\n";
+}
+
+// The short instantiation file of a CUDA kernel template: Config (named onboard_gen::Config, which the
+// host harnesses of codegen/cuda/ use) with its operand type, then the C ABI.
+std::string CudaInstance(const std::string& header, const std::string& fields, DType dtype,
+                         const std::string& exporter, const std::string& name) {
+  const std::string elem = dtype == DType::kBF16 ? "__nv_bfloat16" : "float";
+  return AmalgamatedKernelHeader(header) + "\nnamespace onboard_gen {\nstruct Config {\n  using elem_t = " +
+         elem + ";\n" + fields + "};\n}  // namespace onboard_gen\n\n" + exporter + "(onboard_gen::Config, \"" +
+         name + "\")\n";
 }
 
 std::string Header(const std::string& name, const std::string& op, const TargetOptions& t) {
@@ -91,29 +95,8 @@ GeneratedKernel Finish(std::string name, std::string op, const TargetOptions& t,
   return g;
 }
 
-std::string ElementType(DType d) { return d == DType::kBF16 ? "__nv_bfloat16" : "float"; }
 
 }  // namespace
-
-std::string FillTemplate(const std::string& tmpl, const std::map<std::string, std::string>& values) {
-  std::string out;
-  out.reserve(tmpl.size() + 256);
-  size_t pos = 0;
-  while (true) {
-    const size_t at = tmpl.find('@', pos);
-    if (at == std::string::npos) break;
-    const size_t end = tmpl.find('@', at + 1);
-    ONBOARD_ASSERT(end != std::string::npos, "unterminated placeholder in kernel template");
-    const std::string key = tmpl.substr(at + 1, end - at - 1);
-    auto it = values.find(key);
-    ONBOARD_ASSERT(it != values.end(), "unknown placeholder @" + key + "@ in kernel template");
-    out.append(tmpl, pos, at - pos);
-    out += it->second;
-    pos = end + 1;
-  }
-  out.append(tmpl, pos, std::string::npos);
-  return out;
-}
 
 std::string FloatLiteral(double v) {
   ONBOARD_ASSERT(std::isfinite(v), "non-finite value reached a kernel literal");
@@ -168,30 +151,22 @@ Expected<GeneratedKernel> GenerateKda(const KdaSpec& spec, const TargetOptions& 
   }
   const std::string name = spec.name.empty() ? spec.DefaultName() : spec.name;
   ONBOARD_ASSERT(IsValidKernelIdentifier(name), "derived kernel name is not an identifier: " + name);
-  const std::map<std::string, std::string> values = {
-      {"NAME", name},
-      {"H", std::to_string(spec.num_heads)},
-      {"HV", std::to_string(spec.num_v_heads)},
-      {"K", std::to_string(spec.head_dim)},
-      {"V", std::to_string(spec.v_head_dim)},
-      {"C", std::to_string(spec.chunk_size)},
-      {"GATE", GateFormEnumerator(spec.gate_form)},
-      {"LB", FloatLiteral(spec.gate_form == GateForm::kBounded ? spec.gate_lower_bound : 0.0)},
-      {"NORM", Bool(spec.normalize_qk)},
-      {"BETA_SIGMOID", Bool(spec.beta_sigmoid)},
-      {"ELEM", ElementType(spec.dtype)},
-  };
+  const std::string fields = KdaConfigFields(spec);
   std::string src = Header(name, "kda", target);
   if (target.target == KernelTarget::kCpu) {
-    src += KdaCpuInstance(spec, name);
+    src += CpuInstance("codegen/kernels/kda_cpu.h", fields, "ONBOARD_EXPORT_KDA_CPU", name);
   } else {
-    src += CudaPreludeSource() + FillTemplate(KdaCudaTemplate(), values);
+    src += CudaInstance("codegen/kernels/kda_cuda.cuh", fields, spec.dtype, "ONBOARD_EXPORT_KDA_CUDA", name);
   }
   std::vector<std::pair<std::string, std::string>> params = {
-      {"num_heads", values.at("H")},          {"num_v_heads", values.at("HV")},
-      {"head_dim", values.at("K")},           {"v_head_dim", values.at("V")},
-      {"chunk_size", values.at("C")},         {"gate_form", GateFormName(spec.gate_form)},
-      {"gate_lower_bound", values.at("LB")},  {"normalize_qk", values.at("NORM")},
+      {"num_heads", std::to_string(spec.num_heads)},
+      {"num_v_heads", std::to_string(spec.num_v_heads)},
+      {"head_dim", std::to_string(spec.head_dim)},
+      {"v_head_dim", std::to_string(spec.v_head_dim)},
+      {"chunk_size", std::to_string(spec.chunk_size)},
+      {"gate_form", GateFormName(spec.gate_form)},
+      {"gate_lower_bound", FloatLiteral(spec.gate_form == GateForm::kBounded ? spec.gate_lower_bound : 0.0)},
+      {"normalize_qk", Bool(spec.normalize_qk)},
       {"dtype", DTypeName(spec.dtype)},
   };
   if (spec.beta_sigmoid) params.emplace_back("beta_sigmoid", "true");  // absent = the default (false)
@@ -206,34 +181,26 @@ Expected<GeneratedKernel> GenerateDsa(const DsaSpec& spec, const TargetOptions& 
   }
   const std::string name = spec.name.empty() ? spec.DefaultName() : spec.name;
   ONBOARD_ASSERT(IsValidKernelIdentifier(name), "derived kernel name is not an identifier: " + name);
-  const std::map<std::string, std::string> values = {
-      {"NAME", name},
-      {"HQ", std::to_string(spec.num_heads)},
-      {"HKV", std::to_string(spec.num_kv_heads)},
-      {"D", std::to_string(spec.head_dim)},
-      {"DV", std::to_string(spec.v_head_dim)},
-      {"HI", std::to_string(spec.index_heads)},
-      {"DI", std::to_string(spec.index_head_dim)},
-      {"TOPK", std::to_string(spec.topk)},
-      {"BLOCK", std::to_string(spec.block)},
-      {"SCALE", FloatLiteral(spec.ResolvedScale())},
-      {"GATED", spec.output_gate ? "true" : "false"},
-      {"SINK", spec.sink ? "true" : "false"},
-      {"ELEM", ElementType(spec.dtype)},
-  };
+  const std::string fields = DsaConfigFields(spec);
   std::string src = Header(name, "dsa", target);
   if (target.target == KernelTarget::kCpu) {
-    src += DsaCpuInstance(spec, name);
+    src += CpuInstance("codegen/kernels/dsa_cpu.h", fields, "ONBOARD_EXPORT_DSA_CPU", name);
   } else {
-    src += CudaPreludeSource() + FillTemplate(DsaCudaTemplate(), values);
+    src += CudaInstance("codegen/kernels/dsa_cuda.cuh", fields, spec.dtype, "ONBOARD_EXPORT_DSA_CUDA", name);
   }
   std::vector<std::pair<std::string, std::string>> params = {
-      {"num_heads", values.at("HQ")},     {"num_kv_heads", values.at("HKV")},
-      {"head_dim", values.at("D")},       {"v_head_dim", values.at("DV")},
-      {"index_heads", values.at("HI")},   {"index_head_dim", values.at("DI")},
-      {"topk", values.at("TOPK")},        {"block", values.at("BLOCK")},
-      {"softmax_scale", values.at("SCALE")}, {"output_gate", values.at("GATED")},
-      {"sink", values.at("SINK")},        {"dtype", DTypeName(spec.dtype)},
+      {"num_heads", std::to_string(spec.num_heads)},
+      {"num_kv_heads", std::to_string(spec.num_kv_heads)},
+      {"head_dim", std::to_string(spec.head_dim)},
+      {"v_head_dim", std::to_string(spec.v_head_dim)},
+      {"index_heads", std::to_string(spec.index_heads)},
+      {"index_head_dim", std::to_string(spec.index_head_dim)},
+      {"topk", std::to_string(spec.topk)},
+      {"block", std::to_string(spec.block)},
+      {"softmax_scale", FloatLiteral(spec.ResolvedScale())},
+      {"output_gate", Bool(spec.output_gate)},
+      {"sink", Bool(spec.sink)},
+      {"dtype", DTypeName(spec.dtype)},
   };
   return Finish(name, "dsa", target, std::move(params), std::move(src));
 }

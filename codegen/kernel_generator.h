@@ -41,6 +41,10 @@ struct GeneratedKernel {
 [[nodiscard]] Expected<std::vector<GeneratedKernel>> GenerateKernels(const ModelIR& model,
                                                                      const TargetOptions& target);
 
+// An exactly-representable C++ float literal for a validated finite double ("-5.0f", "0.0883883f"),
+// as the generated Config structs spell their float members.
+std::string FloatLiteral(double v);
+
 // FNV-1a 64-bit of bytes, as 16 lowercase hex digits (the content hash used for caching).
 std::string ContentHash(const std::string& bytes);
 

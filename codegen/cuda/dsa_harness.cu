@@ -6,7 +6,12 @@
 #include KERNEL_CU
 #include "harness_common.h"
 
-using namespace onboard_gen;
+// The generated file's Config (onboard_gen::Config) and its template's dims.
+using Dsa = onboard::kernels::DsaCuda<onboard_gen::Config>;
+using elem_t = Dsa::elem_t;
+constexpr int HQ = Dsa::HQ, HKV = Dsa::HKV, D = Dsa::D, DV = Dsa::DV, HI = Dsa::HI, DI = Dsa::DI;
+constexpr int64_t TOPK = Dsa::TOPK;
+constexpr bool GATED = Dsa::GATED, SINK = Dsa::SINK;
 
 static int Check(const std::string& dir) {
   int64_t B = 0, T = 0;

@@ -5,7 +5,10 @@
 #include KERNEL_CU
 #include "harness_common.h"
 
-using namespace onboard_gen;
+// The generated file's Config (onboard_gen::Config) and its template's dims.
+using Kda = onboard::kernels::KdaCuda<onboard_gen::Config>;
+using elem_t = Kda::elem_t;
+constexpr int H = Kda::H, HV = Kda::HV, K = Kda::K, V = Kda::V, C = Kda::C;
 
 static int Check(const std::string& dir) {
   int64_t B = 0, T = 0, has_state = 0;

@@ -66,8 +66,15 @@ TEST(KernelGeneratorTest, CudaTargetAndDtype) {
   auto g = GenerateKda(s, t);
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   EXPECT_EQ(g->FileName(), g->name + ".cu");
-  EXPECT_NE(g->source.find("typedef __nv_bfloat16 elem_t;"), std::string::npos);
-  EXPECT_NE(g->source.find("constexpr onboard::GateForm GATE = onboard::GateForm::kBounded;"), std::string::npos);
+  // The short instantiation of kda_cuda.cuh: Config with the operand type, then the C ABI.
+  EXPECT_NE(g->source.find("using elem_t = __nv_bfloat16;"), std::string::npos);
+  EXPECT_NE(g->source.find("static constexpr int H = 4, HV = 8, K = 128, V = 64, C = 32;"), std::string::npos);
+  EXPECT_NE(g->source.find("kGate = onboard::GateForm::kBounded;"), std::string::npos);
+  EXPECT_NE(g->source.find("ONBOARD_EXPORT_KDA_CUDA(onboard_gen::Config, \"" + g->name + "\")"),
+            std::string::npos);
+  EXPECT_NE(g->source.find("struct KdaCuda"), std::string::npos);
+  EXPECT_EQ(g->source.find("#include \"codegen/"), std::string::npos);
+  EXPECT_EQ(g->source.find("#include \"core/"), std::string::npos);
   EXPECT_EQ(nlohmann::json::parse(g->ManifestJson())["arch"], "sm_80");
   // bf16 operands are a CUDA-only option.
   auto cpu = GenerateKda(s, {});

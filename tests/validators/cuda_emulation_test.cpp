@@ -12,7 +12,7 @@
 #include "codegen/cpu_kernel_loader.h"
 #include "validators/cuda_emulation_loader.h"
 #include "codegen/kernel_generator.h"
-#include "codegen/source_template.h"
+#include "codegen/kernel_headers.h"
 
 namespace onboard::codegen {
 namespace {
@@ -21,23 +21,17 @@ using namespace ::onboard::validators;  // the emulation support lives in valida
 
 void UseTestCache() { setenv("ONBOARD_KERNEL_CACHE", ONBOARD_BINARY_DIR "/kernel-cache", 0); }
 
-// Hand-written probe kernels on top of the generated prelude, launched through ONBOARD_LAUNCH.
+// Hand-written probe kernels on top of the CUDA kernel headers, launched through ONBOARD_LAUNCH.
 constexpr const char* kProbeKernels = R"CU(
 namespace probe {
 constexpr int THREADS = 256;
-// out[i] = inclusive prefix sum of in[0..i] over one block (Hillis-Steele with barriers).
+// out[i] = inclusive prefix sum of in[0..i] over one block: the DSA kernel's block_scan (dsa_cuda.cuh,
+// Hillis-Steele with barriers).
 __global__ void scan_kernel(const int* in, int* out) {
   __shared__ int tmp[THREADS];
-  tmp[threadIdx.x] = in[threadIdx.x];
-  __syncthreads();
-  for (int off = 1; off < THREADS; off <<= 1) {
-    const int add = threadIdx.x >= off ? tmp[threadIdx.x - off] : 0;
-    __syncthreads();
-    tmp[threadIdx.x] += add;
-    __syncthreads();
-  }
-  out[blockIdx.x * THREADS + threadIdx.x] = tmp[threadIdx.x];
+  out[blockIdx.x * THREADS + threadIdx.x] = onboard::kernels::block_scan(in[threadIdx.x], tmp);
 }
+static_assert(THREADS == onboard::kernels::kDsaCudaThreads, "block_scan spans kDsaCudaThreads threads");
 // The same scan with the middle barrier missing: reads and writes of tmp race.
 __global__ void racy_scan_kernel(const int* in, int* out) {
   __shared__ int tmp[THREADS];
@@ -70,7 +64,7 @@ __global__ void smem_kernel(float* out, int n) {
 }
 }  // namespace probe
 
-extern "C" const char* onboard_kernel_name(void) { return "emu_probe"; }
+ONBOARD_EXPORT_CUDA_COMMON("emu_probe")
 extern "C" int probe_scan(const int* in, int* out, int blocks, int racy) {
   if (racy) ONBOARD_LAUNCH(probe::racy_scan_kernel, blocks, probe::THREADS, 0, 0, in, out);
   else ONBOARD_LAUNCH(probe::scan_kernel, blocks, probe::THREADS, 0, 0, in, out);
@@ -84,7 +78,7 @@ extern "C" int probe_divergent(int* out, int early_exit) {
 extern "C" int probe_smem(float* out, int n, int grid_y, int raise_limit) {
   const size_t bytes = sizeof(float) * n;
   if (raise_limit) {
-    const cudaError_t e = onboard_gen::allow_smem(probe::smem_kernel, bytes);
+    const cudaError_t e = onboard::kernels::allow_smem(probe::smem_kernel, bytes);
     if (e != cudaSuccess) return (int)e;
   }
   ONBOARD_LAUNCH(probe::smem_kernel, dim3(1, grid_y), probe::THREADS, bytes, 0, out, n);
@@ -107,7 +101,7 @@ Probe BuildProbe(bool ucontext = false) {
   k.name = "emu_probe";
   k.op = "probe";
   k.target = KernelTarget::kCuda;
-  k.source = CudaPreludeSource() + kProbeKernels;
+  k.source = AmalgamatedKernelHeader("codegen/kernels/dsa_cuda.cuh") + kProbeKernels;
   Probe p;
   const std::string tu = (ucontext ? "#define ONBOARD_EMU_UCONTEXT 1\n" : "") + CudaEmulationTranslationUnit(k, {});
   auto lib = BuildKernelLibrary(k.name, tu);

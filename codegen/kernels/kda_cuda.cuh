@@ -1,49 +1,94 @@
-// Generated CUDA KDA forward: the chunked algorithm of kda_cpu_source.cpp, one thread block per
-// (batch, value head), state S[K][V] in shared memory, per-chunk matrices in a global workspace.
-// Written for correctness first (exact per-element exp(G_c - G_i), fp64 cumulative gates); NOT yet
-// run on a GPU (its logic is checked under CPU emulation of the CUDA model: codegen/README.md).
+// CUDA KDA forward: the chunked algorithm of kda_cpu.h, one thread block per (batch, value head), state
+// S[K][V] in shared memory, per-chunk matrices in a global workspace. A template over its configuration:
+// the generator emits a short file defining Config for one model and exporting the C ABI with
+// ONBOARD_EXPORT_KDA_CUDA; the build compiles a default instantiation (default_cuda_instances.cu).
+// Written for correctness first (exact per-element exp(G_c - G_i), fp64 cumulative gates); NOT yet run
+// on a GPU (its logic is checked under CPU emulation of the CUDA model: codegen/README.md).
+//
+// Config (all static constexpr unless noted): int H, HV, K, V, C (heads, value heads, key/value head
+//   dims, chunk); GateForm kGate; float kLowerBound (kBounded only); bool kNormalizeQk (q/k L2 norm
+//   inside); bool kBetaSigmoid (beta input is a logit: sigmoid inside); type elem_t (float or
+//   __nv_bfloat16: the q, k, v, g, beta operands). Shapes and units: the CUDA ABI in codegen/README.md.
+//
 // Steps per chunk as in the CPU kernel:
 //   Step 1 load + normalise + gate; Step 2 G = cumsum (fp64); Step 3 Akk, Aqk exact;
 //   Step 4 forward substitution X = (I + Diag(beta) Akk)^-1 Diag(beta); Step 5 W = X (k e^G), U = X v;
 //   Step 6 V' = U - W S; O = (q e^G) S + Aqk V'; S = e^{G_last} S + (k e^{G_last - G})^T V'.
-#include "codegen/source_template.h"
+#pragma once
 
-namespace onboard::codegen {
+#include "codegen/kernels/cuda_prelude.cuh"
 
-std::string KdaCudaTemplate() {
-  return R"CU(
-namespace onboard_gen {
-
-typedef @ELEM@ elem_t;
-constexpr int H = @H@, HV = @HV@, K = @K@, V = @V@, C = @C@;
-constexpr int GROUP = HV / H;
-constexpr onboard::GateForm GATE = @GATE@;
-constexpr float LOWER_BOUND = @LB@;
-constexpr bool NORMALIZE = @NORM@;
-constexpr bool BETA_SIGMOID = @BETA_SIGMOID@;  // beta input is a logit: sigmoid inside
-constexpr int THREADS = 256;
-
-// Workspace floats per (batch, value head).
-constexpr int64_t WS_FLOATS = 2LL * C * K /*Q,Kx*/ + C * V /*Vx*/ + 3LL * C * C /*Akk,Aqk,X*/ +
-                              C * K /*W*/ + 2LL * C * V /*U->V', O*/ + C /*beta*/ + 2LL * C * K /*G fp64*/;
-
-__device__ float log_decay(float x, float a_exp, float bias) {
-  if (GATE == onboard::GateForm::kNone) return x;
-  if (GATE == onboard::GateForm::kOriginal) {
-    const float z = x + bias;
-    const float sp = z > 20.0f ? z : log1pf(expf(z));
-    return -a_exp * sp;
+// The C ABI of one KDA instantiation (codegen/README.md): its name, workspace size and forward
+// (the generated file's one line after its Config).
+#define ONBOARD_EXPORT_KDA_CUDA(Config, kernel_name)                                                                \
+  ONBOARD_EXPORT_CUDA_LIBRARY(::onboard::kernels::KdaCuda<Config>, kda, kernel_name)                                \
+  extern "C" int onboard_kda_fwd_cuda(                                                                              \
+      const onboard_kda_cuda_t::elem_t* q, const onboard_kda_cuda_t::elem_t* k, const onboard_kda_cuda_t::elem_t* v,\
+      const onboard_kda_cuda_t::elem_t* g, const onboard_kda_cuda_t::elem_t* beta, const float* a_log,              \
+      const float* dt_bias, const float* initial_state, float* o, float* final_state, void* workspace,              \
+      int64_t batch, int64_t seq_len, cudaStream_t stream) {                                                        \
+    return onboard_kda_cuda_t::Forward(q, k, v, g, beta, a_log, dt_bias, initial_state, o, final_state,             \
+                                       workspace, batch, seq_len, stream);                                          \
   }
-  const float z = a_exp * (x + bias);
-  return LOWER_BOUND / (1.0f + expf(-z));
-}
 
-__global__ void __launch_bounds__(THREADS)
-kda_chunk_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, const elem_t* __restrict__ v,
-                 const elem_t* __restrict__ g, const elem_t* __restrict__ beta,
+namespace onboard::kernels {
+
+constexpr int kKdaCudaThreads = 256;  // threads per block
+
+template <class Config>
+struct KdaCuda {
+  using elem_t = typename Config::elem_t;
+  static constexpr int H = Config::H, HV = Config::HV, K = Config::K, V = Config::V, C = Config::C;
+  static constexpr int GROUP = HV / H;
+  static constexpr GateForm kGate = Config::kGate;
+  static constexpr float kLowerBound = Config::kLowerBound;
+  static constexpr bool kNormalizeQk = Config::kNormalizeQk;
+  static constexpr bool kBetaSigmoid = Config::kBetaSigmoid;
+  static constexpr int THREADS = kKdaCudaThreads;
+  static_assert(H >= 1 && HV % H == 0, "value heads must be a multiple of the q/k heads");
+
+  // Workspace floats per (batch, value head).
+  static constexpr int64_t WS_FLOATS = 2LL * C * K /*Q,Kx*/ + C * V /*Vx*/ + 3LL * C * C /*Akk,Aqk,X*/ +
+                                       C * K /*W*/ + 2LL * C * V /*U->V', O*/ + C /*beta*/ +
+                                       2LL * C * K /*G fp64*/;
+
+  __device__ static float log_decay(float x, float a_exp, float bias) {
+    if (kGate == GateForm::kNone) return x;
+    if (kGate == GateForm::kOriginal) {
+      const float z = x + bias;
+      const float sp = z > 20.0f ? z : log1pf(expf(z));
+      return -a_exp * sp;
+    }
+    const float z = a_exp * (x + bias);
+    return kLowerBound / (1.0f + expf(-z));
+  }
+
+  // Workspace bytes the caller provides to Forward.
+  static size_t WorkspaceBytes(int64_t batch, int64_t seq_len) {
+    (void)seq_len;
+    return static_cast<size_t>(batch) * HV * WS_FLOATS * sizeof(float) + 16;
+  }
+
+  // Device pointers; o and states fp32; returns a cudaError_t value (0 = success).
+  static int Forward(const elem_t* q, const elem_t* k, const elem_t* v, const elem_t* g,
+                     const elem_t* beta, const float* a_log, const float* dt_bias,
+                     const float* initial_state, float* o, float* final_state, void* workspace,
+                     int64_t batch, int64_t seq_len, cudaStream_t stream);
+};
+
+template <class Config>
+__global__ void __launch_bounds__(kKdaCudaThreads)
+kda_chunk_kernel(const typename Config::elem_t* __restrict__ q, const typename Config::elem_t* __restrict__ k,
+                 const typename Config::elem_t* __restrict__ v, const typename Config::elem_t* __restrict__ g,
+                 const typename Config::elem_t* __restrict__ beta,
                  const float* __restrict__ a_log, const float* __restrict__ dt_bias,
                  const float* __restrict__ h0, float* __restrict__ o, float* __restrict__ final_state,
                  float* __restrict__ workspace, int64_t T) {
+  using P = KdaCuda<Config>;
+  constexpr int H = P::H, HV = P::HV, K = P::K, V = P::V, C = P::C, GROUP = P::GROUP, THREADS = P::THREADS;
+  constexpr GateForm GATE = P::kGate;
+  constexpr bool NORMALIZE = P::kNormalizeQk, BETA_SIGMOID = P::kBetaSigmoid;
+  constexpr int64_t WS_FLOATS = P::WS_FLOATS;
   ONBOARD_DYNAMIC_SMEM(float, S);  // [K][V]
   __shared__ float norm_q[C], norm_k[C];
   const int64_t b = blockIdx.x / HV;
@@ -63,7 +108,7 @@ kda_chunk_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, con
   float* bt = O + C * V;
   double* G = reinterpret_cast<double*>(bt + C + (C & 1));
   const float qscale = rsqrtf(static_cast<float>(K));
-  const float a_exp = GATE == onboard::GateForm::kNone ? 0.0f : expf(a_log[hv]);
+  const float a_exp = GATE == GateForm::kNone ? 0.0f : expf(a_log[hv]);
   for (int i = tid; i < K * V; i += THREADS) {
     S[i] = h0 ? h0[(b * HV + hv) * (int64_t)K * V + i] : 0.0f;
   }
@@ -76,8 +121,8 @@ kda_chunk_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, con
       const int64_t t = c0 + r;
       Q[i] = live ? to_f(q[((b * T + t) * H + h) * K + d]) : 0.0f;
       Kx[i] = live ? to_f(k[((b * T + t) * H + h) * K + d]) : 0.0f;
-      const float bias = (GATE != onboard::GateForm::kNone && dt_bias) ? dt_bias[hv * K + d] : 0.0f;
-      G[i] = live ? (double)log_decay(to_f(g[((b * T + t) * HV + hv) * K + d]), a_exp, bias) : 0.0;
+      const float bias = (GATE != GateForm::kNone && dt_bias) ? dt_bias[hv * K + d] : 0.0f;
+      G[i] = live ? (double)P::log_decay(to_f(g[((b * T + t) * HV + hv) * K + d]), a_exp, bias) : 0.0;
     }
     for (int i = tid; i < C * V; i += THREADS) {
       const int r = i / V, e = i % V;
@@ -186,34 +231,20 @@ kda_chunk_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, con
   }
 }
 
-}  // namespace onboard_gen
 
-extern "C" const char* onboard_kernel_name(void) { return "@NAME@"; }
-
-// Workspace bytes the caller provides to onboard_kda_fwd_cuda.
-extern "C" size_t onboard_kda_cuda_workspace_bytes(int64_t batch, int64_t seq_len) {
-  (void)seq_len;
-  return static_cast<size_t>(batch) * onboard_gen::HV * onboard_gen::WS_FLOATS * sizeof(float) + 16;
-}
-
-// Device pointers; o and states fp32; returns a cudaError_t value (0 = success).
-extern "C" int onboard_kda_fwd_cuda(const onboard_gen::elem_t* q, const onboard_gen::elem_t* k,
-                                    const onboard_gen::elem_t* v, const onboard_gen::elem_t* g,
-                                    const onboard_gen::elem_t* beta, const float* a_log,
-                                    const float* dt_bias, const float* initial_state, float* o,
-                                    float* final_state, void* workspace, int64_t batch,
-                                    int64_t seq_len, cudaStream_t stream) {
-  using namespace onboard_gen;
+template <class Config>
+int KdaCuda<Config>::Forward(const elem_t* q, const elem_t* k, const elem_t* v, const elem_t* g,
+                             const elem_t* beta, const float* a_log, const float* dt_bias,
+                             const float* initial_state, float* o, float* final_state, void* workspace,
+                             int64_t batch, int64_t seq_len, cudaStream_t stream) {
   if (batch < 1 || seq_len < 1) return (int)cudaErrorInvalidValue;
   const size_t smem = sizeof(float) * K * V;
-  cudaError_t err = allow_smem(kda_chunk_kernel, smem);
+  cudaError_t err = allow_smem(kda_chunk_kernel<Config>, smem);
   if (err != cudaSuccess) return (int)err;
-  ONBOARD_LAUNCH(kda_chunk_kernel, (unsigned)(batch * HV), THREADS, smem, stream,
+  ONBOARD_LAUNCH(kda_chunk_kernel<Config>, (unsigned)(batch * HV), THREADS, smem, stream,
                  q, k, v, g, beta, a_log, dt_bias, initial_state, o, final_state,
                  static_cast<float*>(workspace), seq_len);
   return (int)cudaGetLastError();
 }
-)CU";
-}
 
-}  // namespace onboard::codegen
+}  // namespace onboard::kernels

@@ -1,5 +1,12 @@
-// Generated CUDA DSA forward (NOT yet run on a GPU; its logic is checked under CPU emulation of the CUDA
-// model, see validators/cuda_emulation_source.cpp):
+// CUDA DSA forward (NOT yet run on a GPU; its logic is checked under CPU emulation of the CUDA model,
+// see validators/cuda_emulation_source.cpp). A template over its configuration: the generator emits a
+// short file defining Config for one model and exporting the C ABI with ONBOARD_EXPORT_DSA_CUDA; the
+// build compiles a default instantiation (default_cuda_instances.cu).
+//
+// Config (all static constexpr unless noted): int HQ, HKV, D, DV (query heads, kv heads, q/k and value
+//   head dims), HI, DI (indexer heads and head dim); int64_t TOPK; int BLOCK (keys per softmax block);
+//   float SCALE (softmax scale); bool GATED (sigmoid output gate), SINK (per-head sink logit); type
+//   elem_t (float or __nv_bfloat16: the q, k, v, indexer and gate operands).
 //   Units: T tokens; scores fp32; workspace in bytes.
 //   index kernel, one block per query row r = b*T + t of the current launch's row range [row0, row0 + rows):
 //     Step 1  scores I[t,s] for s <= t into the workspace row (r - row0) of T fp32
@@ -11,30 +18,31 @@
 //   attention kernel, one block per (batch, query, kv head, group of <= 16 query heads): q in shared memory,
 //     selected keys walked in blocks of BLOCK (sorted -> monotone, mostly contiguous rows), online
 //     softmax, acc[G][DV] in shared memory, sink + gate at the end.
-#include "codegen/source_template.h"
+#pragma once
 
-namespace onboard::codegen {
+#include "codegen/kernels/cuda_prelude.cuh"
 
-std::string DsaCudaTemplate() {
-  return R"CU(
-namespace onboard_gen {
-
-typedef @ELEM@ elem_t;
-constexpr int HQ = @HQ@, HKV = @HKV@, D = @D@, DV = @DV@, HI = @HI@, DI = @DI@;
-constexpr int64_t TOPK = @TOPK@;
-constexpr int BLOCK = @BLOCK@;
-constexpr float SCALE = @SCALE@;
-constexpr bool GATED = @GATED@;
-constexpr bool SINK = @SINK@;
-constexpr int G = HQ / HKV;
-constexpr int GB = G < 16 ? G : 16;          // query heads per attention block (shared memory bound)
-constexpr int NGROUPS = (G + GB - 1) / GB;
-constexpr int THREADS = 256;
+// The C ABI of one DSA instantiation (codegen/README.md): its name, workspace size and forward
+// (the generated file's one line after its Config).
+#define ONBOARD_EXPORT_DSA_CUDA(Config, kernel_name)                                                                \
+  ONBOARD_EXPORT_CUDA_LIBRARY(::onboard::kernels::DsaCuda<Config>, dsa, kernel_name)                                \
+  extern "C" int onboard_dsa_fwd_cuda(                                                                              \
+      const onboard_dsa_cuda_t::elem_t* q, const onboard_dsa_cuda_t::elem_t* k, const onboard_dsa_cuda_t::elem_t* v,\
+      const onboard_dsa_cuda_t::elem_t* index_q, const onboard_dsa_cuda_t::elem_t* index_k,                         \
+      const onboard_dsa_cuda_t::elem_t* index_w, const onboard_dsa_cuda_t::elem_t* gate, const float* sink,         \
+      float* o, int32_t* topk_indices, void* workspace, int64_t batch, int64_t seq_len, cudaStream_t stream) {      \
+    return onboard_dsa_cuda_t::Forward(q, k, v, index_q, index_k, index_w, gate, sink, o, topk_indices,             \
+                                       workspace, batch, seq_len, stream);                                          \
+  }
 
 // Byte cap of the indexer score workspace (fp32 rows of T scores); override with -D at compile time.
 #ifndef ONBOARD_DSA_SCORE_WORKSPACE_BYTES
 #define ONBOARD_DSA_SCORE_WORKSPACE_BYTES (1ull << 30)
 #endif
+
+namespace onboard::kernels {
+
+constexpr int kDsaCudaThreads = 256;  // threads per block of both kernels
 
 // Query rows scored per index launch: as many T-float rows as fit the cap (at least 1, at most B*T).
 __host__ __device__ inline int64_t score_rows_per_launch(int64_t batch, int64_t T) {
@@ -50,11 +58,11 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);  // larger float -> larger key
 }
 
-// Inclusive block-wide prefix sum of one value per thread (THREADS threads).
-__device__ int block_scan(int x, int* tmp) {
+// Inclusive block-wide prefix sum of one value per thread (kDsaCudaThreads threads).
+__device__ inline int block_scan(int x, int* tmp) {
   tmp[threadIdx.x] = x;
   __syncthreads();
-  for (int off = 1; off < THREADS; off <<= 1) {
+  for (int off = 1; off < kDsaCudaThreads; off <<= 1) {
     const int add = threadIdx.x >= off ? tmp[threadIdx.x - off] : 0;
     __syncthreads();
     tmp[threadIdx.x] += add;
@@ -65,10 +73,43 @@ __device__ int block_scan(int x, int* tmp) {
   return r;
 }
 
-__global__ void __launch_bounds__(THREADS)
-dsa_index_kernel(const elem_t* __restrict__ iq, const elem_t* __restrict__ ik,
-                 const elem_t* __restrict__ iw, int32_t* __restrict__ idx,
+template <class Config>
+struct DsaCuda {
+  using elem_t = typename Config::elem_t;
+  static constexpr int HQ = Config::HQ, HKV = Config::HKV, D = Config::D, DV = Config::DV;
+  static constexpr int HI = Config::HI, DI = Config::DI;
+  static constexpr int64_t TOPK = Config::TOPK;
+  static constexpr int BLOCK = Config::BLOCK;
+  static constexpr float SCALE = Config::SCALE;
+  static constexpr bool GATED = Config::GATED, SINK = Config::SINK;
+  static constexpr int G = HQ / HKV;
+  static constexpr int GB = G < 16 ? G : 16;  // query heads per attention block (shared memory bound)
+  static constexpr int NGROUPS = (G + GB - 1) / GB;
+  static constexpr int THREADS = kDsaCudaThreads;
+  static_assert(HKV >= 1 && HQ % HKV == 0, "query heads must be a multiple of the kv heads");
+
+  // Workspace bytes: the indexer's fp32 score rows of one launch, rows * T * 4 <= the cap (>= one row).
+  static size_t WorkspaceBytes(int64_t batch, int64_t seq_len) {
+    if (batch < 1 || seq_len < 1) return 0;
+    return static_cast<size_t>(score_rows_per_launch(batch, seq_len)) * seq_len * sizeof(float);
+  }
+
+  // Device pointers; o fp32; idx [B,T,TOPK] int32 written (sorted, -1 padded).
+  static int Forward(const elem_t* q, const elem_t* k, const elem_t* v, const elem_t* index_q,
+                     const elem_t* index_k, const elem_t* index_w, const elem_t* gate, const float* sink,
+                     float* o, int32_t* topk_indices, void* workspace, int64_t batch, int64_t seq_len,
+                     cudaStream_t stream);
+};
+
+template <class Config>
+__global__ void __launch_bounds__(kDsaCudaThreads)
+dsa_index_kernel(const typename Config::elem_t* __restrict__ iq, const typename Config::elem_t* __restrict__ ik,
+                 const typename Config::elem_t* __restrict__ iw, int32_t* __restrict__ idx,
                  float* __restrict__ scores, int64_t T, int64_t row0) {
+  using P = DsaCuda<Config>;
+  constexpr int HI = P::HI, DI = P::DI, THREADS = P::THREADS;
+  constexpr int64_t TOPK = P::TOPK;
+  using elem_t = typename P::elem_t;
   __shared__ float qs[HI * DI];
   __shared__ float ws[HI];
   __shared__ int hist[256];
@@ -145,10 +186,19 @@ dsa_index_kernel(const elem_t* __restrict__ iq, const elem_t* __restrict__ ik,
   }
 }
 
-__global__ void __launch_bounds__(THREADS)
-dsa_attn_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, const elem_t* __restrict__ v,
-                const elem_t* __restrict__ gate, const float* __restrict__ sink,
-                const int32_t* __restrict__ idx, float* __restrict__ o, int64_t T) {
+template <class Config>
+__global__ void __launch_bounds__(kDsaCudaThreads)
+dsa_attn_kernel(const typename Config::elem_t* __restrict__ q, const typename Config::elem_t* __restrict__ k,
+                const typename Config::elem_t* __restrict__ v, const typename Config::elem_t* __restrict__ gate,
+                const float* __restrict__ sink, const int32_t* __restrict__ idx, float* __restrict__ o,
+                int64_t T) {
+  using P = DsaCuda<Config>;
+  constexpr int HQ = P::HQ, HKV = P::HKV, D = P::D, DV = P::DV;
+  constexpr int64_t TOPK = P::TOPK;
+  constexpr int BLOCK = P::BLOCK, G = P::G, GB = P::GB, NGROUPS = P::NGROUPS, THREADS = P::THREADS;
+  constexpr float SCALE = P::SCALE;
+  constexpr bool GATED = P::GATED, SINK = P::SINK;
+  using elem_t = typename P::elem_t;
   ONBOARD_DYNAMIC_SMEM(float, smem);
   float* qs = smem;                 // [GB][D]
   float* acc = qs + GB * D;         // [GB][DV]
@@ -227,44 +277,29 @@ dsa_attn_kernel(const elem_t* __restrict__ q, const elem_t* __restrict__ k, cons
   }
 }
 
-}  // namespace onboard_gen
-
-extern "C" const char* onboard_kernel_name(void) { return "@NAME@"; }
-
-// Workspace bytes: the indexer's fp32 score rows of one launch, rows * T * 4 <= the cap (>= one row).
-extern "C" size_t onboard_dsa_cuda_workspace_bytes(int64_t batch, int64_t seq_len) {
-  if (batch < 1 || seq_len < 1) return 0;
-  return static_cast<size_t>(onboard_gen::score_rows_per_launch(batch, seq_len)) * seq_len * sizeof(float);
-}
-
-// Device pointers; o fp32; idx [B,T,TOPK] int32 written (sorted, -1 padded).
-extern "C" int onboard_dsa_fwd_cuda(const onboard_gen::elem_t* q, const onboard_gen::elem_t* k,
-                                    const onboard_gen::elem_t* v, const onboard_gen::elem_t* index_q,
-                                    const onboard_gen::elem_t* index_k,
-                                    const onboard_gen::elem_t* index_w,
-                                    const onboard_gen::elem_t* gate, const float* sink, float* o,
-                                    int32_t* topk_indices, void* workspace, int64_t batch,
-                                    int64_t seq_len, cudaStream_t stream) {
-  using namespace onboard_gen;
+template <class Config>
+int DsaCuda<Config>::Forward(const elem_t* q, const elem_t* k, const elem_t* v,
+                             const elem_t* index_q, const elem_t* index_k, const elem_t* index_w,
+                             const elem_t* gate, const float* sink, float* o, int32_t* topk_indices,
+                             void* workspace, int64_t batch, int64_t seq_len, cudaStream_t stream) {
   if (batch < 1 || seq_len < 1) return (int)cudaErrorInvalidValue;
   // Index launches over query-row ranges that fit the workspace (the same stream orders them).
   const int64_t total = batch * seq_len, rows = score_rows_per_launch(batch, seq_len);
   cudaError_t err = cudaSuccess;
   for (int64_t row0 = 0; row0 < total; row0 += rows) {
     const int64_t nr = total - row0 < rows ? total - row0 : rows;
-    ONBOARD_LAUNCH(dsa_index_kernel, dim3((unsigned)nr), THREADS, 0, stream, index_q, index_k, index_w,
-                   topk_indices, static_cast<float*>(workspace), seq_len, row0);
+    ONBOARD_LAUNCH(dsa_index_kernel<Config>, dim3((unsigned)nr), THREADS, 0, stream, index_q, index_k,
+                   index_w, topk_indices, static_cast<float*>(workspace), seq_len, row0);
     err = cudaGetLastError();
     if (err != cudaSuccess) return (int)err;
   }
   const size_t smem = sizeof(float) * (GB * D + GB * DV + GB * BLOCK + 3 * GB);
-  err = allow_smem(dsa_attn_kernel, smem);
+  err = allow_smem(dsa_attn_kernel<Config>, smem);
   if (err != cudaSuccess) return (int)err;
   dim3 agrid((unsigned)seq_len, (unsigned)(batch * HKV * NGROUPS));
-  ONBOARD_LAUNCH(dsa_attn_kernel, agrid, THREADS, smem, stream, q, k, v, gate, sink, topk_indices, o, seq_len);
+  ONBOARD_LAUNCH(dsa_attn_kernel<Config>, agrid, THREADS, smem, stream, q, k, v, gate, sink, topk_indices, o,
+                 seq_len);
   return (int)cudaGetLastError();
 }
-)CU";
-}
 
-}  // namespace onboard::codegen
+}  // namespace onboard::kernels
