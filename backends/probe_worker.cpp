@@ -225,6 +225,8 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     backends::UnitInputs inputs;
     std::map<int64_t, double> indexer_kl;  // MLA layer -> KL(attention || indexer), summed over micro-steps
     inputs.indexer_kl = &indexer_kl;
+    double correct = 0;  // exact-match counted targets on this rank (integer-valued: any order)
+    inputs.correct = &correct;
     inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());
     std::vector<backends::UnitRunner> runners(units.size());
     std::vector<std::array<backends::TreeAccumulator, 4>> acc(units.size());
@@ -259,9 +261,10 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
       const double copies = static_cast<double>(b->expert ? 1 : N / F);  // ranks holding this shard
       sq += g.to(at::kDouble).pow(2).sum().item<double>() / copies;  // fp64: layout-independent
     });
-    at::Tensor red = at::tensor({local_loss, sq}, at::kDouble).to(dev);
+    at::Tensor red = at::tensor({local_loss, sq, correct}, at::kDouble).to(dev);
     world.AllReduceSum(red);
     const double loss = red[0].item<double>(), gnorm = std::sqrt(red[1].item<double>());
+    const double accuracy = red[2].item<double>() / static_cast<double>(data.CountedTokensPerStep());
     const double clip_coef = (phase.clip > 0 && gnorm > phase.clip) ? phase.clip / (gnorm + 1e-6) : 1.0;
     const double lr = LearningRate(phase, step);
     for (UnitState& st : state)
@@ -291,15 +294,15 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     for (auto& [layer, v] : indexer_kl) kl.push_back({{"layer", layer}, {"kl", v}});
     return {{"step", step}, {"loss", std::isfinite(loss) ? json(loss) : json(nullptr)},
             {"grad_norm", std::isfinite(gnorm) ? json(gnorm) : json(nullptr)},
-            {"lr", lr}, {"step_s", step_s}, {"all_gather_s", c.all_gather_s},
+            {"lr", lr}, {"accuracy", accuracy}, {"step_s", step_s}, {"all_gather_s", c.all_gather_s},
             {"reduce_scatter_s", c.reduce_scatter_s}, {"all_to_all_s", c.all_to_all_s},
             {"all_reduce_s", c.all_reduce_s}, {"peak_rss_bytes", PeakRssBytes()},
             {"expert_load", lj}, {"indexer_kl", kl}};
   };
   auto print_step = [&](const char* what, const json& j) {
-    std::printf("rank %lld %s %lld loss %.6f grad_norm %.4g lr %.3g %.1f ms\n", static_cast<long long>(r),
-                what, static_cast<long long>(j["step"].get<int64_t>()),
-                j["loss"].is_null() ? NAN : j["loss"].get<double>(),
+    std::printf("rank %lld %s %lld loss %.6f acc %.3f grad_norm %.4g lr %.3g %.1f ms\n",
+                static_cast<long long>(r), what, static_cast<long long>(j["step"].get<int64_t>()),
+                j["loss"].is_null() ? NAN : j["loss"].get<double>(), j["accuracy"].get<double>(),
                 j["grad_norm"].is_null() ? NAN : j["grad_norm"].get<double>(), j["lr"].get<double>(),
                 j["step_s"].get<double>() * 1e3);
     std::fflush(stdout);
