@@ -9,6 +9,7 @@
 //                                 before use, grads reduce-scattered (torchtitan's dp_shard_mod_ep)
 // Every rank is data-parallel: it takes batch/N of the global batch (generated identically on all),
 // as micro_steps() micro-batches of micro_batch_size() sequences whose gradients accumulate.
+#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include <array>
@@ -46,6 +47,18 @@ struct Buffer {
 struct UnitState {
   Buffer dense, lora, expert, expert_lora;
 };
+
+// OpenBLAS (when Debian's alternatives point LibTorch's BLAS at it) keeps its own thread pool,
+// sized from the environment at load time, not by at::set_num_threads: set it explicitly per rank
+// so N ranks on N cores do not each start one BLAS thread per core. Returns false when the BLAS
+// in this process is not OpenBLAS (the reference BLAS is single-threaded).
+bool SetOpenBlasThreads(int64_t threads) {
+  using SetFn = void (*)(int);
+  auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (fn == nullptr) return false;
+  fn(static_cast<int>(threads));
+  return true;
+}
 
 int64_t PeakRssBytes() {
   struct rusage ru {};
@@ -126,6 +139,9 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     return BadInput(a.spec_file, "ranks", "worker world size differs from config",
                     std::to_string(a.world));
   at::set_num_threads(static_cast<int>(cfg.threads_per_rank));
+  if (SetOpenBlasThreads(cfg.threads_per_rank))
+    std::printf("rank %lld openblas threads %lld\n", static_cast<long long>(a.rank),
+                static_cast<long long>(cfg.threads_per_rank));
   backends::SetProcessKdaImpl(backends::KdaImplFromName(cfg.kda_kernel));
   if (cfg.dtype == "fp64") at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
   const int64_t N = a.world, r = a.rank, F = cfg.fsdp_degree(), E = cfg.ep_degree();
