@@ -41,8 +41,8 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.ep = L.ep;
   c.fsdp = L.fsdp;
   c.micro_batch = L.micro_batch;
-  c.steps = s.steps;
-  c.warmup = std::min<int64_t>(5, std::max<int64_t>(1, s.steps / 4));
+  c.steps = static_cast<int64_t>(std::llround(static_cast<double>(s.steps) * st.knobs.probe_steps_scale));
+  c.warmup = std::min<int64_t>(5, std::max<int64_t>(1, c.steps / 4));
   c.mode = st.req.mode;
   c.lora_rank = std::min<int64_t>(st.req.lora_rank, 8);
   // LoRA adapters start at B = 0 and move ~lr per Adam step: they take a larger lr than full
@@ -61,6 +61,9 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.out_dir = (fs::path(st.req.out_dir) / "probe" / ("round" + std::to_string(round))).string();
   c.worker_binary = s.worker_binary;
   c.threads_per_rank = 1;
+  // A failed KDA kernel check (rules_kernel_fallback.cpp) runs the probe on the reference ops.
+  for (const auto& [kernel, op] : st.knobs.kernel_fallbacks)
+    if (kernel.rfind("kda", 0) == 0) c.kda_kernel = "torch";
   return c;
 }
 

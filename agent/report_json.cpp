@@ -170,6 +170,10 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
   j["convergence"] = p.convergence;
   j["checks"] = p.checks;
   j["task_floor"] = p.task_floor;
+  j["baselines"] = {{"no_learning_nats", Num(p.baseline_nats)}, {"floor_nats", Num(p.floor_nats)},
+                    {"loss_target_nats", Num(p.loss_target)}};
+  j["skill"] = {{"metric", p.skill_metric}, {"value", Num(p.skill)}, {"target", p.skill_target},
+                {"final_loss", Num(p.final_loss)}};
   j["loss"] = loss;
   j["grad_norm"] = grad;
   j["loss_ratio"] = Num(t.ratio);

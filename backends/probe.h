@@ -137,7 +137,7 @@ struct ProbeConfig {
   // power-of-two ranks / fsdp / ep layout when batch/micro_batch is a power of two.
   int64_t micro_batch = 0;
   ProbeTask task = ProbeTask::kCopy;
-  int64_t copy_symbols = 16;         // copy task alphabet size
+  int64_t copy_symbols = 32;         // copy task alphabet size (>= (seq-1)/2: symbols are distinct)
   std::string text_file;             // task == kText: byte-level tokens from this file
   bool router_fp32 = true;           // router logits/scores in fp32 (always fp32 here; kept for parity)
   // Compute dtype: "fp32" (default) or "fp64". With the default micro_batch, sharded and 1-process
@@ -188,6 +188,9 @@ struct ProbeStep {
   double loss = 0;                   // global mean over predicted tokens, nats
   double grad_norm = 0;              // global L2 norm before clipping
   double lr = 0;
+  // Exact-match accuracy of the step's counted targets (copy: the copied half), fraction in [0, 1];
+  // NaN when the worker did not record it.
+  double accuracy = 0;
   double step_s = 0;                 // wall time of the step (max over ranks)
   double tokens_per_s = 0;           // global tokens / step_s
   CollectiveTimes comm;              // max over ranks
@@ -216,15 +219,23 @@ struct ProbeResult {
   ProbeConfig config;
   ProxyParamCounts params;
   std::vector<ProbeStep> steps;
-  std::string task_floor;            // "copy task: floor 0 nats; no-copy baseline ln(16)=2.77 nats"
+  std::string task_floor;            // "copy task: floor 0 nats; no-copy baseline ln(32)=3.47 nats"
   double floor_nats = 0;             // known floor (NaN for text)
-  double baseline_nats = 0;          // loss of the best model that ignores the copy structure
+  double baseline_nats = 0;          // no-learning loss: unigram entropy of the targets
+  // Skill metric (copy: exact-match accuracy on the copied half, mean of the last steps; NaN when
+  // the task has none) and the learning bar it was judged by (validators/learning_verdict.h).
+  std::string skill_metric;          // "copy_accuracy" | "" (text)
+  double skill = 0;
+  double skill_target = 0;           // min accuracy
+  double final_loss = 0;             // mean of the last steps' losses
+  double loss_target = 0;            // max loss for "converged"
   ProbePrediction prediction;
   int64_t baseline_rss_bytes = 0;    // max over ranks of RSS before the model was built (runtime)
   std::string backend;               // c10d backend of the world group: "gloo" | "nccl" | "local"
   std::string torch_version;         // LibTorch the workers were built against
   // Validator verdicts (validators/convergence.h, validators/probe_checks.h), one line each.
-  std::string convergence;           // "converged" | "diverged" | "nan" | "plateau" | "not_converged"
+  // "converged" | "not_learned" | "diverged" | "nan" | "plateau" | "not_converged"
+  std::string convergence;
   std::vector<std::string> checks;   // human-readable lines, first = convergence
   std::string out_dir;
   double wall_s = 0;

@@ -6,6 +6,8 @@
 #include <fstream>
 #include <random>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 namespace onboard::backends {
 namespace {
@@ -46,11 +48,11 @@ ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t s
 }
 
 int64_t ProbeData::CountedTokensPerStep() const {
-  return cfg_.batch * (cfg_.task == ProbeTask::kCopy ? cfg_.seq / 2 : cfg_.seq);
+  return cfg_.batch * (cfg_.task == ProbeTask::kCopy ? CopyHalf(cfg_.seq) : cfg_.seq);
 }
 
 Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
-  const int64_t T = cfg_.seq, h = T / 2;
+  const int64_t T = cfg_.seq, h = CopyHalf(T);
   at::Tensor seqs = at::zeros({count, T + 1}, at::kLong);
   at::Tensor mask = at::zeros({count, T}, at::kFloat);
   auto sa = seqs.accessor<int64_t, 2>();
@@ -58,17 +60,24 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
   for (int64_t i = 0; i < count; ++i) {
     std::mt19937_64 rng = SeqRng(cfg_.seed, step, first + i);
     if (cfg_.task == ProbeTask::kCopy) {
-      std::uniform_int_distribution<int64_t> uni(0, cfg_.copy_symbols - 1);
+      // h distinct symbols (partial Fisher-Yates over the alphabet): every copied token has one
+      // source, so a look-back (induction) head can reach 100% exact match.
+      std::vector<int64_t> alphabet(static_cast<size_t>(cfg_.copy_symbols));
+      for (int64_t k = 0; k < cfg_.copy_symbols; ++k) alphabet[static_cast<size_t>(k)] = k;
       std::uniform_real_distribution<double> coin(0.0, 1.0);
-      auto sym = [&](std::mt19937_64& g) {
-        const int64_t shift = (symbol_offset_ != 0 && coin(g) < unshifted_share_) ? 0 : symbol_offset_;
-        return shift + uni(g);
-      };
+      const int64_t shift = symbol_offset_;
       sa[i][0] = kBos;
-      for (int64_t t = 1; t <= h; ++t) sa[i][t] = kFirstSymbol + sym(rng);
-      for (int64_t t = h + 1; t <= 2 * h; ++t) sa[i][t] = sa[i][t - h];
-      for (int64_t t = 2 * h + 1; t <= T; ++t) sa[i][t] = kFirstSymbol + sym(rng);  // odd seq
-      for (int64_t t = h; t < 2 * h; ++t) ma[i][t] = 1.0f;  // targets t+1 in the copied half
+      for (int64_t t = 1; t <= h; ++t) {
+        std::uniform_int_distribution<int64_t> pick(t - 1, cfg_.copy_symbols - 1);
+        std::swap(alphabet[static_cast<size_t>(t - 1)], alphabet[static_cast<size_t>(pick(rng))]);
+        const bool target_letter = shift != 0 && coin(rng) < unshifted_share_;
+        sa[i][t] = kFirstSymbol + (target_letter ? 0 : shift) + alphabet[static_cast<size_t>(t - 1)];
+      }
+      sa[i][h + 1] = kBos;  // the second BOS cues the copy: its look-back match is the first BOS
+      for (int64_t t = h + 2; t <= 2 * h + 1; ++t) sa[i][t] = sa[i][t - h - 1];
+      std::uniform_int_distribution<int64_t> uni(0, cfg_.copy_symbols - 1);
+      for (int64_t t = 2 * h + 2; t <= T; ++t) sa[i][t] = kFirstSymbol + uni(rng);  // even seq: 1 filler
+      for (int64_t t = h + 1; t <= 2 * h; ++t) ma[i][t] = 1.0f;  // targets t+1: the copied half
     } else {
       std::uniform_int_distribution<int64_t> off(0, static_cast<int64_t>(text_.size()) - T - 1);
       const int64_t o = off(rng);

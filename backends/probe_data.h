@@ -3,9 +3,10 @@
 // over ranks sees the same tokens as a single process.
 //
 // Tasks:
-//   copy: [BOS, s_1..s_h, s_1..s_h] with h = seq/2 symbols drawn uniformly from `copy_symbols`
-//         letters; the loss counts only the h copied tokens. Floor: 0 nats (perfect copy).
-//         A model that ignores the copy structure can at best reach ln(copy_symbols) nats.
+//   copy: [BOS, s_1..s_h, BOS, s_1..s_h (, filler)] with h = CopyHalf(seq) = (seq-1)/2 distinct
+//         symbols drawn uniformly (without replacement) from `copy_symbols` letters; the loss and
+//         the exact-match accuracy count only the h copied tokens. Floor: 0 nats (perfect copy).
+//         No-learning baseline: the targets' unigram entropy ln(copy_symbols) nats (uniform marginal).
 //         symbol_offset shifts the alphabet (LoRA's base phase trains on the next copy_symbols
 //         letters: a related source task whose symbols the target task does not use).
 //   text: windows of seq+1 bytes from a file at seeded offsets, byte-level tokens; every position
@@ -24,6 +25,9 @@ namespace onboard::backends {
 struct Batch {
   at::Tensor tokens, targets, mask;
 };
+
+// Copied symbols per copy-task sequence of `seq` tokens (seq+1 with the shifted target).
+inline int64_t CopyHalf(int64_t seq) { return (seq - 1) / 2; }
 
 class ProbeData {
  public:

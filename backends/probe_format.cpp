@@ -37,14 +37,23 @@ std::string FormatProbeResult(const ProbeResult& r) {
      << " (experts " << r.params.expert << ", trainable " << r.params.trainable << ")\n";
   for (const std::string& n : r.spec.notes) os << "  note: " << n << "\n";
   os << "task: " << r.task_floor << "\n";
+  os << "baselines: no-learning " << F("%.4g", r.baseline_nats) << " nats, floor " << F("%.4g", r.floor_nats)
+     << " nats; converged needs final loss <= " << F("%.4g", r.loss_target) << " nats";
+  if (!r.skill_metric.empty())
+    os << " and " << r.skill_metric << " >= " << F("%.0f", 100 * r.skill_target) << "%";
+  os << "\n";
+  if (!r.skill_metric.empty())
+    os << "skill: " << r.skill_metric << " " << F("%.1f", 100 * r.skill) << "% (mean of the last steps), final loss "
+       << F("%.4g", r.final_loss) << " nats\n";
   os << "batch " << c.batch << " x seq " << c.seq << " (micro-batch " << c.micro_batch_size() << " x "
      << c.micro_steps() << " micro-steps per rank), lr " << c.lr << " (warm-up " << c.warmup
      << ", cosine), clip " << c.clip << ", seed " << c.seed << "\n\n";
-  os << " step      loss  grad_norm        lr   step_ms  tok/s    ag_ms   rs_ms  a2a_ms   ar_ms  rss_MiB  idx_kl  load max/mean\n";
+  os << " step      loss    acc  grad_norm        lr   step_ms  tok/s    ag_ms   rs_ms  a2a_ms   ar_ms  rss_MiB  idx_kl  load max/mean\n";
   for (const ProbeStep& s : r.steps) {
     std::string bal;
     for (const auto& l : s.expert_load) bal += (bal.empty() ? "" : ",") + F("%.2f", MaxOverMean(l));
-    os << F("%5.0f", static_cast<double>(s.step)) << F(" %9.4f", s.loss) << F(" %10.4g", s.grad_norm)
+    os << F("%5.0f", static_cast<double>(s.step)) << F(" %9.4f", s.loss) << F(" %6.3f", s.accuracy)
+       << F(" %10.4g", s.grad_norm)
        << F(" %9.3g", s.lr) << F(" %9.1f", s.step_s * 1e3) << F(" %6.0f", s.tokens_per_s)
        << F(" %8.2f", s.comm.all_gather_s * 1e3) << F(" %7.2f", s.comm.reduce_scatter_s * 1e3)
        << F(" %7.2f", s.comm.all_to_all_s * 1e3) << F(" %7.2f", s.comm.all_reduce_s * 1e3)

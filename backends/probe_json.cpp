@@ -114,7 +114,7 @@ std::string ProbeResultToJson(const ProbeResult& r) {
   json steps = json::array();
   for (const ProbeStep& s : r.steps) {
     steps.push_back({{"step", s.step}, {"loss", Num(s.loss)}, {"grad_norm", Num(s.grad_norm)},
-                     {"lr", s.lr}, {"step_s", s.step_s}, {"tokens_per_s", s.tokens_per_s},
+                     {"lr", s.lr}, {"accuracy", Num(s.accuracy)}, {"step_s", s.step_s}, {"tokens_per_s", s.tokens_per_s},
                      {"compute_s", s.compute_s}, {"peak_rss_bytes", s.peak_rss_bytes},
                      {"comm", {{"all_gather_s", s.comm.all_gather_s},
                                {"reduce_scatter_s", s.comm.reduce_scatter_s},
@@ -129,7 +129,12 @@ std::string ProbeResultToJson(const ProbeResult& r) {
               {"params", {{"total", r.params.total}, {"expert", r.params.expert},
                           {"lora", r.params.lora}, {"trainable", r.params.trainable}}},
               {"task_floor", r.task_floor}, {"floor_nats", Num(r.floor_nats)},
-              {"baseline_nats", Num(r.baseline_nats)}, {"steps", steps}, {"prediction", pred},
+              {"baseline_nats", Num(r.baseline_nats)},
+              {"baselines", {{"no_learning_nats", Num(r.baseline_nats)}, {"floor_nats", Num(r.floor_nats)},
+                             {"loss_target_nats", Num(r.loss_target)}}},
+              {"skill", {{"metric", r.skill_metric}, {"value", Num(r.skill)}, {"target", r.skill_target},
+                         {"final_loss", Num(r.final_loss)}}},
+              {"steps", steps}, {"prediction", pred},
               {"convergence", r.convergence}, {"checks", r.checks}, {"out_dir", r.out_dir},
               {"wall_s", r.wall_s}}
       .dump(2);

@@ -7,8 +7,10 @@
 #include <limits>
 #include <sstream>
 
+#include "backends/probe_data.h"
 #include "search/planner.h"
 #include "validators/convergence.h"
+#include "validators/learning_verdict.h"
 #include "validators/probe_checks.h"
 
 namespace onboard::backends {
@@ -72,6 +74,7 @@ void MergeRankResults(const std::vector<json>& ranks, ProbeResult* r) {
     s.loss = NumOr(a, "loss", nan);
     s.grad_norm = NumOr(a, "grad_norm", nan);
     s.lr = NumOr(a, "lr", 0);
+    s.accuracy = NumOr(a, "accuracy", nan);
     std::map<int64_t, std::vector<int64_t>> load;
     std::map<int64_t, double> kl;  // each rank's share is already scaled by the global token count
     for (const json& j : ranks) {
@@ -109,10 +112,10 @@ std::string TaskFloor(const ProbeConfig& c, double* floor_nats, double* baseline
     return "text task (byte-level " + c.text_file + "): no known floor; uniform bytes = ln(256) = 5.55 nats";
   }
   *floor_nats = 0.0;
-  *baseline_nats = std::log(static_cast<double>(c.copy_symbols));
-  return "copy task (" + std::to_string(c.copy_symbols) + " symbols, loss on the copied half): floor 0 nats; " +
-         "no-copy baseline ln(" + std::to_string(c.copy_symbols) + ") = " + Fmt(*baseline_nats) +
-         " nats; uniform start ln(256) = 5.55 nats";
+  *baseline_nats = std::log(static_cast<double>(c.copy_symbols));  // uniform targets: unigram entropy
+  return "copy task (" + std::to_string(CopyHalf(c.seq)) + " distinct of " + std::to_string(c.copy_symbols) +
+         " symbols, loss + exact match on the copied half): floor 0 nats; no-learning (unigram) baseline ln(" +
+         std::to_string(c.copy_symbols) + ") = " + Fmt(*baseline_nats) + " nats; uniform start ln(256) = 5.55 nats";
 }
 
 ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, const Topology& topo) {
@@ -158,13 +161,14 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
 
 void FinishProbeResult(ProbeResult* r) {
   r->task_floor = TaskFloor(r->config, &r->floor_nats, &r->baseline_nats);
-  std::vector<double> losses, step_s;
+  std::vector<double> losses, accuracies, step_s;
   std::map<std::string, std::vector<double>> comm;
   std::vector<std::vector<int64_t>> load;
   int64_t peak = 0;
   for (size_t i = 0; i < r->steps.size(); ++i) {
     const ProbeStep& s = r->steps[i];
     losses.push_back(s.loss);
+    accuracies.push_back(s.accuracy);
     peak = std::max(peak, s.peak_rss_bytes);
     if (i == 0 && r->steps.size() > 1) continue;  // first step: warm-up (allocations, connections)
     step_s.push_back(s.step_s);
@@ -177,12 +181,22 @@ void FinishProbeResult(ProbeResult* r) {
       for (size_t l = 0; l < load.size() && l < s.expert_load.size(); ++l)
         for (size_t e = 0; e < load[l].size() && e < s.expert_load[l].size(); ++e) load[l][e] += s.expert_load[l][e];
   }
-  // Step 1: convergence verdict on the loss curve.
-  ConvergenceCriteria crit;
-  crit.target_fraction = r->config.converge_fraction;
-  Expected<ConvergenceReport> conv = CheckConvergence(losses, crit);
+  // Step 1: learning verdict: the loss curve, then the task's baselines and skill metric.
+  LearningCriteria crit;
+  crit.curve.target_fraction = r->config.converge_fraction;
+  TaskBaselines base{r->baseline_nats, r->floor_nats, r->config.task == ProbeTask::kCopy};
+  if (!base.has_accuracy) {  // text: no skill metric yet; judged on the curve and the uniform bound
+    base.no_learning_nats = r->baseline_nats;
+    accuracies.clear();
+  }
+  Expected<LearningReport> conv = CheckLearning(losses, accuracies, base, crit);
   r->convergence = conv.ok() ? ConvergenceVerdictName(conv->verdict) : "not_converged";
   r->checks.push_back(conv.ok() ? conv->message : conv.status().message());
+  r->skill_metric = base.has_accuracy ? "copy_accuracy" : "";
+  r->skill = conv.ok() && base.has_accuracy ? conv->final_accuracy : std::numeric_limits<double>::quiet_NaN();
+  r->skill_target = crit.min_accuracy;
+  r->final_loss = conv.ok() ? conv->final_loss : std::numeric_limits<double>::quiet_NaN();
+  r->loss_target = conv.ok() ? conv->loss_target : std::numeric_limits<double>::quiet_NaN();
   // Step 2: where the step time goes.
   Expected<CommShareReport> share = CheckCommShare(step_s, comm);
   if (share.ok()) r->checks.push_back(share->message);

@@ -9,6 +9,7 @@
 //                                 before use, grads reduce-scattered (torchtitan's dp_shard_mod_ep)
 // Every rank is data-parallel: it takes batch/N of the global batch (generated identically on all),
 // as micro_steps() micro-batches of micro_batch_size() sequences whose gradients accumulate.
+#include <dlfcn.h>
 #include <sys/resource.h>
 
 #include <array>
@@ -46,6 +47,18 @@ struct Buffer {
 struct UnitState {
   Buffer dense, lora, expert, expert_lora;
 };
+
+// OpenBLAS (when Debian's alternatives point LibTorch's BLAS at it) keeps its own thread pool,
+// sized from the environment at load time, not by at::set_num_threads: set it explicitly per rank
+// so N ranks on N cores do not each start one BLAS thread per core. Returns false when the BLAS
+// in this process is not OpenBLAS (the reference BLAS is single-threaded).
+bool SetOpenBlasThreads(int64_t threads) {
+  using SetFn = void (*)(int);
+  auto fn = reinterpret_cast<SetFn>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"));
+  if (fn == nullptr) return false;
+  fn(static_cast<int>(threads));
+  return true;
+}
 
 int64_t PeakRssBytes() {
   struct rusage ru {};
@@ -126,6 +139,9 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     return BadInput(a.spec_file, "ranks", "worker world size differs from config",
                     std::to_string(a.world));
   at::set_num_threads(static_cast<int>(cfg.threads_per_rank));
+  if (SetOpenBlasThreads(cfg.threads_per_rank))
+    std::printf("rank %lld openblas threads %lld\n", static_cast<long long>(a.rank),
+                static_cast<long long>(cfg.threads_per_rank));
   backends::SetProcessKdaImpl(backends::KdaImplFromName(cfg.kda_kernel));
   if (cfg.dtype == "fp64") at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
   const int64_t N = a.world, r = a.rank, F = cfg.fsdp_degree(), E = cfg.ep_degree();
@@ -225,6 +241,8 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     backends::UnitInputs inputs;
     std::map<int64_t, double> indexer_kl;  // MLA layer -> KL(attention || indexer), summed over micro-steps
     inputs.indexer_kl = &indexer_kl;
+    double correct = 0;  // exact-match counted targets on this rank (integer-valued: any order)
+    inputs.correct = &correct;
     inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());
     std::vector<backends::UnitRunner> runners(units.size());
     std::vector<std::array<backends::TreeAccumulator, 4>> acc(units.size());
@@ -259,9 +277,10 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
       const double copies = static_cast<double>(b->expert ? 1 : N / F);  // ranks holding this shard
       sq += g.to(at::kDouble).pow(2).sum().item<double>() / copies;  // fp64: layout-independent
     });
-    at::Tensor red = at::tensor({local_loss, sq}, at::kDouble).to(dev);
+    at::Tensor red = at::tensor({local_loss, sq, correct}, at::kDouble).to(dev);
     world.AllReduceSum(red);
     const double loss = red[0].item<double>(), gnorm = std::sqrt(red[1].item<double>());
+    const double accuracy = red[2].item<double>() / static_cast<double>(data.CountedTokensPerStep());
     const double clip_coef = (phase.clip > 0 && gnorm > phase.clip) ? phase.clip / (gnorm + 1e-6) : 1.0;
     const double lr = LearningRate(phase, step);
     for (UnitState& st : state)
@@ -291,15 +310,15 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     for (auto& [layer, v] : indexer_kl) kl.push_back({{"layer", layer}, {"kl", v}});
     return {{"step", step}, {"loss", std::isfinite(loss) ? json(loss) : json(nullptr)},
             {"grad_norm", std::isfinite(gnorm) ? json(gnorm) : json(nullptr)},
-            {"lr", lr}, {"step_s", step_s}, {"all_gather_s", c.all_gather_s},
+            {"lr", lr}, {"accuracy", accuracy}, {"step_s", step_s}, {"all_gather_s", c.all_gather_s},
             {"reduce_scatter_s", c.reduce_scatter_s}, {"all_to_all_s", c.all_to_all_s},
             {"all_reduce_s", c.all_reduce_s}, {"peak_rss_bytes", PeakRssBytes()},
             {"expert_load", lj}, {"indexer_kl", kl}};
   };
   auto print_step = [&](const char* what, const json& j) {
-    std::printf("rank %lld %s %lld loss %.6f grad_norm %.4g lr %.3g %.1f ms\n", static_cast<long long>(r),
-                what, static_cast<long long>(j["step"].get<int64_t>()),
-                j["loss"].is_null() ? NAN : j["loss"].get<double>(),
+    std::printf("rank %lld %s %lld loss %.6f acc %.3f grad_norm %.4g lr %.3g %.1f ms\n",
+                static_cast<long long>(r), what, static_cast<long long>(j["step"].get<int64_t>()),
+                j["loss"].is_null() ? NAN : j["loss"].get<double>(), j["accuracy"].get<double>(),
                 j["grad_norm"].is_null() ? NAN : j["grad_norm"].get<double>(), j["lr"].get<double>(),
                 j["step_s"].get<double>() * 1e3);
     std::fflush(stdout);

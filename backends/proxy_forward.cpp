@@ -153,6 +153,11 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
   if (u.kind == UnitKind::kHead) {
     at::Tensor logits = W.Lin("out", Rms(x, W["final_norm"]));            // [b,T,V]
     at::Tensor nll = -at::log_softmax(logits, -1).gather(-1, in.targets->unsqueeze(-1)).squeeze(-1);
+    if (in.correct != nullptr && routing.record) {
+      at::NoGradGuard ng;
+      at::Tensor hit = logits.argmax(-1).eq(*in.targets).to(in.loss_mask->scalar_type());
+      *in.correct += (hit * *in.loss_mask).sum().item<double>();
+    }
     return (nll * *in.loss_mask).sum() * in.inv_global_tokens;
   }
   const ProxyLayer& pl = s.layers[static_cast<size_t>(u.layer)];

@@ -78,6 +78,9 @@ struct UnitInputs {
   // inv_global_tokens (nats; without indexer_kl_weight), ADDED on forward passes with
   // MoeRouting::record == true only (not on FSDP's backward recomputation). nullptr = not recorded.
   std::map<int64_t, double>* indexer_kl = nullptr;
+  // Head: counted targets whose argmax logit is the target (exact match), ADDED on recorded
+  // forward passes (MoeRouting::record) only. nullptr = not recorded.
+  double* correct = nullptr;
 };
 
 // Forward of one unit given full (unsharded) flat buffers. x: tokens (embed) or hidden states.

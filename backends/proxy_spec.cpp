@@ -246,6 +246,9 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("min_lr_ratio", "must be in [0, 1]", num(min_lr_ratio));
   if (task == ProbeTask::kCopy && (copy_symbols < 2 || copy_symbols > 250))
     return Bad("copy_symbols", "must be in [2, 250]", std::to_string(copy_symbols));
+  if (task == ProbeTask::kCopy && copy_symbols < (seq - 1) / 2)
+    return Bad("copy_symbols", "must be >= (seq-1)/2 = " + std::to_string((seq - 1) / 2) +
+               " (the copied symbols are distinct)", std::to_string(copy_symbols));
   if (task == ProbeTask::kText && text_file.empty())
     return Bad("text_file", "text task needs a file", "");
   if (dtype != "fp32" && dtype != "fp64") return Bad("dtype", "must be fp32 or fp64", dtype);

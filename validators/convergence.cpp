@@ -30,6 +30,7 @@ const char* ConvergenceVerdictName(ConvergenceVerdict v) {
     case ConvergenceVerdict::kDiverged: return "diverged";
     case ConvergenceVerdict::kNaN: return "nan";
     case ConvergenceVerdict::kPlateau: return "plateau";
+    case ConvergenceVerdict::kNotLearned: return "not_learned";
   }
   return "unknown";
 }

@@ -23,7 +23,8 @@ struct ConvergenceCriteria {
   Status Validate() const;        // names the field and value
 };
 
-enum class ConvergenceVerdict { kConverged, kNotConverged, kDiverged, kNaN, kPlateau };
+enum class ConvergenceVerdict { kConverged, kNotConverged, kDiverged, kNaN, kPlateau,
+                                kNotLearned };  // kNotLearned: validators/learning_verdict.h
 const char* ConvergenceVerdictName(ConvergenceVerdict v);  // "converged", "diverged", "nan", ...
 
 struct ConvergenceReport {

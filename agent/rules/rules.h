@@ -7,6 +7,7 @@
 //   rules_comm.cpp             comm share high -> calibrate the cost model from the probe, re-plan
 //   rules_memory.cpp           measured memory over prediction -> more recompute / sharding, re-plan
 //   rules_kernel_fallback.cpp  a kernel check failed -> reference operator
+//   rules_not_learned.cpp      probe below its task's learning bar -> more steps (then higher LR)
 // Units: seconds, bytes, tokens; ratios are dimensionless.
 #pragma once
 
@@ -30,6 +31,8 @@ struct LoopKnobs {
   double learning_rate = 3e-3;
   double grad_clip = 1.0;
   bool router_fp32 = false;             // the divergence rule forces it on
+  double probe_steps_scale = 1.0;       // probe steps = ProbeSettings::steps x this (learning rule)
+  int probe_step_doublings = 0;         // times the learning rule raised it (bounded)
   // expert placement (expert -> EP rank; empty = contiguous) and balancing
   std::vector<int64_t> expert_placement;
   bool bias_balancing = false;          // aux-loss-free bias balancing recommended in the plan
@@ -40,8 +43,9 @@ struct LoopKnobs {
   // memory
   std::string recompute;                // "" = searched; selective | full forced for every block
   double memory_margin = 0.08;          // fraction of HBM kept free in the plan search
-  // kernels
-  std::map<std::string, std::string> kernel_fallbacks;  // kernel -> reference operator
+  // kernels: kernel -> reference operator; a "kda..." entry runs the probe's KDA on the LibTorch
+  // reference ops (ProbeConfig::kda_kernel = "torch")
+  std::map<std::string, std::string> kernel_fallbacks;
   // what the next round must redo
   bool replan = false;
   bool reprobe = false;
@@ -60,7 +64,7 @@ struct RoundEvidence {
 struct Decision {
   int round = 0;
   std::string rule;                  // rule name, e.g. "probe_diverged"
-  std::string family;                // divergence | expert_balance | comm | memory | kernels
+  std::string family;                // divergence | learning | expert_balance | comm | memory | kernels
   nlohmann::json observed;           // the numbers the rule read
   std::string threshold;             // "last/first loss > 1.50"
   std::string action;                // one sentence: what the loop does now
@@ -83,6 +87,7 @@ std::optional<Decision> RuleExpertImbalance(const RoundEvidence& ev, const Thres
 std::optional<Decision> RuleCommShare(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleKernelFallback(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+std::optional<Decision> RuleProbeNotLearned(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 
 // The table, in evaluation order (kernels first, divergence before balance/comm/memory: a diverged
 // probe's loads and timings are not trusted).

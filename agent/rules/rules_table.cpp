@@ -9,6 +9,8 @@ const std::vector<Rule>& RuleTable() {
        "(row tolerance)", RuleKernelFallback},
       {"probe_diverged", "divergence", "probe loss curve and grad norms", "divergence_loss_ratio",
        RuleProbeDiverged},
+      {"probe_not_learned", "learning", "probe loss and skill vs the task's baselines",
+       "(validators/learning_verdict.h)", RuleProbeNotLearned},
       {"expert_imbalance", "expert_balance", "routed tokens per expert / EP rank in the probe",
        "expert_imbalance", RuleExpertImbalance},
       {"comm_share", "comm", "collective seconds / step seconds in the probe", "comm_share", RuleCommShare},

@@ -283,7 +283,44 @@ TEST(ApplyRules, ADivergedProbeIsNotEvidenceForOtherRules) {
   auto ds2 = ApplyRules(ev, Thresholds{}, k2);
   ASSERT_EQ(ds2.size(), 1u);
   EXPECT_EQ(ds2[0].rule, "expert_imbalance");
-  EXPECT_EQ(RuleTable().size(), 5u);
+  EXPECT_EQ(RuleTable().size(), 6u);
+}
+
+TEST(RuleProbeNotLearned, MoreStepsThenHigherLrThenStops) {
+  ProbeResult p = Healthy();
+  p.convergence = "not_learned";
+  p.skill_metric = "copy_accuracy";
+  p.skill = 0.05;
+  p.skill_target = 0.9;
+  RoundEvidence ev;
+  ev.round = 1;
+  ev.probe = &p;
+  LoopKnobs k;
+  const double lr0 = k.learning_rate;
+  auto d1 = RuleProbeNotLearned(ev, Thresholds{}, k);
+  ASSERT_TRUE(d1.has_value());
+  EXPECT_EQ(d1->family, "learning");
+  EXPECT_DOUBLE_EQ(k.probe_steps_scale, 2.0);
+  EXPECT_DOUBLE_EQ(k.learning_rate, lr0);
+  EXPECT_TRUE(k.reprobe);
+  EXPECT_EQ(d1->observed["skill"].get<double>(), 0.05);
+  auto d2 = RuleProbeNotLearned(ev, Thresholds{}, k);
+  ASSERT_TRUE(d2.has_value());
+  EXPECT_DOUBLE_EQ(k.probe_steps_scale, 4.0);
+  EXPECT_DOUBLE_EQ(k.learning_rate, lr0 * 1.5);
+  // Bounded: a third failure is reported, not retried.
+  EXPECT_FALSE(RuleProbeNotLearned(ev, Thresholds{}, k).has_value());
+}
+
+TEST(RuleProbeNotLearned, ConvergedOrDivergedProbeDoesNotFire) {
+  for (const char* v : {"converged", "diverged", "nan"}) {
+    ProbeResult p = Healthy();
+    p.convergence = v;
+    RoundEvidence ev;
+    ev.probe = &p;
+    LoopKnobs k;
+    EXPECT_FALSE(RuleProbeNotLearned(ev, Thresholds{}, k).has_value()) << v;
+  }
 }
 
 TEST(Thresholds, ValidateNamesTheField) {

@@ -1,5 +1,8 @@
-// The flagship-shaped proxy learns the copy task in full and LoRA mode, a learning rate x1000 is
-// reported as diverged (or NaN), and a rank that dies mid-probe fails the probe with its name.
+// The learning verdict on real probes of the flagship-shaped proxy: a 40-step probe whose loss falls
+// from ln 256 to about the no-learning baseline (symbol frequencies, no copying) is reported as
+// not_learned in full and LoRA mode (the old "loss < 0.6 x start" verdict called it converged), a
+// learning rate x1000 is reported as diverged (or NaN), and a rank that dies mid-probe fails the
+// probe with its name.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,35 +17,44 @@ using testing_probe::SmallConfig;
 using testing_probe::TempDir;
 using testing_probe::SmallSpec;
 
-TEST(ProbeConvergence, FullFineTuningConverges) {
+TEST(ProbeConvergence, ShortFullProbeIsNotLearned) {
   ProbeConfig c = SmallConfig(2, TempDir("conv-full"));
   c.steps = 40;
   c.lr = 1e-2;
   c.warmup = 4;
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->convergence, "converged") << FormatProbeResult(*r);
-  EXPECT_NEAR(r->baseline_nats, std::log(16.0), 1e-9);
+  EXPECT_EQ(r->convergence, "not_learned") << FormatProbeResult(*r);
+  EXPECT_NEAR(r->baseline_nats, std::log(32.0), 1e-9);
   EXPECT_EQ(r->floor_nats, 0.0);
+  EXPECT_LT(r->final_loss, 0.6 * r->steps.front().loss);  // the curve alone would say converged
+  EXPECT_EQ(r->skill_metric, "copy_accuracy");
+  EXPECT_LT(r->skill, r->skill_target);
+  for (const ProbeStep& s : r->steps) EXPECT_TRUE(s.accuracy >= 0 && s.accuracy <= 1) << s.accuracy;
+  const std::string json = ProbeResultToJson(*r);
+  EXPECT_NE(json.find("\"baselines\""), std::string::npos);
+  EXPECT_NE(json.find("\"skill\""), std::string::npos);
   // The report carries time per collective and the cost model beside the measurement.
   const std::string text = FormatProbeResult(*r);
   EXPECT_NE(text.find("measured vs cost model"), std::string::npos);
   EXPECT_NE(text.find("a2a_ms"), std::string::npos);
 }
 
-TEST(ProbeConvergence, LoraConverges) {
+TEST(ProbeConvergence, ShortLoraProbeIsNotLearned) {
   ProbeConfig c = SmallConfig(2, TempDir("conv-lora"));
   c.mode = FinetuneMode::kLoRA;
   c.lora_rank = 4;
   c.steps = 40;
   c.lr = 1e-2;
   c.warmup = 4;
-  // Default base phase (ceil(0.6 * 40) = 24 full steps on the source task: the next 16 letters,
-  // 5% target letters), then adapters on the frozen base, judged at the default fraction 0.6.
+  // Default base phase (ceil(0.6 * 40) = 24 full steps on the source task: the next 32 letters,
+  // 5% target letters), then adapters on the frozen base: too short to learn the copy.
   ASSERT_EQ(c.converge_fraction, 0.6);
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  EXPECT_EQ(r->convergence, "converged") << FormatProbeResult(*r);
+  EXPECT_TRUE(r->convergence == "not_learned" || r->convergence == "plateau" ||
+              r->convergence == "not_converged") << FormatProbeResult(*r);
+  EXPECT_LT(r->skill, r->skill_target);
   EXPECT_EQ(r->steps.size(), 40u);  // the curve is the adapter phase only
   EXPECT_LT(r->params.trainable, r->params.total / 2);
   // The base phase is reported beside the curve (a note in the text report and spec.notes).
@@ -133,7 +145,8 @@ double WorstMaxOverMean(const ProbeResult& r, size_t last) {
 }
 
 // Aux-loss-free balancing (DeepSeek-V3 bias): the same run with the bias on ends far better
-// balanced than with it off; the curve still converges; the bias never changes gate weights,
+// balanced than with it off; the loss still falls (no divergence: 40 steps are too few to learn
+// the copy, so the learning verdict is not asked for); the bias never changes gate weights,
 // so step 0 (bias still zero) is identical.
 TEST(ProbeConvergence, BalanceBiasEvensExpertLoad) {
   ProxySpec spec = testing_probe::SmallSpec();
@@ -153,7 +166,8 @@ TEST(ProbeConvergence, BalanceBiasEvensExpertLoad) {
   std::printf("worst max/mean over the last 10 steps: bias on %.2f, off %.2f\n", w_on, w_off);
   EXPECT_LT(w_on, 0.8 * w_off);
   EXPECT_LT(w_on, 2.0);
-  EXPECT_EQ(on->convergence, "converged");
+  EXPECT_TRUE(on->convergence != "diverged" && on->convergence != "nan") << on->convergence;
+  EXPECT_LT(on->final_loss, 0.6 * on->steps.front().loss);
 }
 
 }  // namespace

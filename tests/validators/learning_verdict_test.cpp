@@ -1,0 +1,78 @@
+// Learning verdict against task baselines (validators/learning_verdict.h): each verdict has an
+// input that produces it, so "converged" can fail.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "validators/learning_verdict.h"
+
+namespace onboard {
+namespace {
+
+std::vector<double> Decay(int n, double from, double to) {
+  std::vector<double> v;
+  for (int i = 0; i < n; ++i) v.push_back(to + (from - to) * std::exp(-0.2 * i));
+  return v;
+}
+
+const TaskBaselines kCopy32{std::log(32.0), 0.0, true};
+
+TEST(LearningVerdict, CopyLearnedConverges) {
+  auto r = CheckLearning(Decay(40, 5.5, 0.05), std::vector<double>(40, 0.97), kCopy32, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->verdict, ConvergenceVerdict::kConverged) << r->message;
+  EXPECT_NEAR(r->loss_target, 0.5 * std::log(32.0), 1e-12);
+}
+
+// The failing case (demo on the old main, 16 symbols): loss 6.08 -> 2.80 while the
+// no-learning baseline is ln 16 = 2.77. The curve alone says converged; the learning verdict
+// must not.
+TEST(LearningVerdict, FrequencyModelIsNotLearned) {
+  const std::vector<double> l = Decay(40, 6.08, 2.80);
+  ASSERT_EQ(CheckConvergence(l, ConvergenceCriteria{})->verdict, ConvergenceVerdict::kConverged);
+  const TaskBaselines copy16{std::log(16.0), 0.0, true};
+  auto r = CheckLearning(l, std::vector<double>(40, 1.0 / 16), copy16, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->verdict, ConvergenceVerdict::kNotLearned) << r->message;
+  EXPECT_NE(r->message.find("accuracy 6.2%"), std::string::npos) << r->message;
+}
+
+// Low loss but accuracy below 90%: the skill bar fails on its own.
+TEST(LearningVerdict, LowLossWithoutAccuracyIsNotLearned) {
+  auto r = CheckLearning(Decay(40, 5.5, 1.0), std::vector<double>(40, 0.85), kCopy32, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->verdict, ConvergenceVerdict::kNotLearned) << r->message;
+}
+
+// High accuracy but loss above 0.5 x baseline: the loss bar fails on its own.
+TEST(LearningVerdict, AccurateButUnsureIsNotLearned) {
+  auto r = CheckLearning(Decay(40, 5.5, 0.6 * std::log(32.0)), std::vector<double>(40, 0.95), kCopy32, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->verdict, ConvergenceVerdict::kNotLearned) << r->message;
+}
+
+TEST(LearningVerdict, CurveVerdictsPassThrough) {
+  std::vector<double> nan_curve = Decay(10, 5.5, 0.1);
+  nan_curve[6] = std::numeric_limits<double>::quiet_NaN();
+  std::vector<double> acc(10, 1.0);
+  EXPECT_EQ(CheckLearning(nan_curve, acc, kCopy32, {})->verdict, ConvergenceVerdict::kNaN);
+  std::vector<double> div = Decay(10, 5.5, 0.1);
+  div[8] = 40.0;
+  EXPECT_EQ(CheckLearning(div, acc, kCopy32, {})->verdict, ConvergenceVerdict::kDiverged);
+  const std::vector<double> flat(30, 5.5);
+  auto p = CheckLearning(flat, std::vector<double>(30, 0.0), kCopy32, {});
+  EXPECT_EQ(p->verdict, ConvergenceVerdict::kPlateau) << p->message;
+}
+
+TEST(LearningVerdict, BadInputNamesTheField) {
+  EXPECT_EQ(CheckLearning({1.0, 0.5}, {1.0}, kCopy32, {}).status().code(), ErrorCode::kBadInput);
+  LearningCriteria c;
+  c.min_accuracy = 1.5;
+  auto r = CheckLearning({1.0}, {1.0}, kCopy32, c);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("min_accuracy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onboard

@@ -1,0 +1,86 @@
+// Learning verdict against the task's baselines (see learning_verdict.h).
+#include "validators/learning_verdict.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+namespace onboard {
+namespace {
+
+double TailMean(const std::vector<double>& v, size_t window) {
+  const size_t w = std::min(window, v.size());
+  double s = 0;
+  for (size_t i = v.size() - w; i < v.size(); ++i) s += v[i];
+  return w > 0 ? s / static_cast<double>(w) : 0.0;
+}
+
+std::string Numbers(const LearningReport& r, const TaskBaselines& b, const LearningCriteria& c) {
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "final loss %.4g vs target <= %.4g (%.2g x no-learning %.4g, floor %.4g)",
+                r.final_loss, r.loss_target, c.max_loss_over_baseline, b.no_learning_nats, b.floor_nats);
+  std::string s = line;
+  if (b.has_accuracy) {
+    std::snprintf(line, sizeof line, ", accuracy %.1f%% vs >= %.0f%%", 100 * r.final_accuracy,
+                  100 * c.min_accuracy);
+    s += line;
+  }
+  return s;
+}
+
+}  // namespace
+
+Status LearningCriteria::Validate() const {
+  const std::string f = "learning criteria";
+  if (!(max_loss_over_baseline > 0 && max_loss_over_baseline <= 1))
+    return BadInput(f, "max_loss_over_baseline", "must be in (0, 1]", std::to_string(max_loss_over_baseline));
+  if (!(min_accuracy >= 0 && min_accuracy <= 1))
+    return BadInput(f, "min_accuracy", "must be in [0, 1]", std::to_string(min_accuracy));
+  if (window < 1) return BadInput(f, "window", "must be >= 1", std::to_string(window));
+  return curve.Validate();
+}
+
+Expected<LearningReport> CheckLearning(const std::vector<double>& losses,
+                                       const std::vector<double>& accuracies,
+                                       const TaskBaselines& b, const LearningCriteria& c) {
+  ONBOARD_RETURN_IF_ERROR(c.Validate());
+  if (b.has_accuracy && accuracies.size() != losses.size())
+    return BadInput("learning check", "accuracies", "must have one value per loss",
+                    std::to_string(accuracies.size()));
+  // Step 1: the curve's own verdict (NaN and divergence end everything).
+  Expected<ConvergenceReport> curve = CheckConvergence(losses, c.curve);
+  if (!curve.ok()) return curve.status();
+  LearningReport r;
+  r.verdict = curve->verdict;
+  r.step = curve->step;
+  r.message = curve->message;
+  if (curve->verdict == ConvergenceVerdict::kNaN || curve->verdict == ConvergenceVerdict::kDiverged)
+    return r;
+  // Step 2: the learning bar: loss clearly below the no-learning baseline, skill met.
+  const size_t w = static_cast<size_t>(c.window);
+  r.final_loss = TailMean(losses, w);
+  r.final_accuracy = b.has_accuracy ? TailMean(accuracies, w) : 0.0;
+  r.loss_target = c.max_loss_over_baseline * b.no_learning_nats;
+  const bool loss_ok = r.final_loss <= r.loss_target;
+  const bool skill_ok = !b.has_accuracy || r.final_accuracy >= c.min_accuracy;
+  const std::string numbers = Numbers(r, b, c);
+  r.step = static_cast<int64_t>(losses.size() - 1);
+  if (loss_ok && skill_ok) {
+    r.verdict = ConvergenceVerdict::kConverged;
+    r.message = "converged (learned): " + numbers;
+    return r;
+  }
+  // Step 3: the loss fell, but not to the bar: the model learned something else (frequencies).
+  if (curve->verdict == ConvergenceVerdict::kConverged || r.final_loss < b.no_learning_nats) {
+    r.verdict = ConvergenceVerdict::kNotLearned;
+    r.message = "not learned at step " + std::to_string(r.step) + ": " + numbers;
+    return r;
+  }
+  // Step 4: plateau / not converged, with the learning numbers beside the curve's message.
+  r.step = curve->step;
+  r.message = curve->message + "; " + numbers;
+  return r;
+}
+
+}  // namespace onboard
