@@ -116,7 +116,7 @@ int RunExport(const PlanOptions& o, const PlanRequest& req, const Plan& plan) {
     if (o.export_out.empty()) return ReportError("plan", BadInput("(command line)", "--out", "--export all needs --out DIR"));
     Status st = WriteAllExports(plan, req.model, o.export_out, eo);
     if (!st.ok()) return ReportError("plan", st);
-    const auto failures = CheckMegatronArgs(BuildMegatronExport(plan, req.model, ShapeFor(plan, eo.devices_per_node)).args);
+    const auto failures = CheckMegatronScript(ToMegatronScript(plan, req.model, ShapeFor(plan, eo.devices_per_node)));
     std::cout << "wrote the exports of " << PlanSummary(plan) << " to " << o.export_out << " (see EXPORTS.md); Megatron-LM rules: "
               << (failures.empty() ? "all pass" : std::to_string(failures.size()) + " FAIL") << "\n"
               << FormatRuleFailures(failures);

@@ -20,6 +20,12 @@ std::string ToMegatronScript(const Plan& p, const ModelIR& ir, const LaunchShape
                               "${MEGATRON_LM_DIR:?set MEGATRON_LM_DIR}/pretrain_gpt.py");
 }
 
+std::vector<MegatronRuleFailure> CheckMegatronScript(const std::string& script) {
+  auto args = ParseMegatronScript(script, "plan.megatron.sh");
+  if (!args.ok()) return {{"parse", args.status().ToString(), "search/export_megatron_script.cpp"}};
+  return CheckMegatronArgs(*args);
+}
+
 namespace {
 
 std::string Index(const Plan& p, const ModelIR& ir, const LaunchShape& shape, const std::string& megatron_script) {
@@ -41,11 +47,9 @@ std::string Index(const Plan& p, const ModelIR& ir, const LaunchShape& shape, co
   os << "| plan.sbatch | Slurm | `sbatch plan.sbatch` |\n\n";
   os << "Each file's header says what its engine does not support for this plan and what you must supply.\n\n";
   // The written plan.megatron.sh, read back and checked against the Megatron-LM rules onboard encodes.
-  auto args = ParseMegatronScript(megatron_script, "plan.megatron.sh");
-  const auto failures = args.ok() ? CheckMegatronArgs(*args) : std::vector<MegatronRuleFailure>{};
+  const auto failures = CheckMegatronScript(megatron_script);
   os << "## Megatron-LM argument rules\n\n";
-  if (!args.ok()) os << "plan.megatron.sh does not parse: " << args.status().ToString() << "\n";
-  else if (failures.empty())
+  if (failures.empty())
     os << "plan.megatron.sh passes all " << MegatronRules().size() << " rules of search/export_megatron_rules.cpp.\n";
   else
     for (const auto& f : failures) os << "- FAILS " << f.rule << ": " << f.message << " (" << f.source << ")\n";

@@ -36,6 +36,10 @@ std::vector<ExportFile> BuildAllExports(const Plan& plan, const ModelIR& model, 
 Status WriteAllExports(const Plan& plan, const ModelIR& model, const std::string& dir,
                        const ExportOptions& options = {});
 
+// plan.megatron.sh as written, read back (ParseMegatronScript: ${VAR:-default} read as default)
+// and checked against the Megatron-LM rules; a script that does not parse is one failure.
+std::vector<MegatronRuleFailure> CheckMegatronScript(const std::string& script);
+
 // One export each (the files above).
 std::string ToMegatronScript(const Plan& plan, const ModelIR& model, const LaunchShape& shape);
 std::string ToMegatronBridgeRecipe(const Plan& plan, const ModelIR& model, const LaunchShape& shape);

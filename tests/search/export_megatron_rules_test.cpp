@@ -32,6 +32,10 @@ struct RuleCase {
   std::function<void(MegatronArgs*)> change;
 };
 
+// Printed as its rule id: gtest_discover_tests puts GetParam() in ctest's test names, which must
+// not hold addresses.
+void PrintTo(const RuleCase& c, std::ostream* os) { *os << c.rule; }
+
 std::vector<RuleCase> Cases() {
   const std::string ds = "deepseek-v3-pp16", ll = "llama-3.1-8b-full";
   return {
