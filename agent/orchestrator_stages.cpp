@@ -94,6 +94,9 @@ Expected<std::string> StagePlan(RunState& st, int round, const std::string& reas
   ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "plan.txt", FormatSearchResult(r, pr.search)));
   ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "plan.torchtitan.toml", ToTorchtitanToml(best.plan)));
   ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "plan.megatron.txt", ToMegatronArgs(best.plan) + "\n"));
+  // Every engine export and launcher (search/plan_export.h), listed with the artifacts in the report.
+  for (const ExportFile& f : BuildAllExports(best.plan, st.model))
+    ONBOARD_RETURN_IF_ERROR(WriteArtifact(st, "exports/" + f.name, f.text));
   r.model = ModelIR{};  // the report does not need a second copy of the model
   st.plans.push_back(std::move(pr));
   const auto& e = best.estimate;

@@ -191,11 +191,8 @@ std::vector<int64_t> StageSizes(const std::vector<int64_t>& starts, int64_t laye
   return sizes;
 }
 
-int64_t PlanContextParallel(const Plan&) {
-  // core/plan.h has no context-parallel degree yet; when ParallelDegrees gains `cp`, return
-  // plan.deg.cp here (the only place the exports read it).
-  return 1;
-}
+// The only place the exports read the context-parallel degree.
+int64_t PlanContextParallel(const Plan& plan) { return plan.deg.cp; }
 
 Recompute StrongestRecompute(const Plan& p) {
   Recompute r = Recompute::kNone;
