@@ -21,10 +21,14 @@ namespace fs = std::filesystem;
 
 // -march=native: Highway (codegen/kernels/cpu_simd.h) then uses the machine's widest vectors.
 // $ONBOARD_KERNEL_MARCH overrides it, e.g. znver3 to build for an AVX2-only machine on an AVX-512 one.
+// -fno-gnu-unique: inline variables (the CUDA emulation runtime's globals) stay private to each
+// kernel library; as STB_GNU_UNIQUE symbols the dynamic linker would share one copy between every
+// library loaded in the process, and two emulated kernels would then switch fibers on each other's
+// scheduler state.
 std::string Flags() {
   const char* march = std::getenv("ONBOARD_KERNEL_MARCH");
   const std::string arch = (march != nullptr && *march != '\0') ? march : "native";
-  return "-std=c++17 -O3 -march=" + arch + " -fPIC -shared -pthread -w";
+  return "-std=c++17 -O3 -march=" + arch + " -fPIC -shared -pthread -fno-gnu-unique -w";
 }
 
 std::string EnvOr(const char* name, const std::string& fallback) {
