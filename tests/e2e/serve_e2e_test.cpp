@@ -50,25 +50,11 @@ class ServeE2eTest : public ::testing::Test {
                    dir_.path + "/" + log);
   }
 
-  std::unique_ptr<httplib::Client> Client(int port) {
-    auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
-    c->set_bearer_token_auth(kToken);
-    c->set_read_timeout(120, 0);
-    return c;
-  }
+  std::unique_ptr<httplib::Client> Client(int port) { return testing::AuthedClient(port, kToken, 120); }
 
   // A small job: parse, templates, plan, one short probe round (2 ranks, 6 steps) and the reports on
   // the tiny model. Kernel generation is skipped to keep the test fast (tests/agent covers it).
-  json JobBody() {
-    return {{"model", {{"path", "config.json"}}},
-            {"topology", {{"path", models_ + "/topology.json"}}},
-            {"options",
-             {{"mode", "lora"},
-              {"seq", 1024},
-              {"max_rounds", 1},
-              {"generate_kernels", false},
-              {"probe", {{"enabled", true}, {"ranks", 2}, {"steps", 6}, {"seq", 16}}}}}};
-  }
+  json JobBody() { return testing::TinyProbeJob(models_ + "/topology.json", 6); }
 
   std::string Submit(httplib::Client& c) {
     auto res = c.Post("/v1/jobs", JobBody().dump(), "application/json");

@@ -92,24 +92,10 @@ class ServeHardeningTest : public ::testing::Test {
     return p.Start(binary_, args, dir_.path + "/" + log, cwd);
   }
 
-  std::unique_ptr<httplib::Client> Client(int port) {
-    auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
-    c->set_bearer_token_auth(kToken);
-    c->set_read_timeout(60, 0);
-    return c;
-  }
+  std::unique_ptr<httplib::Client> Client(int port) { return testing::AuthedClient(port, kToken, 60); }
 
   // A job whose probe trains for a long time (100000 steps): it is still running when the test acts.
-  json LongJob() {
-    return {{"model", {{"path", "config.json"}}},
-            {"topology", {{"path", models_ + "/topology.json"}}},
-            {"options",
-             {{"mode", "lora"},
-              {"seq", 1024},
-              {"max_rounds", 1},
-              {"generate_kernels", false},
-              {"probe", {{"enabled", true}, {"ranks", 2}, {"steps", 100000}, {"seq", 16}, {"timeout_s", 600}}}}}};
-  }
+  json LongJob() { return testing::TinyProbeJob(models_ + "/topology.json", 100000, 600); }
 
   // Submits LongJob and waits until its probe workers run; returns the job id ("" on failure).
   std::string StartLongJob(httplib::Client& c) {

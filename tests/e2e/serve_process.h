@@ -17,7 +17,32 @@
 #include <thread>
 #include <vector>
 
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
 namespace onboard::serve::testing {
+
+// An HTTP client of the server under test, with its bearer token.
+inline std::unique_ptr<httplib::Client> AuthedClient(int port, const std::string& token,
+                                                     time_t read_timeout_s) {
+  auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
+  c->set_bearer_token_auth(token);
+  c->set_read_timeout(read_timeout_s, 0);
+  return c;
+}
+
+// A job on the tiny model (config.json under the allowed root): plan, no kernels, one probe round of
+// `probe_steps` steps on 2 ranks (`timeout_s` > 0 sets the probe's timeout).
+inline nlohmann::json TinyProbeJob(const std::string& topology_path, int64_t probe_steps,
+                                   double timeout_s = 0) {
+  nlohmann::json probe = {{"enabled", true}, {"ranks", 2}, {"steps", probe_steps}, {"seq", 16}};
+  if (timeout_s > 0) probe["timeout_s"] = timeout_s;
+  return {
+      {"model", {{"path", "config.json"}}},
+      {"topology", {{"path", topology_path}}},
+      {"options",
+       {{"mode", "lora"}, {"seq", 1024}, {"max_rounds", 1}, {"generate_kernels", false}, {"probe", probe}}}};
+}
 
 class ServeProcess {
  public:
