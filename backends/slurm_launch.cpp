@@ -40,19 +40,31 @@ std::string FindSrun() {
   return "";
 }
 
-// srun's first "error: ... task N: ..." line (the task that failed first) and N; {"", -1} if none.
-std::pair<std::string, int64_t> FirstTaskError(const std::string& path) {
+// The task to blame, from srun's "error: ... task N: ..." lines and {"", -1} if none. srun prints them
+// in whatever order its tasks ended, so the order is no evidence: a task ended by a signal (Killed,
+// Segmentation fault, Aborted) is the cause; a task that exited with an error code after a peer
+// vanished (its log ends in "collective failed") is a consequence; otherwise the first line.
+std::pair<std::string, int64_t> FirstTaskError(const std::string& path, const std::string& out_dir) {
+  std::vector<std::pair<std::string, int64_t>> tasks;
   std::ifstream f(path);
   for (std::string line; std::getline(f, line);) {
     const size_t t = line.find("task ");
     if (line.find("error:") == std::string::npos || t == std::string::npos) continue;
     try {
-      return {line, std::stoll(line.substr(t + 5))};
+      tasks.emplace_back(line, std::stoll(line.substr(t + 5)));
     } catch (const std::exception&) {
-      return {line, -1};
+      tasks.emplace_back(line, -1);
     }
   }
-  return {"", -1};
+  if (tasks.empty()) return {"", -1};
+  for (const auto& t : tasks)
+    if (t.first.find("Exited with exit code") == std::string::npos) return t;  // ended by a signal
+  for (const auto& t : tasks)
+    if (t.second >= 0 &&
+        LastLine(out_dir + "/rank" + std::to_string(t.second) + ".log").find("collective failed") ==
+            std::string::npos)
+      return t;
+  return tasks.front();
 }
 
 // The ranks (in order) with no result file: the one to blame when the step failed.
@@ -121,7 +133,7 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   const std::string missing = MissingRanks(l);
   const bool ok = !timed_out && WIFEXITED(status) && WEXITSTATUS(status) == 0 && missing.empty();
   if (ok) return Status::Ok();
-  const auto [error_line, failed_task] = FirstTaskError(log);
+  const auto [error_line, failed_task] = FirstTaskError(log, l.out_dir);
   const std::string first = failed_task >= 0 ? std::to_string(failed_task) : missing.substr(0, missing.find(','));
   std::string msg = timed_out ? "probe timed out after " + std::to_string(l.timeout_s) + " s (--timeout) under srun"
                               : "probe failed under srun (exit " + std::to_string(WIFEXITED(status) ? WEXITSTATUS(status) : -1) + ")";
