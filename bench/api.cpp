@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/latency_samples.h"
 #include "serve/http_server.h"
 
 using namespace onboard;
@@ -50,9 +51,7 @@ Load Measure(int port, const std::string& path) {
   }
   for (auto& th : threads) th.join();
   double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<double> all;
-  for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
+  const std::vector<double> all = onboard::bench::MergeSorted(lat);
   Load l;
   l.req_per_s = static_cast<double>(all.size()) / wall_s;
   l.p50_us = all[all.size() / 2];

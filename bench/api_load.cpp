@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/latency_samples.h"
 #include "serve/http_server.h"
 
 using namespace onboard;
@@ -92,9 +93,7 @@ Load Measure(int port, const std::string& path) {
   }
   for (auto& th : threads) th.join();
   double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::vector<double> all;
-  for (auto& v : lat) all.insert(all.end(), v.begin(), v.end());
-  std::sort(all.begin(), all.end());
+  const std::vector<double> all = onboard::bench::MergeSorted(lat);
   Load l;
   l.requests = all.size();
   l.req_per_s = static_cast<double>(all.size()) / wall_s;

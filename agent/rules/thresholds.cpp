@@ -2,19 +2,22 @@
 #include "agent/rules/thresholds.h"
 
 namespace onboard::agent {
-namespace {
-Status Range(const std::string& field, double v, double lo, double hi) {
-  return CheckRange("run request", field, v, lo, hi);
-}
-}  // namespace
 
 Status Thresholds::Validate() const {
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.divergence_loss_ratio", divergence_loss_ratio, 1.0, 100));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.expert_imbalance", expert_imbalance, 1.0, 100));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.comm_share", comm_share, 0.0, 1.0));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.memory_over_prediction", memory_over_prediction, 1.0, 100));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.calibration_tolerance", calibration_tolerance, 0.0, 10));
-  ONBOARD_RETURN_IF_ERROR(Range("thresholds.memory_min_predicted_bytes", memory_min_predicted_bytes, 0, 1e15));
+  struct Limit {
+    const char* field;
+    double value, lo, hi;
+  };
+  const Limit limits[] = {
+      {"thresholds.divergence_loss_ratio", divergence_loss_ratio, 1.0, 100},
+      {"thresholds.expert_imbalance", expert_imbalance, 1.0, 100},
+      {"thresholds.comm_share", comm_share, 0.0, 1.0},
+      {"thresholds.memory_over_prediction", memory_over_prediction, 1.0, 100},
+      {"thresholds.calibration_tolerance", calibration_tolerance, 0.0, 10},
+      {"thresholds.memory_min_predicted_bytes", memory_min_predicted_bytes, 0, 1e15},
+  };
+  for (const Limit& l : limits)
+    ONBOARD_RETURN_IF_ERROR(CheckRange("run request", l.field, l.value, l.lo, l.hi));
   return Status::Ok();
 }
 
