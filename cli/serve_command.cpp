@@ -99,7 +99,6 @@ int RunServe(const ServeOptions& o) {
   // Signals: a handler (whichever thread takes the signal, e.g. one of the BLAS pool started
   // before main) only writes the signal number to a pipe; the signal thread below acts on it.
   if (Status st = InstallStopSignals(); !st.ok()) return ReportError("serve", st);
-  signal(SIGPIPE, SIG_IGN);  // a client closing an SSE stream must not kill the server
 
   // Step 2: the store.
   auto store = JobStore::Open(o.db);

@@ -1,6 +1,8 @@
 // ElasticTaskQueue and PostWithBodyLimit (see serve/http_limits.h).
 #include "serve/http_limits.h"
 
+#include <signal.h>
+
 #include "serve/http_errors.h"
 
 namespace onboard::serve {
@@ -48,15 +50,23 @@ void ElasticTaskQueue::Work() {
   }
 }
 
+void IgnoreBrokenPipes() { signal(SIGPIPE, SIG_IGN); }
+
 void PostWithBodyLimit(httplib::Server& server, const std::string& pattern, size_t max_body, PlainHandler handler) {
   server.Post(pattern, [max_body, handler](const httplib::Request& req, httplib::Response& res,
                                            const httplib::ContentReader& read) {
     std::string body;
     bool over = false;
+    size_t discarded = 0;
     bool complete = read([&](const char* data, size_t n) {
-      if (body.size() + n > max_body) {
+      if (over || body.size() + n > max_body) {
+        // Past the limit nothing more is buffered. The rest is read and dropped (up to
+        // kDrainAfterLimitBytes) so that the client finishes its upload and reads the 413: closing
+        // on unread bytes makes the kernel reset the connection, and the client would see only
+        // a broken pipe.
         over = true;
-        return false;  // stop reading: the rest is never buffered
+        discarded += n;
+        return discarded <= kDrainAfterLimitBytes;
       }
       body.append(data, n);
       return true;

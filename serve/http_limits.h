@@ -5,7 +5,8 @@
 //     threads started for a burst stay (idle, waiting) until shutdown;
 //   - PostWithBodyLimit: POST routes read their body through a content reader and answer 413 as
 //     soon as more than `max_body` bytes arrived, whatever the framing (Content-Length or chunked);
-//     a declared Content-Length over the limit is refused on the header (ApiServer's pre-routing).
+//     a declared Content-Length over the limit is refused on the header (ApiServer's pre-routing);
+//     after the limit up to kDrainAfterLimitBytes more are read and dropped (a lingering close).
 #pragma once
 
 #include <httplib.h>
@@ -23,6 +24,7 @@ namespace onboard::serve {
 
 inline constexpr int kIdleBeforeRequestS = 2;  // seconds a connection may stay silent before a request
 inline constexpr int kListenBacklog = 1024;    // pending connections the kernel queues (httplib: 5)
+inline constexpr size_t kDrainAfterLimitBytes = size_t{8} << 20;  // bytes read and dropped after a 413
 
 class ElasticTaskQueue : public httplib::TaskQueue {
  public:
@@ -41,6 +43,11 @@ class ElasticTaskQueue : public httplib::TaskQueue {
   size_t idle_ = 0;
   bool stop_ = false;
 };
+
+// Makes a write to a peer that closed (a client gone mid-stream, a server that answered 413 mid-upload)
+// an error return instead of a SIGPIPE that ends the process. Process-wide: Debian's libcpp-httplib
+// is built with CPPHTTPLIB_SEND_FLAGS 0, so MSG_NOSIGNAL cannot be asked per call. Idempotent.
+void IgnoreBrokenPipes();
 
 using PlainHandler = std::function<void(const httplib::Request&, httplib::Response&)>;
 

@@ -51,6 +51,7 @@ ApiServer::ApiServer(ServerConfig config, AllowedRoots roots, JobStore& store, J
 ApiServer::~ApiServer() { Stop(); }
 
 void ApiServer::Install() {
+  IgnoreBrokenPipes();  // a client closing an SSE stream must not kill the server
   const int threads = config_.http_threads;
   server_.new_task_queue = [threads] {
     return new ElasticTaskQueue(static_cast<size_t>(threads), static_cast<size_t>(kMaxConnectionThreads));
