@@ -195,7 +195,8 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   const bool local = cfg.launcher != "slurm";
   if (!local)
     ONBOARD_RETURN_IF_ERROR(backends::RunRanksWithSrun(
-        {worker, spec_file, cfg.out_dir, backends::SrunMasterAddr(), store->port(), cfg.ranks, cfg.timeout_s}));
+        {worker, spec_file, cfg.out_dir, backends::SrunMasterAddr(), store->port(), cfg.ranks, cfg.timeout_s,
+         [observer] { return observer != nullptr && observer->cancelled(); }, kProbeCancelGraceS}));
   for (int64_t r = 0; local && r < cfg.ranks; ++r) {
     const std::string rs = std::to_string(r);
     std::vector<std::string> args = {worker, "probe-worker", "--spec", spec_file, "--rank", rs,

@@ -85,6 +85,24 @@ std::string SrunMasterAddr() {
   return host;
 }
 
+namespace {
+
+// SIGTERM to srun (it forwards the signal to every task and ends the step), SIGKILL to its process
+// group when it has not exited after `grace_s`; reaps it into `status`.
+void StopSrun(pid_t pid, double grace_s, int& status) {
+  kill(pid, SIGTERM);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    if (waitpid(pid, &status, WNOHANG) != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-pid, SIGKILL);
+  waitpid(pid, &status, 0);
+}
+
+}  // namespace
+
 Status RunRanksWithSrun(const SrunLaunch& l) {
   // Step 1: the command line. bash expands $SLURM_PROCID in each task.
   const std::string srun = FindSrun();
@@ -113,21 +131,23 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   }
   close(fd);
   if (pid < 0) return IoError("fork failed for srun");
-  // Step 3: wait, stopping the step past the deadline (SIGTERM lets srun cancel its tasks).
+  // Step 3: wait, stopping the step past the deadline or on cancel (SIGTERM lets srun end its tasks).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(l.timeout_s * 1000));
   int status = 0;
   bool timed_out = false;
+  bool cancelled = false;
   while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (!timed_out && std::chrono::steady_clock::now() > deadline) {
-      timed_out = true;
-      kill(pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      if (waitpid(pid, &status, WNOHANG) != 0) break;
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+    cancelled = l.cancelled && l.cancelled();
+    timed_out = !cancelled && std::chrono::steady_clock::now() > deadline;
+    if (cancelled || timed_out) {
+      StopSrun(pid, l.cancel_grace_s, status);
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (cancelled) {
+    return Status(ErrorCode::kInternal, "cancelled: the srun step was stopped (SIGTERM, SIGKILL after " +
+                                            std::to_string(l.cancel_grace_s) + " s)");
   }
   // Step 4: verdict.
   const std::string missing = MissingRanks(l);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/status.h"
@@ -19,13 +20,17 @@ struct SrunLaunch {
   int64_t master_port = 0;
   int64_t ranks = 1;
   double timeout_s = 300;    // whole step; srun is stopped (and with it every task) past it
+  std::function<bool()> cancelled;  // polled while waiting; true -> the step is stopped (may be empty)
+  double cancel_grace_s = 2;        // seconds between SIGTERM and SIGKILL to srun, on cancel or timeout
 };
 
 // The address ranks use to reach this process: $ONBOARD_PROBE_MASTER_ADDR, else this host's name.
 std::string SrunMasterAddr();
 
 // Runs the step and waits for it. Errors: srun not installed (kNotFound); a task failed or the
-// step timed out (kNetwork: names the rank with no result, srun's last line and the rank's log).
+// step timed out (kNetwork: names the rank with no result, srun's last line and the rank's log);
+// cancelled (kInternal, "cancelled: ..."): srun got SIGTERM (it signals and ends its tasks), then
+// SIGKILL after cancel_grace_s.
 Status RunRanksWithSrun(const SrunLaunch& launch);
 
 }  // namespace onboard::backends
