@@ -1,0 +1,184 @@
+// TrainStep: one optimizer step of a probe rank (probe_worker_state.h), in this order:
+//   micro-steps     rank r's micro-step i takes global micro-batch j = i*N + r (micro_batch sequences
+//                   from j*micro_batch); forward + backward, FSDP reduce-scatters each unit's shard
+//                   gradient over the fsdp group, experts sum their EP sources' gradients (both in
+//                   the canonical pairwise order of ordered_sum.h); HSDP replicas sum with an
+//                   ordered all-reduce; the micro-step's gradient goes into a TreeAccumulator, so the
+//                   N micro-batches of a micro-step form one aligned block of the one-process tree
+//   gradient norm   global L2 norm in fp64 (layout-independent), loss and accuracy over the world
+//   AdamW           warm-up + cosine lr, global-norm clipping, decoupled decay on the local shards
+//   balancing bias  bias += balance_rate * sign(mean - load) from the global tokens per expert
+// Units: loss in nats per counted token; lr dimensionless; seconds; bytes.
+#include <array>
+#include <chrono>
+#include <cmath>
+
+#include "backends/fsdp_unit.h"
+#include "backends/ordered_sum.h"
+#include "backends/probe_worker_state.h"
+
+namespace onboard::backends {
+namespace {
+
+using nlohmann::json;
+using Accumulators = std::vector<std::array<TreeAccumulator, 4>>;  // [unit][buffer index]
+
+double LearningRate(const ProbeConfig& c, int64_t step) {
+  if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
+  const double span = std::max<int64_t>(1, c.steps - c.warmup);
+  const double t = std::min(1.0, static_cast<double>(step - c.warmup) / span);
+  const double min_lr = c.lr * c.min_lr_ratio;
+  return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(M_PI * t));
+}
+
+void AdamW(Buffer& b, const ProbeConfig& c, double lr, int64_t step, double clip_coef) {
+  if (!b.trainable || b.p.numel() == 0) return;
+  at::NoGradGuard ng;
+  at::Tensor g = b.p.grad().defined() ? b.p.grad() * clip_coef : at::zeros_like(b.p);
+  if (!b.m.defined()) {
+    b.m = at::zeros_like(b.p);
+    b.v = at::zeros_like(b.p);
+  }
+  b.m.mul_(c.beta1).add_(g, 1 - c.beta1);
+  b.v.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
+  const double bc1 = 1 - std::pow(c.beta1, step + 1), bc2 = 1 - std::pow(c.beta2, step + 1);
+  at::Tensor update = (b.m / bc1) / ((b.v / bc2).sqrt() + c.adam_eps);
+  b.p.mul_(1 - lr * c.weight_decay * b.decay);  // decoupled decay (decay mask: matrices only)
+  b.p.add_(update, -lr);
+  b.p.mutable_grad() = at::Tensor();
+}
+
+// fn(unit, buffer index 0..3 = dense, lora, expert, expert_lora, buffer) over trainable buffers.
+template <typename Fn>
+void ForEachTrainable(std::vector<UnitState>& state, Fn&& fn) {
+  for (size_t u = 0; u < state.size(); ++u) {
+    const std::array<Buffer*, 4> bufs = state[u].all();
+    for (size_t k = 0; k < 4; ++k)
+      if (bufs[k]->trainable && bufs[k]->p.numel() > 0) fn(u, k, bufs[k]);
+  }
+}
+
+// Step 1: the rank's micro-steps, forward + backward, gradients into `acc`. Returns the sum of the
+// fp32 micro-batch losses (exact in fp64, any order).
+double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, int64_t step, double scale,
+                     UnitInputs& inputs, Accumulators& acc) {
+  const int64_t N = st.world, r = st.rank;
+  const int64_t mb = st.cfg.micro_batch_size(), micro_steps = st.cfg.micro_steps();
+  std::vector<UnitRunner> runners(st.units.size());
+  double local_loss = 0;
+  for (int64_t i = 0; i < micro_steps; ++i) {
+    Batch batch = data.Get(step, (i * N + r) * mb, mb);
+    if (!st.dev.is_cpu()) batch = {batch.tokens.to(st.dev), batch.targets.to(st.dev), batch.mask.to(st.dev)};
+    inputs.targets = &batch.targets;
+    inputs.loss_mask = &batch.mask;
+    at::Tensor x = batch.tokens;
+    for (size_t u = 0; u < st.units.size(); ++u) {
+      runners[u] = {&st.spec, &st.units[u], &g.fsdp, &g.erep, &st.routing, &inputs, scale};
+      UnitState& s = st.state[u];
+      x = RunFsdpUnit(&runners[u], x, s.dense.p, s.lora.p, s.expert.p, s.expert_lora.p);
+    }
+    local_loss += x.item<double>();
+    x.backward();
+    ForEachTrainable(st.state, [&](size_t u, size_t k, Buffer* b) {
+      at::Tensor grad = b->p.grad().defined() ? b->p.grad() : at::zeros_like(b->p);
+      b->p.mutable_grad() = at::Tensor();
+      // Dense shards: HSDP replicas sum here. Expert shards were already reduce-scattered over
+      // the ep replicas in the unit's backward.
+      if (!b->expert && g.frep.size() > 1) grad = g.frep.AllReduceSumOrdered(grad);
+      acc[u][k].Push(grad);
+    });
+  }
+  return local_loss;
+}
+
+// Step 2 helper: the step's gradients onto the buffers; returns this rank's share of the squared
+// global grad norm (fp64: layout-independent).
+double TakeGradients(WorkerState& st, Accumulators& acc) {
+  const int64_t N = st.world, F = st.cfg.fsdp_degree();
+  double sq = 0;
+  ForEachTrainable(st.state, [&](size_t u, size_t k, Buffer* b) {
+    at::Tensor grad = acc[u][k].Take();
+    b->p.mutable_grad() = grad;
+    const double copies = static_cast<double>(b->expert ? 1 : N / F);  // ranks holding this shard
+    sq += grad.to(at::kDouble).pow(2).sum().item<double>() / copies;
+  });
+  return sq;
+}
+
+// Step 4: balancing bias from the step's global tokens per expert (exact integer sums over all
+// ranks): bias += balance_rate * sign(mean - load), so under-loaded experts become likelier picks.
+void UpdateBalanceBias(WorkerState& st, Group& world) {
+  if (st.score_bias.empty()) return;
+  at::Tensor sum = at::zeros({static_cast<int64_t>(st.score_bias.size()), st.spec.num_experts}, at::kDouble);
+  int64_t i = 0;
+  for (auto& [layer, bias] : st.score_bias) {
+    auto it = st.load.find(layer);
+    if (it != st.load.end()) sum[i].copy_(at::tensor(it->second, at::kLong).to(at::kDouble));
+    ++i;
+  }
+  world.AllReduceSum(sum);
+  i = 0;
+  for (auto& [layer, bias] : st.score_bias) {
+    at::Tensor l = sum[i++];
+    bias.add_(at::sign(l.mean() - l).to(at::kFloat), st.spec.balance_rate);
+  }
+}
+
+// Step 5: this rank's record of the step.
+json StepRecord(const WorkerState& st, int64_t step, double loss, double gnorm, double lr, double accuracy,
+                double step_s, const std::map<int64_t, double>& indexer_kl) {
+  const CollectiveTimes& c = CommClock();
+  json lj = json::array();
+  for (auto& [layer, counts] : st.load) lj.push_back({{"layer", layer}, {"tokens", counts}});
+  json kl = json::array();
+  for (auto& [layer, v] : indexer_kl) kl.push_back({{"layer", layer}, {"kl", v}});
+  return {{"step", step},
+          {"loss", std::isfinite(loss) ? json(loss) : json(nullptr)},
+          {"grad_norm", std::isfinite(gnorm) ? json(gnorm) : json(nullptr)},
+          {"lr", lr},
+          {"accuracy", accuracy},
+          {"step_s", step_s},
+          {"all_gather_s", c.all_gather_s},
+          {"reduce_scatter_s", c.reduce_scatter_s},
+          {"all_to_all_s", c.all_to_all_s},
+          {"all_reduce_s", c.all_reduce_s},
+          {"peak_rss_bytes", PeakRssBytes()},
+          {"expert_load", lj},
+          {"indexer_kl", kl}};
+}
+
+}  // namespace
+
+json TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase, int64_t step,
+               double scale) {
+  CommClock() = CollectiveTimes{};
+  st.load.clear();
+  const auto t0 = std::chrono::steady_clock::now();
+  UnitInputs inputs;
+  std::map<int64_t, double> indexer_kl;  // MLA layer -> KL(attention || indexer), summed over micro-steps
+  inputs.indexer_kl = &indexer_kl;
+  double correct = 0;  // exact-match counted targets on this rank (integer-valued: any order)
+  inputs.correct = &correct;
+  inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());
+  Accumulators acc(st.units.size());
+  // Step 1: micro-steps.
+  const double local_loss = RunMicroSteps(st, g, data, step, scale, inputs, acc);
+  // Step 2: the step's gradients, then the global grad norm, loss and accuracy.
+  const double sq = TakeGradients(st, acc);
+  at::Tensor red = at::tensor({local_loss, sq, correct}, at::kDouble).to(st.dev);
+  g.world.AllReduceSum(red);
+  const double loss = red[0].item<double>(), gnorm = std::sqrt(red[1].item<double>());
+  const double accuracy = red[2].item<double>() / static_cast<double>(data.CountedTokensPerStep());
+  // Step 3: AdamW on the local shards, with global-norm clipping.
+  const double clip_coef = (phase.clip > 0 && gnorm > phase.clip) ? phase.clip / (gnorm + 1e-6) : 1.0;
+  const double lr = LearningRate(phase, step);
+  for (UnitState& s : st.state)
+    for (Buffer* b : s.all()) AdamW(*b, phase, lr, step, clip_coef);
+  // Step 4: balancing bias.
+  UpdateBalanceBias(st, g.world);
+  // Step 5: the record.
+  const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return StepRecord(st, step, loss, gnorm, lr, accuracy, step_s, indexer_kl);
+}
+
+}  // namespace onboard::backends

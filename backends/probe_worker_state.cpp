@@ -1,0 +1,124 @@
+// WorkerState: one rank's layout, expert placement, seeded full init + shards, and the LoRA phase
+// switch (probe_worker_state.h). Weights are built in full from seeds on every rank (the same
+// values whatever the layout), then each rank keeps its shard.
+// Units: element counts for buffers, bytes for RSS.
+#include <sys/resource.h>
+
+#include "backends/probe_worker_state.h"
+
+namespace onboard::backends {
+namespace {
+
+Buffer MakeShard(const at::Tensor& full, const at::Tensor& decay, int64_t rank, int64_t size,
+                 bool trainable) {
+  const int64_t n = full.numel(), shard = (n + size - 1) / size;
+  at::Tensor padded = at::constant_pad_nd(full, {0, shard * size - n});
+  at::Tensor dpad = at::constant_pad_nd(decay, {0, shard * size - n});
+  Buffer b;
+  b.p = padded.narrow(0, rank * shard, shard).clone().requires_grad_(trainable);
+  b.decay = dpad.narrow(0, rank * shard, shard).clone();
+  b.trainable = trainable;
+  return b;
+}
+
+// Local experts' buffers, sharded over the EP replicas (rank `rep` of `reps`): experts are
+// generated one by one from (seed, expert id), so every rank builds the same values for an expert
+// whatever the placement, then keeps its shard of the local experts' flat buffer.
+Buffer MakeExperts(const FlatLayout& layout, const std::vector<int64_t>& local, uint64_t seed, bool trainable,
+                   int64_t rep, int64_t reps) {
+  if (layout.numel == 0) {
+    Buffer b;
+    b.p = at::zeros({0});
+    b.decay = at::zeros({0});
+    b.trainable = trainable;
+    b.expert = true;
+    return b;
+  }
+  std::vector<at::Tensor> rows, masks;
+  for (int64_t e : local) {
+    rows.push_back(InitFlat(layout, seed + static_cast<uint64_t>(e) * 7919u));
+    masks.push_back(DecayMask(layout));
+  }
+  Buffer b = MakeShard(at::cat(rows), at::cat(masks), rep, reps, trainable);
+  b.expert = true;
+  return b;
+}
+
+// Step 3a helper: expert -> EP rank (contiguous blocks unless cfg.expert_placement), this rank's
+// experts, and the balancing bias per MoE layer.
+void PlaceExperts(Group& ep, WorkerState* st) {
+  const ProxySpec& spec = st->spec;
+  const int64_t E = st->cfg.ep_degree();
+  MoeRouting& routing = st->routing;
+  routing.ep = &ep;
+  routing.placement = st->cfg.expert_placement;
+  if (routing.placement.empty())
+    for (int64_t e = 0; e < spec.num_experts; ++e) routing.placement.push_back(e / (spec.num_experts / E));
+  for (int64_t e = 0; e < spec.num_experts; ++e)
+    if (routing.placement[static_cast<size_t>(e)] == st->rank % E) routing.local_experts.push_back(e);
+  routing.load = &st->load;
+  if (spec.balance_bias)
+    for (const UnitLayout& L : st->units)
+      if (L.expert.numel > 0) st->score_bias[L.layer] = at::zeros({spec.num_experts}, at::kFloat);
+  routing.score_bias = st->score_bias.empty() ? nullptr : &st->score_bias;
+}
+
+}  // namespace
+
+int64_t PeakRssBytes() {
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: kilobytes
+}
+
+void InitWorkerState(Group& ep, WorkerState* st) {
+  const ProbeConfig& cfg = st->cfg;
+  const int64_t N = st->world, r = st->rank, F = cfg.fsdp_degree(), E = cfg.ep_degree();
+  // Step 3a: layout and expert placement.
+  st->baseline_rss = PeakRssBytes();
+  st->units = BuildLayout(st->spec, cfg);
+  PlaceExperts(ep, st);
+  st->counts = CountParams(st->units, st->spec, cfg);
+  st->lora = cfg.mode == FinetuneMode::kLoRA;
+  st->base_steps = st->lora ? LoraBaseSteps(cfg) : 0;
+  // Step 3b: seeded full init, then shards. LoRA with a base phase: the base (dense + experts) is
+  // trained first, adapters frozen.
+  const bool lora = st->lora, base_first = st->base_steps > 0;
+  const std::vector<int64_t>& local = st->routing.local_experts;
+  st->state.assign(st->units.size(), UnitState{});
+  for (size_t u = 0; u < st->units.size(); ++u) {
+    const uint64_t base = cfg.seed * 1000003u + u * 16u;
+    const UnitLayout& L = st->units[u];
+    UnitState& s = st->state[u];
+    s.dense = MakeShard(InitFlat(L.dense, base), DecayMask(L.dense), r % F, F, !lora || base_first);
+    s.lora = MakeShard(InitFlat(L.lora, base + 1), DecayMask(L.lora), r % F, F, lora && !base_first);
+    s.expert = MakeExperts(L.expert, local, base + 2, !lora || base_first, r / E, N / E);
+    s.expert_lora = MakeExperts(L.expert_lora, local, base + 3, lora && !base_first, r / E, N / E);
+  }
+  // Step 3c: built on the CPU from seeds (same values on every device), then moved to the rank's device.
+  if (!st->dev.is_cpu()) {
+    for (UnitState& s : st->state)
+      for (Buffer* b : s.all()) {
+        b->p = b->p.detach().to(st->dev).requires_grad_(b->p.requires_grad());
+        b->decay = b->decay.to(st->dev);
+      }
+  }
+  st->lora_scale = lora ? cfg.lora_alpha / static_cast<double>(cfg.lora_rank) : 0.0;
+}
+
+void FreezeBaseForAdapters(WorkerState* st) {
+  for (UnitState& s : st->state) {
+    for (Buffer* b : {&s.dense, &s.expert}) {
+      b->p.requires_grad_(false);
+      b->trainable = false;
+      b->m = at::Tensor();
+      b->v = at::Tensor();
+    }
+    for (Buffer* b : {&s.lora, &s.expert_lora}) {
+      b->p.requires_grad_(b->p.numel() > 0);
+      b->trainable = true;
+    }
+  }
+}
+
+}  // namespace onboard::backends

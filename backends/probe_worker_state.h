@@ -1,0 +1,97 @@
+// INTERNAL to backends/ (includes LibTorch). One probe rank's pieces, as RunProbeWorker
+// (probe_worker.cpp, the loop) puts them together:
+//   ProbeGroups     probe_groups.cpp        rendezvous + the five process groups of the layout
+//   WorkerState     probe_worker_state.cpp  layout, expert placement, seeded init + shards, AdamW state
+//   TrainStep       probe_train_step.cpp    one optimizer step: micro-steps, gradient sums, AdamW, bias
+//
+// Ranks and groups (N = world, F = fsdp, E = ep; groups of consecutive ranks):
+//   fsdp group  {F*(r/F) .. +F}   non-expert weights sharded, grads reduce-scattered
+//   replicas    {r%F + j*F}       HSDP: shard grads all-reduced across fsdp groups (N/F of them)
+//   ep group    {E*(r/E) .. +E}   routed experts partitioned, tokens exchanged all-to-all
+//   ep replicas {r%E + j*E}       local experts' buffer sharded over them (N/E), FSDP-style: gathered
+//                                 before use, grads reduce-scattered (torchtitan's dp_shard_mod_ep)
+// Every rank is data-parallel: it takes batch/N of the global batch (generated identically on all),
+// as micro_steps() micro-batches of micro_batch_size() sequences whose gradients accumulate.
+// Units: element counts for buffers, bytes for RSS, seconds for times.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <array>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "backends/c10d_compat.h"
+#include "backends/probe_data.h"
+#include "backends/proxy_model.h"
+
+namespace onboard::backends {
+
+// One trainable or frozen flat buffer with its AdamW state.
+struct Buffer {
+  at::Tensor p;  // shard (dense/lora) or local experts (expert/expert_lora)
+  at::Tensor m, v, decay;
+  bool trainable = false;
+  bool expert =
+      false;  // sharded over the ep replicas (else: sharded over fsdp, replicated over its replicas)
+};
+
+struct UnitState {
+  Buffer dense, lora, expert, expert_lora;
+  // The four buffers in index order 0..3 = dense, lora, expert, expert_lora.
+  std::array<Buffer*, 4> all() { return {&dense, &lora, &expert, &expert_lora}; }
+};
+
+// Step 2 of a rank: the rendezvous store and the layout's process groups, created in this order on
+// every rank (the store keys depend on it). Not movable: the groups keep the store's address.
+struct ProbeGroups {
+  ProbeGroups(const std::string& master_addr, int64_t master_port, bool serve_store, const ProbeConfig& cfg,
+              int64_t rank);
+  Rendezvous store;
+  Group world, fsdp, frep, ep, erep;
+  std::array<Group*, 5> all() { return {&world, &fsdp, &frep, &ep, &erep}; }
+};
+
+// Step 3 of a rank: everything the train step reads and updates. Not copyable or movable:
+// `routing` points at `load` and `score_bias`.
+struct WorkerState {
+  WorkerState() = default;
+  WorkerState(const WorkerState&) = delete;
+  WorkerState& operator=(const WorkerState&) = delete;
+
+  ProxySpec spec;
+  ProbeConfig cfg;
+  int64_t rank = 0, world = 1;
+  at::Device dev{at::kCPU};
+  int64_t baseline_rss = 0;  // RSS before the model was built, bytes
+  std::vector<UnitLayout> units;
+  MoeRouting routing;
+  std::map<int64_t, std::vector<int64_t>> load;  // MoE layer -> tokens per expert, this step, this rank
+  // Aux-loss-free balancing (ProxySpec::balance_bias): per MoE layer, a selection bias per expert.
+  std::map<int64_t, at::Tensor> score_bias;
+  std::vector<UnitState> state;  // one per unit
+  ProxyParamCounts counts;
+  bool lora = false;
+  int64_t base_steps = 0;  // LoRA base phase length (0 = none)
+  double lora_scale = 0;   // alpha / rank in LoRA mode, else 0
+};
+
+// Peak resident set size of this process (getrusage high-water mark), bytes.
+int64_t PeakRssBytes();
+
+// Step 3: layout, expert placement, seeded full init then shards, moved to st->dev. st->spec,
+// cfg, rank, world and dev are set by the caller.
+void InitWorkerState(Group& ep, WorkerState* st);
+
+// Step 4a -> 4b (LoRA): freezes the trained base (dropping its AdamW state) and makes the adapters
+// trainable.
+void FreezeBaseForAdapters(WorkerState* st);
+
+// One optimizer step of `phase` (its steps/warmup drive the lr schedule) on `data`, with adapter
+// scale `lora_scale`. Returns this rank's step record (probe_train_step.cpp).
+nlohmann::json TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
+                         int64_t step, double lora_scale);
+
+}  // namespace onboard::backends
