@@ -98,7 +98,7 @@ void AddModel(const ExportModel& m, MegatronArgs* a, ExportCaveats* c) {
   if (!m.tied) a->Add("--untie-embeddings-and-output-weights");
   if (!m.linear_bias) a->Add("--disable-bias-linear");
   if (m.qkv_bias) a->Add("--add-qkv-bias");
-  if (m.attn_output_gate && m.mla)   // TransformerConfig.__post_init__ raises NotImplementedError
+  if (m.attn_output_gate && m.mla)  // TransformerConfig.__post_init__ raises NotImplementedError
     c->unsupported.push_back("attention output gate with MLA: Megatron-LM has no output gate for MLA yet");
   else if (m.attn_output_gate)
     a->Add("--attention-output-gate");
@@ -127,7 +127,7 @@ void AddAttentionVariants(const ExportModel& m, MegatronArgs* a, ExportCaveats* 
     a->Add("--dsa-indexer-n-heads", S(m.index_heads));
     a->Add("--dsa-indexer-head-dim", S(m.index_head_dim));
     a->Add("--dsa-indexer-topk", S(m.index_topk));
-    a->Add("--no-rope-fusion");   // DSAttention has no fused RoPE (TransformerConfig.__post_init__)
+    a->Add("--no-rope-fusion");  // DSAttention has no fused RoPE (TransformerConfig.__post_init__)
   }
   if (m.n_kda > 0)
     c->unsupported.push_back(S(m.n_kda) + " KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer "
@@ -220,9 +220,10 @@ void AddHybridSharding(const Plan& p, MegatronArgs* a, ExportCaveats* c) {
   const int64_t world = p.deg.world(), cp = PlanContextParallel(p);
   const int64_t dp_cp = world / (p.deg.tp * p.deg.pp * cp) * cp, expert_dp = world / (p.deg.ep * p.deg.pp);
   if (dp_cp % r != 0 || expert_dp % r != 0) {
-    c->approximations.push_back("HSDP: dp_replicate=" + S(r) + " does not divide the data-parallel size " + S(dp_cp) +
-                                " and the expert data-parallel size " + S(expert_dp) +
-                                "; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)");
+    c->approximations.push_back(
+        "HSDP: dp_replicate=" + S(r) + " does not divide the data-parallel size " + S(dp_cp) +
+        " and the expert data-parallel size " + S(expert_dp) +
+        "; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)");
     return;
   }
   a->Add("--num-distributed-optimizer-instances", S(r));

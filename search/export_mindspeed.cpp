@@ -84,8 +84,8 @@ void ReplaceModelFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
 void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
   MegatronArgs& a = e->args;
   if (a.Has("--use-megatron-fsdp")) {
-    for (const char* f : {"--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--num-distributed-optimizer-instances",
-                          "--outer-dp-sharding-strategy"})
+    for (const char* f : {"--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                          "--num-distributed-optimizer-instances", "--outer-dp-sharding-strategy"})
       a.Remove(f);
     e->caveats.approximations.push_back("Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer "
                                         "(ZeRO-1) shards only optimizer state, so weights and gradients take more memory "

@@ -234,8 +234,8 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
   // Trainer.Config._validate_cuda_graphs (trainer.py): CUDA graphs (on by default) refuse pipeline
   // parallelism, and expert parallelism over the default all-to-all dispatcher (it syncs with the CPU).
   if (p.deg.pp > 1 || p.deg.ep > 1)
-    os << "        disable_cuda_graphs=True,  # torchtitan's CUDA graphs refuse " << (p.deg.pp > 1 ? "pipeline" : "all-to-all expert")
-       << " parallelism\n";
+    os << "        disable_cuda_graphs=True,  # torchtitan's CUDA graphs refuse "
+       << (p.deg.pp > 1 ? "pipeline" : "all-to-all expert") << " parallelism\n";
   os << "    )\n";
   os << "    config.activation_checkpoint = "
      << (r == Recompute::kFull ? "FullAC.Config()" : r == Recompute::kSelective ? "SelectiveAC.Config()" : "None") << "\n";

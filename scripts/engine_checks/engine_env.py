@@ -93,12 +93,8 @@ def target_transformer_engine(version):
             setattr(rope_utils, name, absent_modules._absent("transformer_engine." + name))
 
 
-def prepare_megatron(root):
-    sys.path.insert(0, root)
-    return _common()
-
-
-def prepare_torchtitan(root):
+def prepare(root):
+    """Puts the engine checkout first on the import path and installs the stand-ins."""
     sys.path.insert(0, root)
     return _common()
 
@@ -130,7 +126,7 @@ def print_verdict(root, check):
             what = check()
     except SystemExit as e:
         lines = [l.strip(" │") for l in err.getvalue().splitlines() if l.strip(" │╭╰─")]
-        errors = [l for l in lines if "error" in l.lower()] or lines
+        errors = [l for l in lines if "error:" in l] or [l for l in lines if "error" in l.lower()] or lines
         print(f"VERDICT refused: parser: {' '.join(errors)[-400:] if errors else 'exit ' + str(e.code)}")
         return 1
     except Exception as e:  # noqa: BLE001 - any engine refusal is the verdict

@@ -13,13 +13,10 @@ Not run: set_global_variables (it builds the tokenizer from the checkpoint folde
 its one effect on the config, padded_vocab_size, is computed with the engine's vocab_size_with_padding
 from HF_CONFIG.json's vocab_size.
 Prints 'VERDICT accepted' or 'VERDICT refused: <engine message>'; exit 0 / 1; 2 for a broken setup."""
-import contextlib
-import io
 import json
 import os
 import subprocess
 import sys
-import traceback
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -36,13 +33,6 @@ def exported_args(script):
     return int(fields[0]), int(fields[1]), fields[2], fields[3:]
 
 
-def engine_frame(e, root):
-    """The innermost frame inside the engine checkout: where the engine refused."""
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename.startswith(root)]
-    f = frames[-1] if frames else traceback.extract_tb(e.__traceback__)[-1]
-    return f"{os.path.relpath(f.filename, root)}:{f.lineno} {f.name}"
-
-
 def main():
     if len(sys.argv) != 4:
         print("usage: megatron_validate.py MEGATRON_LM_DIR PLAN.megatron.sh HF_CONFIG.json", file=sys.stderr)
@@ -56,7 +46,7 @@ def main():
     os.environ.pop("CUDA_DEVICE_MAX_CONNECTIONS", None)
     if max_connections:
         os.environ["CUDA_DEVICE_MAX_CONNECTIONS"] = max_connections  # as the script exports it
-    engine_env.prepare_megatron(root)
+    engine_env.prepare(root)
     engine_env.target_gpu(os.environ.get("ONBOARD_TARGET_GPU_CAPABILITY", "9.0"))
     from megatron.training.arguments import parse_args, validate_args
     from megatron.training.argument_utils import gpt_config_from_args, pretrain_cfg_container_from_args
@@ -64,26 +54,18 @@ def main():
     engine_env.target_transformer_engine(os.environ.get("ONBOARD_TARGET_TE_VERSION", "2.17.1"))
     engine_env.arm()
     sys.argv = [os.path.join(root, "pretrain_gpt.py")] + args
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            parsed = parse_args()
+
+    def check():
+        parsed = parse_args()
         validate_args(parsed, {"tokenizer_type": "GPT2BPETokenizer"})
         # set_global_variables' tokenizer build pads the tokenizer's vocab with the engine's own rule
         parsed.padded_vocab_size = vocab_size_with_padding(vocab, parsed, logging_enabled=False)
         cfg = gpt_config_from_args(parsed)
         pretrain_cfg_container_from_args(parsed, cfg)
-    except SystemExit as e:  # argparse refusal (unknown flag, bad value)
-        lines = [l for l in err.getvalue().splitlines() if "error:" in l]
-        print(f"VERDICT refused: argparse: {lines[-1] if lines else 'exit ' + str(e.code)}")
-        return 1
-    except Exception as e:  # noqa: BLE001 - any engine refusal is the verdict
-        print(f"VERDICT refused: {type(e).__name__}: {str(e).strip()} ({engine_frame(e, root)})")
-        return 1
-    print(f"VERDICT accepted: world {parsed.world_size}, {type(cfg).__name__}, "
-          f"layers {cfg.num_layers}, tp {cfg.tensor_model_parallel_size} pp {cfg.pipeline_model_parallel_size} "
-          f"ep {cfg.expert_model_parallel_size}; stand-ins used: {engine_env.used_summary()}")
-    return 0
+        return (f"world {parsed.world_size}, {type(cfg).__name__}, layers {cfg.num_layers}, "
+                f"tp {cfg.tensor_model_parallel_size} pp {cfg.pipeline_model_parallel_size} "
+                f"ep {cfg.expert_model_parallel_size}")
+    return engine_env.print_verdict(root, check)
 
 
 if __name__ == "__main__":

@@ -14,18 +14,16 @@ Step 4 re-states the two checks Trainer.__init__ makes inline once the mesh exis
 tokens per micro-batch divisible by tp (sequence parallel) * 2cp, and tokens per step divisible
 by tokens per micro-batch * dp. They are labelled so in the verdict.
 torchtitan/__init__.py is not executed (see torchtitan_v02_validate.py)."""
-import contextlib
-import io
 import os
 import sys
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import engine_env  # noqa: E402
-from torchtitan_v02_validate import engine_frame, enter_package  # noqa: E402
+from torchtitan_v02_validate import run_torchtitan_check  # noqa: E402
 
 
-def validate(export, world):
+def validate(root, export, world):
     from torchtitan.config import ConfigManager
     from torchtitan.distributed.parallel_dims import ParallelDims
     sys.path.insert(0, os.path.dirname(export))
@@ -53,27 +51,5 @@ def validate(export, world):
             f"pp {dims.pp} ep {dims.ep} cp {dims.cp}, grad accumulation {t.num_tokens_per_train_step // per_iter}")
 
 
-def main():
-    if len(sys.argv) != 4:
-        print("usage: torchtitan_main_validate.py TORCHTITAN_DIR plan_torchtitan.py WORLD_SIZE", file=sys.stderr)
-        return 2
-    root, export, world = sys.argv[1], os.path.abspath(sys.argv[2]), int(sys.argv[3])
-    engine_env.prepare_torchtitan(root)
-    enter_package(root)
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            what = validate(export, world)
-    except SystemExit as e:
-        lines = [l.strip(" │") for l in err.getvalue().splitlines() if l.strip(" │╭╰─")]
-        print(f"VERDICT refused: tyro: {' '.join(lines)[-400:] if lines else 'exit ' + str(e.code)}")
-        return 1
-    except Exception as e:  # noqa: BLE001 - any engine refusal is the verdict
-        print(f"VERDICT refused: {type(e).__name__}: {str(e).strip()} ({engine_frame(e, root)})")
-        return 1
-    print(f"VERDICT accepted: {what}; stand-ins used: {engine_env.used_summary()}")
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_torchtitan_check(validate, "plan_torchtitan.py"))

@@ -12,11 +12,8 @@ here (the only non-engine line of the check) and labelled so in the verdict.
 torchtitan/__init__.py is not executed: it only imports torchtitan.components.quantization to
 register float8/mx converters, which need torch >= 2.6; the package is entered without it.
 Prints 'VERDICT accepted ...' or 'VERDICT refused: ...'; exit 0 / 1; 2 for a broken setup."""
-import contextlib
-import io
 import os
 import sys
-import traceback
 import types
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -30,12 +27,6 @@ def enter_package(root):
     pkg.__path__ = [os.path.join(root, "torchtitan")]
     pkg.__version__ = "0.2.x"
     sys.modules["torchtitan"] = pkg
-
-
-def engine_frame(e, root):
-    frames = [f for f in traceback.extract_tb(e.__traceback__) if f.filename.startswith(root)]
-    f = frames[-1] if frames else traceback.extract_tb(e.__traceback__)[-1]
-    return f"{os.path.relpath(f.filename, root)}:{f.lineno} {f.name}"
 
 
 def import_model_package(toml):
@@ -77,27 +68,16 @@ def validate(root, toml, world):
             f"local batch {lbs}, grad accumulation {accum}")
 
 
-def main():
+def run_torchtitan_check(validate_fn, file_kind):
+    """argv: TORCHTITAN_DIR FILE WORLD_SIZE; validate_fn(root, file, world) -> what was accepted."""
     if len(sys.argv) != 4:
-        print("usage: torchtitan_v02_validate.py TORCHTITAN_DIR PLAN.toml WORLD_SIZE", file=sys.stderr)
+        print(f"usage: {os.path.basename(sys.argv[0])} TORCHTITAN_DIR {file_kind} WORLD_SIZE", file=sys.stderr)
         return 2
-    root, toml, world = sys.argv[1], os.path.abspath(sys.argv[2]), int(sys.argv[3])
-    engine_env.prepare_torchtitan(root)
+    root, path, world = sys.argv[1], os.path.abspath(sys.argv[2]), int(sys.argv[3])
+    engine_env.prepare(root)
     enter_package(root)
-    err = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(err):
-            what = validate(root, toml, world)
-    except SystemExit as e:  # tyro refusal (unknown key, wrong type)
-        lines = [l.strip(" │") for l in err.getvalue().splitlines() if l.strip(" │╭╰─")]
-        print(f"VERDICT refused: tyro: {' '.join(lines)[-400:] if lines else 'exit ' + str(e.code)}")
-        return 1
-    except Exception as e:  # noqa: BLE001 - any engine refusal is the verdict
-        print(f"VERDICT refused: {type(e).__name__}: {str(e).strip()} ({engine_frame(e, root)})")
-        return 1
-    print(f"VERDICT accepted: {what}; stand-ins used: {engine_env.used_summary()}")
-    return 0
+    return engine_env.print_verdict(root, lambda: validate_fn(root, path, world))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_torchtitan_check(validate, "PLAN.torchtitan-v0.2.toml"))
