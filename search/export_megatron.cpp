@@ -74,7 +74,9 @@ void AddModel(const ExportModel& m, MegatronArgs* a, ExportCaveats* c) {
     a->Add("--group-query-attention");
     a->Add("--num-query-groups", S(m.kv_heads));
   }
-  if (!m.mla) a->Add("--kv-channels", S(m.head_dim));
+  // MLA ignores kv-channels, but validate_args derives it from hidden/heads when absent and asserts
+  // they divide (flagship: 7168/96); Megatron's own MLA recipes pass v_head_dim.
+  a->Add("--kv-channels", S(m.mla ? m.v_head_dim : m.head_dim));
   if (m.qk_norm || m.mla) a->Add("--qk-layernorm");   // MLA: the q/kv latent norms (DeepSeek q_a/kv_a_layernorm)
   a->Add("--normalization", m.layer_norm ? "LayerNorm" : "RMSNorm");
   a->Add("--norm-epsilon", Num(m.norm_eps));
@@ -96,7 +98,10 @@ void AddModel(const ExportModel& m, MegatronArgs* a, ExportCaveats* c) {
   if (!m.tied) a->Add("--untie-embeddings-and-output-weights");
   if (!m.linear_bias) a->Add("--disable-bias-linear");
   if (m.qkv_bias) a->Add("--add-qkv-bias");
-  if (m.attn_output_gate) a->Add("--attention-output-gate");
+  if (m.attn_output_gate && m.mla)  // TransformerConfig.__post_init__ raises NotImplementedError
+    c->unsupported.push_back("attention output gate with MLA: Megatron-LM has no output gate for MLA yet");
+  else if (m.attn_output_gate)
+    a->Add("--attention-output-gate");
 }
 
 // Step 2: MLA (+ yarn rope), DSA indexer, and the mixers Megatron cannot build.
@@ -122,6 +127,7 @@ void AddAttentionVariants(const ExportModel& m, MegatronArgs* a, ExportCaveats* 
     a->Add("--dsa-indexer-n-heads", S(m.index_heads));
     a->Add("--dsa-indexer-head-dim", S(m.index_head_dim));
     a->Add("--dsa-indexer-topk", S(m.index_topk));
+    a->Add("--no-rope-fusion");  // DSAttention has no fused RoPE (TransformerConfig.__post_init__)
   }
   if (m.n_kda > 0)
     c->unsupported.push_back(S(m.n_kda) + " KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer "
@@ -182,6 +188,8 @@ void AddPipeline(const ExportModel& m, const Plan& p, const ModelIR& ir, Megatro
   a->Add("--tensor-model-parallel-size", S(p.deg.tp));
   a->Add("--pipeline-model-parallel-size", S(p.deg.pp));
   a->Add("--context-parallel-size", S(PlanContextParallel(p)));
+  // DSAttention's context parallelism gathers the keys (allgather only; TransformerConfig.__post_init__)
+  if (m.n_dsa > 0 && PlanContextParallel(p) > 1) a->Add("--cp-comm-type", "allgather");
   a->Add("--expert-model-parallel-size", S(p.deg.ep));
   a->Add("--expert-tensor-parallel-size", "1");
   if (p.deg.tp > 1 && p.deg.sequence_parallel) a->Add("--sequence-parallel");
@@ -198,7 +206,28 @@ void AddPipeline(const ExportModel& m, const Plan& p, const ModelIR& ir, Megatro
     if (s + 1 == sizes.size()) layout += std::string(static_cast<size_t>(m.mtp_layers), 'm') + "L";
   }
   a->Add("--pipeline-model-parallel-layout", layout);
-  if (p.deg.interleave > 1) a->Add("--overlap-p2p-comm");
+  // interleaved: p2p overlap is Megatron's default (only --no-overlap-p2p-communication turns it off)
+}
+
+// Step 5a: HSDP on Megatron-FSDP. The plan's dp_replicate becomes the outer (replicated) DP group:
+// Megatron-FSDP enables hybrid sharding when --num-distributed-optimizer-instances > 1
+// (core/distributed/fsdp/mcore_fsdp_adapter.py), sharding over the dp_shard ranks inside each
+// instance; the outer group replicates (--outer-dp-sharding-strategy no_shard). parallel_state needs
+// dp*cp and the expert data-parallel size world/(ep*etp*pp) both divisible by the instances.
+void AddHybridSharding(const Plan& p, MegatronArgs* a, ExportCaveats* c) {
+  const int64_t r = p.deg.dp_replicate;
+  if (r <= 1) return;
+  const int64_t world = p.deg.world(), cp = PlanContextParallel(p);
+  const int64_t dp_cp = world / (p.deg.tp * p.deg.pp * cp) * cp, expert_dp = world / (p.deg.ep * p.deg.pp);
+  if (dp_cp % r != 0 || expert_dp % r != 0) {
+    c->approximations.push_back(
+        "HSDP: dp_replicate=" + S(r) + " does not divide the data-parallel size " + S(dp_cp) +
+        " and the expert data-parallel size " + S(expert_dp) +
+        "; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)");
+    return;
+  }
+  a->Add("--num-distributed-optimizer-instances", S(r));
+  a->Add("--outer-dp-sharding-strategy", "no_shard");
 }
 
 // Step 5: data-parallel sharding / optimizer, recompute, precision, batch.
@@ -208,9 +237,7 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
     a->Add("--data-parallel-sharding-strategy", "optim_grads_params");
     a->Add("--use-distributed-optimizer");   // Megatron-FSDP v1 (the default version) requires it
     a->Add("--ckpt-format", "fsdp_dtensor");
-    if (p.deg.dp_replicate > 1)
-      c->approximations.push_back("HSDP: the plan replicates over dp_replicate=" + S(p.deg.dp_replicate) +
-                                  "; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)");
+    AddHybridSharding(p, a, c);
   } else if (p.zero_stage >= 1) {
     a->Add("--use-distributed-optimizer");
     a->Add("--ckpt-format", "torch_dist");

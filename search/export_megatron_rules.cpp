@@ -1,8 +1,8 @@
 // CheckMegatronArgs: the Megatron-LM argument rules the Megatron export relies on, one function
 // per rule, each citing where Megatron-LM (main @ d98e8a64, 2026-08-22) enforces it. These are
-// the rules as read from that source, re-stated here; Megatron's own code is not run (no Python
-// torch on this machine). Paths are relative to the Megatron-LM repository root.
-// Units: sizes and degrees are counts; world = NNODES * GPUS_PER_NODE devices.
+// the rules as read from that source, re-stated here (scripts/check-exports-with-engines.sh runs
+// Megatron's own validate_args on the goldens, where a checkout is given). Paths are relative to the
+// Megatron-LM repository root. Units: sizes and degrees are counts; world = NNODES * GPUS_PER_NODE devices.
 #include <algorithm>
 #include <functional>
 #include <set>
@@ -143,8 +143,47 @@ void InterleavedPipeline(const MegatronArgs& a, const Fail& fail) {
     vpp = static_cast<int64_t>(n) / Pp(a);
   }
   if (vpp <= 1) return;
-  if (a.Has("--overlap-p2p-comm") ? Pp(a) <= 1 : Pp(a) <= 2)
-    fail("interleaved schedule (vpp=" + S(vpp) + ") needs pp > 2, or pp > 1 with --overlap-p2p-comm; pp=" + S(Pp(a)));
+  // p2p overlap is on unless --no-overlap-p2p-communication (argparse store_false, dest overlap_p2p_comm)
+  if (a.Has("--no-overlap-p2p-communication") ? Pp(a) <= 2 : Pp(a) <= 1)
+    fail("interleaved schedule (vpp=" + S(vpp) +
+         ") needs pp > 1, or pp > 2 with --no-overlap-p2p-communication; pp=" + S(Pp(a)));
+}
+
+void KvChannels(const MegatronArgs& a, const Fail& fail) {
+  if (a.Has("--kv-channels")) return;
+  const int64_t hidden = a.Int("--hidden-size", 0), heads = a.Int("--num-attention-heads", 0);
+  if (heads <= 0 || hidden % heads != 0)
+    fail("no --kv-channels and --hidden-size " + S(hidden) + " not a multiple of --num-attention-heads " +
+         S(heads));
+}
+
+void DsaAttention(const MegatronArgs& a, const Fail& fail) {
+  if (a.Value("--experimental-attention-variant") != "dsa") return;
+  if (!a.Has("--no-rope-fusion")) fail("DSA attention needs --no-rope-fusion (RoPE fusion is on by default)");
+  if (Cp(a) > 1 && a.Value("--cp-comm-type") != "allgather")
+    fail("DSA attention with cp=" + S(Cp(a)) + " needs --cp-comm-type allgather, got '" +
+         a.Value("--cp-comm-type") + "'");
+}
+
+void MlaOutputGate(const MegatronArgs& a, const Fail& fail) {
+  if (a.Has("--multi-latent-attention") && a.Has("--attention-output-gate"))
+    fail("--attention-output-gate with --multi-latent-attention");
+}
+
+void OptimizerInstances(const MegatronArgs& a, const Fail& fail) {
+  const int64_t r = a.Int("--num-distributed-optimizer-instances", 1);
+  const int64_t model = Tp(a) * Pp(a) * Cp(a);
+  if (r <= 1 || model <= 0) return;
+  const int64_t dp_cp = World(a) / model * Cp(a), expert_dp = World(a) / (Etp(a) * Ep(a) * Pp(a));
+  if (dp_cp % r != 0)
+    fail("data-parallel size " + S(dp_cp) + " not divisible by --num-distributed-optimizer-instances " +
+         S(r));
+  if (expert_dp % r != 0)
+    fail("expert data-parallel size " + S(expert_dp) +
+         " not divisible by --num-distributed-optimizer-instances " + S(r));
+  if (a.Value("--outer-dp-sharding-strategy") == "optim" &&
+      a.Value("--data-parallel-sharding-strategy") != "optim_grads_params")
+    fail("--outer-dp-sharding-strategy optim needs --data-parallel-sharding-strategy optim_grads_params");
 }
 
 void HeadsDivideTp(const MegatronArgs& a, const Fail& fail) {
@@ -259,19 +298,33 @@ struct RuleFn {
 
 const std::vector<RuleFn>& RuleTable() {
   static const std::vector<RuleFn> t = {
-      {{"known_flags", "megatron/training/arguments.py: parse_args (argparse; flags from _add_*_args and ArgumentGroupFactory "
-                       "over the config dataclasses, megatron/training/argument_utils.py)"}, KnownFlagsRule},
+      {{"known_flags",
+        "megatron/training/arguments.py: parse_args (argparse; flags from _add_*_args and "
+        "ArgumentGroupFactory "
+        "over the config dataclasses, megatron/training/argument_utils.py)"},
+       KnownFlagsRule},
       {{"world_divisible", kArgs}, WorldDivisible},
-      {{"global_batch", "megatron/core/num_microbatches_calculator.py: ConstantNumMicroBatchesCalculator.__init__"}, GlobalBatch},
+      {{"global_batch",
+        "megatron/core/num_microbatches_calculator.py: ConstantNumMicroBatchesCalculator.__init__"},
+       GlobalBatch},
       {{"torch_fsdp2_conflicts", kArgs}, TorchFsdp2},
       {{"megatron_fsdp", kArgs}, MegatronFsdp},
       {{"ckpt_format_owner", kArgs}, FsdpDtensorFormat},
       {{"cuda_max_connections", kArgs}, MaxConnections},
       {{"one_virtual_pipeline_option", kArgs}, OneVirtualOption},
-      {{"pipeline_layout", "megatron/core/transformer/pipeline_parallel_layer_layout.py: "
-                           "PipelineParallelLayerLayout.validate_layer_layout (+ arguments.py validate_args)"}, LayoutValid},
+      {{"pipeline_layout",
+        "megatron/core/transformer/pipeline_parallel_layer_layout.py: "
+        "PipelineParallelLayerLayout.validate_layer_layout (+ arguments.py validate_args)"},
+       LayoutValid},
       {{"even_layers_without_layout", kArgs}, EvenLayers},
       {{"interleaved_pipeline", kArgs}, InterleavedPipeline},
+      {{"kv_channels_derivable", kArgs}, KvChannels},
+      {{"dsa_attention", kTC}, DsaAttention},
+      {{"optimizer_instances",
+        "megatron/core/parallel_state.py: initialize_model_parallel (partial DistOpt shard factor; "
+        "the outer-dp choice per arguments.py --outer-dp-sharding-strategy)"},
+       OptimizerInstances},
+      {{"mla_output_gate", kTC}, MlaOutputGate},
       {{"heads_divide_tp", kTC}, HeadsDivideTp},
       {{"experts_divide_ep", kArgs}, ExpertsDivideEp},
       {{"expert_grid", "megatron/core/parallel_state.py: initialize_model_parallel"}, ExpertGrid},

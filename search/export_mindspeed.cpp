@@ -34,7 +34,6 @@ std::string MindSpeedHfType(const std::string& model_type) {
 
 void ReplacePipeline(const Plan& p, const ModelIR& ir, const ExportModel& m, MegatronExport* e) {
   e->args.Remove("--pipeline-model-parallel-layout");
-  e->args.Remove("--overlap-p2p-comm");
   if (p.deg.pp <= 1) return;
   if (p.deg.interleave > 1)
     e->caveats.approximations.push_back("virtual pipeline (interleave " + S(p.deg.interleave) +
@@ -85,7 +84,9 @@ void ReplaceModelFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
 void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
   MegatronArgs& a = e->args;
   if (a.Has("--use-megatron-fsdp")) {
-    for (const char* f : {"--use-megatron-fsdp", "--data-parallel-sharding-strategy"}) a.Remove(f);
+    for (const char* f : {"--use-megatron-fsdp", "--data-parallel-sharding-strategy",
+                          "--num-distributed-optimizer-instances", "--outer-dp-sharding-strategy"})
+      a.Remove(f);
     e->caveats.approximations.push_back("Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer "
                                         "(ZeRO-1) shards only optimizer state, so weights and gradients take more memory "
                                         "per device than the plan's FSDP");

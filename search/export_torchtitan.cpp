@@ -72,9 +72,16 @@ std::vector<std::vector<std::string>> ModelParts(const Plan& p, const ModelIR& i
   return parts;
 }
 
+// A basic string, valid in TOML and Python alike: backslashes and quotes escaped.
+std::string Quoted(const std::string& v) {
+  std::string s = "\"";
+  for (char ch : v) s += (ch == '"' || ch == '\\') ? std::string("\\") + ch : std::string(1, ch);
+  return s + "\"";
+}
+
 std::string List(const std::vector<std::string>& v) {
   std::string s = "[";
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::string("\"") + v[i] + "\"";
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + Quoted(v[i]);
   return s + "]";
 }
 
@@ -224,6 +231,11 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
   os << "        max_context_length=" << p.seq << ",\n";
   os << "        steps=int(os.environ.get(\"TRAIN_STEPS\", \"1000\")),\n";
   os << "        mixed_precision_param=\"bfloat16\",\n";
+  // Trainer.Config._validate_cuda_graphs (trainer.py): CUDA graphs (on by default) refuse pipeline
+  // parallelism, and expert parallelism over the default all-to-all dispatcher (it syncs with the CPU).
+  if (p.deg.pp > 1 || p.deg.ep > 1)
+    os << "        disable_cuda_graphs=True,  # torchtitan's CUDA graphs refuse "
+       << (p.deg.pp > 1 ? "pipeline" : "all-to-all expert") << " parallelism\n";
   os << "    )\n";
   os << "    config.activation_checkpoint = "
      << (r == Recompute::kFull ? "FullAC.Config()" : r == Recompute::kSelective ? "SelectiveAC.Config()" : "None") << "\n";
@@ -241,7 +253,12 @@ std::string ToTorchtitanV02Toml(const Plan& p, const ModelIR& ir, const LaunchSh
   os << "# Launch on every node: torchrun --nnodes " << shape.nnodes << " --nproc-per-node " << shape.gpus_per_node
      << " -m torchtitan.train --job.config_file THIS\n";
   os << "# The placeholders <HF_MODEL_PATH> must be replaced (TOML does not expand environment variables).\n";
-  if (!t.c.unsupported.empty()) os << "# onboard: NOT LAUNCHABLE as is (see NOT SUPPORTED above).\n";
+  if (!t.c.unsupported.empty()) {
+    // A comment alone does not stop a launch (v0.2.2 trains a LoRA plan as a full fine-tune): an
+    // unknown section makes torchtitan's ConfigManager refuse the file until the user removes it.
+    os << "# onboard: NOT LAUNCHABLE as is (see NOT SUPPORTED above); torchtitan refuses the next section.\n";
+    os << "\n[onboard_not_launchable]\nreason = " << Quoted(t.c.unsupported.front()) << "\n";
+  }
   os << "\n[job]\ndump_folder = \"./outputs\"\ndescription = \"onboard plan export\"\n";
   os << "\n[model]\nname = \"" << (t.f ? t.f->module : "UNSUPPORTED") << "\"\nflavor = \"" << (t.f ? t.f->flavor : "UNSUPPORTED")
      << "\"\n";

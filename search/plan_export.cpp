@@ -53,7 +53,9 @@ std::string Index(const Plan& p, const ModelIR& ir, const LaunchShape& shape, co
     os << "plan.megatron.sh passes all " << MegatronRules().size() << " rules of search/export_megatron_rules.cpp.\n";
   else
     for (const auto& f : failures) os << "- FAILS " << f.rule << ": " << f.message << " (" << f.source << ")\n";
-  os << "\nThe rules are re-stated from Megatron-LM's source with citations; Megatron-LM itself was not run.\n";
+  os << "\nThe rules are re-stated from Megatron-LM's source with citations. Megatron-LM's and "
+        "torchtitan's own\nvalidation runs on these files with scripts/check-exports-with-engines.sh "
+        "(it needs the engines' checkouts).\n";
   return os.str();
 }
 

@@ -30,70 +30,107 @@ struct RuleCase {
   std::string golden;     // tests/data/exports/<golden>/plan.megatron.sh
   std::string expect;     // substring of the failure message
   std::function<void(MegatronArgs*)> change;
+  std::string label = "";  // test name when a rule has more than one case (default: the rule id)
 };
 
 // Printed as its rule id: gtest_discover_tests puts GetParam() in ctest's test names, which must
 // not hold addresses.
-void PrintTo(const RuleCase& c, std::ostream* os) { *os << c.rule; }
+void PrintTo(const RuleCase& c, std::ostream* os) { *os << (c.label.empty() ? c.rule : c.label); }
 
 std::vector<RuleCase> Cases() {
   const std::string ds = "deepseek-v3-pp16", ll = "llama-3.1-8b-full";
   return {
-      {"known_flags", ll, "unrecognized argument --no-such-flag", [](MegatronArgs* a) { a->Add("--no-such-flag"); }},
-      {"world_divisible", ds, "not divisible by tp*pp*cp=48", [](MegatronArgs* a) { Set(a, "--tensor-model-parallel-size", "3"); }},
+      {"known_flags", ll, "unrecognized argument --no-such-flag",
+       [](MegatronArgs* a) { a->Add("--no-such-flag"); }},
+      {"world_divisible", ds, "not divisible by tp*pp*cp=48",
+       [](MegatronArgs* a) { Set(a, "--tensor-model-parallel-size", "3"); }},
       {"global_batch", ds, "--global-batch-size 1000 not divisible by micro-batch 1 * data-parallel 128",
        [](MegatronArgs* a) { Set(a, "--global-batch-size", "1000"); }},
-      {"torch_fsdp2_conflicts", ds, "--use-torch-fsdp2 with pipeline parallelism", [](MegatronArgs* a) { a->Add("--use-torch-fsdp2"); }},
-      {"megatron_fsdp", ds, "--use-megatron-fsdp needs --ckpt-format fsdp_dtensor", [](MegatronArgs* a) { a->Add("--use-megatron-fsdp"); }},
+      {"torch_fsdp2_conflicts", ds, "--use-torch-fsdp2 with pipeline parallelism",
+       [](MegatronArgs* a) { a->Add("--use-torch-fsdp2"); }},
+      {"megatron_fsdp", ds, "--use-megatron-fsdp needs --ckpt-format fsdp_dtensor",
+       [](MegatronArgs* a) { a->Add("--use-megatron-fsdp"); }},
       {"ckpt_format_owner", ds, "fsdp_dtensor without --use-megatron-fsdp",
        [](MegatronArgs* a) { Set(a, "--ckpt-format", "fsdp_dtensor"); }},
-      {"cuda_max_connections", ds, "needs CUDA_DEVICE_MAX_CONNECTIONS=1, got '32'", [](MegatronArgs* a) {
+      {"cuda_max_connections", ds, "needs CUDA_DEVICE_MAX_CONNECTIONS=1, got '32'",
+       [](MegatronArgs* a) {
          Set(a, "--tensor-model-parallel-size", "2");
          a->env["CUDA_DEVICE_MAX_CONNECTIONS"] = "32";
        }},
       {"one_virtual_pipeline_option", ds, "more than one of",
        [](MegatronArgs* a) { a->Add("--num-virtual-stages-per-pipeline-rank", "2"); }},
-      {"pipeline_layout", ds, "layout has 60 decoder layers, --num-layers 61", [](MegatronArgs* a) {
+      {"pipeline_layout", ds, "layout has 60 decoder layers, --num-layers 61",
+       [](MegatronArgs* a) {
          std::string l = a->Value("--pipeline-model-parallel-layout");
          Set(a, "--pipeline-model-parallel-layout", l.substr(0, l.size() - 3) + "mL");
        }},
       {"even_layers_without_layout", ds, "--num-layers 61 not divisible by pp=16",
        [](MegatronArgs* a) { a->Remove("--pipeline-model-parallel-layout"); }},
-      {"interleaved_pipeline", "qwen3-30b-a3b-full", "needs pp > 2, or pp > 1 with --overlap-p2p-comm",
-       [](MegatronArgs* a) { a->Remove("--overlap-p2p-comm"); }},
-      {"heads_divide_tp", ll, "--num-attention-heads 36 not a multiple of tp=8", [](MegatronArgs* a) {
+      {"interleaved_pipeline", "qwen3-30b-a3b-full",
+       "needs pp > 1, or pp > 2 with --no-overlap-p2p-communication; pp=2",
+       [](MegatronArgs* a) { a->Add("--no-overlap-p2p-communication"); }},
+      // Found by Megatron's own parse_args (scripts/check-exports-with-engines.sh): the flag the
+      // interleaved exports used to carry does not exist.
+      {"known_flags", "qwen3-30b-a3b-full", "unrecognized argument --overlap-p2p-comm",
+       [](MegatronArgs* a) { a->Add("--overlap-p2p-comm"); }, "known_flags_overlap_p2p_comm"},
+      // Found by Megatron's validate_args on the flagship export (7168 hidden over 96 heads).
+      {"kv_channels_derivable", "flagship-full",
+       "no --kv-channels and --hidden-size 7168 not a multiple of --num-attention-heads 96",
+       [](MegatronArgs* a) { a->Remove("--kv-channels"); }},
+      // Found by Megatron's TransformerConfig.__post_init__ on the flagship export (DSA layers).
+      {"dsa_attention", "flagship-full", "DSA attention needs --no-rope-fusion",
+       [](MegatronArgs* a) { a->Remove("--no-rope-fusion"); }},
+      {"dsa_attention", "flagship-full", "DSA attention with cp=2 needs --cp-comm-type allgather, got ''",
+       [](MegatronArgs* a) { Set(a, "--context-parallel-size", "2"); }, "dsa_attention_cp"},
+      // Found by Megatron's TransformerConfig.__post_init__ on the flagship export (MLA with an output gate).
+      {"mla_output_gate", "flagship-full", "--attention-output-gate with --multi-latent-attention",
+       [](MegatronArgs* a) { a->Add("--attention-output-gate"); }},
+      // HSDP on Megatron-FSDP: mixtral-8x7b-full has dp 128 (8 replicas x 16 shards), expert dp 16.
+      {"optimizer_instances", "mixtral-8x7b-full",
+       "expert data-parallel size 16 not divisible by --num-distributed-optimizer-instances 32",
+       [](MegatronArgs* a) { Set(a, "--num-distributed-optimizer-instances", "32"); }},
+      {"heads_divide_tp", ll, "--num-attention-heads 36 not a multiple of tp=8",
+       [](MegatronArgs* a) {
          Set(a, "--tensor-model-parallel-size", "8");
          Set(a, "--num-attention-heads", "36");
        }},
-      {"experts_divide_ep", ds, "--num-experts 192 not a multiple of ep=128", [](MegatronArgs* a) {
+      {"experts_divide_ep", ds, "--num-experts 192 not a multiple of ep=128",
+       [](MegatronArgs* a) {
          Set(a, "--num-experts", "192");
          Set(a, "--expert-model-parallel-size", "128");
        }},
-      {"expert_grid", ds, "not divisible by etp*ep*pp=3072", [](MegatronArgs* a) { Set(a, "--expert-tensor-parallel-size", "3"); }},
+      {"expert_grid", ds, "not divisible by etp*ep*pp=3072",
+       [](MegatronArgs* a) { Set(a, "--expert-tensor-parallel-size", "3"); }},
       {"expert_bias_score_function", ds, "needs score function sigmoid|sqrtsoftplus, got softmax",
        [](MegatronArgs* a) { Set(a, "--moe-router-score-function", "softmax"); }},
-      {"top1_softmax_pre_softmax", "mixtral-8x7b-full", "--moe-router-topk 1 with softmax needs --moe-router-pre-softmax",
+      {"top1_softmax_pre_softmax", "mixtral-8x7b-full",
+       "--moe-router-topk 1 with softmax needs --moe-router-pre-softmax",
        [](MegatronArgs* a) { Set(a, "--moe-router-topk", "1"); }},
       {"group_limited_routing", ds, "--moe-router-group-topk 9 > --moe-router-num-groups 8",
        [](MegatronArgs* a) { Set(a, "--moe-router-group-topk", "9"); }},
       {"selective_recompute", ds, "--recompute-method with selective recompute",
        [](MegatronArgs* a) { a->Add("--recompute-method", "uniform"); }},
-      {"mla_not_gqa", ds, "--multi-latent-attention with --group-query-attention", [](MegatronArgs* a) { a->Add("--group-query-attention"); }},
+      {"mla_not_gqa", ds, "--multi-latent-attention with --group-query-attention",
+       [](MegatronArgs* a) { a->Add("--group-query-attention"); }},
       {"seq_length", ds, "--max-position-embeddings 1024 < --seq-length 4096",
        [](MegatronArgs* a) { Set(a, "--max-position-embeddings", "1024"); }},
-      {"moe_bias_etp", ds, "MoE with linear biases needs --expert-tensor-parallel-size 1, got 2", [](MegatronArgs* a) {
+      {"moe_bias_etp", ds, "MoE with linear biases needs --expert-tensor-parallel-size 1, got 2",
+       [](MegatronArgs* a) {
          a->Remove("--disable-bias-linear");
          Set(a, "--expert-tensor-parallel-size", "2");
        }},
       {"one_precision", ds, "--fp16 and --bf16 together", [](MegatronArgs* a) { a->Add("--fp16"); }},
       {"mtp_position_embedding", ds, "--mtp-num-layers with --position-embedding-type learned_absolute",
        [](MegatronArgs* a) { Set(a, "--position-embedding-type", "learned_absolute"); }},
-      {"save_interval", ds, "--save needs --save-interval > 0", [](MegatronArgs* a) { Set(a, "--save-interval", "0"); }},
-      {"overlap_param_gather", ds, "--overlap-param-gather needs --use-distributed-optimizer or --use-megatron-fsdp",
+      {"save_interval", ds, "--save needs --save-interval > 0",
+       [](MegatronArgs* a) { Set(a, "--save-interval", "0"); }},
+      {"overlap_param_gather", ds,
+       "--overlap-param-gather needs --use-distributed-optimizer or --use-megatron-fsdp",
        [](MegatronArgs* a) { a->Remove("--use-distributed-optimizer"); }},
       {"min_lr", ds, "--min-lr 1 > --lr 1e-5", [](MegatronArgs* a) { Set(a, "--min-lr", "1"); }},
       {"one_data_source", ds, "--mock-data with --data-path", [](MegatronArgs* a) { a->Add("--mock-data"); }},
-      {"moe_fields_need_experts", ll, "--moe-latent-size without --num-experts", [](MegatronArgs* a) { a->Add("--moe-latent-size", "128"); }},
+      {"moe_fields_need_experts", ll, "--moe-latent-size without --num-experts",
+       [](MegatronArgs* a) { a->Add("--moe-latent-size", "128"); }},
   };
 }
 
@@ -120,7 +157,9 @@ TEST_P(MegatronRuleTest, BreakingTheRuleFailsIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EachRule, MegatronRuleTest, ::testing::ValuesIn(Cases()),
-                         [](const ::testing::TestParamInfo<RuleCase>& i) { return i.param.rule; });
+                         [](const ::testing::TestParamInfo<RuleCase>& i) {
+                           return i.param.label.empty() ? i.param.rule : i.param.label;
+                         });
 
 TEST(MegatronRules, EveryRuleHasACase) {
   std::set<std::string> covered;

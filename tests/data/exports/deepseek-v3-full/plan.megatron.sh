@@ -4,7 +4,6 @@
 # Source it (`source THIS`) to get ARGS and the environment; run it to launch on one node with torchrun
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # Exported differently from the plan:
-#   - HSDP: the plan replicates over dp_replicate=4; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)
 #   - recompute per block kind (MLA=full, MLP=none, MoE=none): the engine takes one setting; the strongest is exported
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
@@ -22,6 +21,7 @@ ARGS=(
   --hidden-size 7168
   --ffn-hidden-size 18432
   --num-attention-heads 128
+  --kv-channels 128
   --qk-layernorm
   --normalization RMSNorm
   --norm-epsilon 1e-06
@@ -66,6 +66,8 @@ ARGS=(
   --data-parallel-sharding-strategy optim_grads_params
   --use-distributed-optimizer
   --ckpt-format fsdp_dtensor
+  --num-distributed-optimizer-instances 4
+  --outer-dp-sharding-strategy no_shard
   --overlap-grad-reduce
   --overlap-param-gather
   --recompute-granularity full

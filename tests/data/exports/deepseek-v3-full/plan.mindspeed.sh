@@ -4,7 +4,6 @@
 # Source it (`source THIS`) to get ARGS and the environment; run it to launch on one node with torchrun
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # Exported differently from the plan:
-#   - HSDP: the plan replicates over dp_replicate=4; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)
 #   - recompute per block kind (MLA=full, MLP=none, MoE=none): the engine takes one setting; the strongest is exported
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
 # You must supply:
@@ -25,6 +24,7 @@ ARGS=(
   --hidden-size 7168
   --ffn-hidden-size 18432
   --num-attention-heads 128
+  --kv-channels 128
   --qk-layernorm
   --normalization RMSNorm
   --norm-epsilon 1e-06

@@ -5,8 +5,6 @@
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # NOT SUPPORTED by this engine (the script refuses to run; ONBOARD_FORCE=1 overrides):
 #   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead
-# Exported differently from the plan:
-#   - HSDP: the plan replicates over dp_replicate=64; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
 #   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
@@ -23,6 +21,7 @@ ARGS=(
   --hidden-size 7168
   --ffn-hidden-size 18432
   --num-attention-heads 128
+  --kv-channels 128
   --qk-layernorm
   --normalization RMSNorm
   --norm-epsilon 1e-06
@@ -64,11 +63,12 @@ ARGS=(
   --sequence-parallel
   --mtp-num-layers 1
   --pipeline-model-parallel-layout 'Et*11|t*10|t*10|t*10|t*10|t*10mL'
-  --overlap-p2p-comm
   --use-megatron-fsdp
   --data-parallel-sharding-strategy optim_grads_params
   --use-distributed-optimizer
   --ckpt-format fsdp_dtensor
+  --num-distributed-optimizer-instances 64
+  --outer-dp-sharding-strategy no_shard
   --overlap-grad-reduce
   --overlap-param-gather
   --bf16

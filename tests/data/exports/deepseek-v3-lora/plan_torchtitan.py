@@ -50,6 +50,7 @@ def onboard_plan() -> Trainer.Config:
         max_context_length=4096,
         steps=int(os.environ.get("TRAIN_STEPS", "1000")),
         mixed_precision_param="bfloat16",
+        disable_cuda_graphs=True,  # torchtitan's CUDA graphs refuse pipeline parallelism
     )
     config.activation_checkpoint = None
     config.checkpoint = CheckpointManager.Config(

@@ -24,6 +24,7 @@ ARGS=(
   --hidden-size 7168
   --ffn-hidden-size 18432
   --num-attention-heads 128
+  --kv-channels 128
   --qk-layernorm
   --normalization RMSNorm
   --norm-epsilon 1e-06

@@ -5,6 +5,7 @@
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # NOT SUPPORTED by this engine (the script refuses to run; ONBOARD_FORCE=1 overrides):
 #   - MLP activation situ: Megatron-LM's flags give swiglu, gelu, squared-relu, quick-geglu (Megatron core's gap; MindSpeed-LLM builds on it)
+#   - attention output gate with MLA: Megatron-LM has no output gate for MLA yet (Megatron core's gap; MindSpeed-LLM builds on it)
 #   - 69 KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer (its linear-attention variant is gated DeltaNet, scalar decay per head) (Megatron core's gap; MindSpeed-LLM builds on it)
 #   - MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims (Megatron core's gap; MindSpeed-LLM builds on it)
 # Exported differently from the plan:
@@ -23,12 +24,13 @@ GPUS_PER_NODE=8
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 export HCCL_CONNECT_TIMEOUT=3600
 export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True
-ONBOARD_UNSUPPORTED=3
+ONBOARD_UNSUPPORTED=4
 ARGS=(
   --num-layers 93
   --hidden-size 7168
   --ffn-hidden-size 33792
   --num-attention-heads 96
+  --kv-channels 128
   --qk-layernorm
   --normalization RMSNorm
   --norm-epsilon 1e-05
@@ -37,7 +39,6 @@ ARGS=(
   --max-position-embeddings 1048576
   --untie-embeddings-and-output-weights
   --disable-bias-linear
-  --attention-output-gate
   --multi-latent-attention
   --q-lora-rank 1536
   --kv-lora-rank 512
@@ -48,6 +49,7 @@ ARGS=(
   --dsa-indexer-n-heads 32
   --dsa-indexer-head-dim 128
   --dsa-indexer-topk 2048
+  --no-rope-fusion
   --num-experts 896
   --moe-router-topk 16
   --moe-ffn-hidden-size 3072

@@ -4,6 +4,7 @@
 # Then launch on every node:  torchrun --nnodes 64 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 THIS
 # NOT SUPPORTED (the recipe exits 3 unless ONBOARD_FORCE=1):
 #   - MLP activation situ: Megatron-LM's flags give swiglu, gelu, squared-relu, quick-geglu
+#   - attention output gate with MLA: Megatron-LM has no output gate for MLA yet
 #   - 69 KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer (its linear-attention variant is gated DeltaNet, scalar decay per head)
 #   - MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims
 # Exported differently from the plan:
@@ -26,7 +27,7 @@ from megatron.bridge.training import mixed_precision
 
 HF_MODEL_PATH = os.environ.get("HF_MODEL_PATH", "<set HF_MODEL_PATH>")
 MEGATRON_CHECKPOINT_DIR = os.environ.get("MEGATRON_CHECKPOINT_DIR", "<set MEGATRON_CHECKPOINT_DIR>")
-UNSUPPORTED = 3
+UNSUPPORTED = 4
 LORA = False
 
 

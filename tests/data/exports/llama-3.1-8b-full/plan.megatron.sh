@@ -3,8 +3,6 @@
 # Target: NVIDIA/Megatron-LM main @ d98e8a64 (2026-08-22).
 # Source it (`source THIS`) to get ARGS and the environment; run it to launch on one node with torchrun
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
-# Exported differently from the plan:
-#   - HSDP: the plan replicates over dp_replicate=16; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
 #   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
@@ -43,6 +41,8 @@ ARGS=(
   --data-parallel-sharding-strategy optim_grads_params
   --use-distributed-optimizer
   --ckpt-format fsdp_dtensor
+  --num-distributed-optimizer-instances 16
+  --outer-dp-sharding-strategy no_shard
   --overlap-grad-reduce
   --overlap-param-gather
   --bf16

@@ -4,7 +4,6 @@
 # Source it (`source THIS`) to get ARGS and the environment; run it to launch on one node with torchrun
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # Exported differently from the plan:
-#   - HSDP: the plan replicates over dp_replicate=128; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
 #   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
 # You must supply:

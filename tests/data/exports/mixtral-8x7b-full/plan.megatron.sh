@@ -5,7 +5,6 @@
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # Exported differently from the plan:
 #   - aux-loss coefficient 1e-3 is a training choice, not from the config
-#   - HSDP: the plan replicates over dp_replicate=8; Megatron-FSDP here shards over all data-parallel ranks (less memory, more traffic)
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
 #   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
@@ -52,6 +51,8 @@ ARGS=(
   --data-parallel-sharding-strategy optim_grads_params
   --use-distributed-optimizer
   --ckpt-format fsdp_dtensor
+  --num-distributed-optimizer-instances 8
+  --outer-dp-sharding-strategy no_shard
   --overlap-grad-reduce
   --overlap-param-gather
   --bf16

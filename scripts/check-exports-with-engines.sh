@@ -1,0 +1,102 @@
+#!/usr/bin/env bash
+# Runs the engines' OWN argument/config validation on onboard's exports (the code lives in the engine
+# checkouts you give; nothing of it is in this repo). See scripts/README.md.
+# Usage:
+#   scripts/check-exports-with-engines.sh [--self-test] CASES.json     (tests/data/exports/cases.json: the goldens)
+#   scripts/check-exports-with-engines.sh [--self-test] EXPORT_DIR HF_CONFIG.json [EXPORT_DIR HF_CONFIG.json ...]
+# Engines, each checked only when its variable is set:
+#   MEGATRON_LM_DIR      NVIDIA/Megatron-LM checkout      -> plan.megatron.sh        (parse_args, validate_args, configs)
+#   TORCHTITAN_V02_DIR   pytorch/torchtitan v0.2.x        -> plan.torchtitan-v0.2.toml (ConfigManager, ParallelDims, model args)
+#   TORCHTITAN_DIR       pytorch/torchtitan main          -> plan_torchtitan.py      (ConfigManager over the config function)
+# PYTHON: an interpreter that imports torch (default /usr/bin/python3: Debian's python3-torch).
+# ENGINE_PYTHONPATH: extra import path for engine dependencies Debian lacks (torchtitan needs tyro,
+#   docstring_parser, typeguard >= 4 and typing_extensions >= 4.13).
+# Expected verdicts: every Megatron export accepted (what Megatron cannot build is left out of the
+# arguments and the script refuses to launch); a torchtitan export accepted unless it is written to
+# stop torchtitan (then torchtitan must refuse it). --self-test also breaks one copy per engine
+# (a flag Megatron lacks; a TOML key torchtitan lacks; a TrainingConfig field torchtitan main lacks)
+# and requires the engine to refuse it, so a check that accepts everything is caught.
+# Exit: 0 all as expected, 1 an unexpected verdict, 2 bad usage or no engine given.
+set -uo pipefail
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+py="${PYTHON:-/usr/bin/python3}"
+export PYTHONPATH="${ENGINE_PYTHONPATH:-}"
+self_test=0
+if [[ "${1:-}" == "--self-test" ]]; then self_test=1; shift; fi
+if [[ -z "${MEGATRON_LM_DIR:-}${TORCHTITAN_V02_DIR:-}${TORCHTITAN_DIR:-}" ]]; then
+  echo "check-exports-with-engines: set MEGATRON_LM_DIR, TORCHTITAN_V02_DIR and/or TORCHTITAN_DIR" >&2; exit 2
+fi
+if ! "$py" -c 'import torch' 2>/dev/null; then echo "check-exports-with-engines: $py cannot import torch" >&2; exit 2; fi
+
+# Step 1: the (export dir, HF config) pairs.
+pairs=()
+if [[ $# -eq 1 && "$1" == *.json ]]; then
+  data="$(cd "$(dirname "$1")/.." && pwd)"
+  while read -r name cfg; do pairs+=("$(dirname "$1")/$name" "$data/$cfg"); done < <(
+    "$py" -c 'import json,sys; [print(c["name"], c["config"]) for c in json.load(open(sys.argv[1]))["cases"]]' "$1")
+elif [[ $# -ge 2 && $(( $# % 2 )) -eq 0 ]]; then
+  pairs=("$@")
+else
+  sed -n '4,6p' "$0" >&2; exit 2
+fi
+
+unexpected=0
+# report ENGINE CASE FILE EXPECT(accepted|refused) VERDICT_LINE
+report() {
+  local got=refused
+  [[ "$5" == "VERDICT accepted"* ]] && got=accepted
+  local mark=ok
+  if [[ "$got" != "$4" ]]; then mark="UNEXPECTED (expected $4)"; unexpected=$((unexpected + 1)); fi
+  printf '%-15s %-20s %-26s %s -> %s\n' "$1" "$2" "$3" "${5:-VERDICT missing (the check crashed)}" "$mark"
+}
+# refused where the export stops the engine itself: the TOML's [onboard_not_launchable] section,
+# the config function's raise NotImplementedError
+expect_for() { if grep -q '^\[onboard_not_launchable\]\|raise NotImplementedError' "$1"; then echo refused; else echo accepted; fi; }
+world_of() {
+  HF_MODEL_PATH=x MEGATRON_CHECKPOINT_DIR=x SAVE_DIR=x DATA_PREFIX=x bash -c 'source "$1" >/dev/null 2>&1; echo $((NNODES * GPUS_PER_NODE))' _ "$1"
+}
+verdict() { "$py" "$@" 2>&1 | grep '^VERDICT' | tail -1; }
+
+# Step 2: each export through each engine given.
+check_dir() {  # DIR HF_CONFIG LABEL
+  local d="$1" cfg="$2" name="$3" world
+  world="$(world_of "$d/plan.megatron.sh")"
+  if [[ -n "${MEGATRON_LM_DIR:-}" ]]; then
+    report megatron-lm "$name" plan.megatron.sh accepted \
+      "$(verdict "$here/engine_checks/megatron_validate.py" "$MEGATRON_LM_DIR" "$d/plan.megatron.sh" "$cfg")"
+  fi
+  if [[ -n "${TORCHTITAN_V02_DIR:-}" ]]; then
+    report torchtitan-v0.2 "$name" plan.torchtitan-v0.2.toml "$(expect_for "$d/plan.torchtitan-v0.2.toml")" \
+      "$(verdict "$here/engine_checks/torchtitan_v02_validate.py" "$TORCHTITAN_V02_DIR" "$d/plan.torchtitan-v0.2.toml" "$world")"
+  fi
+  if [[ -n "${TORCHTITAN_DIR:-}" ]]; then
+    report torchtitan "$name" plan_torchtitan.py "$(expect_for "$d/plan_torchtitan.py")" \
+      "$(verdict "$here/engine_checks/torchtitan_main_validate.py" "$TORCHTITAN_DIR" "$d/plan_torchtitan.py" "$world")"
+  fi
+}
+for ((i = 0; i < ${#pairs[@]}; i += 2)); do check_dir "${pairs[i]}" "${pairs[i + 1]}" "$(basename "${pairs[i]}")"; done
+
+# Step 3 (--self-test): a broken copy of the first export per engine must be refused.
+if [[ $self_test == 1 ]]; then
+  tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
+  pick=0   # the first export every engine accepts
+  for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+    if [[ $(expect_for "${pairs[i]}/plan_torchtitan.py") == accepted && $(expect_for "${pairs[i]}/plan.torchtitan-v0.2.toml") == accepted ]]; then
+      pick=$i; break
+    fi
+  done
+  cp -r "${pairs[pick]}" "$tmp/broken"; b="$tmp/broken"
+  sed -i 's/^  --bf16$/  --bf16\n  --overlap-p2p-comm/' "$b/plan.megatron.sh"          # a flag Megatron does not have
+  sed -i 's/^\[training\]$/[training]\nbatch_size = 8/' "$b/plan.torchtitan-v0.2.toml"   # a key torchtitan v0.2 does not have
+  sed -i 's/^    config.training = TrainingConfig($/&\n        seq_len=4096,/' "$b/plan_torchtitan.py"  # a field main removed
+  [[ -n "${MEGATRON_LM_DIR:-}" ]] && report megatron-lm broken-copy plan.megatron.sh refused \
+    "$(verdict "$here/engine_checks/megatron_validate.py" "$MEGATRON_LM_DIR" "$b/plan.megatron.sh" "${pairs[pick + 1]}")"
+  world="$(world_of "$b/plan.megatron.sh")"
+  [[ -n "${TORCHTITAN_V02_DIR:-}" ]] && report torchtitan-v0.2 broken-copy plan.torchtitan-v0.2.toml refused \
+    "$(verdict "$here/engine_checks/torchtitan_v02_validate.py" "$TORCHTITAN_V02_DIR" "$b/plan.torchtitan-v0.2.toml" "$world")"
+  [[ -n "${TORCHTITAN_DIR:-}" ]] && report torchtitan broken-copy plan_torchtitan.py refused \
+    "$(verdict "$here/engine_checks/torchtitan_main_validate.py" "$TORCHTITAN_DIR" "$b/plan_torchtitan.py" "$world")"
+fi
+
+echo "check-exports-with-engines: $unexpected unexpected verdict(s)"
+[[ $unexpected == 0 ]]
