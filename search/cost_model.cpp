@@ -13,6 +13,8 @@
 //                      x grouped_gemm_eff, n = expert width, k = w
 //   router           : router_passes * T/t * E bytes / HBM fwd, 2x bwd        (memory-bound)
 //   permute+unpermute: permute_passes * R * w * 2 bytes / HBM fwd, 2x bwd     (memory-bound)
+//   sort chunks      : all-to-all dispatcher with E/e > 1 local experts: + sort_chunks_passes * R * w * 2
+//                      bytes / HBM fwd, 2x bwd (flex dispatchers: none)
 //   attention core   : T * core_flops / t / (Pa * eff_kind)  fused kernels (bwd = attn_bwd_ratio x fwd);
 //                      sliding window / sinks / GQA / DSA top-k are in core_flops (core/model_stats.cpp);
 //                      MLA trains un-absorbed (K,V up-projected), so its core is softmax at d_qk/d_v
@@ -31,6 +33,8 @@
 //                      K,V + dK,dV bwd, overlapped with the attention core; all-gather: KV once fwd,
 //                      reduce-scatter dKV bwd, exposed. KDA: (c-1) p2p hops of the fp32 state (HV*dk*dv)
 //                      fwd and bwd, sequential, + one inter-chunk correction 2*T*state FLOPs.
+//                      softmax ring output correction: c steps x cp_correction_passes * T * out_elems/t
+//                      * 2 B / HBM fwd, 2x bwd (not hidden: it runs between the steps' kernels)
 //                      DSA: all-gather of indexer keys + latent KV (dsa_gather_elems * 2 B), RS bwd.
 //   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch
 // Per step:
@@ -40,8 +44,8 @@
 //   bubble           = (p-1)/v * t_mb                      (1F1B: (p-1)/(m+p-1) of the step)
 //   FSDP per mb      = AG weights fwd + AG bwd + RS grads; exposed = max(0, comm - compute) + comm/layers
 //   DP sync per step = replica all-reduce (HSDP) / DDP all-reduce / ZeRO-1 (distributed optimizer)
-//                      RS of grads (fp32, or bf16 with the precision-aware optimizer) + AG of bf16
-//                      params over dp*c, overlapped with the last micro-batch's backward
+//                      RS of grads (fp32; bf16 with grad_dtype bf16 or the precision-aware optimizer) + AG
+//                      of bf16 params over dp*c, overlapped with the last micro-batch's backward
 //   optimizer        = local params * (adam_bytes_per_param | adam_bytes_bf16_state) / HBM
 #include <algorithm>
 #include <cmath>
@@ -207,6 +211,10 @@ class TimeModel {
       if (p_.cp_comm == CpComm::kRing) {  // each ring step overlaps one block of the core
         hidden_f = core_f;
         hidden_b = c_.k.attn_bwd_ratio * core_f;
+        const double fix = n * c_.k.cp_correction_passes * T_ * lp.attn_out_elems / t_ * 2 / hbm_;
+        mx->fwd += fix;
+        mx->bwd += 2 * fix;
+        if (recomputed) mx->rc += fix;
       } else {
         bwd = CollectiveCost(topo, cal, Collective::kReduceScatter, cp, p_.deg.tp, bytes).seconds;
       }
@@ -235,7 +243,9 @@ class TimeModel {
       const double wbytes = per_rank * lp.expert_params_each * c_.base_weight_bytes;
       routed = Gemm(R * 2 * lp.expert_params_each * padded, m_e, lp.expert_inter, lp.dispatch_width, wbytes,
                     k.grouped_gemm_eff * c_.req->calibration.grouped_gemm_efficiency);
-      moe_mem = (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) + k.permute_passes * R * lp.dispatch_width * 2) /
+      const double sort = !flex_ && p_.deg.ep > 1 && per_rank > 1 ? k.sort_chunks_passes : 0.0;
+      moe_mem = (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) +
+                 (k.permute_passes + sort) * R * lp.dispatch_width * 2) /
                 hbm_;
       quant += Quant(T_ / t_ * imb * lp.routed_gemm_inputs);
       if (p_.deg.ep > 1) {
@@ -299,6 +309,7 @@ std::vector<LayerTime> AllLayers(const TimeModel& tm, size_t n) {
 }  // namespace
 
 std::vector<int64_t> PlanStageStarts(const CostContext& c, const Plan& p) {
+  if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1) return StageStarts(p, {});
   TimeModel tm(c, p);
   return StageStarts(p, AllLayers(tm, c.prof.layers.size()));
 }
@@ -319,6 +330,10 @@ double RecomputeSeconds(const CostContext& c, const Plan& p, const std::string& 
 }
 
 MemoryBreakdown EstimatePlanMemory(const CostContext& c, const Plan& p) {
+  // Layer times only decide the stage split: skip them when there is nothing to split (the search
+  // prunes most layouts here, so this is its hot path).
+  if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1)
+    return EstimateMemory(c, p, StageStarts(p, {}), nullptr);
   TimeModel tm(c, p);
   const auto lt = AllLayers(tm, c.prof.layers.size());
   return EstimateMemory(c, p, StageStarts(p, lt), nullptr);
@@ -457,7 +472,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double grad_dense = lora ? cs.lora : cs.dense, grad_exp = lora ? 0 : cs.expert;
   const int64_t dp = d.dp_replicate * d.dp_shard;
   const int64_t dcp = dp * d.cp;                     // dense grads are reduced over dp x cp (Megatron)
-  const double gb = p.optimizer_dtype == "bf16" ? 2.0 : 4.0;  // bytes per reduced gradient
+  const bool bf16_grads = p.optimizer_dtype == "bf16" || p.grad_dtype == "bf16";
+  const double gb = bf16_grads ? 2.0 : 4.0;  // bytes per reduced gradient
   if (p.zero_stage >= 3) {
     if (d.dp_replicate > 1) {
       const CommCost ar = CollectiveCost(topo, cal, Collective::kAllReduce, d.dp_replicate, d.dp_shard * d.cp * d.tp,

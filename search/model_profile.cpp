@@ -23,12 +23,14 @@ void MixerExtras(const AttentionSpec& a, double h, LayerProfile* lp) {
     lp->mla_up_flops = 2 * (ql > 0 ? ql * H * dqk : 0) + 2 * kvl * H * (static_cast<double>(a.qk_nope_head_dim) + dv);
     lp->act_mixer_selective = std::min(lp->act_mixer, 2 * (2 * H * dqk + H * dv));  // q, k, v after up-projection
     lp->cp_kv_elems = H * dqk + H * dv;
+    lp->attn_out_elems = H * dv;
   } else if (a.kind == MixerKind::kKDA || a.kind == MixerKind::kGatedDeltaNet) {
     lp->mixer_gemm_inputs = h + HV * dv;
     lp->kda_state_elems = HV * d * dv;
   } else {
     lp->mixer_gemm_inputs = h + H * dv;
     lp->cp_kv_elems = 2 * KV * d;
+    lp->attn_out_elems = H * dv;
   }
   if (a.kind == MixerKind::kDSA)
     lp->dsa_gather_elems = static_cast<double>(a.index_head_dim) + kvl + static_cast<double>(a.qk_rope_head_dim);

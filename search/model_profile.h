@@ -56,6 +56,8 @@ struct LayerProfile {
   double routed_gemm_inputs = 0;    // per token: top_k * (dispatch width + expert width)
   // Context parallelism: what one CP rank hands the next, per token (softmax K,V) or per layer.
   double cp_kv_elems = 0;           // softmax: K and V elements per token as attention consumes them
+  double attn_out_elems = 0;  // softmax: attention output elements per token (query heads * v head dim),
+                              // what a CP ring step's output correction rewrites
   double kda_state_elems = 0;       // KDA / gated DeltaNet: recurrent state elements (HV * dk * dv), fp32
   double dsa_gather_elems = 0;      // DSA: indexer key + compressed KV (latent + rope) elements per token
 };
