@@ -82,7 +82,7 @@ std::string Fmt(double v, int prec = 3) {
 
 class TimeModel {
  public:
-  TimeModel(const CostContext& c, const Plan& p) : c_(c), p_(p) {
+  TimeModel(const CostContext& c, const Plan& p) : c_(c), p_(p), pol_(KindPolicies(c, p)) {
     const CostConstants& k = c.k;
     t_ = static_cast<double>(p.deg.tp);
     T_ = TokensPerRank(p);
@@ -138,12 +138,24 @@ class TimeModel {
 
   const CommCost& tp_ar() const { return tp_ar_; }
 
+  // CollectiveCost in seconds, memoised for this plan: every layer of a kind asks the same question
+  // (same group, same bytes), and this is the search's hot path. Same inputs, same answer.
+  double Coll(Collective kind, int64_t n, int64_t stride, double bytes, double beyond = 1.0) const {
+    for (const Memo& m : memo_)
+      if (m.kind == kind && m.n == n && m.stride == stride && m.bytes == bytes && m.beyond == beyond)
+        return m.seconds;
+    const double sec =
+        CollectiveCost(c_.req->topology, c_.req->calibration, kind, n, stride, bytes, beyond).seconds;
+    if (memo_.size() < 16) memo_.push_back({kind, n, stride, bytes, beyond, sec});
+    return sec;
+  }
+
  private:
   // Step 1: mixer = projections + attention core + elementwise (+ CP exchange).
   void Mixer(const LayerProfile& lp, BlockTime* mx) const {
     const CostConstants& k = c_.k;
     const double h = lp.hidden, s = static_cast<double>(p_.seq);
-    const Recompute rm = PolicyFor(p_, lp.mixer_kind);
+    const Recompute rm = pol_[lp.mixer_kind_id];
     const double bwd_gemm = lora_ ? 1.0 : 2.0;
     const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
     const double attn_peak = c_.attn_peak_flops * c_.req->calibration.compute_efficiency;
@@ -189,25 +201,24 @@ class TimeModel {
   void ContextParallel(const LayerProfile& lp, double core_f, bool recomputed, BlockTime* mx) const {
     const int64_t cp = p_.deg.cp;
     if (cp <= 1) return;
-    const Topology& topo = c_.req->topology;
     const CostCalibration& cal = c_.req->calibration;
     const double n = static_cast<double>(cp);
     double fwd = 0, bwd = 0, hidden_f = 0, hidden_b = 0;
     if (lp.kda_state_elems > 0) {
       // Sequential hand-off of the fp32 state, forward then backward, + one correction pass.
-      const double hop = CollectiveCost(topo, cal, Collective::kP2P, 2, p_.deg.tp, lp.kda_state_elems / t_ * 4).seconds;
+      const double hop = Coll(Collective::kP2P, 2, p_.deg.tp, lp.kda_state_elems / t_ * 4);
       const double fix = 2 * T_ * lp.kda_state_elems / t_ /
                          (c_.attn_peak_flops * cal.compute_efficiency * c_.k.linear_attn_eff);
       fwd = (n - 1) * hop + fix;
       bwd = (n - 1) * hop + 2 * fix;
     } else if (lp.dsa_gather_elems > 0) {
       const double bytes = n * T_ * lp.dsa_gather_elems * 2;  // latent is shared by the heads: not TP-split
-      fwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, bytes).seconds;
-      bwd = CollectiveCost(topo, cal, Collective::kReduceScatter, cp, p_.deg.tp, bytes).seconds;
+      fwd = Coll(Collective::kAllGather, cp, p_.deg.tp, bytes);
+      bwd = Coll(Collective::kReduceScatter, cp, p_.deg.tp, bytes);
     } else if (lp.cp_kv_elems > 0) {
       const double bytes = n * T_ * lp.cp_kv_elems / t_ * 2;  // K,V of every CP rank's chunk
-      fwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, bytes).seconds;
-      bwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, 2 * bytes).seconds;  // KV + dKV
+      fwd = Coll(Collective::kAllGather, cp, p_.deg.tp, bytes);
+      bwd = Coll(Collective::kAllGather, cp, p_.deg.tp, 2 * bytes);  // KV + dKV
       if (p_.cp_comm == CpComm::kRing) {  // each ring step overlaps one block of the core
         hidden_f = core_f;
         hidden_b = c_.k.attn_bwd_ratio * core_f;
@@ -216,7 +227,7 @@ class TimeModel {
         mx->bwd += 2 * fix;
         if (recomputed) mx->rc += fix;
       } else {
-        bwd = CollectiveCost(topo, cal, Collective::kReduceScatter, cp, p_.deg.tp, bytes).seconds;
+        bwd = Coll(Collective::kReduceScatter, cp, p_.deg.tp, bytes);
       }
     }
     const double exp_f = std::max(0.0, fwd - hidden_f), exp_b = std::max(0.0, bwd - hidden_b);
@@ -228,7 +239,7 @@ class TimeModel {
   void Channel(const LayerProfile& lp, BlockTime* ch) const {
     const CostConstants& k = c_.k;
     const double h = lp.hidden;
-    const Recompute rc = PolicyFor(p_, lp.channel_kind);
+    const Recompute rc = pol_[lp.channel_kind_id];
     const double bwd_gemm = lora_ ? 1.0 : 2.0;
     const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
     const double cflops = T_ * (lp.dense_gemm_flops - lp.mixer_gemm_flops) / t_;
@@ -250,10 +261,7 @@ class TimeModel {
       quant += Quant(T_ / t_ * imb * lp.routed_gemm_inputs);
       if (p_.deg.ep > 1) {
         const double f = CrossNodeFactor(lp);
-        auto a2a = [&](double bytes) {
-          return CollectiveCost(c_.req->topology, c_.req->calibration, Collective::kAllToAll, p_.deg.ep, 1, bytes, f)
-              .seconds;
-        };
+        auto a2a = [&](double bytes) { return Coll(Collective::kAllToAll, p_.deg.ep, 1, bytes, f); };
         const double elems = R * lp.dispatch_width;
         a2a_f = a2a(elems * dispatch_bytes_) + a2a(elems * k.combine_bytes);
         a2a_b = 2 * a2a(elems * k.combine_bytes);
@@ -285,9 +293,16 @@ class TimeModel {
 
   const CostContext& c_;
   const Plan& p_;
+  const std::vector<Recompute> pol_;  // recompute policy per ModelProfile::kinds entry
   double t_ = 1, T_ = 0, eff_ = 0, hbm_ = 0, dispatch_bytes_ = 2;
   bool lora_ = false, flex_ = false;
   CommCost tp_ar_;
+  struct Memo {
+    Collective kind;
+    int64_t n, stride;
+    double bytes, beyond, seconds;
+  };
+  mutable std::vector<Memo> memo_;
 };
 
 std::vector<int64_t> StageStarts(const Plan& p, const std::vector<LayerTime>& lt) {

@@ -127,8 +127,12 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
                                int* stage_out);
 // Activation bytes per token of layer `l` kept under plan p's recompute and TP/SP (dense part),
 // and the routed-expert part per token on an EP rank.
-double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out);
+// `pol` = KindPolicies(c, p) (looked up once per plan), or null to look the layer's kinds up in p.
+double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out,
+                             const std::vector<Recompute>* pol = nullptr);
 Recompute PolicyFor(const Plan& p, const std::string& kind);
+// PolicyFor of every ModelProfile::kinds entry, indexed like it (LayerProfile::*_kind_id).
+std::vector<Recompute> KindPolicies(const CostContext& c, const Plan& p);
 // Tokens of one micro-batch on one device: micro_batch * seq / cp.
 double TokensPerRank(const Plan& p);
 

@@ -38,12 +38,20 @@ Recompute PolicyFor(const Plan& p, const std::string& kind) {
   return all != p.recompute.end() ? all->second : Recompute::kNone;
 }
 
-double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out) {
+std::vector<Recompute> KindPolicies(const CostContext& c, const Plan& p) {
+  std::vector<Recompute> pol;
+  pol.reserve(c.prof.kinds.size());
+  for (const std::string& k : c.prof.kinds) pol.push_back(PolicyFor(p, k));
+  return pol;
+}
+
+double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out,
+                             const std::vector<Recompute>* pol) {
   const LayerProfile& lp = c.prof.layers[l];
   const double t = static_cast<double>(p.deg.tp);
   const double rep_div = p.deg.sequence_parallel ? t : 1.0;
-  const Recompute mix = PolicyFor(p, lp.mixer_kind);
-  const Recompute chan = PolicyFor(p, lp.channel_kind);
+  const Recompute mix = pol ? (*pol)[lp.mixer_kind_id] : PolicyFor(p, lp.mixer_kind);
+  const Recompute chan = pol ? (*pol)[lp.channel_kind_id] : PolicyFor(p, lp.channel_kind);
   const double h2 = 2 * lp.hidden;
   // fp8 training keeps the quantised GEMM inputs for backward (Transformer Engine saves the fp8
   // copy): 1 byte saved per input element.
@@ -97,6 +105,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   const double T = TokensPerRank(p);
   const int64_t L = static_cast<int64_t>(prof.layers.size());
   const double cap = req.topology.device.hbm_gib * 1073741824.0;
+  const std::vector<Recompute> pol = KindPolicies(c, p);
   MemoryBreakdown worst;
   worst.total = -1;
   for (int64_t s = 0; s < d.pp; ++s) {
@@ -114,7 +123,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
         expert += lp.expert_params / ep;
         lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
         double routed = 0;
-        chunk_act.back() += LayerActBytesPerToken(c, p, l, &routed) + routed;
+        chunk_act.back() += LayerActBytesPerToken(c, p, l, &routed, &pol) + routed;
         largest_layer = std::max(largest_layer, 2 * (lp.dense_params / t + lp.expert_params / ep));
         if (lp.top_k > 0)
           dispatch = std::max(dispatch, T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 *
@@ -130,7 +139,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       dense += mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
       expert += mtp * lp.expert_params / ep;
       double routed = 0;
-      const double one = LayerActBytesPerToken(c, p, static_cast<size_t>(L - 1), &routed);
+      const double one = LayerActBytesPerToken(c, p, static_cast<size_t>(L - 1), &routed, &pol);
       if (chunk_act.empty()) chunk_act.push_back(0);
       chunk_act.back() += mtp * (one + routed);  // MTP runs after the last chunk's layers
     }

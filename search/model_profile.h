@@ -19,6 +19,8 @@ struct LayerProfile {
   ChannelKind channel = ChannelKind::kDenseMLP;
   std::string mixer_kind;           // MixerKindName(mixer): the Plan::recompute key ("KDA", "MLA", ...)
   std::string channel_kind;         // "MLP" | "MoE": the Plan::recompute key
+  size_t mixer_kind_id = 0;         // index of mixer_kind / channel_kind in ModelProfile::kinds (policy
+  size_t channel_kind_id = 0;       // lookups by index on the search's hot path, KindPolicies)
   bool softmax = false;             // softmax attention (scores materialised when unfused)
   int64_t heads = 0;                // query heads (TP divides them)
   // Parameters.
