@@ -60,6 +60,8 @@ struct Plan {
   CpComm cp_comm = CpComm::kRing;               // with deg.cp > 1
   std::string optimizer_dtype = "fp32";         // Adam moments + main grads: fp32 | bf16 (Megatron precision-aware
                                                 // optimizer: fp32 master params, bf16 grads and moments)
+  std::string grad_dtype = "fp32";              // Megatron main-grad buffer and its DP reduction: fp32 | bf16
+                                                // (grad_reduce_in_fp32=False; bf16 with bf16 optimizer)
   int64_t mtp_layers = 0;                       // multi-token-prediction layers trained (on the last stage)
   CudaGraph cuda_graph = CudaGraph::kNone;
   EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;

@@ -13,6 +13,8 @@
 //                      x grouped_gemm_eff, n = expert width, k = w
 //   router           : router_passes * T/t * E bytes / HBM fwd, 2x bwd        (memory-bound)
 //   permute+unpermute: permute_passes * R * w * 2 bytes / HBM fwd, 2x bwd     (memory-bound)
+//   sort chunks      : all-to-all dispatcher with E/e > 1 local experts: + sort_chunks_passes * R * w * 2
+//                      bytes / HBM fwd, 2x bwd (flex dispatchers: none)
 //   attention core   : T * core_flops / t / (Pa * eff_kind)  fused kernels (bwd = attn_bwd_ratio x fwd);
 //                      sliding window / sinks / GQA / DSA top-k are in core_flops (core/model_stats.cpp);
 //                      MLA trains un-absorbed (K,V up-projected), so its core is softmax at d_qk/d_v
@@ -31,6 +33,8 @@
 //                      K,V + dK,dV bwd, overlapped with the attention core; all-gather: KV once fwd,
 //                      reduce-scatter dKV bwd, exposed. KDA: (c-1) p2p hops of the fp32 state (HV*dk*dv)
 //                      fwd and bwd, sequential, + one inter-chunk correction 2*T*state FLOPs.
+//                      softmax ring output correction: c steps x cp_correction_passes * T * out_elems/t
+//                      * 2 B / HBM fwd, 2x bwd (not hidden: it runs between the steps' kernels)
 //                      DSA: all-gather of indexer keys + latent KV (dsa_gather_elems * 2 B), RS bwd.
 //   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch
 // Per step:
@@ -40,8 +44,8 @@
 //   bubble           = (p-1)/v * t_mb                      (1F1B: (p-1)/(m+p-1) of the step)
 //   FSDP per mb      = AG weights fwd + AG bwd + RS grads; exposed = max(0, comm - compute) + comm/layers
 //   DP sync per step = replica all-reduce (HSDP) / DDP all-reduce / ZeRO-1 (distributed optimizer)
-//                      RS of grads (fp32, or bf16 with the precision-aware optimizer) + AG of bf16
-//                      params over dp*c, overlapped with the last micro-batch's backward
+//                      RS of grads (fp32; bf16 with grad_dtype bf16 or the precision-aware optimizer) + AG
+//                      of bf16 params over dp*c, overlapped with the last micro-batch's backward
 //   optimizer        = local params * (adam_bytes_per_param | adam_bytes_bf16_state) / HBM
 #include <algorithm>
 #include <cmath>
@@ -78,7 +82,7 @@ std::string Fmt(double v, int prec = 3) {
 
 class TimeModel {
  public:
-  TimeModel(const CostContext& c, const Plan& p) : c_(c), p_(p) {
+  TimeModel(const CostContext& c, const Plan& p) : c_(c), p_(p), pol_(KindPolicies(c, p)) {
     const CostConstants& k = c.k;
     t_ = static_cast<double>(p.deg.tp);
     T_ = TokensPerRank(p);
@@ -134,12 +138,24 @@ class TimeModel {
 
   const CommCost& tp_ar() const { return tp_ar_; }
 
+  // CollectiveCost in seconds, memoised for this plan: every layer of a kind asks the same question
+  // (same group, same bytes), and this is the search's hot path. Same inputs, same answer.
+  double Coll(Collective kind, int64_t n, int64_t stride, double bytes, double beyond = 1.0) const {
+    for (const Memo& m : memo_)
+      if (m.kind == kind && m.n == n && m.stride == stride && m.bytes == bytes && m.beyond == beyond)
+        return m.seconds;
+    const double sec =
+        CollectiveCost(c_.req->topology, c_.req->calibration, kind, n, stride, bytes, beyond).seconds;
+    if (memo_.size() < 16) memo_.push_back({kind, n, stride, bytes, beyond, sec});
+    return sec;
+  }
+
  private:
   // Step 1: mixer = projections + attention core + elementwise (+ CP exchange).
   void Mixer(const LayerProfile& lp, BlockTime* mx) const {
     const CostConstants& k = c_.k;
     const double h = lp.hidden, s = static_cast<double>(p_.seq);
-    const Recompute rm = PolicyFor(p_, lp.mixer_kind);
+    const Recompute rm = pol_[lp.mixer_kind_id];
     const double bwd_gemm = lora_ ? 1.0 : 2.0;
     const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
     const double attn_peak = c_.attn_peak_flops * c_.req->calibration.compute_efficiency;
@@ -185,30 +201,33 @@ class TimeModel {
   void ContextParallel(const LayerProfile& lp, double core_f, bool recomputed, BlockTime* mx) const {
     const int64_t cp = p_.deg.cp;
     if (cp <= 1) return;
-    const Topology& topo = c_.req->topology;
     const CostCalibration& cal = c_.req->calibration;
     const double n = static_cast<double>(cp);
     double fwd = 0, bwd = 0, hidden_f = 0, hidden_b = 0;
     if (lp.kda_state_elems > 0) {
       // Sequential hand-off of the fp32 state, forward then backward, + one correction pass.
-      const double hop = CollectiveCost(topo, cal, Collective::kP2P, 2, p_.deg.tp, lp.kda_state_elems / t_ * 4).seconds;
+      const double hop = Coll(Collective::kP2P, 2, p_.deg.tp, lp.kda_state_elems / t_ * 4);
       const double fix = 2 * T_ * lp.kda_state_elems / t_ /
                          (c_.attn_peak_flops * cal.compute_efficiency * c_.k.linear_attn_eff);
       fwd = (n - 1) * hop + fix;
       bwd = (n - 1) * hop + 2 * fix;
     } else if (lp.dsa_gather_elems > 0) {
       const double bytes = n * T_ * lp.dsa_gather_elems * 2;  // latent is shared by the heads: not TP-split
-      fwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, bytes).seconds;
-      bwd = CollectiveCost(topo, cal, Collective::kReduceScatter, cp, p_.deg.tp, bytes).seconds;
+      fwd = Coll(Collective::kAllGather, cp, p_.deg.tp, bytes);
+      bwd = Coll(Collective::kReduceScatter, cp, p_.deg.tp, bytes);
     } else if (lp.cp_kv_elems > 0) {
       const double bytes = n * T_ * lp.cp_kv_elems / t_ * 2;  // K,V of every CP rank's chunk
-      fwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, bytes).seconds;
-      bwd = CollectiveCost(topo, cal, Collective::kAllGather, cp, p_.deg.tp, 2 * bytes).seconds;  // KV + dKV
+      fwd = Coll(Collective::kAllGather, cp, p_.deg.tp, bytes);
+      bwd = Coll(Collective::kAllGather, cp, p_.deg.tp, 2 * bytes);  // KV + dKV
       if (p_.cp_comm == CpComm::kRing) {  // each ring step overlaps one block of the core
         hidden_f = core_f;
         hidden_b = c_.k.attn_bwd_ratio * core_f;
+        const double fix = n * c_.k.cp_correction_passes * T_ * lp.attn_out_elems / t_ * 2 / hbm_;
+        mx->fwd += fix;
+        mx->bwd += 2 * fix;
+        if (recomputed) mx->rc += fix;
       } else {
-        bwd = CollectiveCost(topo, cal, Collective::kReduceScatter, cp, p_.deg.tp, bytes).seconds;
+        bwd = Coll(Collective::kReduceScatter, cp, p_.deg.tp, bytes);
       }
     }
     const double exp_f = std::max(0.0, fwd - hidden_f), exp_b = std::max(0.0, bwd - hidden_b);
@@ -220,7 +239,7 @@ class TimeModel {
   void Channel(const LayerProfile& lp, BlockTime* ch) const {
     const CostConstants& k = c_.k;
     const double h = lp.hidden;
-    const Recompute rc = PolicyFor(p_, lp.channel_kind);
+    const Recompute rc = pol_[lp.channel_kind_id];
     const double bwd_gemm = lora_ ? 1.0 : 2.0;
     const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
     const double cflops = T_ * (lp.dense_gemm_flops - lp.mixer_gemm_flops) / t_;
@@ -235,15 +254,14 @@ class TimeModel {
       const double wbytes = per_rank * lp.expert_params_each * c_.base_weight_bytes;
       routed = Gemm(R * 2 * lp.expert_params_each * padded, m_e, lp.expert_inter, lp.dispatch_width, wbytes,
                     k.grouped_gemm_eff * c_.req->calibration.grouped_gemm_efficiency);
-      moe_mem = (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) + k.permute_passes * R * lp.dispatch_width * 2) /
+      const double sort = !flex_ && p_.deg.ep > 1 && per_rank > 1 ? k.sort_chunks_passes : 0.0;
+      moe_mem = (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) +
+                 (k.permute_passes + sort) * R * lp.dispatch_width * 2) /
                 hbm_;
       quant += Quant(T_ / t_ * imb * lp.routed_gemm_inputs);
       if (p_.deg.ep > 1) {
         const double f = CrossNodeFactor(lp);
-        auto a2a = [&](double bytes) {
-          return CollectiveCost(c_.req->topology, c_.req->calibration, Collective::kAllToAll, p_.deg.ep, 1, bytes, f)
-              .seconds;
-        };
+        auto a2a = [&](double bytes) { return Coll(Collective::kAllToAll, p_.deg.ep, 1, bytes, f); };
         const double elems = R * lp.dispatch_width;
         a2a_f = a2a(elems * dispatch_bytes_) + a2a(elems * k.combine_bytes);
         a2a_b = 2 * a2a(elems * k.combine_bytes);
@@ -275,9 +293,16 @@ class TimeModel {
 
   const CostContext& c_;
   const Plan& p_;
+  const std::vector<Recompute> pol_;  // recompute policy per ModelProfile::kinds entry
   double t_ = 1, T_ = 0, eff_ = 0, hbm_ = 0, dispatch_bytes_ = 2;
   bool lora_ = false, flex_ = false;
   CommCost tp_ar_;
+  struct Memo {
+    Collective kind;
+    int64_t n, stride;
+    double bytes, beyond, seconds;
+  };
+  mutable std::vector<Memo> memo_;
 };
 
 std::vector<int64_t> StageStarts(const Plan& p, const std::vector<LayerTime>& lt) {
@@ -299,6 +324,7 @@ std::vector<LayerTime> AllLayers(const TimeModel& tm, size_t n) {
 }  // namespace
 
 std::vector<int64_t> PlanStageStarts(const CostContext& c, const Plan& p) {
+  if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1) return StageStarts(p, {});
   TimeModel tm(c, p);
   return StageStarts(p, AllLayers(tm, c.prof.layers.size()));
 }
@@ -319,6 +345,10 @@ double RecomputeSeconds(const CostContext& c, const Plan& p, const std::string& 
 }
 
 MemoryBreakdown EstimatePlanMemory(const CostContext& c, const Plan& p) {
+  // Layer times only decide the stage split: skip them when there is nothing to split (the search
+  // prunes most layouts here, so this is its hot path).
+  if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1)
+    return EstimateMemory(c, p, StageStarts(p, {}), nullptr);
   TimeModel tm(c, p);
   const auto lt = AllLayers(tm, c.prof.layers.size());
   return EstimateMemory(c, p, StageStarts(p, lt), nullptr);
@@ -457,7 +487,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double grad_dense = lora ? cs.lora : cs.dense, grad_exp = lora ? 0 : cs.expert;
   const int64_t dp = d.dp_replicate * d.dp_shard;
   const int64_t dcp = dp * d.cp;                     // dense grads are reduced over dp x cp (Megatron)
-  const double gb = p.optimizer_dtype == "bf16" ? 2.0 : 4.0;  // bytes per reduced gradient
+  const bool bf16_grads = p.optimizer_dtype == "bf16" || p.grad_dtype == "bf16";
+  const double gb = bf16_grads ? 2.0 : 4.0;  // bytes per reduced gradient
   if (p.zero_stage >= 3) {
     if (d.dp_replicate > 1) {
       const CommCost ar = CollectiveCost(topo, cal, Collective::kAllReduce, d.dp_replicate, d.dp_shard * d.cp * d.tp,

@@ -42,8 +42,17 @@ struct CostConstants {
   double lora_fwd_share = 0.5;       // of the adapters' fwd+bwd FLOPs, forward is half (bwd: dX only, no frozen dW)
   // MoE token handling (memory-bound; Megatron-Core MoE token dispatcher, TE fused permute).
   double permute_passes = 4.0;       // HBM bytes per dispatched element fwd: permute read+write, unpermute read+write
+  double sort_chunks_passes = 4.0;   // HBM bytes per dispatched element fwd, all-to-all dispatcher, > 1 local
+                                     // expert: sort_chunks_by_idxs r+w after the dispatch a2a, unsort r+w
+                                     // before the combine (Megatron-Core MoEAlltoAllTokenDispatcher; DeepEP /
+                                     // HybridEP hand tokens over already grouped: none)
   double router_passes = 12.0;       // HBM bytes per (token, expert) score fwd: fp32 logits write, softmax/sigmoid
                                      // read+write, top-k read (4 B each)
+  // Context-parallel ring attention (Transformer Engine AttnFuncWithCPAndKVP2P).
+  double cp_correction_passes = 3.0;  // HBM passes per output element per ring step fwd, x 2 B (bf16): read
+                                      // the running output, read the step's, write the rescaled sum (TE
+                                      // flash_attn_fwd_out_correction with the step's LSE); bwd accumulates
+                                      // dQ per step and dK,dV per hop the same way (2x, as elementwise)
   // fp8 / MXFP8 quantisation of GEMM inputs (TE: row-wise + column-wise copies).
   double fp8_quant_bytes = 4.0;      // HBM bytes per GEMM input element per pass: read 2 B, write 2 x 1 B (+ scales)
   double fp8_dispatch_bytes = 1.0;   // bytes per element of the EP dispatch in fp8 (DeepEP / HybridEP)
@@ -101,6 +110,12 @@ CommCost CollectiveCost(const Topology& t, const CostCalibration& cal, Collectiv
 // Returns the first layer index of each chunk (chunks entries; layers >= chunks).
 std::vector<int64_t> BalancedSplit(const std::vector<double>& layer_cost, int64_t chunks);
 
+// --- pipeline_memory.cpp ---
+// Peak of the activations one stage holds under Megatron-Core's (interleaved) 1F1B schedule, given
+// what one micro-batch leaves on each of the stage's v virtual chunks (same unit in and out).
+double PeakHeldActivations(int64_t p, int64_t v, int64_t m, int64_t stage,
+                           const std::vector<double>& chunk_bytes);
+
 // --- memory_model.cpp ---
 struct StageMemoryInput {
   std::vector<int64_t> layers;       // layers on this device's stage (all virtual chunks)
@@ -112,8 +127,12 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
                                int* stage_out);
 // Activation bytes per token of layer `l` kept under plan p's recompute and TP/SP (dense part),
 // and the routed-expert part per token on an EP rank.
-double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out);
+// `pol` = KindPolicies(c, p) (looked up once per plan), or null to look the layer's kinds up in p.
+double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out,
+                             const std::vector<Recompute>* pol = nullptr);
 Recompute PolicyFor(const Plan& p, const std::string& kind);
+// PolicyFor of every ModelProfile::kinds entry, indexed like it (LayerProfile::*_kind_id).
+std::vector<Recompute> KindPolicies(const CostContext& c, const Plan& p);
 // Tokens of one micro-batch on one device: micro_batch * seq / cp.
 double TokensPerRank(const Plan& p);
 

@@ -53,6 +53,9 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   ONBOARD_RETURN_IF_ERROR(f.Str("optimizer_dtype", &p->optimizer_dtype));
   if (p->optimizer_dtype != "fp32" && p->optimizer_dtype != "bf16")
     return BadInput(f.origin(), f.path() + "optimizer_dtype", "must be fp32 or bf16", p->optimizer_dtype);
+  ONBOARD_RETURN_IF_ERROR(f.Str("grad_dtype", &p->grad_dtype));
+  if (p->grad_dtype != "fp32" && p->grad_dtype != "bf16")
+    return BadInput(f.origin(), f.path() + "grad_dtype", "must be fp32 or bf16", p->grad_dtype);
   std::string mode = "full", sharding, cp_comm;
   ONBOARD_RETURN_IF_ERROR(f.Str("cp_comm", &cp_comm));
   if (!cp_comm.empty() && cp_comm != "ring" && cp_comm != "allgather")

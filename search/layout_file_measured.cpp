@@ -16,13 +16,26 @@
 //                       "full" / "activation_checkpointing: true" = full; unknown / not stated = the
 //                       lightest of none < selective < full that fits (the run ran, so it fit).
 //   optimizer         : "precision-aware" = bf16 grads and moments, fp32 master (optimizer_dtype bf16).
+//   grad reduce dtype : bf16 when the recipe file is one of Megatron-Bridge's scripts/performance/configs/
+//                       (every set_*_common_configs / yaml there sets ddp.grad_reduce_in_fp32 = False,
+//                       checked at 21d102f5, c270efc5, 5776a6d9, fa0315ae), or the notes cite NeMo's
+//                       Mixtral pretrain_performance_optimizations (nemo/collections/llm/recipes/
+//                       mixtral_8x7b.py sets plugins.grad_reduce_in_fp32 = False), or a recipe text says
+//                       grad_reduce_in_fp32=False; else fp32.
 //   mtp               : recipe.mtp_layers, else the m's of the pipeline layout, else run.mtp_layers, else
 //                       the config's num_nextn_predict_layers (Megatron-Bridge base recipes train them).
-//   pp_layout         : recipe.preset_fields.pp_layout or recipe.model_overrides.pipeline_model_parallel_layout.
+//   pp_layout         : recipe.preset_fields.pp_layout or recipe.model_overrides.
+//                       pipeline_model_parallel_layout;
+//                       without one, when the L decoder layers do not divide into pp*vp chunks but L+2
+//                       do, the run used account_for_embedding/loss_in_pipeline_split (Megatron-Core
+//                       TransformerConfig: the embedding and the loss each take one layer's slot, so the
+//                       first and the last chunk hold one decoder layer less; Megatron-Bridge sets both
+//                       for Llama-3.1-405B, recipes/llama/llama3.py): the only even split Megatron accepts.
 //   overlap           : recipe.preset_fields.moe_a2a_overlap.
 //   cuda graphs       : cuda_graph_impl full_iteration = full; transformer_engine/local with a non-empty
 //                       cuda_graph_scope, or "cuda_graphs=1" in the recipe note = layers; else none.
-//   dispatcher        : recipe.preset_fields.moe_flex_dispatcher_backend (deepep | hybridep), else all-to-all.
+//   dispatcher        : recipe.preset_fields.moe_flex_dispatcher_backend (deepep | hybridep), else "DeepEP"
+//                       in kernel_optimizations (NeMo AutoModel's column), else all-to-all.
 //   measured          : tokens_per_s_per_gpu, else from step_s (global_batch*seq/(step_s*gpus)); a run
 //                       with neither, or without micro_batch, is `skipped` with the reason.
 #include <filesystem>
@@ -219,6 +232,21 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
     run->assumptions.push_back("precision '" + prec.substr(0, 20) + "' read as bf16");
   const std::string opt = Lower(r.value("optimizer", std::string()));
   if (opt.find("precision-aware") != std::string::npos) run->plan.optimizer_dtype = "bf16";
+  std::string recipe_text;
+  auto rec = r.find("recipe");
+  if (rec != r.end() && rec->is_object())
+    for (const char* k : {"file", "common_file", "base_recipe"})
+      if (rec->contains(k) && (*rec)[k].is_string()) recipe_text += (*rec)[k].get<std::string>() + " ";
+  auto notes = r.find("notes");
+  if (notes != r.end() && notes->is_array())
+    for (const auto& n : *notes)
+      if (n.is_string() &&
+          n.get<std::string>().find("pretrain_performance_optimizations") != std::string::npos)
+        recipe_text += "grad_reduce_in_fp32=False ";
+  const bool bridge_perf = recipe_text.find("Megatron-Bridge@") != std::string::npos &&
+                           recipe_text.find(":scripts/performance/configs/") != std::string::npos;
+  if (bridge_perf || recipe_text.find("grad_reduce_in_fp32=False") != std::string::npos)
+    run->plan.grad_dtype = "bf16";
   if (run->plan.zero_stage != 3 && (opt.empty() || opt.find("not stated") != std::string::npos))
     run->assumptions.push_back("optimizer not stated: Megatron distributed optimizer (zero 1), fp32 state");
 }
@@ -235,9 +263,26 @@ void ReadLaunchSettings(const json& r, LayoutRun* run) {
   else if ((!im.empty() && scope && scope->is_array() && !scope->empty()) || note.find("cuda_graphs=1") != std::string::npos)
     run->plan.cuda_graph = CudaGraph::kLayers;
   const json* be = RecipeField(r, "preset_fields", "moe_flex_dispatcher_backend");
-  const std::string b = be && be->is_string() ? be->get<std::string>() : "";
+  std::string b = be && be->is_string() ? be->get<std::string>() : "";
+  if (b.empty() && Lower(r.value("kernel_optimizations", std::string())).find("deepep") != std::string::npos)
+    b = "deepep";
   run->plan.ep_dispatcher = b == "deepep" ? EpDispatcher::kDeepEP : b == "hybridep" ? EpDispatcher::kHybridEP : EpDispatcher::kAllToAll;
   if (rec == r.end() || !rec->is_object() || rec->empty()) run->assumptions.push_back("launch settings not stated: eager, all-to-all dispatcher");
+}
+
+// Megatron's account_for_embedding/loss_in_pipeline_split (rule above) where it is the only even split.
+void EmbeddingLossSplit(LayoutRun* run) {
+  Plan& p = run->plan;
+  const int64_t chunks = p.deg.pp * p.deg.interleave;
+  const int64_t L = static_cast<int64_t>(run->model.layers.size());
+  if (chunks < 2 || !p.stage_layer_starts.empty() || L % chunks == 0 || (L + 2) % chunks != 0) return;
+  const int64_t per = (L + 2) / chunks;
+  if (per < 2) return;
+  for (int64_t ch = 0; ch < chunks; ++ch) p.stage_layer_starts.push_back(ch == 0 ? 0 : ch * per - 1);
+  run->assumptions.push_back(std::to_string(L) + " layers on " + std::to_string(chunks) +
+                             " chunks: embedding and loss each count as a layer (account_for_embedding/"
+                             "loss_in_pipeline_split), " +
+                             std::to_string(per - 1) + " decoder layers on the first and last chunk");
 }
 
 Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::string& origin, const std::string& path) {
@@ -278,6 +323,7 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
                                                 rf, "pp_layout", &run.plan.stage_layer_starts, &mtp, &layout_layers));
     ONBOARD_RETURN_IF_ERROR(CheckLayoutLayers(layout_layers, run.model, rf));
   }
+  EmbeddingLossSplit(&run);
   auto rec = r.find("recipe");
   if (rec != r.end() && rec->is_object() && rec->contains("mtp_layers") && (*rec)["mtp_layers"].is_number_integer())
     mtp = (*rec)["mtp_layers"].get<int64_t>();

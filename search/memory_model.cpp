@@ -7,6 +7,8 @@
 //   zero 3 (FSDP2):   weights 4 (fp32 sharded) + grads 4 + optimizer 8 (m, v),      / d_s (experts / f_e)
 //   zero 1:           weights 2 + grads 4 (fp32 main grad) full, optimizer 12 / (d*c)  (Megatron distributed
 //                     optimizer: 6 + 12/d, docs/source/distrib_optimizer.md; shards over dp x cp)
+//   zero 1, grad_reduce_in_fp32=False: the main-grad buffer is bf16 (Megatron DistributedDataParallel
+//                     allocates it in the param dtype): grads 2 instead of 4
 //   zero 1, precision-aware optimizer (bf16 grads and moments, fp32 master): 2 + 2 + (4 + 2 + 2) / (d*c)
 //   zero 0 (DDP):     weights 2 + grads 4 + optimizer 12 (master + m + v)           (= 18, Megatron)
 //   dense parameters are divided by t, routed-expert parameters by e.
@@ -15,8 +17,9 @@
 // Activations per micro-batch (Korthikanti et al. 2022, generalised per block kind):
 //   T * sum over the stage's layers of LayerActBytesPerToken (replicated parts / t only with SP,
 //   split parts / t, unfused scores H*s*(2+3*dropout)/t only without recompute, routed parts on
-//   EP ranks * imbalance / t). In flight: 1 without PP; stage 0 of 1F1B holds min(m, p) micro-batches
-//   of L/p layers; interleaving multiplies by 1 + (p-1)/(p*v).
+//   EP ranks * imbalance / t). In flight: 1 without PP; with PP the peak of Megatron-Core's 1F1B /
+//   interleaved schedule replayed per virtual chunk (PeakHeldActivations, pipeline_memory.cpp): stage 0
+//   of plain 1F1B holds min(m, p) micro-batches; equal interleaved chunks give x (1 + (p-1)/(p*v)).
 // fp8 / MXFP8: GEMM inputs are kept as their 1-byte quantised copies (Transformer Engine).
 // A2A buffers: a2a_buffers * T/t * top_k * width * 2 * imbalance.
 // MTP layers (last stage): one more decoder layer each (params, activations) + its h x 2h projection
@@ -35,12 +38,20 @@ Recompute PolicyFor(const Plan& p, const std::string& kind) {
   return all != p.recompute.end() ? all->second : Recompute::kNone;
 }
 
-double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out) {
+std::vector<Recompute> KindPolicies(const CostContext& c, const Plan& p) {
+  std::vector<Recompute> pol;
+  pol.reserve(c.prof.kinds.size());
+  for (const std::string& k : c.prof.kinds) pol.push_back(PolicyFor(p, k));
+  return pol;
+}
+
+double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out,
+                             const std::vector<Recompute>* pol) {
   const LayerProfile& lp = c.prof.layers[l];
   const double t = static_cast<double>(p.deg.tp);
   const double rep_div = p.deg.sequence_parallel ? t : 1.0;
-  const Recompute mix = PolicyFor(p, lp.mixer_kind);
-  const Recompute chan = PolicyFor(p, lp.channel_kind);
+  const Recompute mix = pol ? (*pol)[lp.mixer_kind_id] : PolicyFor(p, lp.mixer_kind);
+  const Recompute chan = pol ? (*pol)[lp.channel_kind_id] : PolicyFor(p, lp.channel_kind);
   const double h2 = 2 * lp.hidden;
   // fp8 training keeps the quantised GEMM inputs for backward (Transformer Engine saves the fp8
   // copy): 1 byte saved per input element.
@@ -93,25 +104,26 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   const double ds = static_cast<double>(d.dp_shard), fe = static_cast<double>(d.expert_fsdp);
   const double T = TokensPerRank(p);
   const int64_t L = static_cast<int64_t>(prof.layers.size());
-  const double m = static_cast<double>(p.num_micro_batches), pp = static_cast<double>(d.pp);
   const double cap = req.topology.device.hbm_gib * 1073741824.0;
+  const std::vector<Recompute> pol = KindPolicies(c, p);
   MemoryBreakdown worst;
   worst.total = -1;
   for (int64_t s = 0; s < d.pp; ++s) {
     // Step 1: parameters on this stage (dense / t, experts / ep).
-    double dense = 0, expert = 0, lora = 0, act_tok = 0, routed_tok = 0, largest_layer = 0;
+    double dense = 0, expert = 0, lora = 0, largest_layer = 0;
     double dispatch = 0;
+    std::vector<double> chunk_act;  // activation bytes per token one micro-batch leaves on each chunk
     for (size_t ch = 0; ch < starts.size(); ++ch) {
       if (static_cast<int64_t>(ch) % d.pp != s) continue;
       const int64_t end = ch + 1 < starts.size() ? starts[ch + 1] : L;
+      chunk_act.push_back(0);
       for (int64_t l = starts[ch]; l < end; ++l) {
         const LayerProfile& lp = prof.layers[l];
         dense += lp.dense_params / t;
         expert += lp.expert_params / ep;
         lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
         double routed = 0;
-        act_tok += LayerActBytesPerToken(c, p, l, &routed);
-        routed_tok += routed;
+        chunk_act.back() += LayerActBytesPerToken(c, p, l, &routed, &pol) + routed;
         largest_layer = std::max(largest_layer, 2 * (lp.dense_params / t + lp.expert_params / ep));
         if (lp.top_k > 0)
           dispatch = std::max(dispatch, T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 *
@@ -127,8 +139,9 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       dense += mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
       expert += mtp * lp.expert_params / ep;
       double routed = 0;
-      act_tok += mtp * LayerActBytesPerToken(c, p, static_cast<size_t>(L - 1), &routed);
-      routed_tok += mtp * routed;
+      const double one = LayerActBytesPerToken(c, p, static_cast<size_t>(L - 1), &routed, &pol);
+      if (chunk_act.empty()) chunk_act.push_back(0);
+      chunk_act.back() += mtp * (one + routed);  // MTP runs after the last chunk's layers
     }
     // Step 2: weights, grads, optimizer by mode and sharding.
     MemoryBreakdown mb;
@@ -139,7 +152,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * cp * t / ep) : 1.0;
     const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
     const bool bf16_state = p.optimizer_dtype == "bf16";   // precision-aware: bf16 m, v and main grads
-    const double gbytes = bf16_state ? 2.0 : 4.0;
+    const double gbytes = bf16_state || p.grad_dtype == "bf16" ? 2.0 : 4.0;  // Megatron DDP grad buffer dtype
     const double moments = bf16_state ? 4.0 : 8.0;
     const double master = p.zero_stage >= 3 ? moments : 4.0 + moments;  // fp32 master lives in `weights` under FSDP2
     if (p.mode == FinetuneMode::kLoRA) {
@@ -153,12 +166,11 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       mb.optimizer = master * (dense / opt_dense + expert / opt_exp);
     }
     // Step 3: activations of the micro-batches in flight on this stage.
-    double inflight = 1;
-    if (d.pp > 1) {
-      inflight = std::min(m, pp - static_cast<double>(s));
-      if (d.interleave > 1) inflight *= 1 + (pp - 1) / (pp * static_cast<double>(d.interleave));
-    }
-    mb.activations = T * (act_tok + routed_tok) * inflight;
+    double held = 0;
+    for (double a : chunk_act) held += a;  // no PP: one micro-batch
+    if (d.pp > 1 && static_cast<int64_t>(chunk_act.size()) == d.interleave)
+      held = PeakHeldActivations(d.pp, d.interleave, p.num_micro_batches, s, chunk_act);
+    mb.activations = T * held;
     mb.a2a_buffers = c.k.a2a_buffers * dispatch;
     // Step 4: workspace.
     mb.workspace = req.constraints.reserved_gib * 1073741824.0;

@@ -23,12 +23,14 @@ void MixerExtras(const AttentionSpec& a, double h, LayerProfile* lp) {
     lp->mla_up_flops = 2 * (ql > 0 ? ql * H * dqk : 0) + 2 * kvl * H * (static_cast<double>(a.qk_nope_head_dim) + dv);
     lp->act_mixer_selective = std::min(lp->act_mixer, 2 * (2 * H * dqk + H * dv));  // q, k, v after up-projection
     lp->cp_kv_elems = H * dqk + H * dv;
+    lp->attn_out_elems = H * dv;
   } else if (a.kind == MixerKind::kKDA || a.kind == MixerKind::kGatedDeltaNet) {
     lp->mixer_gemm_inputs = h + HV * dv;
     lp->kda_state_elems = HV * d * dv;
   } else {
     lp->mixer_gemm_inputs = h + H * dv;
     lp->cp_kv_elems = 2 * KV * d;
+    lp->attn_out_elems = H * dv;
   }
   if (a.kind == MixerKind::kDSA)
     lp->dsa_gather_elems = static_cast<double>(a.index_head_dim) + kvl + static_cast<double>(a.qk_rope_head_dim);
@@ -46,7 +48,10 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
   p.unfused_attention = unfused_attention;
   const double h = p.hidden;
   auto add_kind = [&p](const std::string& k) {
-    if (std::find(p.kinds.begin(), p.kinds.end(), k) == p.kinds.end()) p.kinds.push_back(k);
+    auto it = std::find(p.kinds.begin(), p.kinds.end(), k);
+    if (it != p.kinds.end()) return static_cast<size_t>(it - p.kinds.begin());
+    p.kinds.push_back(k);
+    return p.kinds.size() - 1;
   };
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const LayerSpec& l = model.layers[i];
@@ -86,15 +91,15 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
       lp.channel_gemm_inputs = static_cast<double>(m.num_shared) * (h + Is) + (m.latent_dim > 0 ? 2 * h : 0);
       if (m.latent_dim > 0) lp.act_channel += 2 * (h + static_cast<double>(m.latent_dim));
       lora_per_rank += static_cast<double>(m.num_shared) * 3 * (h + Is);
-      add_kind(lp.mixer_kind);
-      add_kind("MoE");
+      lp.mixer_kind_id = add_kind(lp.mixer_kind);
+      lp.channel_kind_id = add_kind("MoE");
     } else {
       const double I = static_cast<double>(l.mlp.intermediate);
       lp.act_channel = (l.mlp.gated ? 6 : 4) * I;
       lp.channel_gemm_inputs = h + I;
       lora_per_rank += (l.mlp.gated ? 3 : 2) * (h + I);
-      add_kind(lp.mixer_kind);
-      add_kind("MLP");
+      lp.mixer_kind_id = add_kind(lp.mixer_kind);
+      lp.channel_kind_id = add_kind("MLP");
     }
     lp.lora_params_per_rank = lora_per_rank;
     lp.dense_gemm_flops = std::max(0.0, ls.flops_per_token - lp.core_flops - lp.routed_flops);

@@ -19,6 +19,8 @@ struct LayerProfile {
   ChannelKind channel = ChannelKind::kDenseMLP;
   std::string mixer_kind;           // MixerKindName(mixer): the Plan::recompute key ("KDA", "MLA", ...)
   std::string channel_kind;         // "MLP" | "MoE": the Plan::recompute key
+  size_t mixer_kind_id = 0;         // index of mixer_kind / channel_kind in ModelProfile::kinds (policy
+  size_t channel_kind_id = 0;       // lookups by index on the search's hot path, KindPolicies)
   bool softmax = false;             // softmax attention (scores materialised when unfused)
   int64_t heads = 0;                // query heads (TP divides them)
   // Parameters.
@@ -56,6 +58,8 @@ struct LayerProfile {
   double routed_gemm_inputs = 0;    // per token: top_k * (dispatch width + expert width)
   // Context parallelism: what one CP rank hands the next, per token (softmax K,V) or per layer.
   double cp_kv_elems = 0;           // softmax: K and V elements per token as attention consumes them
+  double attn_out_elems = 0;  // softmax: attention output elements per token (query heads * v head dim),
+                              // what a CP ring step's output correction rewrites
   double kda_state_elems = 0;       // KDA / gated DeltaNet: recurrent state elements (HV * dk * dv), fp32
   double dsa_gather_elems = 0;      // DSA: indexer key + compressed KV (latent + rope) elements per token
 };

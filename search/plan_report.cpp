@@ -54,6 +54,7 @@ json PlanJson(const Plan& p) {
     j["cp_comm"] = CpCommName(p.cp_comm);
   }
   if (p.optimizer_dtype != "fp32") j["optimizer_dtype"] = p.optimizer_dtype;
+  if (p.grad_dtype != "fp32") j["grad_dtype"] = p.grad_dtype;
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["summary"] = PlanSummary(p);
   return j;

@@ -4,7 +4,7 @@
 // (tests/data/measured_runs_table.txt, regenerate with ONBOARD_REGEN_GOLDEN=1).
 //
 // Issue 13's targets are mean |error| <= 10%, every run within 20%, no run that ran predicted not to
-// fit. They are NOT met yet (search/README.md, "Calibration table"): AccuracyReached pins what the
+// fit. The first two are NOT met yet (search/README.md, "Calibration table"): AccuracyReached pins what the
 // calibrated model reaches so that a change making it worse fails. Tighten these as the model
 // improves; never loosen them to make a change pass.
 #include <cmath>
@@ -46,10 +46,12 @@ TEST(MeasuredRuns, TableMatchesGolden) {
   EXPECT_EQ(t.text, want.str());
 }
 
-constexpr double kMeanAbsErrReached = 0.125;  // target 0.10
-constexpr double kMaxAbsErrReached = 0.60;     // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp, recipe not pinned)
-constexpr int kWithin20Reached = 24;           // of 30; target 30
-constexpr int kNotFittingReached = 1;          // target 0 (mb2604-llama31-405b-gb200-fp8)
+constexpr double kMeanAbsErrReached = 0.118;  // target 0.10 (reached 11.6%)
+constexpr double kMaxAbsErrReached =
+    0.52;                              // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +51.1%, recipe not pinned)
+constexpr int kWithin20Reached = 26;   // of 30; target 30
+constexpr int kNotFittingReached = 0;  // target 0: met (Llama-405B GB200 fits with the bf16 grad buffer
+                                       // and the replayed interleaved schedule)
 
 TEST(MeasuredRuns, AccuracyReached) {
   const CalibrationTable t = Table();
