@@ -5,6 +5,8 @@
 #include <cmath>
 #include <filesystem>
 
+#include "agent/report_fusions.h"
+
 namespace onboard::agent {
 namespace {
 
@@ -276,6 +278,7 @@ json BuildReportJson(const RunState& st) {
   j["templates"] = tm;
   j["plan"] = PlanSection(st);
   j["kernels"] = KernelsSection(st);
+  j["fusions"] = FusionsSection(st);
   json rounds = json::array();
   for (const auto& pr : st.probes) rounds.push_back(ProbeRoundJson(pr, st.req.out_dir));
   j["probe"] = {{"enabled", st.req.probe.enabled}, {"rounds", rounds}};

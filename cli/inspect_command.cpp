@@ -9,10 +9,11 @@
 #include <memory>
 
 #include "cli/command_registry.h"
-#include "report/report_format.h"
 #include "core/model_json.h"
 #include "parsers/load_model.h"
-#include "search/fusion_plan.h"
+#include "report/report_format.h"
+#include "search/fusion_plan_graph.h"
+#include "search/fusion_plan_json.h"
 
 namespace onboard::cli {
 namespace {
@@ -23,20 +24,6 @@ struct InspectOptions {
   bool json = false;
   bool fusion = false;
 };
-
-nlohmann::json FusionJson(const FusionPlan& plan) {
-  nlohmann::json layers = nlohmann::json::array();
-  for (const LayerFusion& l : plan.layers) {
-    nlohmann::json terms = nlohmann::json::array();
-    for (const FusionTerm& t : l.terms) {
-      terms.push_back({{"kind", FusionKindName(t.kind)}, {"chain", t.chain}, {"launches_saved", t.launches_saved},
-                       {"bytes_saved_per_token", t.bytes_saved}, {"formula", t.formula}});
-    }
-    layers.push_back({{"layer", l.layer}, {"terms", terms}});
-  }
-  return {{"seq", plan.options.seq}, {"launches_saved_per_forward", plan.SavedLaunches()},
-          {"bytes_saved_per_token", plan.SavedBytesPerToken()}, {"layers", layers}};
-}
 
 std::string Count(double n) { return agent::FmtCount(n); }
 
@@ -115,6 +102,14 @@ int RunInspect(const InspectOptions& o) {
   const ModelStats s = ComputeStats(m, o.seq);
   std::optional<CrossCheckReport> check;
   if (inv->has_value()) check = CrossCheckInventory(**inv, m);
+  std::optional<FusionPlan> fplan;
+  if (o.fusion) {
+    FusionOptions fo;
+    fo.seq = o.seq;
+    Expected<FusionPlan> f = PlanFusionsForModelFile(m, o.path, fo);
+    if (!f.ok()) return ReportError("inspect", f.status());
+    fplan = std::move(*f);
+  }
   if (o.json) {
     nlohmann::json j = ModelStatsToJson(m, s);
     if (check) {
@@ -125,17 +120,13 @@ int RunInspect(const InspectOptions& o) {
                           {"warnings", check->warnings}};
     }
     if (o.fusion) {
-      FusionOptions fo;
-      fo.seq = o.seq;
-      j["fusion"] = FusionJson(PlanFusions(m, fo));
+      j["fusion"] = FusionPlanJson(*fplan, /*per_layer=*/true);
     }
     std::cout << j.dump(2) << "\n";
   } else {
     PrintText(m, s, check ? check->Summary() : "");
     if (o.fusion) {
-      FusionOptions fo;
-      fo.seq = o.seq;
-      std::printf("%s", FormatFusionPlan(PlanFusions(m, fo)).c_str());
+      std::printf("%s", FormatFusionPlan(*fplan).c_str());
     }
   }
   return 0;

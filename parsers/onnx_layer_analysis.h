@@ -16,6 +16,12 @@ struct LayerNodes {
   std::vector<int> nodes;     // node indices in graph order
 };
 
+// Step 5 of the reader (onnx_model.cpp): the repeated block list = the indexed scope prefix
+// ("/model/layers") with most indices, in layer order.
+std::vector<LayerNodes> FindLayers(const GraphIndex& g);
+// A norm's core: LayerNormalization-family ops, or a Sqrt over ReduceMean (+ eps) (RMSNorm).
+bool IsNormNode(const GraphIndex& g, int n);
+
 struct LayerFacts {
   LayerSpec spec;
   std::set<std::string> params;     // parameters read by the layer's nodes

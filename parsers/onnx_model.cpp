@@ -43,6 +43,11 @@ DType FromOnnx(int32_t t) {
   }
 }
 
+}  // namespace
+
+// Shared with the fusion pattern finder (declared in parsers/onnx_layer_analysis.h).
+namespace onnx_internal {
+
 // Step 5: the repeated block list = the indexed scope prefix ("/model/layers") with most indices.
 std::vector<LayerNodes> FindLayers(const GraphIndex& g) {
   std::map<std::string, std::map<int64_t, LayerNodes>> groups;
@@ -91,6 +96,10 @@ bool IsNormNode(const GraphIndex& g, int n) {
   }
   return false;
 }
+
+}  // namespace onnx_internal
+
+namespace {
 
 bool HasCausalMask(const GraphIndex& g) {
   for (int i = 0; i < g.num_nodes(); ++i) {

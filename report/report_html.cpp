@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "report/fusion_section.h"
 #include "report/report_format.h"
 #include "report/svg_charts.h"
 
@@ -329,6 +330,7 @@ std::string RenderHtmlReport(const nlohmann::json& report) {
   Templates(o, report);
   Plan(o, report);
   Kernels(o, report);
+  FusionsHtml(o, report);
   Probe(o, report);
   ProbeLayout(o, report);
   Decisions(o, report);

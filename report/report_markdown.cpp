@@ -5,6 +5,7 @@
 
 #include <sstream>
 
+#include "report/fusion_section.h"
 #include "report/report_format.h"
 
 namespace onboard::agent {
@@ -248,6 +249,7 @@ std::string RenderMarkdownReport(const nlohmann::json& report) {
   Templates(o, report);
   Plan(o, report);
   Kernels(o, report);
+  FusionsMarkdown(o, report);
   Probe(o, report);
   ProbeLayout(o, report);
   Decisions(o, report);

@@ -29,11 +29,7 @@
 namespace onboard {
 namespace {
 
-std::string Num(double v) {
-  char buf[48];
-  std::snprintf(buf, sizeof(buf), "%.0f", v);
-  return buf;
-}
+std::string Num(double v) { return FusionNum(v); }
 
 FusionTerm Term(FusionKind kind, std::string chain, double launches, double bytes, std::string formula) {
   FusionTerm t;
@@ -146,15 +142,26 @@ LayerFusion PlanLayer(const ModelIR& m, const LayerSpec& l, const FusionOptions&
   return lf;
 }
 
-bool SameTerms(const LayerFusion& a, const LayerFusion& b) {
-  if (a.terms.size() != b.terms.size()) return false;
-  for (size_t i = 0; i < a.terms.size(); ++i) {
-    if (a.terms[i].chain != b.terms[i].chain || a.terms[i].formula != b.terms[i].formula) return false;
+bool SameList(const std::vector<FusionTerm>& a, const std::vector<FusionTerm>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].chain != b[i].chain || a[i].formula != b[i].formula || a[i].blocked_by != b[i].blocked_by)
+      return false;
   }
   return true;
 }
 
+bool SameTerms(const LayerFusion& a, const LayerFusion& b) {
+  return SameList(a.terms, b.terms) && SameList(a.blocked, b.blocked);
+}
+
 }  // namespace
+
+std::string FusionNum(double v) {
+  char buf[48];
+  std::snprintf(buf, sizeof(buf), "%.0f", v);
+  return buf;
+}
 
 const char* FusionKindName(FusionKind k) {
   switch (k) {
@@ -167,6 +174,8 @@ const char* FusionKindName(FusionKind k) {
     case FusionKind::kKdaPrologue: return "KDA prologue";
     case FusionKind::kDsaIndexerTopk: return "DSA indexer+top-k";
     case FusionKind::kMoeUnpermuteCombine: return "MoE unpermute+combine";
+    case FusionKind::kSoftmaxAttention:
+      return "softmax attention";
   }
   return "?";
 }
@@ -195,11 +204,26 @@ double FusionPlan::SavedBytesPerToken() const {
   return s;
 }
 
+LayerFusion PlanLayerFusions(const ModelIR& model, const LayerSpec& layer, const FusionOptions& options) {
+  return PlanLayer(model, layer, options);
+}
+
 FusionPlan PlanFusions(const ModelIR& model, const FusionOptions& options) {
   FusionPlan plan;
   plan.options = options;
   for (const LayerSpec& l : model.layers) plan.layers.push_back(PlanLayer(model, l, options));
   return plan;
+}
+
+std::vector<FusionLayerRun> FoldFusionLayers(const FusionPlan& plan) {
+  std::vector<FusionLayerRun> runs;
+  for (size_t i = 0; i < plan.layers.size();) {
+    size_t j = i + 1;
+    while (j < plan.layers.size() && SameTerms(plan.layers[i], plan.layers[j])) ++j;
+    runs.push_back({i, j - 1});
+    i = j;
+  }
+  return runs;
 }
 
 std::string FormatFusionPlan(const FusionPlan& plan) {
@@ -208,12 +232,12 @@ std::string FormatFusionPlan(const FusionPlan& plan) {
   os << "fusion plan (activations " << Num(o.act_bytes) << " B, fp32 " << Num(o.fp32_bytes) << " B, seq "
      << o.seq << "): launches saved per layer forward pass, HBM bytes of intermediates saved per token\n";
   char line[512];
-  for (size_t i = 0; i < plan.layers.size();) {
-    size_t j = i + 1;
-    while (j < plan.layers.size() && SameTerms(plan.layers[i], plan.layers[j])) ++j;
-    const LayerFusion& l = plan.layers[i];
-    if (j - i == 1) os << "layer " << l.layer + 1 << ":\n";
-    else os << "layers " << l.layer + 1 << "-" << plan.layers[j - 1].layer + 1 << " (each):\n";
+  for (const FusionLayerRun& run : FoldFusionLayers(plan)) {
+    const LayerFusion& l = plan.layers[run.first];
+    if (run.first == run.last)
+      os << "layer " << l.layer + 1 << ":\n";
+    else
+      os << "layers " << l.layer + 1 << "-" << plan.layers[run.last].layer + 1 << " (each):\n";
     for (const FusionTerm& t : l.terms) {
       std::snprintf(line, sizeof(line), "  %-26s %-62s %2.0f launch%s %10.0f B/token = %s\n",
                     FusionKindName(t.kind), t.chain.c_str(), t.launches_saved, t.launches_saved == 1 ? " " : "es",
@@ -223,7 +247,11 @@ std::string FormatFusionPlan(const FusionPlan& plan) {
     std::snprintf(line, sizeof(line), "  %-26s %-62s %2.0f launches %10.0f B/token\n", "layer total", "",
                   l.SavedLaunches(), l.SavedBytesPerToken());
     os << line;
-    i = j;
+    for (const FusionTerm& t : l.blocked) {
+      std::snprintf(line, sizeof(line), "  NOT fused: %-15s %-62s (%s)\n", FusionKindName(t.kind),
+                    t.chain.c_str(), t.blocked_by.c_str());
+      os << line;
+    }
   }
   std::snprintf(line, sizeof(line), "model total: %.0f launches per forward pass, %.3f MB per token\n",
                 plan.SavedLaunches(), plan.SavedBytesPerToken() / 1e6);

@@ -37,6 +37,8 @@ enum class FusionKind {
   kKdaPrologue,          // KDA gate activation, q/k L2 norm and beta sigmoid inside the KDA kernel
   kDsaIndexerTopk,       // DSA indexer scores + top-k per query block, no score matrix in HBM
   kMoeUnpermuteCombine,  // MoE unpermute + weighted combine in one gather
+  kSoftmaxAttention,     // QK^T -> scale/mask -> softmax -> PV in one kernel (only from graphs that
+                         // materialise the scores: search/fusion_plan_graph.h; the IR plan assumes flash)
 };
 const char* FusionKindName(FusionKind k);  // "norm+linear prologue", ...
 
@@ -46,11 +48,13 @@ struct FusionTerm {
   double launches_saved = 0;     // per layer forward pass
   double bytes_saved = 0;        // HBM bytes per token
   std::string formula;           // "2 x 7168 x 2 B (write + read of the normed input)"
+  std::string blocked_by;        // set on LayerFusion::blocked terms: why the graph keeps it unfused
 };
 
 struct LayerFusion {
   int64_t layer = 0;             // 0-based layer index
   std::vector<FusionTerm> terms;
+  std::vector<FusionTerm> blocked;  // chains the exported graph shows cannot fuse (not in the totals)
   double SavedLaunches() const;
   double SavedBytesPerToken() const;
 };
@@ -62,10 +66,22 @@ struct FusionPlan {
   double SavedBytesPerToken() const;   // all layers
 };
 
+// A whole number as the formulas print it ("7168"): the one formatter of every fusion formula.
+std::string FusionNum(double v);
+
 // The fusible chains of every layer of the model.
 FusionPlan PlanFusions(const ModelIR& model, const FusionOptions& options = {});
+// The fusible chains of one layer of `model`.
+LayerFusion PlanLayerFusions(const ModelIR& model, const LayerSpec& layer, const FusionOptions& options = {});
 
-// Text: layers with identical terms folded ("layers 2-5,7"), one term per line with units, totals.
+// Runs of consecutive layers with identical terms: [first, last] layer indices (0-based) into plan.layers.
+struct FusionLayerRun {
+  size_t first = 0, last = 0;
+};
+std::vector<FusionLayerRun> FoldFusionLayers(const FusionPlan& plan);
+
+// Text: runs of layers with identical terms folded ("layers 2-5 (each)"), one term per line with
+// units, totals.
 std::string FormatFusionPlan(const FusionPlan& plan);
 
 }  // namespace onboard

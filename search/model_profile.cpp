@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "search/fusion_cost.h"
+
 namespace onboard {
 namespace {
 
@@ -116,6 +118,7 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
       lp.scores_bytes_per_key = H * (2 + (dropout > 0 ? 3 : 0));
     lp.dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
     MixerExtras(l.attn, h, &lp);
+    ApplyMixerFusion(model, l, seq, unfused_attention, &lp);
     p.min_heads = p.min_heads == 0 ? lp.heads : std::min(p.min_heads, lp.heads);
     p.experts = std::max(p.experts, lp.experts);
     p.expert_params += lp.expert_params;

@@ -62,6 +62,8 @@ struct LayerProfile {
                               // what a CP ring step's output correction rewrites
   double kda_state_elems = 0;       // KDA / gated DeltaNet: recurrent state elements (HV * dk * dv), fp32
   double dsa_gather_elems = 0;      // DSA: indexer key + compressed KV (latent + rope) elements per token
+  double fused_mixer_bytes = 0;  // KDA prologue / DSA indexer: HBM bytes per token the fused kernels keep on
+                                 // chip (search/fusion_cost.h); charged in act_mixer only when unfused
 };
 
 struct ModelProfile {

@@ -65,6 +65,17 @@ TEST(InspectCli, FusionPlanTextAndJson) {
   EXPECT_EQ(f["seq"], 8192);
   EXPECT_EQ(f["layers"].size(), 93u);
   EXPECT_GT(f["bytes_saved_per_token"].get<double>(), 0);
+  EXPECT_FALSE(f["groups"].empty());
+}
+
+TEST(InspectCli, OnnxFusionPlanReadsTheGraph) {
+  // The exported graph materialises softmax scores: the plan from the graph adds that fusion.
+  const CliRun r = Inspect(std::string(ONBOARD_TEST_DATA) + "/onnx/llama_gqa_tiny.onnx --fusion --seq 1024");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("softmax attention          QK^T -> 2 scale/mask ops -> softmax -> PV"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(r.out.find("NOT fused"), std::string::npos) << r.out;
 }
 
 TEST(InspectCli, BadFilesExitTwoWithOneLine) {

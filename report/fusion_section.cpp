@@ -1,0 +1,91 @@
+// Kernel fusions section of report.md / report.html (see report/fusion_section.h).
+#include "report/fusion_section.h"
+
+#include <string>
+#include <vector>
+
+#include "report/report_format.h"
+#include "report/svg_charts.h"
+
+namespace onboard::agent {
+namespace {
+
+using nlohmann::json;
+
+std::string Layers(const json& g) {
+  const std::string a = JsonAt(g, "first_layer").dump(), b = JsonAt(g, "last_layer").dump();
+  return a == b ? "layer " + a : "layers " + a + "-" + b + " (each)";
+}
+
+std::string Totals(const json& f) {
+  return FmtFixed(JsonAt(f, "launches_saved_per_forward"), 0) + " kernel launches per forward pass and " +
+         FmtSig(JsonAt(f, "bytes_saved_per_token")) + " B of HBM traffic per token (all layers, seq " +
+         JsonAt(f, "seq").dump() + ")";
+}
+
+// One table row per fusion term (and per chain the graph keeps unfused: `blocked` rows).
+struct Row {
+  std::vector<std::string> cells;
+  bool blocked = false;
+};
+
+std::vector<Row> Rows(const json& f) {
+  std::vector<Row> rows;
+  for (const auto& g : JsonAt(f, "groups")) {
+    for (const auto& t : JsonAt(g, "terms"))
+      rows.push_back(
+          {{Layers(g), JsonStr(t, "kind"), JsonStr(t, "chain"), FmtFixed(JsonAt(t, "launches_saved"), 0),
+            FmtFixed(JsonAt(t, "bytes_saved_per_token"), 0), JsonStr(t, "formula")},
+           false});
+    for (const auto& t : JsonAt(g, "blocked"))
+      rows.push_back({{Layers(g), "NOT fused: " + JsonStr(t, "kind"), JsonStr(t, "chain"), "0", "0",
+                       JsonStr(t, "blocked_by")},
+                      true});
+  }
+  return rows;
+}
+
+const std::vector<std::string> kHeader = {"layers",         "fusion",        "chain",
+                                          "launches saved", "B/token saved", "formula"};
+
+}  // namespace
+
+void FusionsMarkdown(std::ostringstream& o, const json& r) {
+  const json& f = JsonAt(r, "fusions");
+  o << "## Kernel fusions\n\n";
+  if (!f.is_object()) {
+    o << "-\n\n";
+    return;
+  }
+  o << "Fusing saves " << Totals(f) << ".\n\n|";
+  for (const std::string& h : kHeader) o << " " << h << " |";
+  o << "\n|";
+  for (size_t i = 0; i < kHeader.size(); ++i) o << "---|";
+  o << "\n";
+  for (const Row& row : Rows(f)) {
+    o << "|";
+    for (const std::string& c : row.cells) o << " " << c << " |";
+    o << "\n";
+  }
+  o << "\n";
+}
+
+void FusionsHtml(std::ostringstream& o, const json& r) {
+  const json& f = JsonAt(r, "fusions");
+  o << "<h2>Kernel fusions</h2>";
+  if (!f.is_object()) {
+    o << "<p>-</p>";
+    return;
+  }
+  o << "<p>Fusing saves " << XmlEscape(Totals(f)) << ".</p><table><tr>";
+  for (const std::string& h : kHeader) o << "<th>" << XmlEscape(h) << "</th>";
+  o << "</tr>";
+  for (const Row& row : Rows(f)) {
+    o << (row.blocked ? "<tr class=\"bad\">" : "<tr>");
+    for (const std::string& c : row.cells) o << "<td>" << XmlEscape(c) << "</td>";
+    o << "</tr>";
+  }
+  o << "</table>";
+}
+
+}  // namespace onboard::agent

@@ -1,0 +1,36 @@
+// The fusion plan checked against an exported graph: the IR plan (search/fusion_plan.h) says which
+// chains a layer of this kind has; the ONNX graph (parsers/onnx_fusion_patterns.h) says whether each
+// chain's intermediates really have no other reader. Rules, per layer:
+//   norm+linear      the i-th norm match of the layer (graph order) confirms or blocks the i-th
+//                    kNormLinearPrologue term (attention input first, then the channel input)
+//   silu*mul         any blocked match blocks the layer's kGatedActivation terms
+//   sigmoid->kernel  any blocked match blocks the layer's kKdaPrologue term
+//   softmax(QK^T)V   a fusable match adds a kSoftmaxAttention term (the graph materialises the
+//                    scores, which the IR plan does not assume): the scaled / masked scores and the
+//                    probabilities, H x seq elements per token each (full s x s: exporters mask, they
+//                    do not skip), written and read: 2 x n x H x seq x act_bytes per token for the n
+//                    intermediates of the chain; launches saved = chain ops - 1
+// Terms whose chain the graph does not show stay as the IR plan has them. Blocked terms move to
+// LayerFusion::blocked with the graph's reason and leave the totals.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "core/model_ir.h"
+#include "parsers/onnx_fusion_patterns.h"
+#include "search/fusion_plan.h"
+
+namespace onboard {
+
+FusionPlan ConfirmFusionsInGraph(FusionPlan plan, const ModelIR& model,
+                                 const std::vector<GraphFusionMatch>& matches);
+
+// The plan of `model` loaded from `path`: PlanFusions, then ConfirmFusionsInGraph when `path` is an
+// .onnx file. `*from_graph` (optional) says whether the graph was read. Graph read errors as
+// FindOnnxFusionsInFile's.
+[[nodiscard]] Expected<FusionPlan> PlanFusionsForModelFile(const ModelIR& model, const std::string& path,
+                                                           const FusionOptions& options,
+                                                           bool* from_graph = nullptr);
+
+}  // namespace onboard

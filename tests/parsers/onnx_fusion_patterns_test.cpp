@@ -1,0 +1,169 @@
+// Fusable patterns in the PyTorch-exported fixtures (tests/data/onnx), and the same graphs edited through
+// the protobuf API so that a pattern is broken (an intermediate with a second reader) and must not fuse.
+#include "parsers/onnx_fusion_patterns.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+namespace onboard {
+namespace {
+
+const std::string kData = std::string(ONBOARD_TEST_DATA) + "/onnx/";
+
+std::string ReadAll(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  return os.str();
+}
+
+onnx::ModelProto Load(const std::string& name) {
+  onnx::ModelProto m;
+  EXPECT_TRUE(m.ParseFromString(ReadAll(kData + name)));
+  return m;
+}
+
+std::vector<GraphFusionMatch> Find(const onnx::ModelProto& m, const std::string& origin) {
+  auto r = FindOnnxFusionsInBytes(m.SerializeAsString(), origin);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : std::vector<GraphFusionMatch>{};
+}
+
+// (layer, pattern) -> {fusable, blocked} counts.
+std::map<std::pair<int64_t, GraphPattern>, std::pair<int, int>> Count(
+    const std::vector<GraphFusionMatch>& ms) {
+  std::map<std::pair<int64_t, GraphPattern>, std::pair<int, int>> c;
+  for (const auto& m : ms) (m.fusable ? c[{m.layer, m.pattern}].first : c[{m.layer, m.pattern}].second)++;
+  return c;
+}
+
+const onnx::NodeProto* NodeNamed(const onnx::ModelProto& m, const std::string& name) {
+  for (const auto& n : m.graph().node())
+    if (n.name() == name) return &n;
+  return nullptr;
+}
+
+TEST(OnnxFusionPatterns, LlamaLayersHaveEveryDecoderPatternFusable) {
+  auto r = FindOnnxFusionsInFile(kData + "llama_gqa_tiny.onnx");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto c = Count(*r);
+  for (int64_t l : {0, 1}) {
+    // input_layernorm -> q/k/v and post_attention_layernorm -> gate/up; SiLU(gate) * up; softmax(QK^T)V.
+    EXPECT_EQ(c.at({l, GraphPattern::kNormLinear}), std::make_pair(2, 0)) << "layer " << l;
+    EXPECT_EQ(c.at({l, GraphPattern::kSiluMul}), std::make_pair(1, 0)) << "layer " << l;
+    EXPECT_EQ(c.at({l, GraphPattern::kSoftmaxAttention}), std::make_pair(1, 0)) << "layer " << l;
+  }
+  for (const auto& m : *r) {
+    if (m.pattern == GraphPattern::kNormLinear && m.layer == 0 && m.nodes.size() == 4) {
+      EXPECT_NE(m.nodes[1].find("q_proj"), std::string::npos)
+          << m.nodes[1];  // three projections read the norm
+    }
+    if (m.pattern == GraphPattern::kSiluMul && m.layer == 0) {
+      EXPECT_EQ(m.nodes.front(), "/layers.0/mlp/gate_proj/MatMul");
+      EXPECT_EQ(m.nodes.back(), "/layers.0/mlp/Mul_1");
+      EXPECT_EQ(m.intermediates, 4);  // gate out, sigmoid, silu, up out
+    }
+  }
+}
+
+TEST(OnnxFusionPatterns, SigmoidAlsoAGraphOutputDoesNotFuse) {
+  // The negative fixture: llama_gqa_tiny with layer 0's SiLU sigmoid also exported as a graph output.
+  onnx::ModelProto m = Load("llama_gqa_tiny.onnx");
+  const onnx::NodeProto* sig = NodeNamed(m, "/layers.0/mlp/Sigmoid");
+  ASSERT_NE(sig, nullptr);
+  m.mutable_graph()->add_output()->set_name(sig->output(0));
+  const auto ms = Find(m, "sigmoid_exported.onnx");
+  const auto c = Count(ms);
+  EXPECT_EQ(c.at({0, GraphPattern::kSiluMul}), std::make_pair(0, 1));
+  EXPECT_EQ(c.at({1, GraphPattern::kSiluMul}), std::make_pair(1, 0)) << "layer 1 is untouched";
+  for (const auto& x : ms) {
+    if (x.pattern == GraphPattern::kSiluMul && x.layer == 0) {
+      EXPECT_EQ(x.blocker, "value " + sig->output(0) + " is a graph output");
+    }
+  }
+}
+
+TEST(OnnxFusionPatterns, SecondReaderOfTheScoresOrTheNormBlocksThem) {
+  onnx::ModelProto m = Load("llama_gqa_tiny.onnx");
+  const onnx::NodeProto* soft = NodeNamed(m, "/layers.1/self_attn/Softmax");
+  const onnx::NodeProto* norm = NodeNamed(m, "/layers.1/post_attention_layernorm/Mul_1");
+  ASSERT_NE(soft, nullptr);
+  ASSERT_NE(norm, nullptr);
+  const std::string probs = soft->output(0), normed = norm->output(0);
+  for (const auto& [in, name] : {std::make_pair(probs, "/layers.1/self_attn/ProbsCopy"),
+                                 std::make_pair(normed, "/layers.1/mlp/NormedCopy")}) {
+    onnx::NodeProto* extra = m.mutable_graph()->add_node();
+    extra->set_op_type("Identity");
+    extra->set_name(name);
+    extra->add_input(in);
+    extra->add_output(std::string(name) + "_out");
+  }
+  const auto ms = Find(m, "second_reader.onnx");
+  const auto c = Count(ms);
+  EXPECT_EQ(c.at({1, GraphPattern::kSoftmaxAttention}), std::make_pair(0, 1));
+  EXPECT_EQ(c.at({1, GraphPattern::kNormLinear}), std::make_pair(1, 1));
+  EXPECT_EQ(c.at({0, GraphPattern::kSoftmaxAttention}), std::make_pair(1, 0));
+  for (const auto& x : ms) {
+    if (!x.fusable) {
+      EXPECT_NE(x.blocker.find("is also read by node /layers.1/"), std::string::npos) << x.blocker;
+    }
+  }
+}
+
+TEST(OnnxFusionPatterns, PostNormEncoderNormIsTheResidualStream) {
+  // BERT (post-LN): each LayerNorm output is both the next linears' input and the residual: it must be
+  // written, so norm+linear does not fuse; attention and the GELU MLP have no SiLU.
+  auto r = FindOnnxFusionsInFile(kData + "bert_encoder_tiny.onnx");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  int norm_fused = 0, norm_blocked = 0, softmax = 0, silu = 0;
+  for (const auto& m : *r) {
+    // The last layer's norm2 feeds only the head (outside the layers, -1): that one may fuse.
+    if (m.pattern == GraphPattern::kNormLinear && m.layer >= 0) (m.fusable ? norm_fused : norm_blocked)++;
+    if (m.pattern == GraphPattern::kSoftmaxAttention && m.fusable) ++softmax;
+    if (m.pattern == GraphPattern::kSiluMul) ++silu;
+  }
+  EXPECT_EQ(norm_fused, 0);
+  EXPECT_GT(norm_blocked, 0);
+  EXPECT_GT(softmax, 0);
+  EXPECT_EQ(silu, 0);
+}
+
+TEST(OnnxFusionPatterns, SigmoidIntoACustomKernelFusesUnlessReadElsewhere) {
+  // A KDA-style export: beta = sigmoid(x) feeding a custom-domain kernel op in layer 0.
+  for (bool second_reader : {false, true}) {
+    onnx::ModelProto m = Load("llama_gqa_tiny.onnx");
+    const onnx::NodeProto* q = NodeNamed(m, "/layers.0/self_attn/q_proj/MatMul");
+    ASSERT_NE(q, nullptr);
+    onnx::NodeProto* sig = m.mutable_graph()->add_node();
+    sig->set_op_type("Sigmoid");
+    sig->set_name("/layers.0/self_attn/beta/Sigmoid");
+    sig->add_input(q->output(0));
+    sig->add_output("beta_sigmoid");
+    onnx::NodeProto* kda = m.mutable_graph()->add_node();
+    kda->set_op_type("ChunkKDA");
+    kda->set_domain("com.onboard");
+    kda->set_name("/layers.0/self_attn/ChunkKDA");
+    kda->add_input("beta_sigmoid");
+    kda->add_output("kda_out");
+    if (second_reader) m.mutable_graph()->add_output()->set_name("beta_sigmoid");
+    const auto c = Count(Find(m, "kda_beta.onnx"));
+    EXPECT_EQ(c.at({0, GraphPattern::kSigmoidIntoKernel}),
+              second_reader ? std::make_pair(0, 1) : std::make_pair(1, 0));
+  }
+}
+
+TEST(OnnxFusionPatterns, BadFileIsBadInputNamingIt) {
+  auto r = FindOnnxFusionsInBytes("not a model", "junk.onnx");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kBadInput);
+  EXPECT_NE(r.status().message().find("junk.onnx"), std::string::npos);
+  EXPECT_EQ(FindOnnxFusionsInFile(kData + "missing.onnx").status().code(), ErrorCode::kNotFound);
+}
+
+}  // namespace
+}  // namespace onboard

@@ -1,0 +1,80 @@
+// The fusion plan in the cost model (search/fusion_cost.h): an unfused KDA prologue / DSA indexer keeps
+// and moves exactly the plan's bytes; fused kernels (the default) change nothing; the step time of an
+// unfused plan grows by the elementwise traffic of those bytes.
+#include "search/fusion_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "search/cost_model.h"
+#include "search/fusion_plan.h"
+#include "search_test_util.h"
+
+namespace onboard {
+namespace {
+
+double PlanTerm(const ModelIR& m, size_t i, FusionKind k, int64_t seq) {
+  FusionOptions o;
+  o.seq = seq;
+  for (const FusionTerm& t : PlanLayerFusions(m, m.layers[i], o).terms)
+    if (t.kind == k) return t.bytes_saved;
+  return 0;
+}
+
+TEST(FusionCost, UnfusedKdaAndDsaLayersKeepHalfThePlanBytes) {
+  const ModelIR m = test::Flagship();
+  const int64_t seq = 8192;
+  const ModelProfile fused = BuildProfile(m, seq, 0, false), unfused = BuildProfile(m, seq, 0, true);
+  int kda = 0, dsa = 0, other = 0;
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const MixerKind k = m.layers[i].attn.kind;
+    const double plan = k == MixerKind::kKDA   ? PlanTerm(m, i, FusionKind::kKdaPrologue, seq)
+                        : k == MixerKind::kDSA ? PlanTerm(m, i, FusionKind::kDsaIndexerTopk, seq)
+                                               : 0;
+    (k == MixerKind::kKDA ? kda : k == MixerKind::kDSA ? dsa : other)++;
+    EXPECT_DOUBLE_EQ(unfused.layers[i].act_mixer - fused.layers[i].act_mixer, plan / 2) << "layer " << i;
+    EXPECT_DOUBLE_EQ(fused.layers[i].fused_mixer_bytes, plan) << "layer " << i;
+    const MixerFusionBytes b = MixerFusionBytesOf(m, m.layers[i], seq);
+    EXPECT_DOUBLE_EQ(b.moved, plan);
+    EXPECT_DOUBLE_EQ(b.kept, plan / 2);
+    EXPECT_EQ(b.launches > 0, plan > 0) << "layer " << i;
+  }
+  EXPECT_GT(kda, 0);
+  EXPECT_GT(dsa, 0);
+  // DSA scores scale with the causal length: (seq + 1) / 2 fp32 keys, written and read.
+  for (size_t i = 0; i < m.layers.size(); ++i)
+    if (m.layers[i].attn.kind == MixerKind::kDSA) {
+      EXPECT_DOUBLE_EQ(MixerFusionBytesOf(m, m.layers[i], seq).moved, 2 * 4.0 * (seq + 1) / 2);
+      break;
+    }
+}
+
+TEST(FusionCost, ModelWithoutKdaOrDsaIsUnchanged) {
+  auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/onnx/llama_gqa_tiny.onnx");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  for (const LayerSpec& l : m->layers) {
+    const MixerFusionBytes b = MixerFusionBytesOf(*m, l, 4096);
+    EXPECT_EQ(b.kept, 0);
+    EXPECT_EQ(b.moved, 0);
+  }
+}
+
+TEST(FusionCost, UnfusedFlagshipStepIsSlowerByItsMixerTraffic) {
+  // Same plan, same request except attention_kernel: the unfused request pays the fused-away bytes
+  // (and the softmax layers' score traffic); the difference is at least the KDA/DSA elementwise term.
+  PlanRequest req = test::SeedRequest(FinetuneMode::kLoRA);
+  PlanRequest unf = req;
+  unf.attention_kernel = "unfused";
+  const CostContext cf = MakeCostContext(req), cu = MakeCostContext(unf);
+  Plan p = test::MakePlan({1, 128, 1, 1, 128, 1, 1, false}, req.seq, 1, 1);  // FSDP 128, EP 128
+  p.mode = FinetuneMode::kLoRA;
+  p.lora_rank = 16;
+  const PlanEstimate ef = EstimatePlan(cf, p), eu = EstimatePlan(cu, p);
+  double fused_bytes = 0;
+  for (const LayerProfile& lp : cf.prof.layers) fused_bytes += lp.fused_mixer_bytes;
+  ASSERT_GT(fused_bytes, 0);
+  EXPECT_GT(eu.step_s, ef.step_s);
+  EXPECT_GT(eu.memory.activations, ef.memory.activations);
+}
+
+}  // namespace
+}  // namespace onboard

@@ -1,0 +1,112 @@
+// The fusion plan fed from an exported graph (search/fusion_plan_graph.h): the llama fixture confirms
+// its IR terms and adds softmax attention; a graph whose SiLU sigmoid is also a graph output loses
+// layer 0's gated-activation term, with the graph's reason; a post-LN encoder loses its norm prologues.
+#include "search/fusion_plan_graph.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+#include "parsers/load_model.h"
+#include "search/fusion_plan_json.h"
+
+namespace onboard {
+namespace {
+
+const std::string kOnnx = std::string(ONBOARD_TEST_DATA) + "/onnx/";
+
+int CountKind(const std::vector<FusionTerm>& ts, FusionKind k) {
+  int n = 0;
+  for (const FusionTerm& t : ts) n += t.kind == k;
+  return n;
+}
+
+TEST(FusionPlanGraph, LlamaGraphConfirmsTheIrTermsAndAddsSoftmaxAttention) {
+  const std::string path = kOnnx + "llama_gqa_tiny.onnx";
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  FusionOptions o;
+  o.seq = 1024;
+  const FusionPlan ir = PlanFusions(*m, o);
+  bool from_graph = false;
+  auto g = PlanFusionsForModelFile(*m, path, o, &from_graph);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  EXPECT_TRUE(from_graph);
+  ASSERT_EQ(g->layers.size(), ir.layers.size());
+  for (size_t i = 0; i < ir.layers.size(); ++i) {
+    const LayerFusion& l = g->layers[i];
+    EXPECT_TRUE(l.blocked.empty()) << "layer " << i;
+    ASSERT_EQ(l.terms.size(), ir.layers[i].terms.size() + 1) << "layer " << i;
+    const FusionTerm& s = l.terms.back();
+    EXPECT_EQ(s.kind, FusionKind::kSoftmaxAttention);
+    // Scores after the QK^T MatMul, the scale, the mask and the softmax: 2 x n x H x seq x 2 B.
+    const double H = static_cast<double>(m->layers[i].attn.num_heads);
+    EXPECT_GT(s.bytes_saved, 0);
+    EXPECT_DOUBLE_EQ(std::fmod(s.bytes_saved, 2 * H * 1024 * 2), 0.0) << s.formula;
+    EXPECT_GE(s.launches_saved, 2);
+  }
+  EXPECT_GT(g->SavedBytesPerToken(), ir.SavedBytesPerToken());
+}
+
+TEST(FusionPlanGraph, SigmoidAlsoAGraphOutputBlocksLayerZerosGatedActivation) {
+  // The negative fixture (the llama graph edited through the protobuf API).
+  onnx::ModelProto mp;
+  {
+    std::ifstream in(kOnnx + "llama_gqa_tiny.onnx", std::ios::binary);
+    std::ostringstream os;
+    os << in.rdbuf();
+    ASSERT_TRUE(mp.ParseFromString(os.str()));
+  }
+  std::string sig;
+  for (const auto& n : mp.graph().node())
+    if (n.name() == "/layers.0/mlp/Sigmoid") sig = n.output(0);
+  ASSERT_FALSE(sig.empty());
+  mp.mutable_graph()->add_output()->set_name(sig);
+  auto m = LoadModel(kOnnx + "llama_gqa_tiny.onnx");
+  ASSERT_TRUE(m.ok());
+  auto matches = FindOnnxFusionsInBytes(mp.SerializeAsString(), "edited.onnx");
+  ASSERT_TRUE(matches.ok()) << matches.status().ToString();
+  const FusionPlan ir = PlanFusions(*m);
+  const FusionPlan g = ConfirmFusionsInGraph(ir, *m, *matches);
+  EXPECT_EQ(CountKind(g.layers[0].terms, FusionKind::kGatedActivation), 0);
+  ASSERT_EQ(CountKind(g.layers[0].blocked, FusionKind::kGatedActivation), 1);
+  EXPECT_EQ(g.layers[0].blocked[0].blocked_by, "value " + sig + " is a graph output");
+  EXPECT_EQ(CountKind(g.layers[1].terms, FusionKind::kGatedActivation), 1) << "layer 1 still fuses";
+  EXPECT_DOUBLE_EQ(ir.layers[0].SavedBytesPerToken() + g.layers[0].terms.back().bytes_saved -
+                       g.layers[0].SavedBytesPerToken(),
+                   g.layers[0].blocked[0].bytes_saved)
+      << "the blocked term leaves the totals";
+  // The text and JSON name it.
+  EXPECT_NE(FormatFusionPlan(g).find("NOT fused: gated activation"), std::string::npos);
+  EXPECT_EQ(FusionPlanJson(g, false)["groups"][0]["blocked"][0]["blocked_by"],
+            "value " + sig + " is a graph output");
+}
+
+TEST(FusionPlanGraph, PostNormEncoderLosesItsNormPrologues) {
+  const std::string path = kOnnx + "bert_encoder_tiny.onnx";
+  auto m = LoadModel(path);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto g = PlanFusionsForModelFile(*m, path, FusionOptions{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  int blocked = 0;
+  for (const LayerFusion& l : g->layers) blocked += CountKind(l.blocked, FusionKind::kNormLinearPrologue);
+  EXPECT_GT(blocked, 0);
+}
+
+TEST(FusionPlanGraph, ConfigModelsUseTheIrPlanOnly) {
+  auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/flagship.config.json");
+  ASSERT_TRUE(m.ok());
+  bool from_graph = true;
+  auto g = PlanFusionsForModelFile(*m, std::string(ONBOARD_TEST_DATA) + "/hf/flagship.config.json", {},
+                                   &from_graph);
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(from_graph);
+  EXPECT_EQ(FormatFusionPlan(*g), FormatFusionPlan(PlanFusions(*m)));
+}
+
+}  // namespace
+}  // namespace onboard
