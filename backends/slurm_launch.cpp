@@ -76,6 +76,18 @@ std::string MissingRanks(const SrunLaunch& l) {
   return missing;
 }
 
+// SIGTERM (srun cancels its tasks), SIGKILL when srun is still there 2 s later; reaps it.
+void StopSrun(pid_t pid, int* status) {
+  kill(pid, SIGTERM);
+  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while (std::chrono::steady_clock::now() < grace_end) {
+    if (waitpid(pid, status, WNOHANG) != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, status, 0);
+}
+
 }  // namespace
 
 std::string SrunMasterAddr() {
@@ -91,11 +103,11 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   if (srun.empty()) return NotFound("srun (Slurm client) on PATH: install slurm-client or run with --launcher local");
   const std::string task =
       "exec \"$0\" probe-worker --spec \"$1\" --rank \"$SLURM_PROCID\" --world \"$2\" --master-addr \"$3\" "
-      "--master-port \"$4\" --out \"$5/rank$SLURM_PROCID.json\"";
+      "--master-port \"$4\" --out \"$5/rank$SLURM_PROCID.json\" --steps-out \"$6\"";
   std::vector<std::string> args = {srun, "--ntasks=" + std::to_string(l.ranks), "--kill-on-bad-exit=1", "--overcommit",
                                    "--job-name=onboard-probe", "--output=" + l.out_dir + "/rank%t.log",
                                    "bash", "-c", task, l.worker, l.spec_file, std::to_string(l.ranks),
-                                   l.master_addr, std::to_string(l.master_port), l.out_dir};
+                                   l.master_addr, std::to_string(l.master_port), l.out_dir, l.steps_file};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -113,19 +125,22 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   }
   close(fd);
   if (pid < 0) return IoError("fork failed for srun");
-  // Step 3: wait, stopping the step past the deadline (SIGTERM lets srun cancel its tasks).
+  // Step 3: wait, stopping the step past the deadline or when `poll` says so (SIGTERM lets srun
+  // cancel its tasks).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(l.timeout_s * 1000));
   int status = 0;
   bool timed_out = false;
   while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (!timed_out && std::chrono::steady_clock::now() > deadline) {
+    if (std::chrono::steady_clock::now() > deadline) {
       timed_out = true;
-      kill(pid, SIGTERM);
-      std::this_thread::sleep_for(std::chrono::seconds(2));
-      if (waitpid(pid, &status, WNOHANG) != 0) break;
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
+      StopSrun(pid, &status);
       break;
+    }
+    if (l.poll) {
+      if (Status st = l.poll(); !st.ok()) {
+        StopSrun(pid, &status);
+        return st;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

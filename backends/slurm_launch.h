@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 #include "core/status.h"
@@ -15,17 +16,22 @@ struct SrunLaunch {
   std::string worker;        // `onboard` binary, the same path on every node
   std::string spec_file;     // probe_spec.json (on a filesystem every node sees)
   std::string out_dir;       // rank<r>.log / rank<r>.json / srun.log land here
+  std::string steps_file;    // rank 0's steps.jsonl (ProbeWorkerArgs::steps_file); empty = none
   std::string master_addr;   // where the ranks reach the launcher's TCPStore
   int64_t master_port = 0;
   int64_t ranks = 1;
   double timeout_s = 300;    // whole step; srun is stopped (and with it every task) past it
+  // Called every 20 ms while srun runs (the launcher follows steps_file and the cancel flag). A
+  // non-OK status stops the step (SIGTERM to srun, SIGKILL after 2 s) and is returned. May be empty.
+  std::function<Status()> poll;
 };
 
 // The address ranks use to reach this process: $ONBOARD_PROBE_MASTER_ADDR, else this host's name.
 std::string SrunMasterAddr();
 
 // Runs the step and waits for it. Errors: srun not installed (kNotFound); a task failed or the
-// step timed out (kNetwork: names the rank with no result, srun's last line and the rank's log).
+// step timed out (kNetwork: names the rank with no result, srun's last line and the rank's log);
+// whatever `poll` returned when it stopped the step.
 Status RunRanksWithSrun(const SrunLaunch& launch);
 
 }  // namespace onboard::backends
