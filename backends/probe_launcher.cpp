@@ -220,15 +220,11 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   // With --launcher slurm one srun step starts them instead (backends/slurm_launch.cpp).
   std::vector<pid_t> pids;
   const bool local = cfg.launcher != "slurm";
-  if (!local) {
-    auto poll = [&]() -> Status {
-      if (observer != nullptr && observer->cancelled()) return Cancelled();
-      return DeliverSteps(tail, observer, false);
-    };
-    ONBOARD_RETURN_IF_ERROR(backends::RunRanksWithSrun({worker, spec_file, cfg.out_dir, steps_file,
-                                                        backends::SrunMasterAddr(), store->port(), cfg.ranks,
-                                                        cfg.timeout_s, poll}));
-  }
+  if (!local)
+    ONBOARD_RETURN_IF_ERROR(backends::RunRanksWithSrun(
+        {worker, spec_file, cfg.out_dir, steps_file, backends::SrunMasterAddr(), store->port(), cfg.ranks,
+         cfg.timeout_s, [observer] { return observer != nullptr && observer->cancelled(); }, kProbeCancelGraceS,
+         [&tail, observer] { return DeliverSteps(tail, observer, false); }}));
   for (int64_t r = 0; local && r < cfg.ranks; ++r) {
     const std::string rs = std::to_string(r);
     std::vector<std::string> args = {worker, "probe-worker", "--spec", spec_file, "--rank", rs,

@@ -76,18 +76,6 @@ std::string MissingRanks(const SrunLaunch& l) {
   return missing;
 }
 
-// SIGTERM (srun cancels its tasks), SIGKILL when srun is still there 2 s later; reaps it.
-void StopSrun(pid_t pid, int* status) {
-  kill(pid, SIGTERM);
-  const auto grace_end = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (std::chrono::steady_clock::now() < grace_end) {
-    if (waitpid(pid, status, WNOHANG) != 0) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, status, 0);
-}
-
 }  // namespace
 
 std::string SrunMasterAddr() {
@@ -96,6 +84,24 @@ std::string SrunMasterAddr() {
   if (gethostname(host, sizeof host - 1) != 0 || host[0] == 0) return "127.0.0.1";
   return host;
 }
+
+namespace {
+
+// SIGTERM to srun (it forwards the signal to every task and ends the step), SIGKILL to its process
+// group when it has not exited after `grace_s`; reaps it into `status`.
+void StopSrun(pid_t pid, double grace_s, int& status) {
+  kill(pid, SIGTERM);
+  const auto until =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(grace_s * 1000));
+  while (std::chrono::steady_clock::now() < until) {
+    if (waitpid(pid, &status, WNOHANG) != 0) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(-pid, SIGKILL);
+  waitpid(pid, &status, 0);
+}
+
+}  // namespace
 
 Status RunRanksWithSrun(const SrunLaunch& l) {
   // Step 1: the command line. bash expands $SLURM_PROCID in each task.
@@ -125,24 +131,30 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   }
   close(fd);
   if (pid < 0) return IoError("fork failed for srun");
-  // Step 3: wait, stopping the step past the deadline or when `poll` says so (SIGTERM lets srun
-  // cancel its tasks).
+  // Step 3: wait, stopping the step past the deadline, on cancel or when `poll` fails (SIGTERM lets
+  // srun end its tasks).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(l.timeout_s * 1000));
   int status = 0;
   bool timed_out = false;
+  bool cancelled = false;
   while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      timed_out = true;
-      StopSrun(pid, &status);
+    cancelled = l.cancelled && l.cancelled();
+    timed_out = !cancelled && std::chrono::steady_clock::now() > deadline;
+    if (cancelled || timed_out) {
+      StopSrun(pid, l.cancel_grace_s, status);
       break;
     }
     if (l.poll) {
       if (Status st = l.poll(); !st.ok()) {
-        StopSrun(pid, &status);
+        StopSrun(pid, l.cancel_grace_s, status);
         return st;
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (cancelled) {
+    return Status(ErrorCode::kInternal, "cancelled: the srun step was stopped (SIGTERM, SIGKILL after " +
+                                            std::to_string(l.cancel_grace_s) + " s)");
   }
   // Step 4: verdict.
   const std::string missing = MissingRanks(l);

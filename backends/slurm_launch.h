@@ -21,8 +21,10 @@ struct SrunLaunch {
   int64_t master_port = 0;
   int64_t ranks = 1;
   double timeout_s = 300;    // whole step; srun is stopped (and with it every task) past it
-  // Called every 20 ms while srun runs (the launcher follows steps_file and the cancel flag). A
-  // non-OK status stops the step (SIGTERM to srun, SIGKILL after 2 s) and is returned. May be empty.
+  std::function<bool()> cancelled;  // polled while waiting; true -> the step is stopped (may be empty)
+  double cancel_grace_s = 2;        // seconds between SIGTERM and SIGKILL to srun, on cancel or timeout
+  // Called every 20 ms while srun runs (the launcher follows steps_file for ProbeObserver::OnStep).
+  // A non-OK status stops the step like a cancel and is returned. May be empty.
   std::function<Status()> poll;
 };
 
@@ -31,7 +33,8 @@ std::string SrunMasterAddr();
 
 // Runs the step and waits for it. Errors: srun not installed (kNotFound); a task failed or the
 // step timed out (kNetwork: names the rank with no result, srun's last line and the rank's log);
-// whatever `poll` returned when it stopped the step.
+// cancelled (kInternal, "cancelled: ..."): srun got SIGTERM (it signals and ends its tasks), then
+// SIGKILL after cancel_grace_s; or whatever `poll` returned when it stopped the step.
 Status RunRanksWithSrun(const SrunLaunch& launch);
 
 }  // namespace onboard::backends

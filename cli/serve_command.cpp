@@ -2,6 +2,7 @@
 //
 //   onboard serve [--port 8080] [--host 127.0.0.1] [--db onboard.db] [--allowed-root DIR ...]
 //                 [--token-file F | env ONBOARD_TOKEN] [--max-body BYTES] [--queue N] [--workers N]
+//                 [--max-client-connections N]
 //
 // Step 1: validate flags, load the token, canonicalise the allowed roots.
 // Step 2: open the store (jobs left running by a crash become `interrupted`); end their leftover
@@ -74,6 +75,7 @@ struct ServeOptions {
   int workers = 1;
   double grace_s = 10;
   int http_threads = 32;
+  int max_client_connections = onboard::serve::kDefaultMaxClientConnections;
 };
 
 int RunServe(const ServeOptions& o) {
@@ -89,6 +91,7 @@ int RunServe(const ServeOptions& o) {
   config.token = *token;
   config.max_body = o.max_body;
   config.http_threads = o.http_threads;
+  config.max_client_connections = o.max_client_connections;
   if (Status st = config.Validate(); !st.ok()) return ReportError("serve", st);
   JobQueueOptions qopts{o.queue, o.workers};
   if (Status st = qopts.Validate(); !st.ok()) return ReportError("serve", st);
@@ -166,6 +169,9 @@ OnboardCommand kServe{"serve", "Run the onboarding job service (HTTP API, SQLite
                             ->capture_default_str();
                         sub.add_option("--http-threads", o->http_threads,
                                        "Connection threads (each SSE follower holds one)")
+                            ->capture_default_str();
+                        sub.add_option("--max-client-connections", o->max_client_connections,
+                                       "Connections one client address may hold open; over it: 429")
                             ->capture_default_str();
                         return [o] { return RunServe(*o); };
                       }};

@@ -3,6 +3,7 @@
 
 #include <signal.h>
 
+#include "serve/http_client_cap.h"
 #include "serve/http_errors.h"
 
 namespace onboard::serve {
@@ -46,7 +47,8 @@ void ElasticTaskQueue::Work() {
       fn = std::move(jobs_.front());
       jobs_.pop_front();
     }
-    fn();
+    fn();                                  // one connection, accept to close
+    ClientConnectionCap::EndConnection();  // its per-client slot, if its first request took one
   }
 }
 

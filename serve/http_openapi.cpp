@@ -50,7 +50,7 @@ const char* const kOpenApi = R"json({
           "403": {"$ref": "#/components/responses/Forbidden"},
           "404": {"$ref": "#/components/responses/NotFound"},
           "413": {"$ref": "#/components/responses/PayloadTooLarge"},
-          "429": {"$ref": "#/components/responses/QueueFull"},
+          "429": {"$ref": "#/components/responses/TooManyRequests"},
           "503": {"$ref": "#/components/responses/Unavailable"}
         }
       },
@@ -153,7 +153,7 @@ const char* const kOpenApi = R"json({
           "401": {"$ref": "#/components/responses/Unauthorized"},
           "404": {"$ref": "#/components/responses/NotFound"},
           "409": {"$ref": "#/components/responses/Conflict"},
-          "429": {"$ref": "#/components/responses/QueueFull"},
+          "429": {"$ref": "#/components/responses/TooManyRequests"},
           "503": {"$ref": "#/components/responses/Unavailable"}
         }
       }
@@ -186,7 +186,7 @@ const char* const kOpenApi = R"json({
       "Conflict": {"description": "The job's state does not allow this", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
       "UnsupportedMediaType": {"description": "The body is not Content-Type application/json", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
       "PayloadTooLarge": {"description": "Body larger than --max-body", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
-      "QueueFull": {"description": "The job queue is full; see Retry-After", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+      "TooManyRequests": {"description": "The job queue is full (queue_full), or this client has --max-client-connections connections open (too_many_connections); see Retry-After", "headers": {"Retry-After": {"schema": {"type": "integer"}}}, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
       "Unavailable": {"description": "The server is shutting down", "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
     },
     "schemas": {
@@ -283,7 +283,8 @@ std::string ResponseNameFor(int status) {
     case 409: return "Conflict";
     case 413: return "PayloadTooLarge";
     case 415: return "UnsupportedMediaType";
-    case 429: return "QueueFull";
+    case 429:
+      return "TooManyRequests";
     case 503: return "Unavailable";
   }
   ONBOARD_ASSERT(false, "no OpenAPI response for status " + std::to_string(status));
@@ -320,10 +321,12 @@ const std::vector<RouteDecl>& ApiRoutes() {
   static const std::vector<RouteDecl> kRoutes = [] {
     std::vector<RouteDecl> all = {{"get", "/healthz", {200}}, {"get", "/openapi.json", {200}}};
     for (const auto* group : {&JobRouteDecls(), &PlanRouteDecls()}) all.insert(all.end(), group->begin(), group->end());
-    // What ApiServer answers itself: 401 (authentication) on all but /healthz, 413 (body) on POST.
+    // What ApiServer answers itself: 401 (authentication) on all but /healthz, 413 (body) on POST,
+    // 429 (connections per client) on all.
     for (RouteDecl& r : all) {
       if (r.path != "/healthz") r.statuses.push_back(401);
       if (r.method == "post") r.statuses.push_back(413);
+      if (std::find(r.statuses.begin(), r.statuses.end(), 429) == r.statuses.end()) r.statuses.push_back(429);
       std::sort(r.statuses.begin(), r.statuses.end());
     }
     return all;

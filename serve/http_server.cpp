@@ -31,6 +31,10 @@ Status ServerConfig::Validate() const {
   if (max_body < 1024 || max_body > (size_t{1} << 31)) {
     return BadInput("onboard serve", "--max-body", "must be in [1024, 2^31] bytes", std::to_string(max_body));
   }
+  if (max_client_connections < 1 || max_client_connections > kMaxConnectionThreads) {
+    return BadInput("onboard serve", "--max-client-connections", "must be in [1, 1024]",
+                    std::to_string(max_client_connections));
+  }
   if (http_threads < 2 || http_threads > 1024) {
     return BadInput("onboard serve", "http_threads", "must be in [2, 1024]", std::to_string(http_threads));
   }
@@ -43,7 +47,8 @@ ApiServer::ApiServer(ServerConfig config, AllowedRoots roots, JobStore& store, J
       roots_(std::move(roots)),
       queue_(queue),
       notifier_(notifier),
-      ctx_{store, queue, notifier, roots_, config_.sse, workers, config_.plan_threads, config_.max_body} {
+      ctx_{store, queue, notifier, roots_, config_.sse, workers, config_.plan_threads, config_.max_body},
+      client_cap_(static_cast<size_t>(config_.max_client_connections)) {
   ONBOARD_ASSERT(config_.Validate().ok(), config_.Validate().message());
   Install();
 }
@@ -74,7 +79,17 @@ void ApiServer::Install() {
   // Then a declared body over --max-body: refused on the header, before a byte of it is read.
   const std::string token = config_.token;
   const size_t max_body = config_.max_body;
-  server_.set_pre_routing_handler([token, max_body](const httplib::Request& req, httplib::Response& res) {
+  // Step 0: a client over its connection cap, whatever the route.
+  server_.set_pre_routing_handler([this, token, max_body](const httplib::Request& req,
+                                                          httplib::Response& res) {
+    if (!client_cap_.Admit(req.remote_addr)) {
+      res.set_header("Retry-After", std::to_string(kRetryAfterCapS));
+      res.set_header("Connection", "close");
+      SendError(res, 429, "too_many_connections",
+                "more than --max-client-connections (" + std::to_string(config_.max_client_connections) +
+                    ") connections from " + req.remote_addr);
+      return httplib::Server::HandlerResponse::Handled;
+    }
     if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
     if (IsAuthorized(req, token)) {
       const std::string length = req.get_header_value("Content-Length");

@@ -5,6 +5,7 @@
 //     (chunked too) is a 413 as soon as more than `max_body` bytes arrived (serve/http_limits.h);
 //   - connections: backlog kListenBacklog, silent connections dropped after kIdleBeforeRequestS,
 //     connection threads grow while all are busy (ElasticTaskQueue), so /healthz is never queued;
+//     at most max_client_connections per client address, 429 over it (serve/http_client_cap.h);
 //   - errors: every >= 400 response without a body gets {"error": {"code", "message"}}; a throwing
 //     handler is a 500 with that body;
 //   - routes: serve/api_routes.h; contract: serve/http_openapi.cpp.
@@ -19,6 +20,7 @@
 
 #include "serve/api_paths.h"
 #include "serve/api_routes.h"
+#include "serve/http_client_cap.h"
 #include "serve/http_sse.h"
 #include "serve/job_queue.h"
 #include "serve/job_store.h"
@@ -36,6 +38,7 @@ struct ServerConfig {
   int http_threads = 32;                // resident connection threads (each SSE follower holds one);
                                         // more start while all are busy, up to kMaxConnectionThreads
   int plan_threads = 2;                 // search threads per POST /v1/plan
+  int max_client_connections = kDefaultMaxClientConnections;  // per client address (429 over it)
   SseOptions sse;
   Status Validate() const;
 };
@@ -64,6 +67,7 @@ class ApiServer {
   JobQueue& queue_;
   JobNotifier& notifier_;
   ApiContext ctx_;
+  ClientConnectionCap client_cap_;  // before server_: outlives every connection thread
   httplib::Server server_;
   int port_ = 0;
   int listen_fd_ = -1;

@@ -225,5 +225,38 @@ TEST_F(LocalSlurm, DeadRankUnderSrunIsNamed) {
   EXPECT_NE(r.status().message().find("rank1.log"), std::string::npos) << r.status().ToString();
 }
 
+// Cancel reaches ranks started by srun: once rank 0 trains, the observer cancels; srun is stopped
+// (SIGTERM, then SIGKILL), the probe answers "cancelled" within seconds and no task is left.
+TEST_F(LocalSlurm, CancelStopsTheSrunStep) {
+  ProbeConfig c = SmallConfig(2, dir_ + "/probe-cancel");
+  c.launcher = "slurm";
+  c.steps = 100000;
+  c.timeout_s = 120;
+  struct CancelOnceTraining : ProbeObserver {
+    std::string log;
+    mutable std::chrono::steady_clock::time_point at{};
+    bool cancelled() const override {
+      if (at == std::chrono::steady_clock::time_point{} && Tail(log).find(" loss ") != std::string::npos)
+        at = std::chrono::steady_clock::now();
+      return at != std::chrono::steady_clock::time_point{};
+    }
+  } observer;
+  observer.log = c.out_dir + "/rank0.log";
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c, &observer);
+  const double after_cancel_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - observer.at).count();
+  ASSERT_FALSE(r.ok()) << "the probe ran to its end: the cancel never reached it";
+  EXPECT_EQ(r.status().message().rfind("cancelled", 0), 0u) << r.status().ToString();
+  EXPECT_LT(after_cancel_s, 10.0) << "srun step stopped only " << after_cancel_s << " s after the cancel";
+  // "ran[k]": the pattern must not match the shell that runs pgrep.
+  const std::string left = "pgrep -f -- '" + c.out_dir + "/ran[k]' | wc -l";
+  bool none_left = false;
+  for (int i = 0; i < 100 && !none_left; ++i) {
+    none_left = Capture(left).find_first_not_of("0\n") == std::string::npos;
+    if (!none_left) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  EXPECT_TRUE(none_left) << Capture("pgrep -af -- '" + c.out_dir + "/ran[k]'");
+}
+
 }  // namespace
 }  // namespace onboard

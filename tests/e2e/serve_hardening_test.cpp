@@ -5,7 +5,8 @@
 //  an interrupted server are ended at start-up;
 //  6. SIGTERM on an idle server (BLAS pool running) is a clean exit; 7. SSE ends with `event: shutdown`
 //  and a clean chunked end; 8. the OpenAPI document lists 415 for POST /v1/jobs;
-//  9. /healthz answers while 40 idle connections are open.
+//  9. /healthz answers while 40 idle connections are open; one client address cannot hold more than
+//     --max-client-connections connections, and others are served meanwhile.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -29,11 +30,20 @@ using Clock = std::chrono::steady_clock;
 
 const char* kToken = "hardening-token-0123456789abcdef";
 
-// A raw loopback TCP connection (for requests httplib::Client will not send).
+// A raw loopback TCP connection (for requests httplib::Client will not send), from `source`
+// (another 127.0.0.0/8 address stands for another client host).
 class RawConn {
  public:
-  explicit RawConn(int port) {
+  explicit RawConn(int port, const char* source = "127.0.0.1") {
     fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &from.sin_addr);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) {
+      close(fd_);
+      fd_ = -1;
+      return;
+    }
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<uint16_t>(port));
@@ -321,6 +331,46 @@ TEST_F(ServeHardeningTest, HealthzAnswersWhileFortyIdleConnectionsAreOpen) {
   ASSERT_TRUE(h);
   EXPECT_EQ(h->status, 200);
   EXPECT_LT(s, 0.5) << "/healthz took " << s << " s behind 40 idle connections";
+}
+
+TEST_F(ServeHardeningTest, OneClientAddressIsCappedWhileOthersAreServed) {
+  testing::ServeProcess server;
+  ASSERT_TRUE(Start(server, "cap.log", {"--max-client-connections", "4"})) << server.log();
+  const std::string healthz = "GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n";
+  // Step 1: client 127.0.0.2 opens 4 connections. Each is counted (its /healthz answered), then held
+  // mid-request: a POST whose body never completes keeps the connection busy for the read timeout.
+  std::vector<std::unique_ptr<RawConn>> held;
+  for (int i = 0; i < 4; ++i) {
+    held.push_back(std::make_unique<RawConn>(server.port(), "127.0.0.2"));
+    ASSERT_TRUE(held.back()->ok());
+    ASSERT_TRUE(held.back()->Send(healthz));
+    std::string first = held.back()->Read("}");
+    ASSERT_EQ(first.rfind("HTTP/1.1 200", 0), 0u) << "connection " << i << ": " << first;
+    ASSERT_TRUE(held.back()->Send("POST /v1/jobs HTTP/1.1\r\nHost: x\r\n" + Auth() +
+                                  "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{"));
+  }
+  // Step 2: a fifth connection from the same address is refused at once: 429, Retry-After,
+  // Connection: close (httplib 0.11 leaves the closing to the client, or to the idle timeout).
+  RawConn fifth(server.port(), "127.0.0.2");
+  ASSERT_TRUE(fifth.ok());
+  ASSERT_TRUE(fifth.Send(healthz));
+  std::string refused = fifth.Read("}");
+  EXPECT_EQ(refused.rfind("HTTP/1.1 429", 0), 0u) << refused;
+  EXPECT_NE(refused.find("Retry-After: 1"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("too_many_connections"), std::string::npos) << refused;
+  EXPECT_NE(refused.find("Connection: close"), std::string::npos) << refused;
+  // Step 3: another client address is served meanwhile.
+  RawConn other(server.port(), "127.0.0.1");
+  ASSERT_TRUE(other.Send(healthz));
+  std::string served = other.Read("}");
+  EXPECT_EQ(served.rfind("HTTP/1.1 200", 0), 0u) << served;
+  // Step 4: when one held connection closes, its slot is free again.
+  held.pop_back();
+  bool admitted = testing::WaitFor(10, [&] {
+    RawConn again(server.port(), "127.0.0.2");
+    return again.Send(healthz) && again.Read("}").rfind("HTTP/1.1 200", 0) == 0;
+  });
+  EXPECT_TRUE(admitted) << "a freed slot was never given to the next connection";
 }
 
 }  // namespace
