@@ -72,8 +72,12 @@ class LoopProbeObserver : public ProbeObserver {
       : cancel_(cancel), em_(em), round_(round), total_(total) {}
   bool cancelled() const override { return cancel_.cancelled(); }
   void OnStep(const ProbeStep& s) override {
-    em_.Emit({{"type", "stage_progress"}, {"stage", "probe"}, {"round", round_}, {"done", s.step + 1},
-              {"total", total_}, {"message", "step " + std::to_string(s.step) + " loss " + FmtFixed(s.loss, 6)}});
+    em_.Emit({{"type", "stage_progress"},
+              {"stage", "probe"},
+              {"round", round_},
+              {"done", s.step + 1},
+              {"total", total_},
+              {"message", "step " + std::to_string(s.step) + " loss " + FmtFixed(s.loss, 6)}});
   }
 
  private:

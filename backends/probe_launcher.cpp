@@ -113,8 +113,8 @@ Status DeliverSteps(backends::ProbeStepTail& tail, ProbeObserver* observer, bool
 
 // Step 3 helper: watches the children until all exit 0, one fails, the deadline passes, the
 // observer cancels or rank 0 writes a step record the codec refuses.
-Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string& dir, ProbeObserver* observer,
-             backends::ProbeStepTail& tail) {
+Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string& dir,
+             ProbeObserver* observer, backends::ProbeStepTail& tail) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
   std::vector<bool> done(pids.size(), false);
@@ -223,8 +223,8 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   if (!local)
     ONBOARD_RETURN_IF_ERROR(backends::RunRanksWithSrun(
         {worker, spec_file, cfg.out_dir, steps_file, backends::SrunMasterAddr(), store->port(), cfg.ranks,
-         cfg.timeout_s, [observer] { return observer != nullptr && observer->cancelled(); }, kProbeCancelGraceS,
-         [&tail, observer] { return DeliverSteps(tail, observer, false); }}));
+         cfg.timeout_s, [observer] { return observer != nullptr && observer->cancelled(); },
+         kProbeCancelGraceS, [&tail, observer] { return DeliverSteps(tail, observer, false); }}));
   for (int64_t r = 0; local && r < cfg.ranks; ++r) {
     const std::string rs = std::to_string(r);
     std::vector<std::string> args = {worker, "probe-worker", "--spec", spec_file, "--rank", rs,

@@ -39,7 +39,8 @@ Status Get(const json& j, const std::string& where, const std::string& key, T* o
 }
 
 // A JSON array of ProbeStep records (probe_step_codec.h), each decoded strictly.
-Status ReadSteps(const json& j, const std::string& where, const std::string& key, std::vector<ProbeStep>* out) {
+Status ReadSteps(const json& j, const std::string& where, const std::string& key,
+                 std::vector<ProbeStep>* out) {
   if (!j.is_object() || !j.contains(key) || !j.at(key).is_array())
     return BadInput(where, key, "must be an array of step records");
   const json& a = j.at(key);
@@ -74,8 +75,8 @@ Status BasePhaseNote(const RankFile& r0, ProbeResult* r) {
   r->spec.notes.push_back("LoRA base phase (not in the curve): " + std::to_string(bs.size()) +
                           " full-training steps on the source task (copy over letters shifted by " +
                           std::to_string(offset) + ", " + Fmt(100 * share) + "% target letters), loss " +
-                          Fmt(mean3(false)) + " -> " + Fmt(mean3(true)) + " (mean of first/last 3), " + Fmt(secs) +
-                          " s; then base frozen, adapters trained on the target task");
+                          Fmt(mean3(false)) + " -> " + Fmt(mean3(true)) + " (mean of first/last 3), " +
+                          Fmt(secs) + " s; then base frozen, adapters trained on the target task");
   return Status::Ok();
 }
 
@@ -88,7 +89,9 @@ Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankF
   for (size_t k = 0; k < per_rank.size(); ++k) {
     const ProbeStep& b = per_rank[k];
     const std::string where = ranks[k].path + " steps[" + std::to_string(s->step) + "]";
-    if (b.step != a.step) return BadInput(where, "step", "differs from rank 0's " + std::to_string(a.step), std::to_string(b.step));
+    if (b.step != a.step)
+      return BadInput(where, "step", "differs from rank 0's " + std::to_string(a.step),
+                      std::to_string(b.step));
     if (b.expert_load.size() != a.expert_load.size() || b.indexer_kl.size() != a.indexer_kl.size())
       return BadInput(where, "expert_load", "has other MoE / MLA layers than rank 0's record",
                       std::to_string(b.expert_load.size()) + " rows");
@@ -102,8 +105,8 @@ Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankF
     if (k == 0) continue;
     for (size_t l = 0; l < a.expert_load.size(); ++l) {
       if (b.expert_load[l].size() != a.expert_load[l].size())
-        return BadInput(where, "expert_load[" + std::to_string(l) + "]", "has another expert count than rank 0's",
-                        std::to_string(b.expert_load[l].size()));
+        return BadInput(where, "expert_load[" + std::to_string(l) + "]",
+                        "has another expert count than rank 0's", std::to_string(b.expert_load[l].size()));
       for (size_t e = 0; e < a.expert_load[l].size(); ++e) s->expert_load[l][e] += b.expert_load[l][e];
     }
     for (size_t l = 0; l < a.indexer_kl.size(); ++l) s->indexer_kl[l] += b.indexer_kl[l];

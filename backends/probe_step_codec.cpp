@@ -18,7 +18,8 @@ std::string Shown(const json& v) { return v.dump(); }
 
 Status ReadCount(const json& v, const std::string& where, const std::string& field, int64_t* out) {
   if (!v.is_number_integer()) return BadInput(where, field, "must be an integer", Shown(v));
-  if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+  if (v.is_number_unsigned() &&
+      v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
     return BadInput(where, field, "is too large for int64", Shown(v));
   if (v.get<int64_t>() < 0) return BadInput(where, field, "must be >= 0", Shown(v));
   *out = v.get<int64_t>();
@@ -26,12 +27,14 @@ Status ReadCount(const json& v, const std::string& where, const std::string& fie
 }
 
 // nullable: null stands for a non-finite value (NaN on reading).
-Status ReadNumber(const json& v, bool nullable, const std::string& where, const std::string& field, double* out) {
+Status ReadNumber(const json& v, bool nullable, const std::string& where, const std::string& field,
+                  double* out) {
   if (nullable && v.is_null()) {
     *out = std::numeric_limits<double>::quiet_NaN();
     return Status::Ok();
   }
-  if (!v.is_number()) return BadInput(where, field, nullable ? "must be a number or null" : "must be a number", Shown(v));
+  if (!v.is_number())
+    return BadInput(where, field, nullable ? "must be a number or null" : "must be a number", Shown(v));
   *out = v.get<double>();
   return Status::Ok();
 }
@@ -48,7 +51,9 @@ struct FieldCodec {
 template <typename T>
 FieldCodec<T> CountField(const char* name, int64_t T::*m) {
   return {name, [m](const T& t) { return json(t.*m); },
-          [m](const json& v, const std::string& w, const std::string& f, T* t) { return ReadCount(v, w, f, &(t->*m)); }};
+          [m](const json& v, const std::string& w, const std::string& f, T* t) {
+            return ReadCount(v, w, f, &(t->*m));
+          }};
 }
 
 template <typename T>
@@ -104,7 +109,8 @@ Status ReadExpertLoad(const json& v, const std::string& w, const std::string& f,
     if (!v[l].is_array()) return BadInput(w, row, "must be an array of token counts", Shown(v[l]));
     s->expert_load[l].assign(v[l].size(), 0);
     for (size_t e = 0; e < v[l].size(); ++e)
-      ONBOARD_RETURN_IF_ERROR(ReadCount(v[l][e], w, row + "[" + std::to_string(e) + "]", &s->expert_load[l][e]));
+      ONBOARD_RETURN_IF_ERROR(
+          ReadCount(v[l][e], w, row + "[" + std::to_string(e) + "]", &s->expert_load[l][e]));
   }
   return Status::Ok();
 }

@@ -24,7 +24,8 @@ Status ProbeStepTail::Poll(std::vector<ProbeStep>* out) {
     Expected<ProbeStep> s = ProbeStepFromLine(pending_.substr(start, nl - start), where);
     if (!s.ok()) return s.status();
     if (s->step != line_ - 1)
-      return BadInput(where, "step", "must be " + std::to_string(line_ - 1) + " (records are consecutive steps from 0)",
+      return BadInput(where, "step",
+                      "must be " + std::to_string(line_ - 1) + " (records are consecutive steps from 0)",
                       std::to_string(s->step));
     out->push_back(std::move(*s));
   }
@@ -35,8 +36,8 @@ Status ProbeStepTail::Poll(std::vector<ProbeStep>* out) {
 Status ProbeStepTail::Finish(std::vector<ProbeStep>* out) {
   ONBOARD_RETURN_IF_ERROR(Poll(out));
   if (!pending_.empty())
-    return BadInput(path_ + ":" + std::to_string(line_ + 1), "json", "record without its newline at the end of the file",
-                    pending_);
+    return BadInput(path_ + ":" + std::to_string(line_ + 1), "json",
+                    "record without its newline at the end of the file", pending_);
   return Status::Ok();
 }
 

@@ -125,8 +125,8 @@ void UpdateBalanceBias(WorkerState& st, Group& world) {
 
 // Step 5: this rank's record of the step: loss, grad norm, lr and accuracy are global (reduced);
 // times, memory, expert load and indexer KL are this rank's (MergeRankResults combines the ranks).
-ProbeStep StepRecord(const WorkerState& st, int64_t step, double loss, double gnorm, double lr, double accuracy,
-                     double step_s, const std::map<int64_t, double>& indexer_kl) {
+ProbeStep StepRecord(const WorkerState& st, int64_t step, double loss, double gnorm, double lr,
+                     double accuracy, double step_s, const std::map<int64_t, double>& indexer_kl) {
   ProbeStep s;
   s.step = step;
   s.loss = loss;
@@ -139,14 +139,14 @@ ProbeStep StepRecord(const WorkerState& st, int64_t step, double loss, double gn
   s.tokens_per_s = step_s > 0 ? static_cast<double>(st.cfg.batch * st.cfg.seq) / step_s : 0;
   s.peak_rss_bytes = PeakRssBytes();
   for (const auto& [layer, counts] : st.load) s.expert_load.push_back(counts);  // MoE layers in order
-  for (const auto& [layer, v] : indexer_kl) s.indexer_kl.push_back(v);         // MLA layers in order
+  for (const auto& [layer, v] : indexer_kl) s.indexer_kl.push_back(v);          // MLA layers in order
   return s;
 }
 
 }  // namespace
 
-ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase, int64_t step,
-                    double scale) {
+ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
+                    int64_t step, double scale) {
   CommClock() = CollectiveTimes{};
   st.load.clear();
   const auto t0 = std::chrono::steady_clock::now();

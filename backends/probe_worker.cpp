@@ -76,8 +76,9 @@ Status RankDevice(const ProbeWorkerArgs& a, const ProbeConfig& cfg, at::Device* 
 
 // The human log line of a step (rank<r>.log); records go through probe_step_codec.h.
 void PrintStep(int64_t r, const char* what, const ProbeStep& s) {
-  std::printf("rank %lld %s %lld loss %.6f acc %.3f grad_norm %.4g lr %.3g %.1f ms\n", static_cast<long long>(r),
-              what, static_cast<long long>(s.step), s.loss, s.accuracy, s.grad_norm, s.lr, s.step_s * 1e3);
+  std::printf("rank %lld %s %lld loss %.6f acc %.3f grad_norm %.4g lr %.3g %.1f ms\n",
+              static_cast<long long>(r), what, static_cast<long long>(s.step), s.loss, s.accuracy,
+              s.grad_norm, s.lr, s.step_s * 1e3);
   std::fflush(stdout);
 }
 

@@ -91,6 +91,6 @@ void FreezeBaseForAdapters(WorkerState* st);
 // One optimizer step of `phase` (its steps/warmup drive the lr schedule) on `data`, with adapter
 // scale `lora_scale`. Returns this rank's step record (probe_train_step.cpp).
 ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
-                         int64_t step, double lora_scale);
+                    int64_t step, double lora_scale);
 
 }  // namespace onboard::backends

@@ -110,10 +110,22 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   const std::string task =
       "exec \"$0\" probe-worker --spec \"$1\" --rank \"$SLURM_PROCID\" --world \"$2\" --master-addr \"$3\" "
       "--master-port \"$4\" --out \"$5/rank$SLURM_PROCID.json\" --steps-out \"$6\"";
-  std::vector<std::string> args = {srun, "--ntasks=" + std::to_string(l.ranks), "--kill-on-bad-exit=1", "--overcommit",
-                                   "--job-name=onboard-probe", "--output=" + l.out_dir + "/rank%t.log",
-                                   "bash", "-c", task, l.worker, l.spec_file, std::to_string(l.ranks),
-                                   l.master_addr, std::to_string(l.master_port), l.out_dir, l.steps_file};
+  std::vector<std::string> args = {srun,
+                                   "--ntasks=" + std::to_string(l.ranks),
+                                   "--kill-on-bad-exit=1",
+                                   "--overcommit",
+                                   "--job-name=onboard-probe",
+                                   "--output=" + l.out_dir + "/rank%t.log",
+                                   "bash",
+                                   "-c",
+                                   task,
+                                   l.worker,
+                                   l.spec_file,
+                                   std::to_string(l.ranks),
+                                   l.master_addr,
+                                   std::to_string(l.master_port),
+                                   l.out_dir,
+                                   l.steps_file};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -2,9 +2,9 @@
 // kernels (generated, built and checked), probe rounds over c10d/Gloo, rules, reports.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <cstdio>
 #include <set>
 #include <string>
 #include <vector>

@@ -58,7 +58,8 @@ TEST(ProbeObserverSteps, TwoRankProbeDeliversEveryStepInOrder) {
     EXPECT_LE(o.step_s, m.step_s) << "step " << i;
     ASSERT_EQ(o.expert_load.size(), m.expert_load.size());
     for (size_t l = 0; l < o.expert_load.size(); ++l)
-      for (size_t e = 0; e < o.expert_load[l].size(); ++e) EXPECT_LE(o.expert_load[l][e], m.expert_load[l][e]);
+      for (size_t e = 0; e < o.expert_load[l].size(); ++e)
+        EXPECT_LE(o.expert_load[l][e], m.expert_load[l][e]);
   }
   // steps.jsonl stays beside the human log: one line per recorded step.
   std::ifstream f(c.out_dir + "/steps.jsonl");
