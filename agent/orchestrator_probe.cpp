@@ -1,13 +1,9 @@
 // Stages probe and validate of the orchestrator (see orchestrator_stages.h): one probe round on a
 // proxy of the model with the loop's current knobs, then the rules on what it measured.
 // Units: seconds, bytes, tokens; loss in nats.
-#include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <future>
 #include <numeric>
-#include <sstream>
 
 #include "agent/orchestrator_stages.h"
 #include "agent/plan_to_probe.h"
@@ -67,29 +63,28 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   return c;
 }
 
-// The last "rank 0 step N loss X ..." line of the rank-0 log (the probe worker writes one per
-// step): step index and loss, for progress while the probe runs. {-1, ""} when none yet.
-std::pair<int64_t, std::string> LastStep(const std::string& log_path) {
-  std::ifstream in(log_path);
-  std::string line, last;
-  while (std::getline(in, line))
-    if (line.rfind("rank 0 step ", 0) == 0) last = line;
-  if (last.empty()) return {-1, ""};
-  std::istringstream ss(last.substr(12));
-  int64_t step = -1;
-  std::string word, loss;
-  ss >> step >> word >> loss;
-  return {step, word == "loss" ? loss : ""};
-}
-
-// The loop's view of a running probe: the launcher polls the loop's own CancelToken.
+// The loop's view of a running probe: each finished step becomes a stage_progress event (OnStep
+// runs on the launcher's thread; Emitter is thread-safe), and the launcher polls the loop's own
+// CancelToken.
 class LoopProbeObserver : public ProbeObserver {
  public:
-  explicit LoopProbeObserver(const CancelToken& cancel) : cancel_(cancel) {}
+  LoopProbeObserver(const CancelToken& cancel, Emitter& em, int round, int64_t total)
+      : cancel_(cancel), em_(em), round_(round), total_(total) {}
   bool cancelled() const override { return cancel_.cancelled(); }
+  void OnStep(const ProbeStep& s) override {
+    em_.Emit({{"type", "stage_progress"},
+              {"stage", "probe"},
+              {"round", round_},
+              {"done", s.step + 1},
+              {"total", total_},
+              {"message", "step " + std::to_string(s.step) + " loss " + FmtFixed(s.loss, 6)}});
+  }
 
  private:
   const CancelToken& cancel_;
+  Emitter& em_;
+  int round_;
+  int64_t total_;
 };
 
 }  // namespace
@@ -107,25 +102,14 @@ Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const Can
   em.Emit({{"type", "stage_progress"}, {"stage", "probe"}, {"round", round}, {"done", 0}, {"total", cfg.steps},
            {"message", "proxy " + spec.PatternString() + ", " + std::to_string(cfg.ranks) + " ranks, ep " +
                            std::to_string(cfg.ep) + ", lr " + FmtFixed(cfg.lr, 5)}});
-  // Step 1: run the probe on a worker thread; the launcher stops the workers once `cancel` fires.
-  LoopProbeObserver observer(cancel);
-  auto fut = std::async(std::launch::async, [spec, cfg, &observer] { return RunProbeSpec(spec, cfg, &observer); });
-  int64_t shown = -1;
-  const std::string log0 = cfg.out_dir + "/rank0.log";
-  while (fut.wait_for(std::chrono::milliseconds(250)) != std::future_status::ready) {
-    if (cancel.cancelled()) {
-      em.Log("warn", "cancel requested: stopping the workers of probe round " + std::to_string(round));
-      break;
-    }
-    auto [step, loss] = LastStep(log0);
-    if (step > shown) {
-      shown = step;
-      em.Emit({{"type", "stage_progress"}, {"stage", "probe"}, {"round", round}, {"done", step + 1},
-               {"total", cfg.steps}, {"message", "step " + std::to_string(step) + " loss " + loss}});
-    }
+  // Step 1: run the probe; the observer turns its steps into progress events, and the launcher
+  // stops the workers once `cancel` fires (within kProbeCancelGraceS).
+  LoopProbeObserver observer(cancel, em, round, cfg.steps);
+  Expected<ProbeResult> res = RunProbeSpec(spec, cfg, &observer);
+  if (cancel.cancelled()) {
+    em.Log("warn", "cancel requested: the workers of probe round " + std::to_string(round) + " were stopped");
+    return Status(ErrorCode::kInternal, "cancelled during probe round " + std::to_string(round));
   }
-  Expected<ProbeResult> res = fut.get();  // a cancelled probe ends within kProbeCancelGraceS
-  if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during probe round " + std::to_string(round));
   // Step 2: keep the result (or the failure) and its logs.
   if (!res.ok()) {
     pr.error = res.status().message();

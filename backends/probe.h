@@ -241,9 +241,13 @@ struct ProbeResult {
   double wall_s = 0;
 };
 
-// What a caller sees of a running probe. OnStep: rank 0's record of each finished step, in order
-// (called on the launcher's thread). cancelled(): polled while the workers run; once true the
-// launcher sends them SIGTERM, SIGKILL after kProbeCancelGraceS, and returns a "cancelled" error.
+// What a caller sees of a running probe. OnStep: rank 0's record of each recorded step, in order
+// (steps 0, 1, ...; not the LoRA base phase), called on the launcher's thread as the step ends
+// (read from <out_dir>/steps.jsonl). Its loss, grad_norm, lr and accuracy are the global values
+// (the same as ProbeResult::steps); step_s, comm, compute_s, peak_rss_bytes, expert_load and
+// indexer_kl are rank 0's own (the result merges the ranks). cancelled(): polled while the workers
+// run; once true the launcher sends them SIGTERM, SIGKILL after kProbeCancelGraceS, and returns a
+// "cancelled" error.
 class ProbeObserver {
  public:
   virtual ~ProbeObserver() = default;
@@ -272,6 +276,9 @@ struct ProbeWorkerArgs {
   int64_t master_port = 0;
   bool serve_store = false;          // rank 0 hosts the TCPStore (torchrun-style launch)
   std::string out_file;              // result JSON of this rank
+  // Rank 0 only: its record of each recorded step, one ProbeStep line (backends/probe_step_codec.h)
+  // appended and flushed per step; the launcher follows it for ProbeObserver::OnStep. Empty = none.
+  std::string steps_file;
 };
 Status RunProbeWorker(const ProbeWorkerArgs& args);
 

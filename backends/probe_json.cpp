@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "backends/probe.h"
+#include "backends/probe_step_codec.h"
 
 namespace onboard {
 namespace {
@@ -112,16 +113,7 @@ Status ProbeSpecConfigFromJson(const std::string& text, ProxySpec* spec, ProbeCo
 
 std::string ProbeResultToJson(const ProbeResult& r) {
   json steps = json::array();
-  for (const ProbeStep& s : r.steps) {
-    steps.push_back({{"step", s.step}, {"loss", Num(s.loss)}, {"grad_norm", Num(s.grad_norm)},
-                     {"lr", s.lr}, {"accuracy", Num(s.accuracy)}, {"step_s", s.step_s}, {"tokens_per_s", s.tokens_per_s},
-                     {"compute_s", s.compute_s}, {"peak_rss_bytes", s.peak_rss_bytes},
-                     {"comm", {{"all_gather_s", s.comm.all_gather_s},
-                               {"reduce_scatter_s", s.comm.reduce_scatter_s},
-                               {"all_to_all_s", s.comm.all_to_all_s},
-                               {"all_reduce_s", s.comm.all_reduce_s}}},
-                     {"expert_load", s.expert_load}, {"indexer_kl", s.indexer_kl}});
-  }
+  for (const ProbeStep& s : r.steps) steps.push_back(backends::ProbeStepToJson(s));
   json pred = {{"available", r.prediction.available}, {"topology", r.prediction.topology},
                {"step_s", r.prediction.step_s}, {"memory_bytes", r.prediction.memory_bytes},
                {"comm_s", r.prediction.comm_s}, {"notes", r.prediction.notes}};

@@ -5,6 +5,9 @@
 // last line of its log. A probe past config.timeout_s is killed and reported as hung. A cancel
 // (ProbeObserver::cancelled) sends SIGTERM, then SIGKILL after kProbeCancelGraceS. Every worker has
 // PR_SET_PDEATHSIG(SIGKILL), so a killed launcher (or server) takes its workers with it.
+// Progress: rank 0 appends each recorded step to <out>/steps.jsonl; while the ranks run (local or
+// srun) the launcher reads the new lines every 20 ms (probe_step_tail.h) and calls
+// ProbeObserver::OnStep for each; a record the codec refuses stops the probe with that error.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -28,6 +31,7 @@
 #include "backends/c10d_compat.h"
 #include "backends/c10d_store.h"
 #include "backends/probe_report.h"
+#include "backends/probe_step_tail.h"
 #include "backends/slurm_launch.h"
 
 namespace onboard {
@@ -92,9 +96,25 @@ void TerminateRanks(const std::vector<pid_t>& pids, std::vector<bool>& done) {
     }
 }
 
-// Step 3 helper: watches the children until all exit 0, one fails, the deadline passes or the
-// observer cancels.
-Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string& dir, ProbeObserver* observer) {
+Status Cancelled() {
+  return Status(ErrorCode::kInternal, "cancelled: probe workers stopped (SIGTERM, SIGKILL after " +
+                                          std::to_string(kProbeCancelGraceS) + " s)");
+}
+
+// Rank 0's new step records (steps.jsonl) to the observer, in order; `finished`: the ranks are done,
+// so a partial last line is refused. Without an observer nobody follows the steps.
+Status DeliverSteps(backends::ProbeStepTail& tail, ProbeObserver* observer, bool finished) {
+  if (observer == nullptr) return Status::Ok();
+  std::vector<ProbeStep> steps;
+  Status st = finished ? tail.Finish(&steps) : tail.Poll(&steps);
+  for (const ProbeStep& s : steps) observer->OnStep(s);  // the good lines before a bad one, too
+  return st;
+}
+
+// Step 3 helper: watches the children until all exit 0, one fails, the deadline passes, the
+// observer cancels or rank 0 writes a step record the codec refuses.
+Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string& dir,
+             ProbeObserver* observer, backends::ProbeStepTail& tail) {
   const auto deadline = std::chrono::steady_clock::now() +
                         std::chrono::milliseconds(static_cast<int64_t>(cfg.timeout_s * 1000));
   std::vector<bool> done(pids.size(), false);
@@ -111,8 +131,11 @@ Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string
   while (remaining > 0) {
     if (observer != nullptr && observer->cancelled()) {
       TerminateRanks(pids, done);
-      return Status(ErrorCode::kInternal, "cancelled: probe workers stopped (SIGTERM, SIGKILL after " +
-                                              std::to_string(kProbeCancelGraceS) + " s)");
+      return Cancelled();
+    }
+    if (Status st = DeliverSteps(tail, observer, false); !st.ok()) {
+      kill_rest();
+      return st;
     }
     for (size_t r = 0; r < pids.size(); ++r) {
       if (done[r]) continue;
@@ -179,6 +202,9 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   for (int64_t r = 0; r < cfg.ranks; ++r) {
     std::remove((cfg.out_dir + "/rank" + std::to_string(r) + ".json").c_str());
   }
+  const std::string steps_file = cfg.out_dir + "/steps.jsonl";  // rank 0's records, followed for OnStep
+  std::remove(steps_file.c_str());
+  backends::ProbeStepTail tail(steps_file);
 
   // Step 2: rendezvous store on a free loopback port, hosted here so no rank owns it.
   std::unique_ptr<backends::Rendezvous> store;
@@ -189,20 +215,23 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   }
   const std::string port = std::to_string(store->port());
 
-  // Step 3: fork/exec the ranks; each writes rank<r>.log (stdout+stderr) and rank<r>.json.
+  // Step 3: fork/exec the ranks; each writes rank<r>.log (stdout+stderr) and rank<r>.json, rank 0
+  // also steps.jsonl.
   // With --launcher slurm one srun step starts them instead (backends/slurm_launch.cpp).
   std::vector<pid_t> pids;
   const bool local = cfg.launcher != "slurm";
   if (!local)
     ONBOARD_RETURN_IF_ERROR(backends::RunRanksWithSrun(
-        {worker, spec_file, cfg.out_dir, backends::SrunMasterAddr(), store->port(), cfg.ranks, cfg.timeout_s,
-         [observer] { return observer != nullptr && observer->cancelled(); }, kProbeCancelGraceS}));
+        {worker, spec_file, cfg.out_dir, steps_file, backends::SrunMasterAddr(), store->port(), cfg.ranks,
+         cfg.timeout_s, [observer] { return observer != nullptr && observer->cancelled(); },
+         kProbeCancelGraceS, [&tail, observer] { return DeliverSteps(tail, observer, false); }}));
   for (int64_t r = 0; local && r < cfg.ranks; ++r) {
     const std::string rs = std::to_string(r);
     std::vector<std::string> args = {worker, "probe-worker", "--spec", spec_file, "--rank", rs,
                                      "--world", std::to_string(cfg.ranks), "--master-addr",
                                      "127.0.0.1", "--master-port", port, "--out",
                                      cfg.out_dir + "/rank" + rs + ".json"};
+    if (r == 0) args.insert(args.end(), {"--steps-out", steps_file});
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
@@ -230,14 +259,15 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
     }
     pids.push_back(pid);
   }
-  if (local) ONBOARD_RETURN_IF_ERROR(Watch(pids, cfg, cfg.out_dir, observer));
+  if (local) ONBOARD_RETURN_IF_ERROR(Watch(pids, cfg, cfg.out_dir, observer, tail));
+  ONBOARD_RETURN_IF_ERROR(DeliverSteps(tail, observer, true));  // the last steps, whole lines only
 
   // Step 4: merge the ranks' JSON.
-  std::vector<json> ranks;
+  std::vector<backends::RankFile> ranks;
   for (int64_t r = 0; r < cfg.ranks; ++r) {
     const std::string path = cfg.out_dir + "/rank" + std::to_string(r) + ".json";
     try {
-      ranks.push_back(json::parse(ReadFile(path)));
+      ranks.push_back({path, json::parse(ReadFile(path))});
     } catch (const std::exception& e) {
       return Status(ErrorCode::kInternal, "probe rank " + std::to_string(r) + " wrote no valid result " +
                                               path + ": " + e.what());
@@ -247,7 +277,7 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   result.spec = spec;
   result.config = cfg;
   result.out_dir = cfg.out_dir;
-  backends::MergeRankResults(ranks, &result);
+  ONBOARD_RETURN_IF_ERROR(backends::MergeRankResults(ranks, &result));
   backends::FinishProbeResult(&result);
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;

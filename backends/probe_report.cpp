@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "backends/probe_data.h"
+#include "backends/probe_step_codec.h"
 #include "search/planner.h"
 #include "validators/convergence.h"
 #include "validators/learning_verdict.h"
@@ -18,10 +19,6 @@ namespace {
 
 using nlohmann::json;
 
-double NumOr(const json& j, const char* key, double fallback) {
-  return j.contains(key) && j[key].is_number() ? j[key].get<double>() : fallback;
-}
-
 std::string Fmt(double v, int precision = 3) {
   std::ostringstream os;
   os.precision(precision);
@@ -29,80 +26,131 @@ std::string Fmt(double v, int precision = 3) {
   return os.str();
 }
 
+// j[key] as T, refused (naming file, field and value) when missing or of another type.
+template <typename T>
+Status Get(const json& j, const std::string& where, const std::string& key, T* out) {
+  if (!j.is_object() || !j.contains(key)) return BadInput(where, key, "missing");
+  try {
+    *out = j.at(key).get<T>();
+  } catch (const json::exception&) {
+    return BadInput(where, key, "has the wrong type", j.at(key).dump());
+  }
+  return Status::Ok();
+}
+
+// A JSON array of ProbeStep records (probe_step_codec.h), each decoded strictly.
+Status ReadSteps(const json& j, const std::string& where, const std::string& key,
+                 std::vector<ProbeStep>* out) {
+  if (!j.is_object() || !j.contains(key) || !j.at(key).is_array())
+    return BadInput(where, key, "must be an array of step records");
+  const json& a = j.at(key);
+  for (size_t i = 0; i < a.size(); ++i) {
+    Expected<ProbeStep> s = ProbeStepFromJson(a[i], where + " " + key + "[" + std::to_string(i) + "]");
+    if (!s.ok()) return s.status();
+    out->push_back(std::move(*s));
+  }
+  return Status::Ok();
+}
+
+// The LoRA base phase (rank 0's "base_phase"), reported beside the curve, never in it.
+Status BasePhaseNote(const RankFile& r0, ProbeResult* r) {
+  const std::string where = r0.path + " base_phase";
+  json bp;
+  ONBOARD_RETURN_IF_ERROR(Get(r0.j, r0.path, "base_phase", &bp));
+  std::vector<ProbeStep> bs;
+  ONBOARD_RETURN_IF_ERROR(ReadSteps(bp, where, "steps", &bs));
+  int64_t offset = 0;
+  double share = 0;
+  ONBOARD_RETURN_IF_ERROR(Get(bp, where, "symbol_offset", &offset));
+  ONBOARD_RETURN_IF_ERROR(Get(bp, where, "target_share", &share));
+  if (bs.empty()) return Status::Ok();
+  auto mean3 = [&](bool last) {
+    double sum = 0;
+    const size_t n = std::min<size_t>(3, bs.size());
+    for (size_t i = 0; i < n; ++i) sum += bs[last ? bs.size() - 1 - i : i].loss;
+    return sum / static_cast<double>(n);
+  };
+  double secs = 0;
+  for (const ProbeStep& st : bs) secs += st.step_s;
+  r->spec.notes.push_back("LoRA base phase (not in the curve): " + std::to_string(bs.size()) +
+                          " full-training steps on the source task (copy over letters shifted by " +
+                          std::to_string(offset) + ", " + Fmt(100 * share) + "% target letters), loss " +
+                          Fmt(mean3(false)) + " -> " + Fmt(mean3(true)) + " (mean of first/last 3), " +
+                          Fmt(secs) + " s; then base frozen, adapters trained on the target task");
+  return Status::Ok();
+}
+
+// Step i over the ranks: rank 0's global values; times, memory: max; expert load, indexer KL: sum
+// (each rank's KL share is already scaled by the global token count).
+Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankFile>& ranks, double tokens,
+                 ProbeStep* s) {
+  const ProbeStep& a = per_rank[0];
+  *s = a;  // then the max / sum over the other ranks
+  for (size_t k = 0; k < per_rank.size(); ++k) {
+    const ProbeStep& b = per_rank[k];
+    const std::string where = ranks[k].path + " steps[" + std::to_string(s->step) + "]";
+    if (b.step != a.step)
+      return BadInput(where, "step", "differs from rank 0's " + std::to_string(a.step),
+                      std::to_string(b.step));
+    if (b.expert_load.size() != a.expert_load.size() || b.indexer_kl.size() != a.indexer_kl.size())
+      return BadInput(where, "expert_load", "has other MoE / MLA layers than rank 0's record",
+                      std::to_string(b.expert_load.size()) + " rows");
+    s->step_s = std::max(s->step_s, b.step_s);
+    s->comm.all_gather_s = std::max(s->comm.all_gather_s, b.comm.all_gather_s);
+    s->comm.reduce_scatter_s = std::max(s->comm.reduce_scatter_s, b.comm.reduce_scatter_s);
+    s->comm.all_to_all_s = std::max(s->comm.all_to_all_s, b.comm.all_to_all_s);
+    s->comm.all_reduce_s = std::max(s->comm.all_reduce_s, b.comm.all_reduce_s);
+    s->compute_s = std::max(s->compute_s, b.compute_s);
+    s->peak_rss_bytes = std::max(s->peak_rss_bytes, b.peak_rss_bytes);
+    if (k == 0) continue;
+    for (size_t l = 0; l < a.expert_load.size(); ++l) {
+      if (b.expert_load[l].size() != a.expert_load[l].size())
+        return BadInput(where, "expert_load[" + std::to_string(l) + "]",
+                        "has another expert count than rank 0's", std::to_string(b.expert_load[l].size()));
+      for (size_t e = 0; e < a.expert_load[l].size(); ++e) s->expert_load[l][e] += b.expert_load[l][e];
+    }
+    for (size_t l = 0; l < a.indexer_kl.size(); ++l) s->indexer_kl[l] += b.indexer_kl[l];
+  }
+  s->tokens_per_s = s->step_s > 0 ? tokens / s->step_s : 0;
+  return Status::Ok();
+}
+
 }  // namespace
 
-void MergeRankResults(const std::vector<json>& ranks, ProbeResult* r) {
-  if (ranks.empty()) return;
-  const json& r0 = ranks[0];
-  r->backend = r0.value("backend", "");
-  r->torch_version = r0.value("torch", "");
-  if (r0.contains("params")) {
-    const json& p = r0["params"];
-    r->params = {p.value("total", int64_t{0}), p.value("expert", int64_t{0}),
-                 p.value("lora", int64_t{0}), p.value("trainable", int64_t{0})};
+Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* r) {
+  if (ranks.empty()) return Status::Ok();
+  // Step 1: rank 0's header and base phase.
+  const RankFile& r0 = ranks[0];
+  ONBOARD_RETURN_IF_ERROR(Get(r0.j, r0.path, "backend", &r->backend));
+  ONBOARD_RETURN_IF_ERROR(Get(r0.j, r0.path, "torch", &r->torch_version));
+  json p;
+  ONBOARD_RETURN_IF_ERROR(Get(r0.j, r0.path, "params", &p));
+  const std::string pw = r0.path + " params";
+  ONBOARD_RETURN_IF_ERROR(Get(p, pw, "total", &r->params.total));
+  ONBOARD_RETURN_IF_ERROR(Get(p, pw, "expert", &r->params.expert));
+  ONBOARD_RETURN_IF_ERROR(Get(p, pw, "lora", &r->params.lora));
+  ONBOARD_RETURN_IF_ERROR(Get(p, pw, "trainable", &r->params.trainable));
+  ONBOARD_RETURN_IF_ERROR(BasePhaseNote(r0, r));
+  // Step 2: every rank's step records.
+  std::vector<std::vector<ProbeStep>> steps(ranks.size());
+  size_t n = std::numeric_limits<size_t>::max();
+  for (size_t k = 0; k < ranks.size(); ++k) {
+    ONBOARD_RETURN_IF_ERROR(ReadSteps(ranks[k].j, ranks[k].path, "steps", &steps[k]));
+    n = std::min(n, steps[k].size());
+    int64_t rss = 0;
+    ONBOARD_RETURN_IF_ERROR(Get(ranks[k].j, ranks[k].path, "baseline_rss_bytes", &rss));
+    r->baseline_rss_bytes = std::max(r->baseline_rss_bytes, rss);
   }
-  // LoRA base phase (rank JSON "base_phase"): reported beside the curve, never in it.
-  if (r0.contains("base_phase") && !r0["base_phase"]["steps"].empty()) {
-    const json& bp = r0["base_phase"];
-    const json& bs = bp["steps"];
-    auto mean3 = [&](bool last) {
-      double sum = 0;
-      const size_t n = std::min<size_t>(3, bs.size());
-      for (size_t i = 0; i < n; ++i) sum += NumOr(bs[last ? bs.size() - 1 - i : i], "loss", std::nan(""));
-      return sum / static_cast<double>(n);
-    };
-    double secs = 0;
-    for (const json& st : bs) secs += NumOr(st, "step_s", 0);
-    r->spec.notes.push_back("LoRA base phase (not in the curve): " + std::to_string(bs.size()) +
-                            " full-training steps on the source task (copy over letters shifted by " +
-                            std::to_string(bp.value("symbol_offset", int64_t{0})) + ", " +
-                            Fmt(100 * bp.value("target_share", 0.0)) + "% target letters), loss " +
-                            Fmt(mean3(false)) + " -> " + Fmt(mean3(true)) + " (mean of first/last 3), " +
-                            Fmt(secs) + " s; then base frozen, adapters trained on the target task");
-  }
-  size_t steps = r0["steps"].size();
-  for (const json& j : ranks) {
-    steps = std::min(steps, j["steps"].size());
-    r->baseline_rss_bytes = std::max<int64_t>(r->baseline_rss_bytes, j.value("baseline_rss_bytes", int64_t{0}));
-  }
+  // Step 3: merged step by step.
   const double tokens = static_cast<double>(r->config.batch * r->config.seq);
-  const double nan = std::numeric_limits<double>::quiet_NaN();
-  for (size_t i = 0; i < steps; ++i) {
+  std::vector<ProbeStep> per_rank(ranks.size());
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < ranks.size(); ++k) per_rank[k] = steps[k][i];
     ProbeStep s;
-    const json& a = r0["steps"][i];
-    s.step = a.value("step", int64_t{0});
-    s.loss = NumOr(a, "loss", nan);
-    s.grad_norm = NumOr(a, "grad_norm", nan);
-    s.lr = NumOr(a, "lr", 0);
-    s.accuracy = NumOr(a, "accuracy", nan);
-    std::map<int64_t, std::vector<int64_t>> load;
-    std::map<int64_t, double> kl;  // each rank's share is already scaled by the global token count
-    for (const json& j : ranks) {
-      const json& st = j["steps"][i];
-      const double step_s = NumOr(st, "step_s", 0);
-      CollectiveTimes c{NumOr(st, "all_gather_s", 0), NumOr(st, "reduce_scatter_s", 0),
-                        NumOr(st, "all_to_all_s", 0), NumOr(st, "all_reduce_s", 0)};
-      s.step_s = std::max(s.step_s, step_s);
-      s.comm.all_gather_s = std::max(s.comm.all_gather_s, c.all_gather_s);
-      s.comm.reduce_scatter_s = std::max(s.comm.reduce_scatter_s, c.reduce_scatter_s);
-      s.comm.all_to_all_s = std::max(s.comm.all_to_all_s, c.all_to_all_s);
-      s.comm.all_reduce_s = std::max(s.comm.all_reduce_s, c.all_reduce_s);
-      s.compute_s = std::max(s.compute_s, step_s - c.total());
-      s.peak_rss_bytes = std::max<int64_t>(s.peak_rss_bytes, st.value("peak_rss_bytes", int64_t{0}));
-      for (const json& l : st["expert_load"]) {
-        auto& row = load[l["layer"].get<int64_t>()];
-        auto counts = l["tokens"].get<std::vector<int64_t>>();
-        if (row.empty()) row.assign(counts.size(), 0);
-        for (size_t e = 0; e < counts.size() && e < row.size(); ++e) row[e] += counts[e];
-      }
-      if (st.contains("indexer_kl"))
-        for (const json& l : st["indexer_kl"]) kl[l["layer"].get<int64_t>()] += NumOr(l, "kl", nan);
-    }
-    for (auto& [layer, v] : kl) s.indexer_kl.push_back(v);
-    s.tokens_per_s = s.step_s > 0 ? tokens / s.step_s : 0;
-    for (auto& [layer, counts] : load) s.expert_load.push_back(counts);
+    ONBOARD_RETURN_IF_ERROR(MergeStep(per_rank, ranks, tokens, &s));
     r->steps.push_back(std::move(s));
   }
+  return Status::Ok();
 }
 
 std::string TaskFloor(const ProbeConfig& c, double* floor_nats, double* baseline_nats) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <vector>
 
 #include "backends/probe.h"
@@ -10,9 +11,17 @@
 
 namespace onboard::backends {
 
-// Loss / grad norm / lr from rank 0 (all ranks hold the same reduced values); step time, compute
-// time, per-collective time and peak RSS: max over ranks; expert load: sum over ranks.
-void MergeRankResults(const std::vector<nlohmann::json>& ranks, ProbeResult* result);
+// One rank's result file (rank<r>.json, written by RunProbeWorker) and where it was read from.
+struct RankFile {
+  std::string path;
+  nlohmann::json j;
+};
+
+// Loss / grad norm / lr / accuracy from rank 0 (all ranks hold the same reduced values); step time,
+// compute time, per-collective time and peak RSS: max over ranks; expert load and indexer KL: sum
+// over ranks. Every step record is decoded by probe_step_codec.h; a record it refuses, or ranks
+// whose records disagree (step number, MoE/MLA layers, expert count), is kBadInput naming the file.
+Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* result);
 
 // Task floor, validator verdicts (convergence, comm share, expert balance, memory) and the cost
 // model's prediction for the same layout on a topology of this machine.

@@ -20,7 +20,6 @@
 namespace onboard::backends {
 namespace {
 
-using nlohmann::json;
 using Accumulators = std::vector<std::array<TreeAccumulator, 4>>;  // [unit][buffer index]
 
 double LearningRate(const ProbeConfig& c, int64_t step) {
@@ -124,33 +123,30 @@ void UpdateBalanceBias(WorkerState& st, Group& world) {
   }
 }
 
-// Step 5: this rank's record of the step.
-json StepRecord(const WorkerState& st, int64_t step, double loss, double gnorm, double lr, double accuracy,
-                double step_s, const std::map<int64_t, double>& indexer_kl) {
-  const CollectiveTimes& c = CommClock();
-  json lj = json::array();
-  for (auto& [layer, counts] : st.load) lj.push_back({{"layer", layer}, {"tokens", counts}});
-  json kl = json::array();
-  for (auto& [layer, v] : indexer_kl) kl.push_back({{"layer", layer}, {"kl", v}});
-  return {{"step", step},
-          {"loss", std::isfinite(loss) ? json(loss) : json(nullptr)},
-          {"grad_norm", std::isfinite(gnorm) ? json(gnorm) : json(nullptr)},
-          {"lr", lr},
-          {"accuracy", accuracy},
-          {"step_s", step_s},
-          {"all_gather_s", c.all_gather_s},
-          {"reduce_scatter_s", c.reduce_scatter_s},
-          {"all_to_all_s", c.all_to_all_s},
-          {"all_reduce_s", c.all_reduce_s},
-          {"peak_rss_bytes", PeakRssBytes()},
-          {"expert_load", lj},
-          {"indexer_kl", kl}};
+// Step 5: this rank's record of the step: loss, grad norm, lr and accuracy are global (reduced);
+// times, memory, expert load and indexer KL are this rank's (MergeRankResults combines the ranks).
+ProbeStep StepRecord(const WorkerState& st, int64_t step, double loss, double gnorm, double lr,
+                     double accuracy, double step_s, const std::map<int64_t, double>& indexer_kl) {
+  ProbeStep s;
+  s.step = step;
+  s.loss = loss;
+  s.grad_norm = gnorm;
+  s.lr = lr;
+  s.accuracy = accuracy;
+  s.step_s = step_s;
+  s.comm = CommClock();
+  s.compute_s = step_s - s.comm.total();
+  s.tokens_per_s = step_s > 0 ? static_cast<double>(st.cfg.batch * st.cfg.seq) / step_s : 0;
+  s.peak_rss_bytes = PeakRssBytes();
+  for (const auto& [layer, counts] : st.load) s.expert_load.push_back(counts);  // MoE layers in order
+  for (const auto& [layer, v] : indexer_kl) s.indexer_kl.push_back(v);          // MLA layers in order
+  return s;
 }
 
 }  // namespace
 
-json TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase, int64_t step,
-               double scale) {
+ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
+                    int64_t step, double scale) {
   CommClock() = CollectiveTimes{};
   st.load.clear();
   const auto t0 = std::chrono::steady_clock::now();

@@ -14,6 +14,7 @@
 #include <torch/cuda.h>
 
 #include "backends/kda_generated.h"
+#include "backends/probe_step_codec.h"
 #include "backends/probe_worker_state.h"
 
 namespace onboard {
@@ -73,36 +74,63 @@ Status RankDevice(const ProbeWorkerArgs& a, const ProbeConfig& cfg, at::Device* 
   return Status::Ok();
 }
 
-void PrintStep(int64_t r, const char* what, const json& j) {
+// The human log line of a step (rank<r>.log); records go through probe_step_codec.h.
+void PrintStep(int64_t r, const char* what, const ProbeStep& s) {
   std::printf("rank %lld %s %lld loss %.6f acc %.3f grad_norm %.4g lr %.3g %.1f ms\n",
-              static_cast<long long>(r), what, static_cast<long long>(j["step"].get<int64_t>()),
-              j["loss"].is_null() ? NAN : j["loss"].get<double>(), j["accuracy"].get<double>(),
-              j["grad_norm"].is_null() ? NAN : j["grad_norm"].get<double>(), j["lr"].get<double>(),
-              j["step_s"].get<double>() * 1e3);
+              static_cast<long long>(r), what, static_cast<long long>(s.step), s.loss, s.accuracy,
+              s.grad_norm, s.lr, s.step_s * 1e3);
   std::fflush(stdout);
 }
+
+json StepsJson(const std::vector<ProbeStep>& steps) {
+  json a = json::array();
+  for (const ProbeStep& s : steps) a.push_back(backends::ProbeStepToJson(s));
+  return a;
+}
+
+// Rank 0's live record of the recorded steps (ProbeWorkerArgs::steps_file): one line per step,
+// flushed when the step ends, so the launcher can follow the probe (probe_step_tail.h).
+class StepStream {
+ public:
+  Status Open(const std::string& path) {
+    if (path.empty()) return Status::Ok();
+    path_ = path;
+    f_.open(path, std::ios::out | std::ios::trunc);
+    return f_ ? Status::Ok() : IoError("cannot write probe steps " + path);
+  }
+  Status Append(const ProbeStep& s) {
+    if (path_.empty()) return Status::Ok();
+    f_ << backends::ProbeStepToLine(s) << std::flush;
+    return f_ ? Status::Ok() : IoError("cannot write probe steps " + path_);
+  }
+
+ private:
+  std::string path_;
+  std::ofstream f_;
+};
 
 // Step 4a (LoRA): base phase. Full training of the base for base_steps on the related source
 // task (copy over the next copy_symbols letters), then freeze it and train only the adapters.
 Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
+  const int64_t symbol_offset = backends::LoraSourceSymbolOffset(st.cfg);
+  std::vector<ProbeStep> steps;
   *base_phase = {{"steps", json::array()},
-                 {"symbol_offset", backends::LoraSourceSymbolOffset(st.cfg)},
+                 {"symbol_offset", symbol_offset},
                  {"target_share", backends::kLoraSourceTargetShare}};
   if (st.base_steps <= 0) return Status::Ok();
   ProbeConfig bcfg = st.cfg;
   bcfg.mode = FinetuneMode::kFull;
   bcfg.steps = st.base_steps;
   bcfg.warmup = std::min(st.cfg.warmup, std::max<int64_t>(1, st.base_steps / 4));
-  backends::ProbeData source(st.spec, bcfg, (*base_phase)["symbol_offset"].get<int64_t>(),
-                             backends::kLoraSourceTargetShare);
+  backends::ProbeData source(st.spec, bcfg, symbol_offset, backends::kLoraSourceTargetShare);
   ONBOARD_RETURN_IF_ERROR(source.status());
   for (int64_t step = 0; step < st.base_steps; ++step) {
-    json j = backends::TrainStep(st, g, source, bcfg, step, 0.0);
-    PrintStep(st.rank, "base_step", j);
-    (*base_phase)["steps"].push_back(j);
-    if (j["loss"].is_null())
+    steps.push_back(backends::TrainStep(st, g, source, bcfg, step, 0.0));
+    PrintStep(st.rank, "base_step", steps.back());
+    if (!std::isfinite(steps.back().loss))
       return Status(ErrorCode::kInternal, "LoRA base phase diverged at step " + std::to_string(step));
   }
+  (*base_phase)["steps"] = StepsJson(steps);
   backends::FreezeBaseForAdapters(&st);
   return Status::Ok();
 }
@@ -148,16 +176,19 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   json base_phase;
   ONBOARD_RETURN_IF_ERROR(RunBasePhase(st, g, &base_phase));
 
-  // Step 4b: the recorded training loop (full, or LoRA adapters on the frozen base).
+  // Step 4b: the recorded training loop (full, or LoRA adapters on the frozen base); rank 0
+  // streams each step's record to steps_file.
   backends::ProbeData data(st.spec, cfg);
   ONBOARD_RETURN_IF_ERROR(data.status());
-  json steps = json::array();
+  StepStream stream;
+  ONBOARD_RETURN_IF_ERROR(stream.Open(st.rank == 0 ? a.steps_file : ""));
+  std::vector<ProbeStep> steps;
   for (int64_t step = 0; step < cfg.steps; ++step) {
     if (st.rank == cfg.die_rank && step == cfg.die_step) std::raise(SIGKILL);  // fault injection (tests)
-    json j = backends::TrainStep(st, g, data, cfg, step, st.lora_scale);
-    PrintStep(st.rank, "step", j);
-    steps.push_back(j);
-    if (j["loss"].is_null()) break;  // every rank sees the same reduced loss: all stop together
+    steps.push_back(backends::TrainStep(st, g, data, cfg, step, st.lora_scale));
+    PrintStep(st.rank, "step", steps.back());
+    ONBOARD_RETURN_IF_ERROR(stream.Append(steps.back()));
+    if (!std::isfinite(steps.back().loss)) break;  // every rank sees the same reduced loss: all stop together
   }
   g.world.Barrier();  // nobody leaves (and tears down a store it serves) while others still talk
 
@@ -174,7 +205,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
                 {"expert", counts.expert},
                 {"lora", counts.lora},
                 {"trainable", counts.trainable}}},
-              {"steps", steps},
+              {"steps", StepsJson(steps)},
               {"base_phase", base_phase}};
   return WriteResult(a.out_file, out);
 }

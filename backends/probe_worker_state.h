@@ -19,7 +19,6 @@
 
 #include <array>
 #include <map>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -91,7 +90,7 @@ void FreezeBaseForAdapters(WorkerState* st);
 
 // One optimizer step of `phase` (its steps/warmup drive the lr schedule) on `data`, with adapter
 // scale `lora_scale`. Returns this rank's step record (probe_train_step.cpp).
-nlohmann::json TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
-                         int64_t step, double lora_scale);
+ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
+                    int64_t step, double lora_scale);
 
 }  // namespace onboard::backends

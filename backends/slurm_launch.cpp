@@ -109,11 +109,23 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   if (srun.empty()) return NotFound("srun (Slurm client) on PATH: install slurm-client or run with --launcher local");
   const std::string task =
       "exec \"$0\" probe-worker --spec \"$1\" --rank \"$SLURM_PROCID\" --world \"$2\" --master-addr \"$3\" "
-      "--master-port \"$4\" --out \"$5/rank$SLURM_PROCID.json\"";
-  std::vector<std::string> args = {srun, "--ntasks=" + std::to_string(l.ranks), "--kill-on-bad-exit=1", "--overcommit",
-                                   "--job-name=onboard-probe", "--output=" + l.out_dir + "/rank%t.log",
-                                   "bash", "-c", task, l.worker, l.spec_file, std::to_string(l.ranks),
-                                   l.master_addr, std::to_string(l.master_port), l.out_dir};
+      "--master-port \"$4\" --out \"$5/rank$SLURM_PROCID.json\" --steps-out \"$6\"";
+  std::vector<std::string> args = {srun,
+                                   "--ntasks=" + std::to_string(l.ranks),
+                                   "--kill-on-bad-exit=1",
+                                   "--overcommit",
+                                   "--job-name=onboard-probe",
+                                   "--output=" + l.out_dir + "/rank%t.log",
+                                   "bash",
+                                   "-c",
+                                   task,
+                                   l.worker,
+                                   l.spec_file,
+                                   std::to_string(l.ranks),
+                                   l.master_addr,
+                                   std::to_string(l.master_port),
+                                   l.out_dir,
+                                   l.steps_file};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -131,7 +143,8 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
   }
   close(fd);
   if (pid < 0) return IoError("fork failed for srun");
-  // Step 3: wait, stopping the step past the deadline or on cancel (SIGTERM lets srun end its tasks).
+  // Step 3: wait, stopping the step past the deadline, on cancel or when `poll` fails (SIGTERM lets
+  // srun end its tasks).
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(static_cast<int64_t>(l.timeout_s * 1000));
   int status = 0;
   bool timed_out = false;
@@ -142,6 +155,12 @@ Status RunRanksWithSrun(const SrunLaunch& l) {
     if (cancelled || timed_out) {
       StopSrun(pid, l.cancel_grace_s, status);
       break;
+    }
+    if (l.poll) {
+      if (Status st = l.poll(); !st.ok()) {
+        StopSrun(pid, l.cancel_grace_s, status);
+        return st;
+      }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }

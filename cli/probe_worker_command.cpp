@@ -58,6 +58,7 @@ OnboardCommand kProbeWorker{
       sub.add_option("--master-addr", a->master_addr);
       sub.add_option("--master-port", a->master_port);
       sub.add_option("--out", a->out_file);
+      sub.add_option("--steps-out", a->steps_file, "rank 0: append one ProbeStep JSON line per step here");
       sub.add_flag("--torchrun", *torchrun, "take RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT from the environment");
       return [a, torchrun] { return RunWorker(*a, *torchrun); };
     }};

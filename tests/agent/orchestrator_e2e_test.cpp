@@ -2,9 +2,12 @@
 // kernels (generated, built and checked), probe rounds over c10d/Gloo, rules, reports.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "agent/orchestrator.h"
 #include "orchestrator_test_support.h"
@@ -69,6 +72,22 @@ TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
   }
   for (const char* s : {"parse", "templates", "plan", "kernels", "probe", "validate", "report"})
     EXPECT_TRUE(stages.count(s)) << s;
+  // Probe progress comes from ProbeObserver::OnStep: one event per recorded step of round 1, in
+  // order, with the step's loss as the result has it.
+  nlohmann::json probe1 = ReadJson(out + "/probe/round1/probe.json");
+  ASSERT_FALSE(probe1.is_discarded());
+  std::vector<std::string> progress;
+  for (const auto& e : events)
+    if (e["type"] == "stage_progress" && e["stage"] == "probe" && e["round"] == 1 &&
+        e["message"].get<std::string>().rfind("step ", 0) == 0) {
+      EXPECT_EQ(e["done"].get<size_t>(), progress.size() + 1);
+      progress.push_back(e["message"].get<std::string>());
+    }
+  ASSERT_EQ(progress.size(), probe1["steps"].size());
+  char last[64];
+  std::snprintf(last, sizeof last, "step %zu loss %.6f", progress.size() - 1,
+                probe1["steps"].back()["loss"].get<double>());
+  EXPECT_EQ(progress.back(), last);
   nlohmann::json trace = ReadJson(out + "/trace.json");
   EXPECT_EQ(trace["decisions"].size(), static_cast<size_t>(decision_events));
   EXPECT_EQ(res->decisions, decision_events);

@@ -159,6 +159,11 @@ class LocalSlurm : public ::testing::Test {
   static std::string skip_;
   std::string dir_;
 };
+struct StepRecorder : ProbeObserver {
+  void OnStep(const ProbeStep& s) override { steps.push_back(s); }
+  std::vector<ProbeStep> steps;
+};
+
 SlurmCluster* LocalSlurm::cluster_ = nullptr;
 std::string LocalSlurm::skip_;
 
@@ -172,8 +177,14 @@ TEST_F(LocalSlurm, TwoTaskProbeThroughSrunMatchesTheLocalLaunch) {
   c.lr = 1e-2;
   c.warmup = 4;
   c.timeout_s = 120;
-  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
+  StepRecorder steps;  // rank 0's steps.jsonl, followed while srun runs
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c, &steps);
   ASSERT_TRUE(r.ok()) << r.status().ToString() << "\nslurmctld:" << Tail(dir_ + "/log/slurmctld.log");
+  ASSERT_EQ(steps.steps.size(), r->steps.size());
+  for (size_t i = 0; i < r->steps.size(); ++i) {
+    EXPECT_EQ(steps.steps[i].step, static_cast<int64_t>(i));
+    EXPECT_EQ(steps.steps[i].loss, r->steps[i].loss) << "step " << i;
+  }
   ProbeConfig local = c;
   local.launcher = "local";
   local.out_dir = dir_ + "/probe-local";

@@ -9,8 +9,10 @@
 
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
 
 #include "tests/serve/http_sse_client.h"
 #include "tests/serve/http_test_support.h"
@@ -118,6 +120,17 @@ TEST_F(ServeE2eTest, SubmitFollowReportsRestart) {
     for (const auto& f : frames) types.insert(f.event);
     EXPECT_TRUE(types.count("started"));
     EXPECT_TRUE(types.count("stage_started")) << "the orchestrator's own events reach the stream";
+    // The probe's progress (ProbeObserver::OnStep) reaches the stream: one event per step, in order.
+    std::vector<int64_t> done;
+    for (const auto& f : frames) {
+      if (f.event != "stage_progress") continue;
+      json e = json::parse(f.data, nullptr, false).value("data", json());  // {seq, type, data: the event}
+      if (e.is_object() && e.value("stage", "") == "probe" && e.value("message", "").rfind("step ", 0) == 0)
+        done.push_back(e.value("done", int64_t{-1}));
+    }
+    std::string seen;
+    for (const auto& f : frames) seen += f.event + " " + f.data.substr(0, 160) + "\n";
+    EXPECT_EQ(done, (std::vector<int64_t>{1, 2, 3, 4, 5, 6})) << seen;
     ASSERT_EQ(frames[frames.size() - 2].event, "succeeded")
         << frames[frames.size() - 2].data << "\n" << GetJob(*c, id).dump(2) << "\n" << server.log();
     num_events = frames.size() - 1;
