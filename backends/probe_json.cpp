@@ -20,6 +20,7 @@ json SpecJson(const ProxySpec& s) {
           {"chunk", s.chunk}, {"gate_rank", s.gate_rank}, {"mla_heads", s.mla_heads},
           {"q_lora_rank", s.q_lora_rank}, {"kv_lora_rank", s.kv_lora_rank},
           {"qk_nope_dim", s.qk_nope_dim}, {"qk_rope_dim", s.qk_rope_dim},
+          {"rope", s.rope}, {"rope_theta", s.rope_theta},
           {"v_head_dim", s.v_head_dim}, {"mla_output_gate", s.mla_output_gate},
           {"index_heads", s.index_heads}, {"index_head_dim", s.index_head_dim},
           {"index_topk", s.index_topk}, {"indexer_kl_weight", s.indexer_kl_weight},
@@ -55,6 +56,8 @@ void SpecFromJson(const json& j, ProxySpec* s) {
 #undef ONBOARD_GET
   s->indexer_kl_weight = j.value("indexer_kl_weight", 1.0);  // absent in older spec files
   s->balance_bias = j.value("balance_bias", false);
+  s->rope = j.value("rope", false);
+  s->rope_theta = j.value("rope_theta", 10000.0);
   s->balance_rate = j.value("balance_rate", 2e-2);
   s->router = j.at("router") == "sigmoid" ? RouterActivation::kSigmoid : RouterActivation::kSoftmax;
 }
@@ -72,7 +75,7 @@ json ConfigJson(const ProbeConfig& c) {
           {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank}, {"device", c.device},
           {"die_rank", c.die_rank}, {"die_step", c.die_step},
           {"converge_fraction", c.converge_fraction}, {"dtype", c.dtype},
-          {"base_steps", c.base_steps}, {"kda_kernel", c.kda_kernel}};
+          {"base_steps", c.base_steps}, {"kda_kernel", c.kda_kernel}, {"control", c.control}};
 }
 
 void ConfigFromJson(const json& j, ProbeConfig* c) {
@@ -89,6 +92,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
 #undef ONBOARD_GET
   c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
+  c->control = j.value("control", std::string());
 }
 
 json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }

@@ -27,7 +27,9 @@
 #include "backends/fsdp_unit.h"
 #include "backends/ordered_sum.h"
 #include "backends/kda_generated.h"
+#include "backends/probe_controls.h"
 #include "backends/probe_data.h"
+#include "backends/probe_schedule.h"
 
 namespace onboard {
 namespace {
@@ -64,14 +66,6 @@ int64_t PeakRssBytes() {
   struct rusage ru {};
   getrusage(RUSAGE_SELF, &ru);
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: kilobytes
-}
-
-double LearningRate(const ProbeConfig& c, int64_t step) {
-  if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
-  const double span = std::max<int64_t>(1, c.steps - c.warmup);
-  const double t = std::min(1.0, static_cast<double>(step - c.warmup) / span);
-  const double min_lr = c.lr * c.min_lr_ratio;
-  return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(M_PI * t));
 }
 
 Buffer MakeShard(const at::Tensor& full, const at::Tensor& decay, int64_t rank, int64_t size,
@@ -248,6 +242,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     std::vector<std::array<backends::TreeAccumulator, 4>> acc(units.size());
     double local_loss = 0;  // sum of fp32 micro-batch losses: exact in fp64, any order
     for (int64_t i = 0; i < micro_steps; ++i) {
+      backends::ApplyControl(phase, &phase != &cfg, step, i * N + r, &inputs, &routing);
       backends::Batch batch = data.Get(step, (i * N + r) * mb, mb);
       if (!dev.is_cpu()) batch = {batch.tokens.to(dev), batch.targets.to(dev), batch.mask.to(dev)};
       inputs.targets = &batch.targets;
@@ -282,7 +277,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     const double loss = red[0].item<double>(), gnorm = std::sqrt(red[1].item<double>());
     const double accuracy = red[2].item<double>() / static_cast<double>(data.CountedTokensPerStep());
     const double clip_coef = (phase.clip > 0 && gnorm > phase.clip) ? phase.clip / (gnorm + 1e-6) : 1.0;
-    const double lr = LearningRate(phase, step);
+    const double lr = backends::LearningRate(phase, step);
     for (UnitState& st : state)
       for (Buffer* b : {&st.dense, &st.lora, &st.expert, &st.expert_lora}) AdamW(*b, phase, lr, step, clip_coef);
     // Balancing bias: the step's global tokens per expert (exact integer sums over all ranks),
@@ -333,6 +328,8 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     bcfg.mode = FinetuneMode::kFull;
     bcfg.steps = base_steps;
     bcfg.warmup = std::min(cfg.warmup, std::max<int64_t>(1, base_steps / 4));
+    bcfg.lr = cfg.lr / backends::kLoraLrScale;  // full training of the base: the full-mode rate
+    if (bcfg.control == kControlFrozenLora) bcfg.control.clear();  // the base itself trains
     backends::ProbeData source(spec, bcfg, base_phase["symbol_offset"].get<int64_t>(),
                                backends::kLoraSourceTargetShare);
     ONBOARD_RETURN_IF_ERROR(source.status());
