@@ -47,7 +47,8 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.lora_rank = std::min<int64_t>(st.req.lora_rank, 8);
   // LoRA adapters start at B = 0 and move ~lr per Adam step: they take the larger rate of the
   // probe's LoRA recipe (DefaultProbeConfig: adapters at 3x the full rate, the base phase at 1x).
-  const double lora_scale = DefaultProbeConfig(FinetuneMode::kLoRA).lr / DefaultProbeConfig(FinetuneMode::kFull).lr;
+  const double lora_scale =
+      DefaultProbeConfig(FinetuneMode::kLoRA).lr / DefaultProbeConfig(FinetuneMode::kFull).lr;
   c.lr = st.knobs.learning_rate * (c.mode == FinetuneMode::kLoRA ? lora_scale : 1.0);
   c.clip = st.knobs.grad_clip;
   c.seed = s.seed;

@@ -11,7 +11,8 @@ void ApplyControl(const ProbeConfig& c, int64_t phase_salt, int64_t step, int64_
     // Seeded by (seed, phase, step, micro-batch): the same draw in the forward and in FSDP's
     // backward recomputation of a unit; never 0 (0 = off).
     uint64_t h = c.seed * 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(phase_salt) * 0xD6E8FEB86659FD93ull;
-    h ^= static_cast<uint64_t>(step) * 0xC2B2AE3D27D4EB4Full + static_cast<uint64_t>(micro_batch) * 0x165667B19E3779F9ull;
+    h ^= static_cast<uint64_t>(step) * 0xC2B2AE3D27D4EB4Full +
+         static_cast<uint64_t>(micro_batch) * 0x165667B19E3779F9ull;
     routing->random_route_seed = h | 1u;
   }
 }

@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-json SpecJson(const ProxySpec& s) {
+json SpecJsonCore(const ProxySpec& s) {
   json layers = json::array();
   for (const ProxyLayer& l : s.layers)
     layers.push_back({{"mixer", l.mixer == ProxyMixer::kKDA ? "KDA" : "MLA"},
@@ -20,7 +20,6 @@ json SpecJson(const ProxySpec& s) {
           {"chunk", s.chunk}, {"gate_rank", s.gate_rank}, {"mla_heads", s.mla_heads},
           {"q_lora_rank", s.q_lora_rank}, {"kv_lora_rank", s.kv_lora_rank},
           {"qk_nope_dim", s.qk_nope_dim}, {"qk_rope_dim", s.qk_rope_dim},
-          {"rope", s.rope}, {"rope_theta", s.rope_theta},
           {"v_head_dim", s.v_head_dim}, {"mla_output_gate", s.mla_output_gate},
           {"index_heads", s.index_heads}, {"index_head_dim", s.index_head_dim},
           {"index_topk", s.index_topk}, {"indexer_kl_weight", s.indexer_kl_weight},
@@ -62,7 +61,7 @@ void SpecFromJson(const json& j, ProxySpec* s) {
   s->router = j.at("router") == "sigmoid" ? RouterActivation::kSigmoid : RouterActivation::kSoftmax;
 }
 
-json ConfigJson(const ProbeConfig& c) {
+json ConfigJsonCore(const ProbeConfig& c) {
   return {{"ranks", c.ranks}, {"ep", c.ep_degree()}, {"fsdp", c.fsdp_degree()}, {"steps", c.steps},
           {"mode", c.mode == FinetuneMode::kLoRA ? "lora" : "full"}, {"lora_rank", c.lora_rank},
           {"lora_alpha", c.lora_alpha}, {"lr", c.lr}, {"warmup", c.warmup},
@@ -75,7 +74,7 @@ json ConfigJson(const ProbeConfig& c) {
           {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank}, {"device", c.device},
           {"die_rank", c.die_rank}, {"die_step", c.die_step},
           {"converge_fraction", c.converge_fraction}, {"dtype", c.dtype},
-          {"base_steps", c.base_steps}, {"kda_kernel", c.kda_kernel}, {"control", c.control}};
+          {"base_steps", c.base_steps}, {"kda_kernel", c.kda_kernel}};
 }
 
 void ConfigFromJson(const json& j, ProbeConfig* c) {
@@ -93,6 +92,20 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
   c->control = j.value("control", std::string());
+}
+
+// Fields added for issue 12 (RoPE, negative controls), kept apart from the core lists.
+json SpecJson(const ProxySpec& s) {
+  json j = SpecJsonCore(s);
+  j["rope"] = s.rope;
+  j["rope_theta"] = s.rope_theta;
+  return j;
+}
+
+json ConfigJson(const ProbeConfig& c) {
+  json j = ConfigJsonCore(c);
+  j["control"] = c.control;
+  return j;
 }
 
 json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }

@@ -25,8 +25,8 @@
 #include <torch/cuda.h>
 
 #include "backends/fsdp_unit.h"
-#include "backends/ordered_sum.h"
 #include "backends/kda_generated.h"
+#include "backends/ordered_sum.h"
 #include "backends/probe_controls.h"
 #include "backends/probe_data.h"
 #include "backends/probe_schedule.h"

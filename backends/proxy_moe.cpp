@@ -126,7 +126,8 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     if (it != R.score_bias->end()) choice = scores + it->second.to(scores.device(), scores.scalar_type());
   }
   if (R.random_route_seed != 0) {  // random_router control: the choice ignores the router
-    at::Generator gen = at::detail::createCPUGenerator(R.random_route_seed + static_cast<uint64_t>(u.layer) * 0x9E3779B97F4A7C15ull);
+    at::Generator gen = at::detail::createCPUGenerator(R.random_route_seed + static_cast<uint64_t>(u.layer) *
+                                                                                 0x9E3779B97F4A7C15ull);
     choice = at::rand({b * T, E}, gen, at::TensorOptions().dtype(at::kFloat)).to(scores.device());
   }
   at::Tensor itop = std::get<1>(choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);

@@ -50,7 +50,7 @@ Status ProxySpec::Validate() const {
   if (qk_rope_dim < 0) return Bad("qk_rope_dim", "must be >= 0", std::to_string(qk_rope_dim));
   if (rope && qk_rope_dim % 2 != 0)
     return Bad("qk_rope_dim", "must be even with rope (rotated in pairs)", std::to_string(qk_rope_dim));
-  if (rope && !(rope_theta > 1) ) return Bad("rope_theta", "must be > 1", std::to_string(rope_theta));
+  if (rope && !(rope_theta > 1)) return Bad("rope_theta", "must be > 1", std::to_string(rope_theta));
   if (!(gate_lower_bound < 0) || gate_lower_bound < -20)
     return Bad("gate_lower_bound", "must be in [-20, 0)", std::to_string(gate_lower_bound));
   if (gate_lower_bound * chunk < -80)
@@ -273,12 +273,15 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("base_steps", "must be -1 (default) or in [0, 100000]", std::to_string(base_steps));
   if (!control.empty() && control != kControlNoLookback && control != kControlRandomRouter &&
       control != kControlFrozenLora)
-    return Bad("control", std::string("must be one of ") + kControlNoLookback + ", " + kControlRandomRouter +
-               ", " + kControlFrozenLora, control);
+    return Bad("control",
+               std::string("must be one of ") + kControlNoLookback + ", " + kControlRandomRouter + ", " +
+                   kControlFrozenLora,
+               control);
   if (control == kControlFrozenLora && mode != FinetuneMode::kLoRA)
     return Bad("control", "frozen_lora needs mode lora", control);
   if (control == kControlRandomRouter &&
-      std::none_of(spec.layers.begin(), spec.layers.end(), [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; }))
+      std::none_of(spec.layers.begin(), spec.layers.end(),
+                   [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; }))
     return Bad("control", "random_router needs a MoE layer (the proxy has none)", control);
   if (kda_kernel != "generated" && kda_kernel != "torch")
     return Bad("kda_kernel", "must be generated or torch", kda_kernel);

@@ -43,13 +43,16 @@ int main(int argc, char** argv) {
   for (int i = 2; i < argc; ++i) configs.push_back(argv[i]);
   if (configs.empty()) {
     const std::string d = std::string(ONBOARD_SOURCE_DIR) + "/";
-    configs = {d + "examples/flagship/config.json", d + "tests/data/hf/kimi-linear-48b-a3b-instruct.config.json",
-               d + "tests/data/hf/deepseek-v3.config.json", d + "tests/data/hf/qwen3-30b-a3b.config.json",
-               d + "tests/data/hf/mixtral-8x7b-v0.1.config.json", d + "tests/data/hf/llama-3.1-8b.config.json"};
+    configs = {d + "examples/flagship/config.json",
+               d + "tests/data/hf/kimi-linear-48b-a3b-instruct.config.json",
+               d + "tests/data/hf/deepseek-v3.config.json",
+               d + "tests/data/hf/qwen3-30b-a3b.config.json",
+               d + "tests/data/hf/mixtral-8x7b-v0.1.config.json",
+               d + "tests/data/hf/llama-3.1-8b.config.json"};
   }
   std::printf("bench_probe_learning: defaults, 2 ranks, %ld cores\n", sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("%-44s %-5s %-14s %8s %8s %7s %11s %9s %7s %6s %5s\n", "config", "mode", "verdict",
-              "loss", "target", "acc", "steps(+base)", "step@90%", "wall_s", "ratio", "load");
+  std::printf("%-44s %-5s %-14s %8s %8s %7s %11s %9s %7s %6s %5s\n", "config", "mode", "verdict", "loss",
+              "target", "acc", "steps(+base)", "step@90%", "wall_s", "ratio", "load");
   double base_wall = 0;
   int status = 0;
   for (const std::string& path : configs) {
@@ -78,7 +81,8 @@ int main(int argc, char** argv) {
         if (at90 < 0 && s.accuracy >= 0.9) at90 = s.step;
       if (base_wall == 0) base_wall = wall;
       const int64_t base = mode == FinetuneMode::kLoRA ? c.base_steps : 0;
-      const std::string steps = std::to_string(r->steps.size()) + (base > 0 ? "+" + std::to_string(base) : "");
+      const std::string steps =
+          std::to_string(r->steps.size()) + (base > 0 ? "+" + std::to_string(base) : "");
       std::printf("%-44s %-5s %-14s %8.4f %8.4f %6.1f%% %11s %9lld %7.1f %6.2f %5.1f\n", name.c_str(), m,
                   r->convergence.c_str(), r->final_loss, r->loss_target, 100 * r->skill, steps.c_str(),
                   static_cast<long long>(at90), wall, wall / base_wall, LoadAverage());

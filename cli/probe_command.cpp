@@ -26,9 +26,9 @@ struct ProbeOptions {
   std::string placement;      // comma-separated expert -> EP rank
   int64_t blocks = 1;
   double balance_rate = -1;  // < 0: the proxy's default
-  int64_t base_steps = -1;    // LoRA base phase; -1 = the mode's default (DefaultProbeConfig)
-  int64_t steps = -1;         // -1 = the mode's default
-  double lr = -1;             // -1 = the mode's default
+  int64_t base_steps = -1;   // LoRA base phase; -1 = the mode's default (DefaultProbeConfig)
+  int64_t steps = -1;        // -1 = the mode's default
+  double lr = -1;            // -1 = the mode's default
   std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
   bool json = false;
 };
@@ -103,7 +103,8 @@ OnboardCommand kProbe{
       sub.add_option("--base-steps", o->base_steps,
                      "lora: full-training steps of the base on the source task before the adapter "
                      "steps (default: the full recipe's 400 steps)");
-      sub.add_option("--lr", o->lr, "peak learning rate (default: full 1e-2; lora adapters 3e-2, base "
+      sub.add_option("--lr", o->lr,
+                     "peak learning rate (default: full 1e-2; lora adapters 3e-2, base "
                      "phase lr/3)");
       sub.add_option("--warmup", o->cfg.warmup, "warm-up steps")->capture_default_str();
       sub.add_option("--clip", o->cfg.clip, "grad-norm clip (0 = off)")->capture_default_str();
