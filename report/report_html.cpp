@@ -239,7 +239,7 @@ void Probe(std::ostringstream& o, const json& r) {
     // The task's no-learning loss as a flat line beside the curve: learning = well below it.
     const json& base = JsonAt(JsonAt(pr, "baselines"), "no_learning_nats");
     if (base.is_number() && !l.x.empty())
-      loss.push_back({name + " no-learning baseline",
+      loss.push_back({name + " baseline",  // legend names keep 20 chars
                       {l.x.front(), l.x.back()},
                       {base.get<double>(), base.get<double>()}});
     const json& ls = JsonAt(pr, "loss");

@@ -1,6 +1,6 @@
 // Negative controls of the probe (backends/probe_controls.h): a small RoPE-MLA proxy that learns
-// the copy task within seconds converges in the normal run; the same run with each control
-// (no look-back, random router, frozen LoRA adapters) must fail the learning verdict.
+// the copy task within seconds converges in the normal run; with no look-back or frozen LoRA
+// adapters the same run must fail the learning verdict. The random router does not (see below).
 #include <gtest/gtest.h>
 
 #include <string>
@@ -38,43 +38,58 @@ ProbeConfig ControlConfig(const std::string& name, FinetuneMode mode) {
   return c;
 }
 
-ProbeResult Run(const ProbeConfig& c) {
+ProbeResult RunControl(const ProbeConfig& c) {
   Expected<ProbeResult> r = RunProbeSpec(ControlSpec(), c);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
   return r.ok() ? *r : ProbeResult{};
 }
 
 TEST(ProbeControls, NormalRunConverges) {
-  ProbeResult r = Run(ControlConfig("normal", FinetuneMode::kFull));
+  ProbeResult r = RunControl(ControlConfig("normal", FinetuneMode::kFull));
   EXPECT_EQ(r.convergence, "converged") << FormatProbeResult(r);
 }
 
 TEST(ProbeControls, NoLookbackIsNotLearned) {
   ProbeConfig c = ControlConfig("nolookback", FinetuneMode::kFull);
   c.control = kControlNoLookback;
-  ProbeResult r = Run(c);
+  ProbeResult r = RunControl(c);
   EXPECT_NE(r.convergence, "converged") << FormatProbeResult(r);
   EXPECT_LT(r.skill, 0.2);  // a frequency model: ~1/32 exact match
 }
 
-TEST(ProbeControls, RandomRouterFailsTheVerdict) {
+// Measured: random routing does NOT fail the copy verdict (100% accuracy): the copy is done by
+// attention, the experts are not needed, so the copy task cannot detect a broken router. This
+// pins that finding (a routing-sensitive task is needed for this control to fail); it fails if
+// the control breaks the model instead of only the routing.
+TEST(ProbeControls, RandomRouterDoesNotStopTheCopy) {
   ProbeConfig c = ControlConfig("router", FinetuneMode::kFull);
   c.control = kControlRandomRouter;
-  ProbeResult r = Run(c);
-  EXPECT_NE(r.convergence, "converged") << FormatProbeResult(r);
+  ProbeResult r = RunControl(c);
+  EXPECT_EQ(r.convergence, "converged") << FormatProbeResult(r);
 }
 
-TEST(ProbeControls, FrozenLoraIsNotLearnedWhereLoraConverges) {
-  ProbeConfig c = ControlConfig("lora", FinetuneMode::kLoRA);
+// LoRA: a 200-step base phase on the source task (about 50% copy accuracy there), then 100 adapter
+// steps at 3e-2 reach 100% on the target letters (measured, load ~19); with the adapters frozen
+// the same run stays below the bar.
+ProbeConfig LoraControlConfig(const std::string& name) {
+  ProbeConfig c = ControlConfig(name, FinetuneMode::kLoRA);
   c.base_steps = 200;
   c.steps = 100;
   c.lr = 3e-2;
-  ProbeResult adapted = Run(c);
+  return c;
+}
+
+TEST(ProbeControls, LoraConverges) {
+  ProbeResult adapted = RunControl(LoraControlConfig("lora"));
   EXPECT_EQ(adapted.convergence, "converged") << FormatProbeResult(adapted);
-  c.out_dir = TempDir("control-frozen");
+}
+
+TEST(ProbeControls, FrozenLoraIsNotLearned) {
+  ProbeConfig c = LoraControlConfig("frozen");
   c.control = kControlFrozenLora;
-  ProbeResult frozen = Run(c);
+  ProbeResult frozen = RunControl(c);
   EXPECT_NE(frozen.convergence, "converged") << FormatProbeResult(frozen);
+  EXPECT_LT(frozen.skill, frozen.skill_target);
   for (const ProbeStep& s : frozen.steps) EXPECT_EQ(s.lr, 0.0);
 }
 
