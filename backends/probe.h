@@ -52,7 +52,7 @@ struct ProxySpec {
   int64_t q_lora_rank = 32;          // 0 = full-rank q projection
   int64_t kv_lora_rank = 32;
   int64_t qk_nope_dim = 16;
-  int64_t qk_rope_dim = 8;           // decoupled rope dims of q and the shared key (even when rope)
+  int64_t qk_rope_dim = 8;  // decoupled rope dims of q and the shared key (even when rope)
   // Rotary positions on the rope dims (RoPE, half-split pairs, angle t * rope_theta^(-2i/qk_rope_dim)
   // at token t): set when the source model's softmax attention uses RoPE. false = NoPE: the dims
   // are kept as extra, unrotated key dims (the flagship / Kimi-Linear MLA, mla_use_nope).
@@ -135,8 +135,8 @@ struct ProbeConfig {
   double weight_decay = 0.0;         // AdamW decoupled decay on matrices (not norms)
   double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
   uint64_t seed = 1234;
-  int64_t seq = 16;                  // tokens per sequence (copy task: (seq-1)/2 = 7 copied symbols)
-  int64_t batch = 32;                // global sequences per step; split evenly over ranks
+  int64_t seq = 16;    // tokens per sequence (copy task: (seq-1)/2 = 7 copied symbols)
+  int64_t batch = 32;  // global sequences per step; split evenly over ranks
   // Sequences per micro-batch on each rank (0 = batch/ranks: one micro-step per step). Each rank
   // runs batch/(ranks*micro_batch) micro-steps and accumulates their gradients (Megatron's
   // micro-batch size / gradient accumulation). Rank r's micro-step i takes global micro-batch

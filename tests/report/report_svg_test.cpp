@@ -56,7 +56,9 @@ TEST(ReportHtml, SelfContainedAndEscaped) {
 // The probe loss chart draws each round's no-learning baseline as a flat line beside its curve,
 // and the verdict column carries the skill metric; a round without baselines gets no line.
 TEST(ReportHtml, LossChartDrawsTheNoLearningBaseline) {
-  nlohmann::json round = {{"round", 1}, {"loss", {5.5, 3.4, 0.2}}, {"grad_norm", {1, 1, 1}},
+  nlohmann::json round = {{"round", 1},
+                          {"loss", {5.5, 3.4, 0.2}},
+                          {"grad_norm", {1, 1, 1}},
                           {"convergence", "converged"},
                           {"baselines", {{"no_learning_nats", 3.4657}}},
                           {"skill", {{"metric", "copy_accuracy"}, {"value", 0.973}}}};
