@@ -41,11 +41,11 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.warmup = std::min<int64_t>(5, std::max<int64_t>(1, c.steps / 4));
   c.mode = st.req.mode;
   c.lora_rank = std::min<int64_t>(st.req.lora_rank, 8);
-  // LoRA adapters start at B = 0 and move ~lr per Adam step: they take a larger lr than full
-  // fine-tuning (common practice 3-10x). Measured on the flagship proxy (2 ranks, 40 adapter
-  // steps after the default 24-step base phase): 3e-3 ends at 0.57-0.59 of the start (too close
-  // to the 0.6 verdict), 1e-2 at ~0.4, reaching ln(16) (backends/README.md).
-  c.lr = st.knobs.learning_rate * (c.mode == FinetuneMode::kLoRA ? 10.0 / 3.0 : 1.0);
+  // LoRA adapters start at B = 0 and move ~lr per Adam step: they take the larger rate of the
+  // probe's LoRA recipe (DefaultProbeConfig: adapters at 3x the full rate, the base phase at 1x).
+  const double lora_scale =
+      DefaultProbeConfig(FinetuneMode::kLoRA).lr / DefaultProbeConfig(FinetuneMode::kFull).lr;
+  c.lr = st.knobs.learning_rate * (c.mode == FinetuneMode::kLoRA ? lora_scale : 1.0);
   c.clip = st.knobs.grad_clip;
   c.seed = s.seed;
   c.seq = s.seq;

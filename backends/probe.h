@@ -52,7 +52,12 @@ struct ProxySpec {
   int64_t q_lora_rank = 32;          // 0 = full-rank q projection
   int64_t kv_lora_rank = 32;
   int64_t qk_nope_dim = 16;
-  int64_t qk_rope_dim = 8;           // kept as extra key dims (NoPE: not rotated, as in the flagship)
+  int64_t qk_rope_dim = 8;  // decoupled rope dims of q and the shared key (even when rope)
+  // Rotary positions on the rope dims (RoPE, half-split pairs, angle t * rope_theta^(-2i/qk_rope_dim)
+  // at token t): set when the source model's softmax attention uses RoPE. false = NoPE: the dims
+  // are kept as extra, unrotated key dims (the flagship / Kimi-Linear MLA, mla_use_nope).
+  bool rope = false;
+  double rope_theta = 10000.0;
   int64_t v_head_dim = 16;
   bool mla_output_gate = true;
   int64_t index_heads = 2;           // DSA lightning indexer heads (0 = no indexer: dense MLA)
@@ -116,19 +121,22 @@ struct ProbeConfig {
   int64_t ranks = 1;                 // processes
   int64_t ep = 0;                    // expert-parallel degree (0 = ranks); divides ranks and experts
   int64_t fsdp = 0;                  // FSDP shard degree of non-expert params (0 = ranks); divides ranks
-  int64_t steps = 20;
+  // Defaults (steps, lr, warmup, seq, batch, base_steps) are the full-mode recipe that learns the
+  // copy task within budget on every listed config (backends/README.md "Probe defaults");
+  // DefaultProbeConfig(mode) gives each mode's recipe (LoRA: a higher lr on the adapters).
+  int64_t steps = 400;
   FinetuneMode mode = FinetuneMode::kFull;
   int64_t lora_rank = 4;
   double lora_alpha = 8.0;           // adapter scale = alpha / rank
-  double lr = 3e-3;                  // peak learning rate
-  int64_t warmup = 5;                // linear warm-up steps, then cosine to min_lr_ratio * lr
+  double lr = 1e-2;                  // peak learning rate
+  int64_t warmup = 20;               // linear warm-up steps, then cosine to min_lr_ratio * lr
   double min_lr_ratio = 0.1;
   double clip = 1.0;                 // global grad-norm clip (0 = off)
   double weight_decay = 0.0;         // AdamW decoupled decay on matrices (not norms)
   double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
   uint64_t seed = 1234;
-  int64_t seq = 32;                  // tokens per sequence
-  int64_t batch = 8;                 // global sequences per step; split evenly over ranks
+  int64_t seq = 16;    // tokens per sequence (copy task: (seq-1)/2 = 7 copied symbols)
+  int64_t batch = 32;  // global sequences per step; split evenly over ranks
   // Sequences per micro-batch on each rank (0 = batch/ranks: one micro-step per step). Each rank
   // runs batch/(ranks*micro_batch) micro-steps and accumulates their gradients (Megatron's
   // micro-batch size / gradient accumulation). Rank r's micro-step i takes global micro-batch
@@ -165,12 +173,23 @@ struct ProbeConfig {
   int64_t base_steps = -1;
   // KDA forward: "generated" (codegen's CPU kernel, torch-ops fallback with a logged reason) | "torch".
   std::string kda_kernel = "generated";
+  // Negative control (backends/probe_controls.h): "" (none) | kControlNoLookback |
+  // kControlRandomRouter | kControlFrozenLora. A control run must fail the learning verdict.
+  std::string control;
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
   int64_t ep_degree() const { return ep > 0 ? ep : ranks; }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : ranks; }
   int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / ranks; }
   int64_t micro_steps() const { return batch / (ranks * micro_batch_size()); }  // per rank per step
 };
+
+inline constexpr const char* kControlNoLookback = "no_lookback";
+inline constexpr const char* kControlRandomRouter = "random_router";
+inline constexpr const char* kControlFrozenLora = "frozen_lora";
+
+// The tuned defaults of `mode` (backends/probe_schedule.cpp): ProbeConfig's own defaults for full
+// training; for LoRA the adapter phase's steps and learning rate and the base phase's length.
+ProbeConfig DefaultProbeConfig(FinetuneMode mode);
 
 // ---- Results ----
 

@@ -10,7 +10,7 @@ namespace {
 
 using nlohmann::json;
 
-json SpecJson(const ProxySpec& s) {
+json SpecJsonCore(const ProxySpec& s) {
   json layers = json::array();
   for (const ProxyLayer& l : s.layers)
     layers.push_back({{"mixer", l.mixer == ProxyMixer::kKDA ? "KDA" : "MLA"},
@@ -56,11 +56,13 @@ void SpecFromJson(const json& j, ProxySpec* s) {
 #undef ONBOARD_GET
   s->indexer_kl_weight = j.value("indexer_kl_weight", 1.0);  // absent in older spec files
   s->balance_bias = j.value("balance_bias", false);
+  s->rope = j.value("rope", false);
+  s->rope_theta = j.value("rope_theta", 10000.0);
   s->balance_rate = j.value("balance_rate", 2e-2);
   s->router = j.at("router") == "sigmoid" ? RouterActivation::kSigmoid : RouterActivation::kSoftmax;
 }
 
-json ConfigJson(const ProbeConfig& c) {
+json ConfigJsonCore(const ProbeConfig& c) {
   return {{"ranks", c.ranks}, {"ep", c.ep_degree()}, {"fsdp", c.fsdp_degree()}, {"steps", c.steps},
           {"mode", c.mode == FinetuneMode::kLoRA ? "lora" : "full"}, {"lora_rank", c.lora_rank},
           {"lora_alpha", c.lora_alpha}, {"lr", c.lr}, {"warmup", c.warmup},
@@ -90,6 +92,21 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
 #undef ONBOARD_GET
   c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
+  c->control = j.value("control", std::string());
+}
+
+// Fields added for issue 12 (RoPE, negative controls), kept apart from the core lists.
+json SpecJson(const ProxySpec& s) {
+  json j = SpecJsonCore(s);
+  j["rope"] = s.rope;
+  j["rope_theta"] = s.rope_theta;
+  return j;
+}
+
+json ConfigJson(const ProbeConfig& c) {
+  json j = ConfigJsonCore(c);
+  j["control"] = c.control;
+  return j;
 }
 
 json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }

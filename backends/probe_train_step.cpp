@@ -6,7 +6,7 @@
 //                   ordered all-reduce; the micro-step's gradient goes into a TreeAccumulator, so the
 //                   N micro-batches of a micro-step form one aligned block of the one-process tree
 //   gradient norm   global L2 norm in fp64 (layout-independent), loss and accuracy over the world
-//   AdamW           warm-up + cosine lr, global-norm clipping, decoupled decay on the local shards
+//   AdamW           warm-up + cosine lr (probe_schedule.h), global-norm clipping, decoupled decay on the local shards
 //   balancing bias  bias += balance_rate * sign(mean - load) from the global tokens per expert
 // Units: loss in nats per counted token; lr dimensionless; seconds; bytes.
 #include <array>
@@ -15,20 +15,14 @@
 
 #include "backends/fsdp_unit.h"
 #include "backends/ordered_sum.h"
+#include "backends/probe_controls.h"
+#include "backends/probe_schedule.h"
 #include "backends/probe_worker_state.h"
 
 namespace onboard::backends {
 namespace {
 
 using Accumulators = std::vector<std::array<TreeAccumulator, 4>>;  // [unit][buffer index]
-
-double LearningRate(const ProbeConfig& c, int64_t step) {
-  if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
-  const double span = std::max<int64_t>(1, c.steps - c.warmup);
-  const double t = std::min(1.0, static_cast<double>(step - c.warmup) / span);
-  const double min_lr = c.lr * c.min_lr_ratio;
-  return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(M_PI * t));
-}
 
 void AdamW(Buffer& b, const ProbeConfig& c, double lr, int64_t step, double clip_coef) {
   if (!b.trainable || b.p.numel() == 0) return;
@@ -59,13 +53,14 @@ void ForEachTrainable(std::vector<UnitState>& state, Fn&& fn) {
 
 // Step 1: the rank's micro-steps, forward + backward, gradients into `acc`. Returns the sum of the
 // fp32 micro-batch losses (exact in fp64, any order).
-double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, int64_t step, double scale,
-                     UnitInputs& inputs, Accumulators& acc) {
+double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
+                     int64_t step, double scale, UnitInputs& inputs, Accumulators& acc) {
   const int64_t N = st.world, r = st.rank;
   const int64_t mb = st.cfg.micro_batch_size(), micro_steps = st.cfg.micro_steps();
   std::vector<UnitRunner> runners(st.units.size());
   double local_loss = 0;
   for (int64_t i = 0; i < micro_steps; ++i) {
+    ApplyControl(phase, &phase != &st.cfg, step, i * N + r, &inputs, &st.routing);  // --control
     Batch batch = data.Get(step, (i * N + r) * mb, mb);
     if (!st.dev.is_cpu()) batch = {batch.tokens.to(st.dev), batch.targets.to(st.dev), batch.mask.to(st.dev)};
     inputs.targets = &batch.targets;
@@ -158,7 +153,7 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());
   Accumulators acc(st.units.size());
   // Step 1: micro-steps.
-  const double local_loss = RunMicroSteps(st, g, data, step, scale, inputs, acc);
+  const double local_loss = RunMicroSteps(st, g, data, phase, step, scale, inputs, acc);
   // Step 2: the step's gradients, then the global grad norm, loss and accuracy.
   const double sq = TakeGradients(st, acc);
   at::Tensor red = at::tensor({local_loss, sq, correct}, at::kDouble).to(st.dev);

@@ -14,6 +14,7 @@
 #include <torch/cuda.h>
 
 #include "backends/kda_generated.h"
+#include "backends/probe_schedule.h"
 #include "backends/probe_step_codec.h"
 #include "backends/probe_worker_state.h"
 
@@ -122,6 +123,8 @@ Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
   bcfg.mode = FinetuneMode::kFull;
   bcfg.steps = st.base_steps;
   bcfg.warmup = std::min(st.cfg.warmup, std::max<int64_t>(1, st.base_steps / 4));
+  bcfg.lr = st.cfg.lr / backends::kLoraLrScale;                    // full training of the base: the full-mode rate
+  if (bcfg.control == kControlFrozenLora) bcfg.control.clear();  // the base itself trains
   backends::ProbeData source(st.spec, bcfg, symbol_offset, backends::kLoraSourceTargetShare);
   ONBOARD_RETURN_IF_ERROR(source.status());
   for (int64_t step = 0; step < st.base_steps; ++step) {

@@ -35,6 +35,17 @@ at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h) {
   return W.Lin("o_proj", o.reshape({b, T, nh * K}));
 }
 
+// Rotary position embedding of x [b,T,n,d] (d even), half-split pairs (x_i, x_{i+d/2}) turned by
+// angle t * theta^(-2i/d) at token t (HF rotate_half convention).
+at::Tensor Rotary(const at::Tensor& x, double theta) {
+  const int64_t T = x.size(1), d = x.size(-1), half = d / 2;
+  at::Tensor i = at::arange(half, x.options()).mul(-2.0 / static_cast<double>(d));
+  at::Tensor ang = at::arange(T, x.options()).unsqueeze(1) * at::pow(theta, i).unsqueeze(0);  // [T,half]
+  at::Tensor c = ang.cos().view({1, T, 1, half}), sn = ang.sin().view({1, T, 1, half});
+  at::Tensor x1 = x.narrow(-1, 0, half), x2 = x.narrow(-1, half, half);
+  return at::cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, -1);
+}
+
 // DSA lightning indexer scores, causal: I[t,s] = sum_j w[t,j] relu(qI[t,j] . kI[s]), -inf for s > t.
 // h [b,T,D] -> I [b,T,T]; causal [b,T,T] bool.
 at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h,
@@ -92,12 +103,15 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
   at::Tensor q = s.q_lora_rank > 0 ? W.Lin("q_b", Rms(W.Lin("q_a", h), W["q_a_norm"]))
                                    : W.Lin("q_proj", h);
   q = q.view({b, T, nh, dn + dr});
+  if (s.rope && dr > 0) q = at::cat({q.narrow(-1, 0, dn), Rotary(q.narrow(-1, dn, dr), s.rope_theta)}, -1);
   at::Tensor kva = W.Lin("kv_a", h);                                        // [b,T,kvl+dr]
   at::Tensor ckv = Rms(kva.narrow(-1, 0, s.kv_lora_rank), W["kv_a_norm"]);
   at::Tensor kv = W.Lin("kv_b", ckv).view({b, T, nh, dn + dv});
   at::Tensor k = kv.narrow(-1, 0, dn);
-  if (dr > 0) {  // shared decoupled key dims (NoPE: not rotated)
-    at::Tensor kr = kva.narrow(-1, s.kv_lora_rank, dr).unsqueeze(2).expand({b, T, nh, dr});
+  if (dr > 0) {  // shared decoupled key dims (rotated with rope, else NoPE)
+    at::Tensor kr = kva.narrow(-1, s.kv_lora_rank, dr).unsqueeze(2);
+    if (s.rope) kr = Rotary(kr, s.rope_theta);
+    kr = kr.expand({b, T, nh, dr});
     k = at::cat({k, kr}, -1);
   }
   at::Tensor v = kv.narrow(-1, dn, dv);
@@ -164,7 +178,10 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
   at::Tensor h = Rms(x, W["norm1"]);
   IndexerKlSink sink{s.indexer_kl_weight, in.inv_global_tokens,
                      routing.record ? in.indexer_kl : nullptr, u.layer};
-  at::Tensor y = x + (pl.mixer == ProxyMixer::kKDA ? Kda(s, W, h) : Mla(s, W, h, sink));
+  // no_lookback control: each token is its own sequence in the mixer ([b*T, 1, D]).
+  const at::Tensor hm = in.self_only ? h.reshape({h.size(0) * h.size(1), 1, h.size(2)}) : h;
+  at::Tensor mix = pl.mixer == ProxyMixer::kKDA ? Kda(s, W, hm) : Mla(s, W, hm, sink);
+  at::Tensor y = x + mix.reshape(x.sizes());
   at::Tensor h2 = Rms(y, W["norm2"]);
   if (pl.channel == ProxyChannel::kDense) return y + SwiGlu(W, "", h2);
   return y + MoeForward(s, u, W, experts, expert_lora, lora_scale, h2, routing);

@@ -67,6 +67,9 @@ struct MoeRouting {
   // (fp32, identical on every rank); null or no entry = no bias.
   const std::map<int64_t, at::Tensor>* score_bias = nullptr;
   std::map<int64_t, std::vector<int64_t>>* load = nullptr;  // layer -> tokens per expert
+  // Negative control random_router (probe_controls.h): != 0 = each token's top-k experts are
+  // drawn at random from this seed (+ the layer); the gate weights stay the router's scores.
+  uint64_t random_route_seed = 0;
 };
 
 struct UnitInputs {
@@ -81,6 +84,9 @@ struct UnitInputs {
   // Head: counted targets whose argmax logit is the target (exact match), ADDED on recorded
   // forward passes (MoeRouting::record) only. nullptr = not recorded.
   double* correct = nullptr;
+  // Negative control no_lookback (probe_controls.h): every token mixer sees each token alone
+  // (a sequence of length 1), so nothing earlier in the sequence can reach a prediction.
+  bool self_only = false;
 };
 
 // Forward of one unit given full (unsharded) flat buffers. x: tokens (embed) or hidden states.

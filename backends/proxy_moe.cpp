@@ -1,6 +1,7 @@
 // Routed MoE of a proxy layer with expert parallelism (see proxy_model.h MoeForward).
 // Legend: b sequences, T tokens, D hidden, E experts, n = b*T tokens, P = n*top_k (token, expert)
 // pairs, d = latent width (or D). Rows are tokens; counts are rows.
+#include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
 
 #include "backends/ordered_sum.h"
@@ -123,6 +124,11 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   if (R.score_bias != nullptr) {
     auto it = R.score_bias->find(u.layer);
     if (it != R.score_bias->end()) choice = scores + it->second.to(scores.device(), scores.scalar_type());
+  }
+  if (R.random_route_seed != 0) {  // random_router control: the choice ignores the router
+    at::Generator gen = at::detail::createCPUGenerator(R.random_route_seed + static_cast<uint64_t>(u.layer) *
+                                                                                 0x9E3779B97F4A7C15ull);
+    choice = at::rand({b * T, E}, gen, at::TensorOptions().dtype(at::kFloat)).to(scores.device());
   }
   at::Tensor itop = std::get<1>(choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
   at::Tensor wtop = scores.gather(-1, itop);

@@ -48,6 +48,9 @@ Status ProxySpec::Validate() const {
   ONBOARD_RETURN_IF_ERROR(pos("mlp_inter", mlp_inter));
   if (q_lora_rank < 0) return Bad("q_lora_rank", "must be >= 0", std::to_string(q_lora_rank));
   if (qk_rope_dim < 0) return Bad("qk_rope_dim", "must be >= 0", std::to_string(qk_rope_dim));
+  if (rope && qk_rope_dim % 2 != 0)
+    return Bad("qk_rope_dim", "must be even with rope (rotated in pairs)", std::to_string(qk_rope_dim));
+  if (rope && !(rope_theta > 1)) return Bad("rope_theta", "must be > 1", std::to_string(rope_theta));
   if (!(gate_lower_bound < 0) || gate_lower_bound < -20)
     return Bad("gate_lower_bound", "must be in [-20, 0)", std::to_string(gate_lower_bound));
   if (gate_lower_bound * chunk < -80)
@@ -140,6 +143,12 @@ ProxySpec ProxyFromModel(const ModelIR& model, int64_t blocks) {
     s.index_head_dim = 0;
   }
   if (!has_latent) s.latent_dim = 0;
+  // RoPE: softmax-attention models here use it; the linear-attention hybrids' MLA (Kimi-Linear,
+  // the flagship: mla_use_nope) does not, and the parser does not carry mla_use_nope, so a model
+  // with any linear mixer keeps NoPE.
+  s.rope = kda == 0 && std::none_of(model.layers.begin(), model.layers.end(),
+                                    [](const LayerSpec& l) { return IsLinearMixer(l.attn.kind); });
+  if (s.rope) s.notes.push_back("MLA rope dims rotated (RoPE, as the source model's attention)");
   if (!has_shared) s.num_shared = 0;
   // Step 3: a vocab too small for byte-level tokens is raised (text task needs 256 symbols).
   s.vocab = 256;
@@ -262,6 +271,18 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("converge_fraction", "must be in (0, 1)", num(converge_fraction));
   if (base_steps < -1 || base_steps > 100000)
     return Bad("base_steps", "must be -1 (default) or in [0, 100000]", std::to_string(base_steps));
+  if (!control.empty() && control != kControlNoLookback && control != kControlRandomRouter &&
+      control != kControlFrozenLora)
+    return Bad("control",
+               std::string("must be one of ") + kControlNoLookback + ", " + kControlRandomRouter + ", " +
+                   kControlFrozenLora,
+               control);
+  if (control == kControlFrozenLora && mode != FinetuneMode::kLoRA)
+    return Bad("control", "frozen_lora needs mode lora", control);
+  if (control == kControlRandomRouter &&
+      std::none_of(spec.layers.begin(), spec.layers.end(),
+                   [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; }))
+    return Bad("control", "random_router needs a MoE layer (the proxy has none)", control);
   if (kda_kernel != "generated" && kda_kernel != "torch")
     return Bad("kda_kernel", "must be generated or torch", kda_kernel);
   if (!expert_placement.empty()) {

@@ -26,7 +26,9 @@ struct ProbeOptions {
   std::string placement;      // comma-separated expert -> EP rank
   int64_t blocks = 1;
   double balance_rate = -1;  // < 0: the proxy's default
-  int64_t base_steps = -1;    // LoRA base phase; -1 = default (backends/README.md)
+  int64_t base_steps = -1;   // LoRA base phase; -1 = the mode's default (DefaultProbeConfig)
+  int64_t steps = -1;        // -1 = the mode's default
+  double lr = -1;            // -1 = the mode's default
   std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
   bool json = false;
 };
@@ -50,6 +52,10 @@ int RunProbeCommand(ProbeOptions o) {
   if (o.mode != "full" && o.mode != "lora")
     return ReportError("probe", BadInput("--mode", "mode", "must be full or lora", o.mode));
   o.cfg.mode = o.mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  // The mode's tuned recipe (backends/probe_schedule.cpp) where the user set nothing.
+  const ProbeConfig defaults = DefaultProbeConfig(o.cfg.mode);
+  o.cfg.steps = o.steps == -1 ? defaults.steps : o.steps;
+  o.cfg.lr = o.lr == -1 ? defaults.lr : o.lr;
   if (!o.cfg.text_file.empty()) o.task = "text";
   if (o.task != "copy" && o.task != "text")
     return ReportError("probe", BadInput("--task", "task", "must be copy or text", o.task));
@@ -61,7 +67,7 @@ int RunProbeCommand(ProbeOptions o) {
   if (o.base_steps < -1 || o.base_steps > 100000)
     return ReportError("probe", BadInput("--base-steps", "base_steps", "must be in [0, 100000]",
                                          std::to_string(o.base_steps)));
-  o.cfg.base_steps = o.base_steps;
+  o.cfg.base_steps = o.base_steps == -1 ? defaults.base_steps : o.base_steps;
   if (!o.kda_kernel.empty() && o.kda_kernel != "generated" && o.kda_kernel != "torch")
     return ReportError("probe", BadInput("--kda-kernel", "kda_kernel", "must be generated or torch", o.kda_kernel));
   if (!o.kda_kernel.empty()) o.cfg.kda_kernel = o.kda_kernel;
@@ -89,15 +95,17 @@ OnboardCommand kProbe{
       sub.add_option("--ranks", o->cfg.ranks, "processes on this machine")->capture_default_str();
       sub.add_option("--ep", o->cfg.ep, "expert-parallel degree (default: ranks)");
       sub.add_option("--fsdp", o->cfg.fsdp, "FSDP shard degree (default: ranks)");
-      sub.add_option("--steps", o->cfg.steps, "optimizer steps")->capture_default_str();
+      sub.add_option("--steps", o->steps, "optimizer steps (default: full 400; lora 150 adapter steps)");
       sub.add_option("--mode", o->mode, "full | lora")->capture_default_str();
       sub.add_option("--lora-rank", o->cfg.lora_rank, "LoRA rank")->capture_default_str();
       sub.add_option("--kda-kernel", o->kda_kernel,
                      "KDA forward: generated (CPU kernel from codegen/, default) | torch (LibTorch ops)");
       sub.add_option("--base-steps", o->base_steps,
                      "lora: full-training steps of the base on the source task before the adapter "
-                     "steps (default ceil(0.6 * steps))");
-      sub.add_option("--lr", o->cfg.lr, "peak learning rate")->capture_default_str();
+                     "steps (default: the full recipe's 400 steps)");
+      sub.add_option("--lr", o->lr,
+                     "peak learning rate (default: full 1e-2; lora adapters 3e-2, base "
+                     "phase lr/3)");
       sub.add_option("--warmup", o->cfg.warmup, "warm-up steps")->capture_default_str();
       sub.add_option("--clip", o->cfg.clip, "grad-norm clip (0 = off)")->capture_default_str();
       sub.add_option("--seed", o->cfg.seed, "seed")->capture_default_str();
@@ -125,6 +133,9 @@ OnboardCommand kProbe{
                      "local (fork/exec here) | slurm (one srun step: inside an allocation, or its own)")
           ->check(CLI::IsMember({"local", "slurm"}))->capture_default_str();
       sub.add_option("--dtype", o->cfg.dtype, "fp32 | fp64")->capture_default_str();
+      sub.add_option("--control", o->cfg.control,
+                     "negative control that must fail the learning verdict: no_lookback | "
+                     "random_router | frozen_lora (lora mode)");
       sub.add_flag("--json", o->json, "print the result as JSON");
       return [o] { return RunProbeCommand(*o); };
     }};

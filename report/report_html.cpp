@@ -237,13 +237,23 @@ void Probe(std::ostringstream& o, const json& r) {
     g.x = l.x;
     loss.push_back(l);
     grad.push_back(g);
+    // The task's no-learning loss as a flat line beside the curve: learning = well below it.
+    const json& base = JsonAt(JsonAt(pr, "baselines"), "no_learning_nats");
+    if (base.is_number() && !l.x.empty())
+      loss.push_back({name + " baseline",  // legend names keep 20 chars
+                      {l.x.front(), l.x.back()},
+                      {base.get<double>(), base.get<double>()}});
     const json& ls = JsonAt(pr, "loss");
     const json& cfg = JsonAt(pr, "config");
-    t.Row({JsonAt(pr, "round").dump(), E(JsonStr(pr, "proxy")), JsonAt(cfg, "ranks").dump() + "/" + JsonAt(cfg, "ep").dump(),
-           FmtSig(JsonAt(cfg, "lr")), FmtSig(JsonAt(cfg, "clip")),
-           ls.empty() ? "-" : FmtFixed(ls.front(), 3) + " -> " + FmtFixed(ls.back(), 3), E(JsonStr(pr, "convergence")),
+    t.Row({JsonAt(pr, "round").dump(), E(JsonStr(pr, "proxy")),
+           JsonAt(cfg, "ranks").dump() + "/" + JsonAt(cfg, "ep").dump(), FmtSig(JsonAt(cfg, "lr")),
+           FmtSig(JsonAt(cfg, "clip")),
+           ls.empty() ? "-" : FmtFixed(ls.front(), 3) + " -> " + FmtFixed(ls.back(), 3),
+           E(JsonStr(pr, "convergence")) + " (" + E(JsonStr(JsonAt(pr, "skill"), "metric")) + " " +
+               FmtPct(JsonAt(JsonAt(pr, "skill"), "value")) + ")",
            FmtFixed(JsonAt(pr, "rank_imbalance"), 2), FmtPct(JsonAt(JsonAt(pr, "measured"), "comm_share")),
-           FmtGiB(JsonAt(JsonAt(pr, "measured"), "peak_bytes")) + " (" + FmtGiB(JsonAt(JsonAt(pr, "predicted"), "memory_bytes")) + ")"},
+           FmtGiB(JsonAt(JsonAt(pr, "measured"), "peak_bytes")) + " (" +
+               FmtGiB(JsonAt(JsonAt(pr, "predicted"), "memory_bytes")) + ")"},
           JsonStr(pr, "convergence") == "converged" ? "" : "warn");
   }
   o << "<div class=\"charts\">" << SvgLineChart("Probe loss per round", loss, "step", "loss (nats)")

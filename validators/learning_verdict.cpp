@@ -55,8 +55,15 @@ Expected<LearningReport> CheckLearning(const std::vector<double>& losses,
   r.verdict = curve->verdict;
   r.step = curve->step;
   r.message = curve->message;
-  if (curve->verdict == ConvergenceVerdict::kNaN || curve->verdict == ConvergenceVerdict::kDiverged)
-    return r;
+  if (curve->verdict == ConvergenceVerdict::kNaN) return r;
+  // A spike that stays below the no-learning loss (e.g. 0.28 -> 0.82 nats in a LoRA adapter phase
+  // that starts from a trained base) is noise of a model that still predicts far better than
+  // chance, not a divergence: it is left to the learning bar below. Above it, it diverged.
+  if (curve->verdict == ConvergenceVerdict::kDiverged) {
+    const double spike = losses[static_cast<size_t>(std::max<int64_t>(0, curve->step))];
+    if (!(spike <= b.no_learning_nats)) return r;
+    r.verdict = ConvergenceVerdict::kNotConverged;
+  }
   // Step 2: the learning bar: loss clearly below the no-learning baseline, skill met.
   const size_t w = static_cast<size_t>(c.window);
   r.final_loss = TailMean(losses, w);

@@ -4,7 +4,8 @@
 // This is the ONE home of the learning thresholds (documented below; never tuned to pass a run).
 //
 // Verdicts, in order of precedence:
-//   nan / diverged           from the curve (CheckConvergence)
+//   nan / diverged           from the curve (CheckConvergence); a divergence spike that stays at or
+//                            below the no-learning baseline is not one (then the rules below decide)
 //   converged                final loss <= max_loss_over_baseline x no-learning baseline AND the
 //                            skill metric met (final exact-match accuracy >= min_accuracy)
 //   not_learned              the loss fell (curve converged, or final loss below the no-learning

@@ -32,6 +32,35 @@ TEST(ProxyFromModel, FlagshipPatternSurvives) {
   EXPECT_EQ(p.layers[3].moe.latent_dim, s.latent_dim);
 }
 
+// RoPE follows the source model: the softmax-attention models rotate their rope dims; the
+// linear-attention hybrids (flagship, Kimi-Linear: mla_use_nope) keep NoPE MLA.
+TEST(ProxyFromModel, RopeFollowsTheSourceAttention) {
+  for (const char* f : {"llama-3.1-8b", "mixtral-8x7b-v0.1", "qwen3-30b-a3b", "deepseek-v3"}) {
+    Expected<ModelIR> m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/" + f + ".config.json");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_TRUE(ProxyFromModel(*m).rope) << f;
+  }
+  for (const char* f : {"flagship", "kimi-linear-48b-a3b-instruct"}) {
+    Expected<ModelIR> m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/" + f + ".config.json");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_FALSE(ProxyFromModel(*m).rope) << f;
+  }
+  ProxySpec s;
+  s.layers = {{ProxyMixer::kMLA, ProxyChannel::kDense}};
+  s.rope = true;
+  s.qk_rope_dim = 7;  // pairs are rotated: an odd width is refused with its name
+  Status st = s.Validate();
+  EXPECT_NE(st.ToString().find("qk_rope_dim"), std::string::npos) << st.ToString();
+  s.qk_rope_dim = 8;
+  ProbeConfig c;
+  ProxySpec back;
+  ProbeConfig cback;
+  c.control = kControlNoLookback;
+  ASSERT_TRUE(ProbeSpecConfigFromJson(ProbeSpecConfigToJson(s, c), &back, &cback).ok());
+  EXPECT_TRUE(back.rope);
+  EXPECT_EQ(cback.control, kControlNoLookback);
+}
+
 TEST(ProxyFromModel, SoftmaxModelMapsToMla) {
   Expected<ModelIR> m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/mixtral-8x7b-v0.1.config.json");
   ASSERT_TRUE(m.ok()) << m.status().ToString();

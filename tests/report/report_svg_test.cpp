@@ -53,5 +53,23 @@ TEST(ReportHtml, SelfContainedAndEscaped) {
   EXPECT_EQ(html.find("<script"), std::string::npos);
 }
 
+// The probe loss chart draws each round's no-learning baseline as a flat line beside its curve,
+// and the verdict column carries the skill metric; a round without baselines gets no line.
+TEST(ReportHtml, LossChartDrawsTheNoLearningBaseline) {
+  nlohmann::json round = {{"round", 1},
+                          {"loss", {5.5, 3.4, 0.2}},
+                          {"grad_norm", {1, 1, 1}},
+                          {"convergence", "converged"},
+                          {"baselines", {{"no_learning_nats", 3.4657}}},
+                          {"skill", {{"metric", "copy_accuracy"}, {"value", 0.973}}}};
+  nlohmann::json r = {{"probe", {{"rounds", {round}}}}};
+  std::string html = RenderHtmlReport(r);
+  EXPECT_NE(html.find("round 1 baseline"), std::string::npos);
+  EXPECT_NE(html.find("converged (copy_accuracy 97.3%)"), std::string::npos);
+  round.erase("baselines");
+  r = {{"probe", {{"rounds", {round}}}}};
+  EXPECT_EQ(RenderHtmlReport(r).find("round 1 baseline"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace onboard::agent

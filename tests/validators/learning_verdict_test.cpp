@@ -65,6 +65,23 @@ TEST(LearningVerdict, CurveVerdictsPassThrough) {
   EXPECT_EQ(p->verdict, ConvergenceVerdict::kPlateau) << p->message;
 }
 
+// The qwen3-30b-a3b LoRA adapter phase measured before this rule (base already trained, lr 1e-2):
+// 1.04 -> 0.28 -> a warm-up spike to 0.82 (> 2 x min + 0.5) -> 0.10 at 97% accuracy. The spike is
+// far below the no-learning ln 32 = 3.47: not a divergence; the learning bar decides. The same
+// shape spiking above the baseline (4.0) still diverges.
+TEST(LearningVerdict, SpikeBelowTheBaselineIsNotADivergence) {
+  std::vector<double> l = Decay(40, 1.04, 0.1);
+  l[5] = 0.28;
+  l[7] = 0.82;
+  ASSERT_EQ(CheckConvergence(l, ConvergenceCriteria{})->verdict, ConvergenceVerdict::kDiverged);
+  const std::vector<double> acc(40, 0.97);
+  auto r = CheckLearning(l, acc, kCopy32, {});
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->verdict, ConvergenceVerdict::kConverged) << r->message;
+  l[7] = 4.0;
+  EXPECT_EQ(CheckLearning(l, acc, kCopy32, {})->verdict, ConvergenceVerdict::kDiverged);
+}
+
 TEST(LearningVerdict, BadInputNamesTheField) {
   EXPECT_EQ(CheckLearning({1.0, 0.5}, {1.0}, kCopy32, {}).status().code(), ErrorCode::kBadInput);
   LearningCriteria c;

@@ -1,0 +1,42 @@
+// Warm-up + cosine learning-rate schedule of the probe (see probe_schedule.h).
+#include "backends/probe_schedule.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace onboard::backends {
+
+double LearningRate(const ProbeConfig& c, int64_t step) {
+  // Step 1: the control that trains nothing (adapters frozen at their initial values).
+  if (c.control == kControlFrozenLora && c.mode == FinetuneMode::kLoRA) return 0.0;
+  // Step 2: linear warm-up over the first `warmup` steps: lr * (step+1) / warmup.
+  if (step < c.warmup) return c.lr * static_cast<double>(step + 1) / static_cast<double>(c.warmup);
+  // Step 3: cosine from lr to min_lr_ratio * lr over the remaining steps.
+  const double span = static_cast<double>(std::max<int64_t>(1, c.steps - c.warmup));
+  const double t = std::min(1.0, static_cast<double>(step - c.warmup) / span);
+  const double min_lr = c.lr * c.min_lr_ratio;
+  return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(M_PI * t));
+}
+
+}  // namespace onboard::backends
+
+namespace onboard {
+
+// The recipe per mode, measured on the listed configs (backends/README.md "Probe defaults"):
+//   full  ProbeConfig's defaults: 400 steps, AdamW peak lr 1e-2, 20 warm-up steps, cosine to 0.1x,
+//         32 sequences of 16 tokens (7 copied symbols of 32)
+//   lora  a base phase of the full recipe's length on the source task (a competent base), then
+//         kLoraSteps adapter steps at kLoraLrScale x the full lr (adapters start at B = 0 and move
+//         ~lr per Adam step: they need a larger rate, as PEFT practice uses 1e-4..1e-3 vs 1e-5..1e-4)
+ProbeConfig DefaultProbeConfig(FinetuneMode mode) {
+  ProbeConfig c;
+  c.mode = mode;
+  if (mode == FinetuneMode::kLoRA) {
+    c.base_steps = c.steps;
+    c.steps = backends::kLoraSteps;
+    c.lr *= backends::kLoraLrScale;
+  }
+  return c;
+}
+
+}  // namespace onboard

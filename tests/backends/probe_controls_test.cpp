@@ -1,0 +1,108 @@
+// Negative controls of the probe (backends/probe_controls.h): a small RoPE-MLA proxy that learns
+// the copy task within seconds converges in the normal run; with no look-back or frozen LoRA
+// adapters the same run must fail the learning verdict. The random router does not (see below).
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "tests/backends/probe_test_util.h"
+
+namespace onboard {
+namespace {
+
+using testing_probe::TempDir;
+
+// Two softmax-attention layers with rotary positions (a 2-layer induction circuit), the second
+// with a MoE channel so the router control has something to break.
+ProxySpec ControlSpec() {
+  ProxySpec s = testing_probe::SmallSpec();
+  s.source_model = "control-proxy";
+  s.layers = {{ProxyMixer::kMLA, ProxyChannel::kDense}, {ProxyMixer::kMLA, ProxyChannel::kMoE}};
+  s.rope = true;
+  s.index_topk = 0;
+  s.index_heads = 0;
+  s.index_head_dim = 0;
+  s.mla_heads = 4;
+  return s;
+}
+
+ProbeConfig ControlConfig(const std::string& name, FinetuneMode mode) {
+  ProbeConfig c = testing_probe::SmallConfig(1, TempDir("control-" + name));
+  c.mode = mode;
+  c.steps = 200;
+  c.seq = 16;
+  c.batch = 32;
+  c.lr = 1e-2;
+  c.warmup = 10;
+  c.timeout_s = 120;
+  return c;
+}
+
+ProbeResult RunControl(const ProbeConfig& c) {
+  Expected<ProbeResult> r = RunProbeSpec(ControlSpec(), c);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : ProbeResult{};
+}
+
+TEST(ProbeControls, NormalRunConverges) {
+  ProbeResult r = RunControl(ControlConfig("normal", FinetuneMode::kFull));
+  EXPECT_EQ(r.convergence, "converged") << FormatProbeResult(r);
+}
+
+TEST(ProbeControls, NoLookbackIsNotLearned) {
+  ProbeConfig c = ControlConfig("nolookback", FinetuneMode::kFull);
+  c.control = kControlNoLookback;
+  ProbeResult r = RunControl(c);
+  EXPECT_NE(r.convergence, "converged") << FormatProbeResult(r);
+  EXPECT_LT(r.skill, 0.2);  // a frequency model: ~1/32 exact match
+}
+
+// Measured: random routing does NOT fail the copy verdict (100% accuracy): the copy is done by
+// attention, the experts are not needed, so the copy task cannot detect a broken router. This
+// pins that finding (a routing-sensitive task is needed for this control to fail); it fails if
+// the control breaks the model instead of only the routing.
+TEST(ProbeControls, RandomRouterDoesNotStopTheCopy) {
+  ProbeConfig c = ControlConfig("router", FinetuneMode::kFull);
+  c.control = kControlRandomRouter;
+  ProbeResult r = RunControl(c);
+  EXPECT_EQ(r.convergence, "converged") << FormatProbeResult(r);
+}
+
+// LoRA: a 200-step base phase on the source task (about 50% copy accuracy there), then 100 adapter
+// steps at 3e-2 reach 100% on the target letters (measured, load ~19); with the adapters frozen
+// the same run stays below the bar.
+ProbeConfig LoraControlConfig(const std::string& name) {
+  ProbeConfig c = ControlConfig(name, FinetuneMode::kLoRA);
+  c.base_steps = 200;
+  c.steps = 100;
+  c.lr = 3e-2;
+  return c;
+}
+
+TEST(ProbeControls, LoraConverges) {
+  ProbeResult adapted = RunControl(LoraControlConfig("lora"));
+  EXPECT_EQ(adapted.convergence, "converged") << FormatProbeResult(adapted);
+}
+
+TEST(ProbeControls, FrozenLoraIsNotLearned) {
+  ProbeConfig c = LoraControlConfig("frozen");
+  c.control = kControlFrozenLora;
+  ProbeResult frozen = RunControl(c);
+  EXPECT_NE(frozen.convergence, "converged") << FormatProbeResult(frozen);
+  EXPECT_LT(frozen.skill, frozen.skill_target);
+  for (const ProbeStep& s : frozen.steps) EXPECT_EQ(s.lr, 0.0);
+}
+
+TEST(ProbeControls, UnknownControlIsRefusedWithItsName) {
+  ProbeConfig c = ControlConfig("bad", FinetuneMode::kFull);
+  c.control = "no_router";
+  Status st = c.Validate(ControlSpec());
+  EXPECT_EQ(st.code(), ErrorCode::kBadInput);
+  EXPECT_NE(st.message().find("no_router"), std::string::npos) << st.message();
+  c.control = kControlFrozenLora;  // full mode has no adapters
+  st = c.Validate(ControlSpec());
+  EXPECT_NE(st.message().find("needs mode lora"), std::string::npos) << st.message();
+}
+
+}  // namespace
+}  // namespace onboard
