@@ -52,11 +52,6 @@ class StageRunner {
 void InitKnobs(RunState& st) {
   st.knobs.learning_rate = st.req.probe.learning_rate;
   st.knobs.grad_clip = st.req.probe.grad_clip;
-  for (const auto& m : st.match.modules)
-    if (m.chosen && m.module == "channel" && m.kind == "MoE") {
-      auto it = m.chosen->precision.find("router");
-      st.knobs.router_fp32 = it != m.chosen->precision.end() && it->second == "fp32";
-    }
 }
 
 std::string ReplanReason(const std::vector<Decision>& ds) {

@@ -7,6 +7,7 @@
 
 #include "agent/orchestrator_stages.h"
 #include "agent/plan_to_probe.h"
+#include "backends/backend_entry.h"
 #include "report/report_format.h"
 
 namespace onboard::agent {
@@ -50,7 +51,6 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.seed = s.seed;
   c.seq = s.seq;
   c.batch = s.micro_batch * s.ranks;
-  c.router_fp32 = st.knobs.router_fp32;
   if (static_cast<int64_t>(st.knobs.expert_placement.size()) == spec.num_experts)
     c.expert_placement = st.knobs.expert_placement;
   c.timeout_s = s.timeout_s;
@@ -105,7 +105,7 @@ Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const Can
   // Step 1: run the probe; the observer turns its steps into progress events, and the launcher
   // stops the workers once `cancel` fires (within kProbeCancelGraceS).
   LoopProbeObserver observer(cancel, em, round, cfg.steps);
-  Expected<ProbeResult> res = RunProbeSpec(spec, cfg, &observer);
+  Expected<ProbeResult> res = backend::RunProbeSpec(spec, cfg, &observer);
   if (cancel.cancelled()) {
     em.Log("warn", "cancel requested: the workers of probe round " + std::to_string(round) + " were stopped");
     return Status(ErrorCode::kInternal, "cancelled during probe round " + std::to_string(round));
@@ -150,11 +150,12 @@ Expected<std::string> StageValidate(RunState& st, int round, Emitter& em) {
   }
   // Step 3: the observations, also when nothing fired (why the loop stops).
   LossTrend t = ComputeLossTrend(pr.result);
-  CommShare c = ComputeCommShare(pr.result);
+  CommShareReport c = ProbeCommShare(pr.result, st.req.thresholds);
   std::vector<double> load = MeasuredExpertLoad(pr.result);
-  double imb = MaxOverMean(RankLoads(load.empty() ? std::vector<double>{1.0} : load,
-                                     load.empty() ? 1 : pr.result.config.ep_degree(),
-                                     pr.result.config.expert_placement));
+  double imb = load.empty() ? 1.0
+                            : ObserveRankBalance(load, pr.result.config.ep_degree(),
+                                                 pr.result.config.expert_placement, st.req.thresholds)
+                                  .rank_max_over_mean;
   nlohmann::json observed = {{"convergence", pr.result.convergence},
                              {"loss_ratio", std::isfinite(t.ratio) ? nlohmann::json(t.ratio) : nlohmann::json("non-finite")},
                              {"rank_expert_imbalance", imb},

@@ -5,6 +5,7 @@
 
 #include "agent/orchestrator.h"
 #include "agent/orchestrator_state.h"
+#include "search/plan_request_checks.h"
 
 namespace onboard::agent {
 namespace {
@@ -21,11 +22,10 @@ Status RunRequest::Validate() const {
     return BadInput("run request", "model_format", "must be json | onnx", model_format);
   if (topology.empty()) return BadInput("run request", "topology", "is required", "\"\"");
   if (out_dir.empty()) return BadInput("run request", "out_dir", "is required", "\"\"");
-  if (mode == FinetuneMode::kLoRA) ONBOARD_RETURN_IF_ERROR(Range("lora_rank", lora_rank, 1, 4096));
-  ONBOARD_RETURN_IF_ERROR(Range("seq", seq, 1, 1 << 24));
-  ONBOARD_RETURN_IF_ERROR(Range("global_batch", global_batch, 0, 1 << 24));
-  if (base_dtype != "bf16" && base_dtype != "fp8" && base_dtype != "mxfp4")
-    return BadInput("run request", "base_dtype", "must be bf16 | fp8 | mxfp4", base_dtype);
+  // The plan's own fields: the plan request's checks (search/plan_request_checks.h), not a copy.
+  ONBOARD_RETURN_IF_ERROR(CheckPlanShape("run request", mode, lora_rank, seq, global_batch));
+  ONBOARD_RETURN_IF_ERROR(
+      CheckPlanPrecision("run request", "base_dtype", base_dtype, PlanPrecisionUse::kFrozenBase).status());
   ONBOARD_RETURN_IF_ERROR(Range("max_rounds", max_rounds, 1, 20));
   ONBOARD_RETURN_IF_ERROR(Range("threads", threads, 1, 256));
   ONBOARD_RETURN_IF_ERROR(Range("probe.ranks", probe.ranks, 1, 64));

@@ -82,8 +82,7 @@ Expected<std::string> StagePlan(RunState& st, int round, const std::string& reas
   r.global_batch = st.req.global_batch;
   r.threads = st.req.threads;
   r.expert_imbalance = std::max(1.0, st.knobs.expert_imbalance);
-  r.constraints.recompute = st.knobs.recompute;
-  r.constraints.memory_margin = st.knobs.memory_margin;
+  r.constraints = st.knobs.plan_constraints;
   r.calibration = st.knobs.calibration;
   ONBOARD_RETURN_IF_ERROR(r.Validate());
   ONBOARD_ASSIGN_OR_RETURN(pr.search, SearchPlans(r));

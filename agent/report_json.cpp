@@ -20,25 +20,37 @@ json Num(double v) {
 }
 
 json RequestJson(const RunRequest& r) {
-  return {{"model", r.model_path.empty() ? "(in-memory " + (r.model_format.empty() ? std::string("config") : r.model_format) + ")"
-                                         : fs::path(r.model_path).filename().string()},
-          {"topology", r.topology.find('{') != std::string::npos ? "(inline JSON)" : fs::path(r.topology).filename().string()},
-          {"mode", r.mode == FinetuneMode::kLoRA ? "lora" : "full"},
-          {"lora_rank", r.lora_rank},
-          {"seq", r.seq},
-          {"global_batch", r.global_batch},
-          {"base_dtype", r.base_dtype},
-          {"max_rounds", r.max_rounds},
-          {"templates_override", r.templates_override.empty() ? json(nullptr) : json(fs::path(r.templates_override).filename().string())},
-          {"probe", {{"enabled", r.probe.enabled}, {"ranks", r.probe.ranks}, {"steps", r.probe.steps},
-                     {"seq", r.probe.seq}, {"micro_batch", r.probe.micro_batch},
-                     {"proxy_blocks", r.probe.proxy_blocks}, {"learning_rate", r.probe.learning_rate},
-                     {"grad_clip", r.probe.grad_clip}, {"seed", r.probe.seed}}},
-          {"thresholds", {{"divergence_loss_ratio", r.thresholds.divergence_loss_ratio},
-                          {"expert_imbalance", r.thresholds.expert_imbalance},
-                          {"comm_share", r.thresholds.comm_share},
-                          {"memory_over_prediction", r.thresholds.memory_over_prediction},
-                          {"calibration_tolerance", r.thresholds.calibration_tolerance}}}};
+  return {
+      {"model", r.model_path.empty()
+                    ? "(in-memory " + (r.model_format.empty() ? std::string("config") : r.model_format) + ")"
+                    : fs::path(r.model_path).filename().string()},
+      {"topology", r.topology.find('{') != std::string::npos ? "(inline JSON)"
+                                                             : fs::path(r.topology).filename().string()},
+      {"mode", r.mode == FinetuneMode::kLoRA ? "lora" : "full"},
+      {"lora_rank", r.lora_rank},
+      {"seq", r.seq},
+      {"global_batch", r.global_batch},
+      {"base_dtype", r.base_dtype},
+      {"max_rounds", r.max_rounds},
+      {"templates_override", r.templates_override.empty()
+                                 ? json(nullptr)
+                                 : json(fs::path(r.templates_override).filename().string())},
+      {"probe",
+       {{"enabled", r.probe.enabled},
+        {"ranks", r.probe.ranks},
+        {"steps", r.probe.steps},
+        {"seq", r.probe.seq},
+        {"micro_batch", r.probe.micro_batch},
+        {"proxy_blocks", r.probe.proxy_blocks},
+        {"learning_rate", r.probe.learning_rate},
+        {"grad_clip", r.probe.grad_clip},
+        {"seed", r.probe.seed}}},
+      {"thresholds",
+       {{"divergence_factor", r.thresholds.divergence_factor},
+        {"expert_imbalance", r.thresholds.expert_imbalance},
+        {"comm_share", r.thresholds.comm_share},
+        {"memory_over_prediction", r.thresholds.memory_over_prediction},
+        {"calibration_tolerance", r.thresholds.calibration_tolerance}}}};
 }
 
 json ModelJson(const RunState& st) {
@@ -144,8 +156,10 @@ json KernelsSection(const RunState& st) {
 json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
   std::error_code ec;
   json j = {{"round", pr.round},
-            {"knobs", {{"learning_rate", pr.knobs.learning_rate}, {"grad_clip", pr.knobs.grad_clip},
-                       {"router_fp32", pr.knobs.router_fp32}, {"expert_placement", pr.knobs.expert_placement}}},
+            {"knobs",
+             {{"learning_rate", pr.knobs.learning_rate},
+              {"grad_clip", pr.knobs.grad_clip},
+              {"expert_placement", pr.knobs.expert_placement}}},
             {"log_dir", fs::relative(pr.log_dir, out_dir, ec).string()}};
   j["layout"] = pr.layout.ToJson();
   if (!pr.error.empty()) {
@@ -160,7 +174,7 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
     step_s.push_back(s.step_s);
   }
   LossTrend t = ComputeLossTrend(p);
-  CommShare c = ComputeCommShare(p);
+  CommShareReport c = ProbeCommShare(p, ObservationThresholds{});
   std::vector<double> load = MeasuredExpertLoad(p);
   int64_t ep = p.config.ep_degree();
   std::vector<double> ranks = load.empty() ? std::vector<double>{} : RankLoads(load, ep, p.config.expert_placement);

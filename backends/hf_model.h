@@ -14,6 +14,7 @@
 #include <torch/torch.h>
 
 #include "backends/hf_forward_config.h"
+#include "backends/hf_layer_range.h"
 #include "parsers/safetensors_weights.h"
 
 namespace onboard {
@@ -61,12 +62,6 @@ struct HfModelWeights {
   std::vector<HfLayerWeights> layers;     // the layers loaded, in order
   std::vector<std::string> used;          // checkpoint tensors read (scales included)
   std::vector<std::string> dtypes_seen;   // distinct checkpoint dtype names read
-};
-
-// Inclusive 0-based layer range; last < 0 = through the last layer.
-struct HfLayerRange {
-  int64_t first = 0;
-  int64_t last = -1;
 };
 
 // Reads tensors by name with the expected shape, dequantised to `dtype` (F32/F64 checkpoints of that

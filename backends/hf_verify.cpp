@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "backends/hf_model.h"
 #include "backends/hf_npy.h"
 #include "parsers/json_fields.h"
 #include "parsers/mapped_file.h"

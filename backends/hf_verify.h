@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "backends/hf_model.h"
+#include "backends/hf_layer_range.h"
 #include "core/status.h"
 
 namespace onboard {

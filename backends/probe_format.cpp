@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "backends/probe.h"
+#include "core/load_balance.h"
 
 namespace onboard {
 namespace {
@@ -16,11 +17,8 @@ std::string F(const char* fmt, double v) {
   return buf;
 }
 
-double MaxOverMean(const std::vector<int64_t>& c) {
-  if (c.empty()) return 0;
-  double sum = 0, mx = 0;
-  for (int64_t x : c) { sum += static_cast<double>(x); mx = std::max(mx, static_cast<double>(x)); }
-  return sum > 0 ? mx * static_cast<double>(c.size()) / sum : 0;
+double LayerMaxOverMean(const std::vector<int64_t>& tokens) {
+  return MaxOverMean(std::vector<double>(tokens.begin(), tokens.end()));
 }
 
 }  // namespace
@@ -51,7 +49,7 @@ std::string FormatProbeResult(const ProbeResult& r) {
   os << " step      loss    acc  grad_norm        lr   step_ms  tok/s    ag_ms   rs_ms  a2a_ms   ar_ms  rss_MiB  idx_kl  load max/mean\n";
   for (const ProbeStep& s : r.steps) {
     std::string bal;
-    for (const auto& l : s.expert_load) bal += (bal.empty() ? "" : ",") + F("%.2f", MaxOverMean(l));
+    for (const auto& l : s.expert_load) bal += (bal.empty() ? "" : ",") + F("%.2f", LayerMaxOverMean(l));
     os << F("%5.0f", static_cast<double>(s.step)) << F(" %9.4f", s.loss) << F(" %6.3f", s.accuracy)
        << F(" %10.4g", s.grad_norm)
        << F(" %9.3g", s.lr) << F(" %9.1f", s.step_s * 1e3) << F(" %6.0f", s.tokens_per_s)

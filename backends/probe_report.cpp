@@ -9,10 +9,11 @@
 
 #include "backends/probe_data.h"
 #include "backends/probe_step_codec.h"
+#include "backends/probe_step_series.h"
 #include "search/planner.h"
 #include "validators/convergence.h"
 #include "validators/learning_verdict.h"
-#include "validators/probe_checks.h"
+#include "validators/probe_observations.h"
 
 namespace onboard::backends {
 namespace {
@@ -209,8 +210,7 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
 
 void FinishProbeResult(ProbeResult* r) {
   r->task_floor = TaskFloor(r->config, &r->floor_nats, &r->baseline_nats);
-  std::vector<double> losses, accuracies, step_s;
-  std::map<std::string, std::vector<double>> comm;
+  std::vector<double> losses, accuracies;
   std::vector<std::vector<int64_t>> load;
   int64_t peak = 0;
   for (size_t i = 0; i < r->steps.size(); ++i) {
@@ -219,11 +219,6 @@ void FinishProbeResult(ProbeResult* r) {
     accuracies.push_back(s.accuracy);
     peak = std::max(peak, s.peak_rss_bytes);
     if (i == 0 && r->steps.size() > 1) continue;  // first step: warm-up (allocations, connections)
-    step_s.push_back(s.step_s);
-    comm["all_gather"].push_back(s.comm.all_gather_s);
-    comm["reduce_scatter"].push_back(s.comm.reduce_scatter_s);
-    comm["all_to_all"].push_back(s.comm.all_to_all_s);
-    comm["all_reduce"].push_back(s.comm.all_reduce_s);
     if (load.empty()) load = s.expert_load;
     else
       for (size_t l = 0; l < load.size() && l < s.expert_load.size(); ++l)
@@ -246,11 +241,13 @@ void FinishProbeResult(ProbeResult* r) {
   r->final_loss = conv.ok() ? conv->final_loss : std::numeric_limits<double>::quiet_NaN();
   r->loss_target = conv.ok() ? conv->loss_target : std::numeric_limits<double>::quiet_NaN();
   // Step 2: where the step time goes.
-  Expected<CommShareReport> share = CheckCommShare(step_s, comm);
+  // The observations' own thresholds (validators/probe_observations.h): the loop judges with the same.
+  const ObservationThresholds th;
+  Expected<CommShareReport> share = ObserveCommShare(ProbeStepTimes(*r), th);
   if (share.ok()) r->checks.push_back(share->message);
   // Step 3: expert balance over the whole probe.
   if (!load.empty()) {
-    Expected<ExpertBalanceReport> bal = CheckExpertBalance(load);
+    Expected<ExpertBalanceReport> bal = ObserveExpertBalance(load, th);
     if (bal.ok()) r->checks.push_back(bal->message);
     // Per step (what an EP step waits on): the whole-probe sum can look even while every step is
     // skewed (e.g. a balancing bias that oscillates). Mean and max of each step's worst layer
@@ -260,7 +257,7 @@ void FinishProbeResult(ProbeResult* r) {
     size_t counted = 0;
     for (size_t i = n - k; i < n; ++i) {
       if (r->steps[i].expert_load.empty()) continue;
-      Expected<ExpertBalanceReport> b = CheckExpertBalance(r->steps[i].expert_load);
+      Expected<ExpertBalanceReport> b = ObserveExpertBalance(r->steps[i].expert_load, th);
       if (!b.ok()) continue;
       sum += b->worst;
       mx = std::max(mx, b->worst);

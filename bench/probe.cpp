@@ -11,7 +11,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "backends/probe.h"
+#include "backends/backend_entry.h"
 
 int main(int argc, char** argv) {
   using namespace onboard;
@@ -45,7 +45,7 @@ int main(int argc, char** argv) {
     c.batch = 8;
     c.worker_binary = worker;
     c.timeout_s = 600;
-    Expected<ProbeResult> r = RunProbeSpec(spec, c);
+    Expected<ProbeResult> r = backend::RunProbeSpec(spec, c);
     if (!r.ok()) {
       std::printf("%-6lld failed: %s\n", static_cast<long long>(ranks), r.status().message().c_str());
       status = 1;

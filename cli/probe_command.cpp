@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "backends/backend_entry.h"
 #include "cli/command_registry.h"
-#include "backends/probe.h"
 #include "parsers/load_model.h"
 
 namespace onboard::cli {
@@ -77,7 +77,7 @@ int RunProbeCommand(ProbeOptions o) {
   if (!model.ok()) return ReportError("probe", model.status());
   ProxySpec spec = ProxyFromModel(*model, o.blocks);
   if (o.balance_rate >= 0) spec.balance_rate = o.balance_rate;
-  Expected<ProbeResult> r = RunProbeSpec(spec, o.cfg);
+  Expected<ProbeResult> r = backend::RunProbeSpec(spec, o.cfg);
   if (!r.ok()) return ReportError("probe", r.status());
   if (o.json) std::cout << ProbeResultToJson(*r) << "\n";
   else std::cout << FormatProbeResult(*r);

@@ -5,8 +5,8 @@
 #include <iostream>
 #include <memory>
 
+#include "backends/backend_entry.h"
 #include "cli/command_registry.h"
-#include "backends/probe.h"
 
 namespace onboard::cli {
 namespace {
@@ -36,7 +36,7 @@ int RunWorker(ProbeWorkerArgs a, bool torchrun) {
     return ReportError("probe-worker", BadInput("probe-worker", "master_port", "must be in [1, 65535]",
                                                 std::to_string(a.master_port)));
   try {
-    Status st = RunProbeWorker(a);
+    Status st = backend::RunProbeWorker(a);
     if (!st.ok()) return ReportError("probe-worker rank " + std::to_string(a.rank), st);
   } catch (const std::exception& e) {  // c10d errors (peer gone, timeout) arrive as exceptions
     std::string what = e.what();  // c10::Error appends a backtrace: keep the first line

@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <memory>
 
+#include "backends/backend_entry.h"
 #include "cli/command_registry.h"
-#include "backends/hf_verify.h"
 
 namespace onboard::cli {
 namespace {
@@ -39,9 +39,11 @@ int RunVerify(VerifyCliOptions o) {
   o.v.fp64 = o.dtype == "fp64";
   const Status st = ParseLayers(o.layers, &o.v.layers);
   if (!st.ok()) return ReportError("verify", st);
-  Expected<HfVerifyResult> r = RunHfVerify(o.v);
+  Expected<const BackendEntryPoints*> be = LoadBackend();  // the HF forward runs in LibTorch
+  if (!be.ok()) return ReportError("verify", be.status());
+  Expected<HfVerifyResult> r = (*be)->run_hf_verify(o.v);
   if (!r.ok()) return ReportError("verify", r.status());
-  for (const std::string& line : HfVerifySummary(*r)) std::printf("%s\n", line.c_str());
+  for (const std::string& line : (*be)->hf_verify_summary(*r)) std::printf("%s\n", line.c_str());
   if (!o.v.logits_out.empty()) std::printf("wrote      %s\n", o.v.logits_out.c_str());
   return r->compared && !r->passed ? 1 : 0;
 }

@@ -8,6 +8,8 @@
 // Loads are tokens per expert; max/mean is over ranks.
 #include "search/expert_placement.h"
 
+#include "core/load_balance.h"
+
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -15,13 +17,6 @@
 
 namespace onboard {
 namespace {
-
-double MaxOverMean(const std::vector<double>& v) {
-  if (v.empty()) return 0;
-  const double sum = std::accumulate(v.begin(), v.end(), 0.0);
-  if (sum <= 0) return 1.0;
-  return *std::max_element(v.begin(), v.end()) / (sum / static_cast<double>(v.size()));
-}
 
 std::vector<size_t> HeaviestFirst(const std::vector<double>& w) {
   std::vector<size_t> idx(w.size());

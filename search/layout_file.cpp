@@ -3,6 +3,7 @@
 #include "search/layout_file.h"
 
 #include "search/layout_file_fields.h"
+#include "search/plan_request_checks.h"
 
 #include <cmath>
 #include <fstream>
@@ -42,14 +43,15 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   ONBOARD_RETURN_IF_ERROR(f.Bool("sequence_parallel", &p->deg.sequence_parallel));
   // Step 2: batch, precision, optimizer.
   ONBOARD_RETURN_IF_ERROR(f.Int("micro_batch", 1, kMax, &p->micro_batch));
-  ONBOARD_RETURN_IF_ERROR(f.Int("global_batch", 1, int64_t{1} << 40, &p->global_batch));
-  ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, int64_t{1} << 24, &p->seq));
-  ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 1, 65536, &p->lora_rank));
+  ONBOARD_RETURN_IF_ERROR(f.Int("global_batch", 1, kMaxGlobalBatch, &p->global_batch));
+  ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, kMaxSeq, &p->seq));
+  ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 1, kMaxLoraRank, &p->lora_rank));
   ONBOARD_RETURN_IF_ERROR(f.Int("mtp_layers", 0, 16, &p->mtp_layers));
   ONBOARD_RETURN_IF_ERROR(f.Str("base_dtype", &p->base_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Str("precision", &p->compute_dtype));
-  if (p->compute_dtype != "bf16" && p->compute_dtype != "fp16" && p->compute_dtype != "fp8" && p->compute_dtype != "mxfp8")
-    return BadInput(f.origin(), f.path() + "precision", "must be bf16, fp16, fp8 or mxfp8", p->compute_dtype);
+  ONBOARD_RETURN_IF_ERROR(
+      CheckPlanPrecision(f.origin(), f.path() + "precision", p->compute_dtype, PlanPrecisionUse::kCompute)
+          .status());
   ONBOARD_RETURN_IF_ERROR(f.Str("optimizer_dtype", &p->optimizer_dtype));
   if (p->optimizer_dtype != "fp32" && p->optimizer_dtype != "bf16")
     return BadInput(f.origin(), f.path() + "optimizer_dtype", "must be fp32 or bf16", p->optimizer_dtype);

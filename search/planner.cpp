@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "search/plan_explain.h"
+#include "search/plan_request_checks.h"
 #include "search/planner.h"
 
 namespace onboard {
@@ -29,14 +30,11 @@ Status PlanRequest::Validate() const {
   if (model.layers.empty()) return BadInput(model.source.empty() ? f : model.source, "layers", "model has no layers", "0");
   if (model.hidden <= 0) return BadInput(model.source.empty() ? f : model.source, "hidden", "must be > 0", std::to_string(model.hidden));
   if (!ModelSizeFitsInt64(model)) return BadInput(model.source.empty() ? f : model.source, "(dims)", "model too large to count");
-  if (seq < 1 || seq > (int64_t{1} << 24)) return BadInput(f, "seq", "must be in [1, 16M]", std::to_string(seq));
-  if (global_batch < 0) return BadInput(f, "global_batch", "must be >= 0", std::to_string(global_batch));
-  if (mode == FinetuneMode::kLoRA && (lora_rank < 1 || lora_rank > 65536))
-    return BadInput(f, "lora_rank", "must be in [1, 65536]", std::to_string(lora_rank));
-  if (base_dtype != "bf16" && base_dtype != "fp8" && base_dtype != "mxfp4")
-    return BadInput(f, "base_dtype", "must be bf16, fp8 or mxfp4", base_dtype);
-  if (compute_dtype != "bf16" && compute_dtype != "fp8" && compute_dtype != "fp16" && compute_dtype != "mxfp8")
-    return BadInput(f, "compute_dtype", "must be bf16, fp16, fp8 or mxfp8", compute_dtype);
+  ONBOARD_RETURN_IF_ERROR(CheckPlanShape(f, mode, lora_rank, seq, global_batch));
+  ONBOARD_RETURN_IF_ERROR(
+      CheckPlanPrecision(f, "base_dtype", base_dtype, PlanPrecisionUse::kFrozenBase).status());
+  ONBOARD_RETURN_IF_ERROR(
+      CheckPlanPrecision(f, "compute_dtype", compute_dtype, PlanPrecisionUse::kCompute).status());
   if (!(expert_imbalance >= 1) || !std::isfinite(expert_imbalance) || expert_imbalance > 64)
     return BadInput(f, "expert_imbalance", "must be in [1, 64]", std::to_string(expert_imbalance));
   if (!(dropout >= 0 && dropout < 1)) return BadInput(f, "dropout", "must be in [0, 1)", std::to_string(dropout));

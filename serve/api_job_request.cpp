@@ -7,6 +7,7 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -43,22 +44,16 @@ Status WrongType(const std::string& field, const char* want, const json& v) {
   return BadInput("request", field, std::string("must be ") + want, v.dump());
 }
 
-Status ReadInt(const json& v, const std::string& field, int64_t lo, int64_t hi, int64_t& out) {
+// Type conversion only: ranges are RunRequest::Validate's (ParseJobSubmission runs it).
+Status ReadInt(const json& v, const std::string& field, int64_t& out) {
   if (!v.is_number_integer()) return WrongType(field, "an integer", v);
-  int64_t x = v.get<int64_t>();
-  if (x < lo || x > hi) {
-    return BadInput("request", field, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-                    std::to_string(x));
-  }
-  out = x;
+  out = v.get<int64_t>();
   return Status::Ok();
 }
 
 Status ReadDouble(const json& v, const std::string& field, double& out) {
   if (!v.is_number()) return WrongType(field, "a number", v);
-  double x = v.get<double>();
-  if (!std::isfinite(x) || x <= 0) return BadInput("request", field, "must be finite and > 0", v.dump());
-  out = x;
+  out = v.get<double>();
   return Status::Ok();
 }
 
@@ -70,11 +65,15 @@ Status ReadBool(const json& v, const std::string& field, bool& out) {
 
 using Setter = std::function<Status(const json&, agent::RunRequest&)>;
 
-Setter IntField(const std::string& f, int64_t lo, int64_t hi, std::function<void(agent::RunRequest&, int64_t)> set) {
+// An integer that fits the field's type T (a type, not a range: RunRequest::Validate checks ranges).
+template <typename T>
+Setter IntField(const std::string& f, std::function<void(agent::RunRequest&, T)> set) {
   return [=](const json& v, agent::RunRequest& r) {
     int64_t x = 0;
-    ONBOARD_RETURN_IF_ERROR(ReadInt(v, f, lo, hi, x));
-    set(r, x);
+    ONBOARD_RETURN_IF_ERROR(ReadInt(v, f, x));
+    if (x < std::numeric_limits<T>::min() || x > std::numeric_limits<T>::max())
+      return WrongType(f, sizeof(T) == 4 ? "a 32-bit integer" : "a 64-bit integer", v);
+    set(r, static_cast<T>(x));
     return Status::Ok();
   };
 }
@@ -101,15 +100,23 @@ const std::map<std::string, Setter>& ProbeSetters() {
   using R = agent::RunRequest;
   static const std::map<std::string, Setter> kSetters = {
       {"enabled", BoolField("options.probe.enabled", [](R& r, bool v) { r.probe.enabled = v; })},
-      {"ranks", IntField("options.probe.ranks", 1, 64, [](R& r, int64_t v) { r.probe.ranks = static_cast<int>(v); })},
-      {"steps", IntField("options.probe.steps", 1, 100000, [](R& r, int64_t v) { r.probe.steps = static_cast<int>(v); })},
-      {"seq", IntField("options.probe.seq", 1, 1 << 20, [](R& r, int64_t v) { r.probe.seq = v; })},
-      {"micro_batch", IntField("options.probe.micro_batch", 1, 4096, [](R& r, int64_t v) { r.probe.micro_batch = v; })},
-      {"proxy_blocks", IntField("options.probe.proxy_blocks", 1, 64, [](R& r, int64_t v) { r.probe.proxy_blocks = v; })},
+      {"ranks", IntField<int>("options.probe.ranks", [](R& r, int v) { r.probe.ranks = v; })},
+      {"steps", IntField<int>("options.probe.steps", [](R& r, int v) { r.probe.steps = v; })},
+      {"seq", IntField<int64_t>("options.probe.seq", [](R& r, int64_t v) { r.probe.seq = v; })},
+      {"micro_batch",
+       IntField<int64_t>("options.probe.micro_batch", [](R& r, int64_t v) { r.probe.micro_batch = v; })},
+      {"proxy_blocks",
+       IntField<int64_t>("options.probe.proxy_blocks", [](R& r, int64_t v) { r.probe.proxy_blocks = v; })},
       {"timeout_s", DoubleField("options.probe.timeout_s", [](R& r, double v) { r.probe.timeout_s = v; })},
-      {"learning_rate", DoubleField("options.probe.learning_rate", [](R& r, double v) { r.probe.learning_rate = v; })},
+      {"learning_rate",
+       DoubleField("options.probe.learning_rate", [](R& r, double v) { r.probe.learning_rate = v; })},
       {"grad_clip", DoubleField("options.probe.grad_clip", [](R& r, double v) { r.probe.grad_clip = v; })},
-      {"seed", IntField("options.probe.seed", 0, INT64_MAX, [](R& r, int64_t v) { r.probe.seed = static_cast<uint64_t>(v); })},
+      {"seed",
+       [](const json& v, R& r) {  // uint64: a type, so a negative seed is refused here
+         if (!v.is_number_unsigned()) return WrongType("options.probe.seed", "a non-negative integer", v);
+         r.probe.seed = v.get<uint64_t>();
+         return Status::Ok();
+       }},
   };
   return kSetters;
 }
@@ -119,9 +126,12 @@ const std::map<std::string, Setter>& OptionSetters() {
   static const std::map<std::string, Setter> kSetters = {
       {"mode",
        [](const json& v, R& r) {
-         if (v == "lora") r.mode = FinetuneMode::kLoRA;
-         else if (v == "full") r.mode = FinetuneMode::kFull;
-         else return BadInput("request", "options.mode", "must be \"lora\" or \"full\"", v.dump());
+         if (v == "lora")
+           r.mode = FinetuneMode::kLoRA;
+         else if (v == "full")
+           r.mode = FinetuneMode::kFull;
+         else
+           return BadInput("request", "options.mode", "must be \"lora\" or \"full\"", v.dump());
          return Status::Ok();
        }},
       {"base_dtype",
@@ -130,18 +140,21 @@ const std::map<std::string, Setter>& OptionSetters() {
          r.base_dtype = v.get<std::string>();
          return Status::Ok();
        }},
-      {"lora_rank", IntField("options.lora_rank", 1, 65536, [](R& r, int64_t v) { r.lora_rank = v; })},
-      {"seq", IntField("options.seq", 1, int64_t{1} << 24, [](R& r, int64_t v) { r.seq = v; })},
-      {"global_batch", IntField("options.global_batch", 0, int64_t{1} << 30, [](R& r, int64_t v) { r.global_batch = v; })},
-      {"max_rounds", IntField("options.max_rounds", 1, 100, [](R& r, int64_t v) { r.max_rounds = static_cast<int>(v); })},
-      {"threads", IntField("options.threads", 1, 256, [](R& r, int64_t v) { r.threads = static_cast<int>(v); })},
-      {"generate_kernels", BoolField("options.generate_kernels", [](R& r, bool v) { r.generate_kernels = v; })},
+      {"lora_rank", IntField<int64_t>("options.lora_rank", [](R& r, int64_t v) { r.lora_rank = v; })},
+      {"seq", IntField<int64_t>("options.seq", [](R& r, int64_t v) { r.seq = v; })},
+      {"global_batch",
+       IntField<int64_t>("options.global_batch", [](R& r, int64_t v) { r.global_batch = v; })},
+      {"max_rounds", IntField<int>("options.max_rounds", [](R& r, int v) { r.max_rounds = v; })},
+      {"threads", IntField<int>("options.threads", [](R& r, int v) { r.threads = v; })},
+      {"generate_kernels",
+       BoolField("options.generate_kernels", [](R& r, bool v) { r.generate_kernels = v; })},
       {"probe",
        [](const json& v, R& r) {
          if (!v.is_object()) return WrongType("options.probe", "an object", v);
          for (auto it = v.begin(); it != v.end(); ++it) {
            auto s = ProbeSetters().find(it.key());
-           if (s == ProbeSetters().end()) return BadInput("request", "options.probe." + it.key(), "unknown option");
+           if (s == ProbeSetters().end())
+             return BadInput("request", "options.probe." + it.key(), "unknown option");
            ONBOARD_RETURN_IF_ERROR(s->second(it.value(), r));
          }
          return Status::Ok();

@@ -42,11 +42,9 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
   for (auto it = opts.begin(); it != opts.end(); ++it) {
     const std::string& k = it.key();
     const json& v = it.value();
-    auto int_in = [&](int64_t lo, int64_t hi, int64_t& out) -> std::optional<HttpError> {
-      if (!v.is_number_integer() || v.get<int64_t>() < lo || v.get<int64_t>() > hi) {
-        return Bad("options." + k, "must be an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) +
-                                       "] (got " + v.dump() + ")");
-      }
+    // Type conversion only: the ranges are PlanRequest::Validate's (search/plan_request_checks.h).
+    auto to_int = [&](int64_t& out) -> std::optional<HttpError> {
+      if (!v.is_number_integer()) return Bad("options." + k, "must be an integer (got " + v.dump() + ")");
       out = v.get<int64_t>();
       return std::nullopt;
     };
@@ -60,13 +58,15 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
       if (!v.is_string()) err = Bad("options." + k, "must be a string");
       else (k == "base_dtype" ? r.base_dtype : r.compute_dtype) = v.get<std::string>();
     } else if (k == "lora_rank") {
-      err = int_in(1, 65536, r.lora_rank);
+      err = to_int(r.lora_rank);
     } else if (k == "seq") {
-      err = int_in(1, int64_t{1} << 24, r.seq);
+      err = to_int(r.seq);
     } else if (k == "global_batch") {
-      err = int_in(0, int64_t{1} << 30, r.global_batch);
+      err = to_int(r.global_batch);
     } else if (k == "top_n") {
-      err = int_in(0, 50, tmp);
+      err = to_int(tmp);  // a response-size limit of this endpoint, not a plan field's range
+      if (!err && (tmp < 0 || tmp > 50))
+        err = Bad("options.top_n", "must be an integer in [0, 50] (got " + v.dump() + ")");
       r.top_n = static_cast<int>(tmp);
     } else {
       err = Bad("options." + k, "unknown option (expected mode, lora_rank, seq, global_batch, base_dtype, "

@@ -20,6 +20,7 @@
 
 #include "agent/rules/thresholds.h"
 #include "backends/probe.h"
+#include "backends/probe_step_series.h"
 #include "search/planner.h"
 #include "validators/kernel_check.h"
 
@@ -27,10 +28,10 @@ namespace onboard::agent {
 
 // What the rules may change. The orchestrator turns these into the next ProbeConfig/PlanRequest.
 struct LoopKnobs {
-  // probe training
-  double learning_rate = 3e-3;
-  double grad_clip = 1.0;
-  bool router_fp32 = false;             // the divergence rule forces it on
+  // probe training: the next round's values. Their defaults are the request's (agent::ProbeSettings
+  // learning_rate, grad_clip), copied in when the loop starts; the rules change them from there.
+  double learning_rate = 0;
+  double grad_clip = 0;
   double probe_steps_scale = 1.0;       // probe steps = ProbeSettings::steps x this (learning rule)
   int probe_step_doublings = 0;         // times the learning rule raised it (bounded)
   // expert placement (expert -> EP rank; empty = contiguous) and balancing
@@ -40,9 +41,9 @@ struct LoopKnobs {
   // cost model
   CostCalibration calibration;
   bool calibrated = false;
-  // memory
-  std::string recompute;                // "" = searched; selective | full forced for every block
-  double memory_margin = 0.08;          // fraction of HBM kept free in the plan search
+  // memory: the plan search's constraints (recompute, memory_margin, with PlanConstraints' defaults),
+  // which the memory rule tightens; the plan of each round is searched under these.
+  PlanConstraints plan_constraints;
   // kernels: kernel -> reference operator; a "kda..." entry runs the probe's KDA on the LibTorch
   // reference ops (ProbeConfig::kda_kernel = "torch")
   std::map<std::string, std::string> kernel_fallbacks;
@@ -98,7 +99,8 @@ std::vector<Decision> ApplyRules(const RoundEvidence& ev, const Thresholds& th, 
 
 // ---- Observations shared by rules and reports ----
 
-// Loss-curve verdict: non-finite losses, or mean of the last window over the first window.
+// Loss-curve summary for reports and traces (the divergence verdict is ObserveDivergence's):
+// non-finite losses, and the mean of the last window over the first window.
 struct LossTrend {
   bool nonfinite = false;
   double first_mean = 0;             // mean loss of the first window (nats)
@@ -109,22 +111,11 @@ struct LossTrend {
 };
 LossTrend ComputeLossTrend(const ProbeResult& p);
 
-// Tokens per expert summed over MoE layers and steps: load[e].
-std::vector<double> MeasuredExpertLoad(const ProbeResult& p);
-// Tokens per EP rank for a placement (expert -> rank; empty = contiguous blocks).
-std::vector<double> RankLoads(const std::vector<double>& expert_load, int64_t ep,
-                              const std::vector<int64_t>& placement);
-double MaxOverMean(const std::vector<double>& v);  // 1.0 for empty / all-zero
+// Expert loads, step times and losses of a probe: backends/probe_step_series.h; their
+// observations (rank balance, comm share, divergence): validators/probe_observations.h.
 
-// Mean over steps (the first, warm-up, step excluded when there are more) of
-// collective seconds / step seconds; and of step and comm seconds.
-struct CommShare {
-  double share = 0;
-  double step_s = 0;
-  double comm_s = 0;
-  double compute_s = 0;
-};
-CommShare ComputeCommShare(const ProbeResult& p);
+// ObserveCommShare of the probe's steps; a report of zeros when no step has a time.
+CommShareReport ProbeCommShare(const ProbeResult& p, const ObservationThresholds& th);
 // Max over steps of peak RSS minus the runtime's RSS before the model was built, bytes.
 double MeasuredPeakBytes(const ProbeResult& p);
 

@@ -18,8 +18,8 @@ double Clamp(double f) { return std::clamp(std::isfinite(f) ? f : 1.0, kMinFacto
 std::optional<Decision> RuleCommShare(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k) {
   if (!ev.probe || k.calibrated) return std::nullopt;  // calibrate once per run
   // Step 1: measured share.
-  CommShare c = ComputeCommShare(*ev.probe);
-  if (c.step_s <= 0 || c.share <= th.comm_share) return std::nullopt;
+  CommShareReport c = ProbeCommShare(*ev.probe, th);
+  if (c.steps == 0 || !c.comm_bound) return std::nullopt;
   const ProbePrediction& pred = ev.probe->prediction;
 
   Decision d;

@@ -19,10 +19,10 @@ std::optional<Decision> RuleExpertImbalance(const RoundEvidence& ev, const Thres
   if (load.empty()) return std::nullopt;
   const int64_t ep = ev.probe->config.ep_degree();
   const std::vector<int64_t>& placed = ev.probe->config.expert_placement;
-  std::vector<double> ranks = RankLoads(load, ep, placed);
-  double expert_imb = MaxOverMean(load);
-  double rank_imb = ep > 1 ? MaxOverMean(ranks) : expert_imb;
-  if (rank_imb <= th.expert_imbalance) return std::nullopt;
+  const RankBalance bal = ObserveRankBalance(load, ep, placed, th);
+  if (!bal.imbalanced) return std::nullopt;
+  const std::vector<double>& ranks = bal.rank_load;
+  const double expert_imb = bal.expert_max_over_mean, rank_imb = bal.rank_max_over_mean;
 
   Decision d;
   d.round = ev.round;

@@ -59,19 +59,21 @@ std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const 
     }
   }
   // Step 4: recompute more, then shard further.
-  if (k.recompute != "full") {
-    d.changed = {{"recompute", {k.recompute.empty() ? "searched" : k.recompute, "full"}}};
-    k.recompute = "full";
+  if (k.plan_constraints.recompute != "full") {
+    d.changed = {
+        {"recompute",
+         {k.plan_constraints.recompute.empty() ? "searched" : k.plan_constraints.recompute, "full"}}};
+    k.plan_constraints.recompute = "full";
     d.action = "measured memory is over the prediction and the plan would not fit: recompute every block "
                "fully, re-plan";
   } else {
-    double old = k.memory_margin;
-    k.memory_margin = std::min(kMaxMargin, old + kMarginStep);
-    if (k.memory_margin <= old) return std::nullopt;  // nothing left to change
-    d.changed = {{"memory_margin", {old, k.memory_margin}}};
+    double old = k.plan_constraints.memory_margin;
+    k.plan_constraints.memory_margin = std::min(kMaxMargin, old + kMarginStep);
+    if (k.plan_constraints.memory_margin <= old) return std::nullopt;  // nothing left to change
+    d.changed = {{"memory_margin", {old, k.plan_constraints.memory_margin}}};
     std::snprintf(buf, sizeof(buf),
                   "already recomputing fully: keep %.0f%% of HBM free so the search shards further, re-plan",
-                  k.memory_margin * 100);
+                  k.plan_constraints.memory_margin * 100);
     d.action = buf;
   }
   k.replan = true;

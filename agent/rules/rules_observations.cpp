@@ -1,8 +1,8 @@
-// Observations the rules and the reports share: loss trend, expert loads, comm share, peak memory.
+// The loss trend and peak memory the rules and the reports share (the probe observations
+// themselves: validators/probe_observations.h, fed by backends/probe_step_series.h).
 // Units: loss in nats, seconds, bytes, tokens.
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 #include "agent/rules/rules.h"
 
@@ -31,56 +31,9 @@ LossTrend ComputeLossTrend(const ProbeResult& p) {
   return t;
 }
 
-std::vector<double> MeasuredExpertLoad(const ProbeResult& p) {
-  std::vector<double> load;
-  for (const auto& st : p.steps)
-    for (const auto& layer : st.expert_load) {
-      if (load.size() < layer.size()) load.resize(layer.size(), 0.0);
-      for (size_t e = 0; e < layer.size(); ++e) load[e] += static_cast<double>(layer[e]);
-    }
-  return load;
-}
-
-std::vector<double> RankLoads(const std::vector<double>& expert_load, int64_t ep,
-                              const std::vector<int64_t>& placement) {
-  ONBOARD_ASSERT(ep >= 1, "ep must be >= 1");
-  std::vector<double> ranks(static_cast<size_t>(ep), 0.0);
-  const int64_t n = static_cast<int64_t>(expert_load.size());
-  const int64_t per_rank = std::max<int64_t>(1, (n + ep - 1) / ep);
-  for (int64_t e = 0; e < n; ++e) {
-    int64_t r = placement.size() == expert_load.size() ? placement[e] : e / per_rank;
-    ONBOARD_ASSERT(r >= 0 && r < ep, "placement rank out of range");
-    ranks[r] += expert_load[e];
-  }
-  return ranks;
-}
-
-double MaxOverMean(const std::vector<double>& v) {
-  if (v.empty()) return 1.0;
-  double sum = std::accumulate(v.begin(), v.end(), 0.0);
-  if (sum <= 0) return 1.0;
-  double mean = sum / static_cast<double>(v.size());
-  return *std::max_element(v.begin(), v.end()) / mean;
-}
-
-CommShare ComputeCommShare(const ProbeResult& p) {
-  CommShare c;
-  size_t begin = p.steps.size() > 1 ? 1 : 0;  // step 0 pays one-off set-up costs
-  int n = 0;
-  for (size_t i = begin; i < p.steps.size(); ++i) {
-    const auto& st = p.steps[i];
-    if (st.step_s <= 0) continue;
-    c.step_s += st.step_s;
-    c.comm_s += st.comm.total();
-    c.compute_s += st.compute_s;
-    ++n;
-  }
-  if (n == 0) return c;
-  c.step_s /= n;
-  c.comm_s /= n;
-  c.compute_s /= n;
-  c.share = c.step_s > 0 ? c.comm_s / c.step_s : 0;
-  return c;
+CommShareReport ProbeCommShare(const ProbeResult& p, const ObservationThresholds& th) {
+  Expected<CommShareReport> c = ObserveCommShare(ProbeStepTimes(p), th);
+  return c.ok() ? *c : CommShareReport{};
 }
 
 double MeasuredPeakBytes(const ProbeResult& p) {

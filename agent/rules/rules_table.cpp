@@ -7,8 +7,8 @@ const std::vector<Rule>& RuleTable() {
   static const std::vector<Rule> kRules = {
       {"kernel_check_failed", "kernels", "generated kernel vs reference, per checked shape",
        "(row tolerance)", RuleKernelFallback},
-      {"probe_diverged", "divergence", "probe loss curve and grad norms", "divergence_loss_ratio",
-       RuleProbeDiverged},
+      {"probe_diverged", "divergence", "probe loss curve: non-finite, or far above its running minimum",
+       "divergence_factor", RuleProbeDiverged},
       {"probe_not_learned", "learning", "probe loss and skill vs the task's baselines",
        "(validators/learning_verdict.h)", RuleProbeNotLearned},
       {"expert_imbalance", "expert_balance", "routed tokens per expert / EP rank in the probe",

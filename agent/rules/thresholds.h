@@ -3,14 +3,14 @@
 #pragma once
 
 #include "core/status.h"
+#include "validators/probe_observations.h"
 
 namespace onboard::agent {
 
-// Thresholds the rules compare observations against. Dimensionless unless noted.
-struct Thresholds {
-  double divergence_loss_ratio = 1.5;    // last-window mean loss / first-window mean loss above this = diverged
-  double expert_imbalance = 1.25;        // max/mean routed tokens per expert (or EP rank) above this = imbalanced
-  double comm_share = 0.35;              // measured collective time / step time above this = comm-bound
+// Thresholds the rules compare observations against. Dimensionless unless noted. The probe
+// observations' thresholds (expert_imbalance, comm_share, divergence_factor) and their defaults are
+// ObservationThresholds' (validators/probe_observations.h): the probe's report judges with them too.
+struct Thresholds : ObservationThresholds {
   double memory_over_prediction = 1.15;  // measured peak / predicted peak above this = re-plan memory
   double memory_min_predicted_bytes = 64.0 * 1024 * 1024;  // bytes; smaller predictions are dominated
                                          // by runtime/allocator overheads: the ratio is not applied

@@ -46,10 +46,28 @@ TEST(RuleProbeDiverged, RisingLossLowersLrTightensClipAndReprobes) {
   EXPECT_EQ(d->rule, "probe_diverged");
   EXPECT_NEAR(k.learning_rate, 3e-3, 1e-12);
   EXPECT_NEAR(k.grad_clip, 0.5, 1e-12);
-  EXPECT_TRUE(k.router_fp32);
   EXPECT_TRUE(k.reprobe);
-  EXPECT_GT(d->observed["loss_ratio"].get<double>(), 1.5);
+  EXPECT_EQ(d->observed["step"].get<int64_t>(), 7);  // 6.5 > 2 x the running minimum 3.0
   EXPECT_EQ(d->changed["learning_rate"][0], 1e-2);
+  EXPECT_FALSE(d->changed.contains("router_fp32"));  // the probe's router is always fp32: no knob
+}
+
+// A loss that falls, then blows back up: the last and first windows look alike (ratio 1.0), so the
+// old last/first-window test did not fire; the running-minimum observation does.
+TEST(RuleProbeDiverged, BlowUpAfterLearningFiresOnTheRunningMinimum) {
+  ProbeResult p = Curve(10, [](int i) { return i < 4 ? 4.0 - i : (i < 8 ? 1.0 : 3.5); });
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  k.learning_rate = 1e-2;
+  auto d = RuleProbeDiverged(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->observed["step"].get<int64_t>(), 8);
+  EXPECT_NEAR(d->observed["min_loss"].get<double>(), 1.0, 1e-12);
+  Thresholds lax;
+  lax.divergence_factor = 4.0;  // 3.5 is under 4 x 1.0: the threshold passed in decides
+  LoopKnobs k2;
+  EXPECT_FALSE(RuleProbeDiverged(ev, lax, k2).has_value());
 }
 
 TEST(RuleProbeDiverged, NanLossFiresEvenWithoutAValidatorVerdict) {
@@ -172,11 +190,11 @@ TEST(RuleMemoryOverPrediction, RecomputesThenShardsFurtherWhenThePlanWouldNotFit
   auto d = RuleMemoryOverPrediction(ev, Thresholds{}, k);
   ASSERT_TRUE(d.has_value());
   EXPECT_NEAR(d->observed["ratio"].get<double>(), 2.0, 1e-9);
-  EXPECT_EQ(k.recompute, "full");
+  EXPECT_EQ(k.plan_constraints.recompute, "full");
   EXPECT_TRUE(k.replan);
   auto d2 = RuleMemoryOverPrediction(ev, Thresholds{}, k);
   ASSERT_TRUE(d2.has_value());
-  EXPECT_GT(k.memory_margin, 0.08);
+  EXPECT_GT(k.plan_constraints.memory_margin, 0.08);
   EXPECT_TRUE(d2->changed.contains("memory_margin"));
 }
 
@@ -192,7 +210,7 @@ TEST(RuleMemoryOverPrediction, KeepsAPlanThatStillFits) {
   auto d = RuleMemoryOverPrediction(ev, Thresholds{}, k);
   ASSERT_TRUE(d.has_value());
   EXPECT_TRUE(d->changed.empty());
-  EXPECT_TRUE(k.recompute.empty());
+  EXPECT_TRUE(k.plan_constraints.recompute.empty());
   EXPECT_FALSE(k.replan);
   p.prediction.memory_bytes = 380LL << 20;  // within the threshold: nothing to say
   EXPECT_FALSE(RuleMemoryOverPrediction(ev, Thresholds{}, k).has_value());
@@ -213,7 +231,7 @@ TEST(RuleMemoryOverPrediction, SmallProxyPredictionIsNotAppliedToThePlan) {
   ASSERT_TRUE(d.has_value());
   EXPECT_NEAR(d->observed["ratio"].get<double>(), 20.0, 1e-9);
   EXPECT_TRUE(d->changed.empty());
-  EXPECT_TRUE(k.recompute.empty());
+  EXPECT_TRUE(k.plan_constraints.recompute.empty());
   EXPECT_FALSE(k.replan);
 }
 

@@ -10,6 +10,7 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <tuple>
 
 #include "serve/http_auth.h"
 #include "serve/http_openapi.h"
@@ -288,6 +289,55 @@ TEST_F(HttpApiTest, CancelRetryConflictsAndQueueFull) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 409);
   EXPECT_EQ(json::parse(r->body)["error"]["code"], "conflict");
+}
+
+// The plan-shape limits have one home (search/plan_request_checks.h): POST /v1/jobs answers at once
+// with the message `onboard run` prints for the same option, and `onboard plan` applies the same
+// limit. Before, lora_rank 5000 was 400 here (RunRequest's own 4096) while `onboard plan` took it,
+// and global_batch 2^30 passed the HTTP reader but not RunRequest (2^24).
+std::string CliStderr(const std::string& args) {
+  const std::string cmd = std::string(ONBOARD_BINARY_DIR) + "/onboard " + args + " 2>&1 >/dev/null";
+  std::string out;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return out;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  pclose(p);
+  return out;
+}
+
+TEST_F(HttpApiTest, PlanShapeLimitsAreTheCliLimitsAndAnsweredAtSubmit) {
+  Start();
+  const std::string topo = std::string(ONBOARD_TEST_DATA) + "/e2e/tiny_cluster.topology.json";
+  auto submit = [&](const json& options) {
+    json body = ConfigBody();
+    for (auto it = options.begin(); it != options.end(); ++it) body["options"][it.key()] = it.value();
+    return Post("/v1/jobs", body.dump());
+  };
+  // Inside the one limit: accepted (a job is queued), and `onboard plan` takes it too.
+  auto ok = submit({{"lora_rank", 5000}, {"global_batch", int64_t{1} << 30}});
+  ASSERT_TRUE(ok);
+  EXPECT_EQ(ok->status, 202) << ok->body;
+  EXPECT_EQ(CliStderr("plan " + root_ + "/config.json --topology " + topo + " --lora-rank 5000"), "");
+  // Outside it: 400 now, with the message `onboard run` prints; `onboard plan` names the same limit.
+  for (const auto& [option, flag, value] : std::vector<std::tuple<std::string, std::string, int64_t>>{
+           {"lora_rank", "--lora-rank", 65537}, {"global_batch", "--global-batch", (int64_t{1} << 30) + 1}}) {
+    auto res = submit({{option, value}});
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 400) << res->body;
+    const std::string http = json::parse(res->body)["error"]["message"];
+    const std::string run =
+        CliStderr("run " + root_ + "/config.json --topology " + topo + " " + flag + " " +
+                  std::to_string(value) + " --no-probe --no-kernels --out " + dir_.path + "/cli");
+    EXPECT_EQ("onboard run: " + http + "\n", run);
+    const std::string limit = http.substr(http.find("field '"));
+    EXPECT_NE(CliStderr("plan " + root_ + "/config.json --topology " + topo + " " + flag + " " +
+                        std::to_string(value))
+                  .find(limit),
+              std::string::npos)
+        << limit;
+  }
 }
 
 TEST_F(HttpApiTest, ListPaginates) {
