@@ -84,14 +84,17 @@ torch::Tensor Mla(const HfForwardConfig& c, const AttentionSpec& a, const HfAtte
   const torch::Tensor latent = HfRmsNorm(kv.narrow(1, 0, a.kv_lora_rank), w.kv_a_norm, kMlaLatentNormEps);
   const torch::Tensor kvb = HfApplyLinear(latent, w.kv_b).view({s, H, dn + a.v_head_dim});
   const RopeTables rope = MakeRopeTables(c.rope, s, x.scalar_type());
-  auto rotate = [&](const torch::Tensor& t) { return c.rope.none ? t : ApplyRope(t, rope, c.rope.interleave); };
+  auto rotate = [&](const torch::Tensor& t) {
+    return c.rope.none ? t : ApplyRope(t, rope, c.rope.interleave);
+  };
   const torch::Tensor q_rot = rotate(q.narrow(2, dn, dr));
   const torch::Tensor k_rot = rotate(kv.narrow(1, a.kv_lora_rank, dr).view({s, 1, dr}));
   const torch::Tensor query = torch::cat({q.narrow(2, 0, dn), q_rot}, 2);
   const torch::Tensor key = torch::cat({kvb.narrow(2, 0, dn), k_rot.expand({s, H, dr})}, 2);
   const torch::Tensor value = kvb.narrow(2, dn, a.v_head_dim);
   // Step 3: attention (DSA: over the indexer's selected keys only) and output projection.
-  const torch::Tensor allowed = a.kind == MixerKind::kDSA ? HfDsaSelectedKeys(c, a, w, x, q_resid) : torch::Tensor();
+  const torch::Tensor allowed =
+      a.kind == MixerKind::kDSA ? HfDsaSelectedKeys(c, a, w, x, q_resid) : torch::Tensor();
   return HfApplyLinear(Attend(query, key, value, c.softmax_scale, 0, {}, allowed), w.o);
 }
 

@@ -32,8 +32,8 @@ torch::Tensor HfDsaSelectedKeys(const HfForwardConfig& c, const AttentionSpec& a
   // Step 1: indexer queries and the one shared key, rotated on their first rd dims.
   const RopeTables rope = MakeRopeTables(c.rope, s, x.scalar_type());
   const torch::Tensor q = RopePrefix(HfApplyLinear(q_resid, w.idx_wq_b).view({s, nI, dI}), rope, rd);
-  const torch::Tensor kn = torch::layer_norm(HfApplyLinear(x, w.idx_wk), {dI}, w.idx_k_norm_w, w.idx_k_norm_b,
-                                             kIndexerKNormEps);
+  const torch::Tensor kn =
+      torch::layer_norm(HfApplyLinear(x, w.idx_wk), {dI}, w.idx_k_norm_w, w.idx_k_norm_b, kIndexerKNormEps);
   const torch::Tensor k = RopePrefix(kn.view({s, 1, dI}), rope, rd).view({s, dI});
   // Step 2: index scores, weighted over heads.
   const torch::Tensor scores = torch::relu(torch::einsum("shd,td->sht", {q, k}) / std::sqrt(double(dI)));

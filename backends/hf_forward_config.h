@@ -3,8 +3,8 @@
 // family's modeling code uses, the MLA softmax scale.
 //
 // Sources (transformers): modeling_rope_utils.py (_compute_default/linear/llama3/yarn_parameters),
-// models/{llama,qwen2,qwen3,qwen2_moe,qwen3_moe,mixtral,deepseek_v3,glm4_moe,gpt_oss}/configuration_*.py defaults.
-// Units: dims in elements; theta/factors dimensionless; positions in tokens.
+// models/{llama,qwen2,qwen3,qwen2_moe,qwen3_moe,mixtral,deepseek_v3,glm4_moe,gpt_oss}/configuration_*.py
+// defaults. Units: dims in elements; theta/factors dimensionless; positions in tokens.
 #pragma once
 
 #include <optional>
@@ -56,8 +56,8 @@ struct HfForwardConfig {
   double softmax_scale = 0.0;       // attention logits scale (1/sqrt(qk dim), x mscale^2 for MLA+YaRN)
   // gpt_oss experts (modeling_gpt_oss.py GptOssExperts): gate clamped above at swiglu_limit, up clamped
   // to +-swiglu_limit, out = (up + 1) * gate * sigmoid(swiglu_alpha * gate).
-  double swiglu_limit = 0.0;        // 0 = plain SwiGLU experts
-  double swiglu_alpha = 1.702;      // GptOssExperts.alpha (a constant of the modeling code, not a config field)
+  double swiglu_limit = 0.0;    // 0 = plain SwiGLU experts
+  double swiglu_alpha = 1.702;  // GptOssExperts.alpha (a constant of the modeling code, not a config field)
   bool softmax_after_topk = false;  // gpt_oss router: top-k of the logits, then softmax over those k
 };
 

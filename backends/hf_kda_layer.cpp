@@ -19,7 +19,8 @@ constexpr double kL2NormEps = 1e-6;  // fla l2norm: x / sqrt(sum x^2 + eps)
 // Causal depthwise conv over time, then SiLU. x [S, D], w [D, 1, K].
 torch::Tensor ShortConv(const torch::Tensor& x, const torch::Tensor& w) {
   const int64_t s = x.size(0), K = w.size(2);
-  const torch::Tensor padded = torch::cat({torch::zeros({K - 1, x.size(1)}, x.options()), x}, 0);  // [S+K-1, D]
+  const torch::Tensor padded =
+      torch::cat({torch::zeros({K - 1, x.size(1)}, x.options()), x}, 0);  // [S+K-1, D]
   torch::Tensor y = torch::zeros_like(x);
   for (int64_t i = 0; i < K; ++i) y = y + padded.narrow(0, i, s) * w.select(2, i).squeeze(1);
   return torch::silu(y);
@@ -37,14 +38,15 @@ torch::Tensor HfKdaMixer(const HfForwardConfig& c, const AttentionSpec& a, const
   const torch::Tensor k = ShortConv(HfApplyLinear(x, w.k), w.k_conv).view({s, H, d});
   const torch::Tensor v = ShortConv(HfApplyLinear(x, w.v), w.v_conv).view({s, H, d});
   // Step 2: per-channel log decay and the write strength.
-  const torch::Tensor f = HfApplyLinear(HfApplyLinear(x, w.f_a), w.f_b) + w.dt_bias;       // [S, H*d]
+  const torch::Tensor f = HfApplyLinear(HfApplyLinear(x, w.f_a), w.f_b) + w.dt_bias;  // [S, H*d]
   const torch::Tensor g = -w.a_log.exp().view({1, H, 1}) * torch::softplus(f).view({s, H, d});
-  const torch::Tensor beta = torch::sigmoid(HfApplyLinear(x, w.beta));                      // [S, H]
+  const torch::Tensor beta = torch::sigmoid(HfApplyLinear(x, w.beta));  // [S, H]
   // Step 3: the gated delta rule (batch of one).
   const torch::Tensor qn = L2Norm(q) / std::sqrt(double(d)), kn = L2Norm(k);
-  const torch::Tensor o = backends::KdaRecurrent(qn.unsqueeze(0), kn.unsqueeze(0), v.unsqueeze(0), g.unsqueeze(0),
-                                                 beta.unsqueeze(0))
-                              .squeeze(0);  // [S, H, d]
+  const torch::Tensor o =
+      backends::KdaRecurrent(qn.unsqueeze(0), kn.unsqueeze(0), v.unsqueeze(0), g.unsqueeze(0),
+                             beta.unsqueeze(0))
+          .squeeze(0);  // [S, H, d]
   // Step 4: gated RMSNorm per head, output projection.
   const torch::Tensor gate = torch::sigmoid(HfApplyLinear(HfApplyLinear(x, w.g_a), w.g_b)).view({s, H, d});
   return HfApplyLinear((HfRmsNorm(o, w.o_norm, c.rms_eps) * gate).reshape({s, H * d}), w.o);

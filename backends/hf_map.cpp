@@ -39,12 +39,18 @@ Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckp
 
 Expected<HfLayerWeights> MapLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
   switch (c.layout) {
-    case HfLayout::kLlama: return MapLlamaLayer(c, l, r);
-    case HfLayout::kMixtral: return MapMixtralLayer(c, l, r);
-    case HfLayout::kDeepSeekV3: return MapDeepSeekLayer(c, l, r);
-    case HfLayout::kGlm4Moe: return MapGlm4MoeLayer(c, l, r);
-    case HfLayout::kGptOss: return MapGptOssLayer(c, l, r);
-    case HfLayout::kKimiLinear: return MapKimiLinearLayer(c, l, r);
+    case HfLayout::kLlama:
+      return MapLlamaLayer(c, l, r);
+    case HfLayout::kMixtral:
+      return MapMixtralLayer(c, l, r);
+    case HfLayout::kDeepSeekV3:
+      return MapDeepSeekLayer(c, l, r);
+    case HfLayout::kGlm4Moe:
+      return MapGlm4MoeLayer(c, l, r);
+    case HfLayout::kGptOss:
+      return MapGptOssLayer(c, l, r);
+    case HfLayout::kKimiLinear:
+      return MapKimiLinearLayer(c, l, r);
   }
   return MapLlamaLayer(c, l, r);
 }

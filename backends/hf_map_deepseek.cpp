@@ -1,6 +1,6 @@
 // HF names -> modules for deepseek_v3 / deepseek_v32 / kimi_k2 (modeling_deepseek_v3.py checkpoint layout):
-//   self_attn.q_proj [H*(dn+dr), hidden]  or  q_a_proj [rq, hidden], q_a_layernorm [rq], q_b_proj [H*(dn+dr), rq]
-//   self_attn.kv_a_proj_with_mqa [rkv+dr, hidden], kv_a_layernorm [rkv], kv_b_proj [H*(dn+dv), rkv]
+//   self_attn.q_proj [H*(dn+dr), hidden]  or  q_a_proj [rq, hidden], q_a_layernorm [rq], q_b_proj [H*(dn+dr),
+//   rq] self_attn.kv_a_proj_with_mqa [rkv+dr, hidden], kv_a_layernorm [rkv], kv_b_proj [H*(dn+dv), rkv]
 //   self_attn.o_proj [hidden, H*dv]
 //   deepseek_v32: self_attn.indexer.{wq_b [nI*dI, rq], wk [dI, hidden], k_norm.{weight,bias} [dI],
 //                 weights_proj [nI, hidden]}
@@ -35,7 +35,8 @@ Expected<HfAttentionWeights> MapMla(const std::string& p, const AttentionSpec& a
 namespace {
 
 // DeepSeek-V3.2 indexer: wq_b, wk, k_norm (LayerNorm weight + bias), weights_proj.
-Status MapIndexer(const std::string& p, const AttentionSpec& a, int64_t h, HfWeightReader& r, HfAttentionWeights* w) {
+Status MapIndexer(const std::string& p, const AttentionSpec& a, int64_t h, HfWeightReader& r,
+                  HfAttentionWeights* w) {
   const int64_t n = a.index_heads, d = a.index_head_dim;
   ONBOARD_ASSIGN_OR_RETURN(w->idx_wq_b, r.Linear(p + ".wq_b", n * d, a.q_lora_rank, false));
   ONBOARD_ASSIGN_OR_RETURN(w->idx_wk, r.Linear(p + ".wk", d, h, false));
@@ -53,7 +54,8 @@ Expected<HfMoeWeights> MapSigmoidMoe(const std::string& p, const MoESpec& m, int
   if (m.expert_score_bias) {
     ONBOARD_ASSIGN_OR_RETURN(w.score_bias, r.Read(p + ".gate.e_score_correction_bias", {m.num_experts}));
   }
-  ONBOARD_ASSIGN_OR_RETURN(w.experts, MapExperts(p + ".experts", m, h, r, "gate_proj", "up_proj", "down_proj"));
+  ONBOARD_ASSIGN_OR_RETURN(w.experts,
+                           MapExperts(p + ".experts", m, h, r, "gate_proj", "up_proj", "down_proj"));
   if (m.num_shared > 0) {
     w.has_shared = true;
     ONBOARD_ASSIGN_OR_RETURN(w.shared, r.Mlp(p + ".shared_experts", h, m.expert_intermediate * m.num_shared));
@@ -68,9 +70,11 @@ Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerS
   w.index = l.index;
   const bool dsa = l.attn.kind == MixerKind::kDSA;
   if (l.attn.kind != MixerKind::kMLA && !(dsa && l.attn.dsa_base == MixerKind::kMLA))
-    return BadInput(c.config_path, "index_topk", "the DSA forward here runs on MLA only", MixerKindName(l.attn.dsa_base));
+    return BadInput(c.config_path, "index_topk", "the DSA forward here runs on MLA only",
+                    MixerKindName(l.attn.dsa_base));
   if (dsa && l.attn.q_lora_rank == 0)
-    return BadInput(c.config_path, "q_lora_rank", "the DSA indexer reads the low-rank query (q_lora_rank > 0)", "0");
+    return BadInput(c.config_path, "q_lora_rank",
+                    "the DSA indexer reads the low-rank query (q_lora_rank > 0)", "0");
   ONBOARD_ASSIGN_OR_RETURN(w.input_norm, r.Read(p + "input_layernorm.weight", {h}));
   ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
   ONBOARD_ASSIGN_OR_RETURN(w.attn, MapMla(p + "self_attn", l.attn, h, r));

@@ -1,11 +1,13 @@
 // HF names -> modules for gpt_oss (modeling_gpt_oss.py; the MXFP4 release layout of
 // integrations/mxfp4.py):
 //   model.layers.N.{input_layernorm, post_attention_layernorm}.weight        [hidden]
-//   model.layers.N.self_attn.{q,k,v,o}_proj.{weight,bias}                      q [H*d, hidden], k/v [KV*d, hidden]
-//   model.layers.N.self_attn.sinks                                             [H]
+//   model.layers.N.self_attn.{q,k,v,o}_proj.{weight,bias}                      q [H*d, hidden], k/v [KV*d,
+//   hidden] model.layers.N.self_attn.sinks                                             [H]
 //   model.layers.N.mlp.router.{weight,bias}                                    [E, hidden], [E]
-//   experts, MXFP4: mlp.experts.gate_up_proj_{blocks,scales}                   [E, 2I, hidden/32, 16], [E, 2I, hidden/32]
-//                   mlp.experts.down_proj_{blocks,scales}                      [E, hidden, I/32, 16], [E, hidden, I/32]
+//   experts, MXFP4: mlp.experts.gate_up_proj_{blocks,scales}                   [E, 2I, hidden/32, 16], [E,
+//   2I, hidden/32]
+//                   mlp.experts.down_proj_{blocks,scales}                      [E, hidden, I/32, 16], [E,
+//                   hidden, I/32]
 //   experts, dense: mlp.experts.gate_up_proj [E, hidden, 2I]; mlp.experts.down_proj [E, I, hidden]
 //   biases:         mlp.experts.gate_up_proj_bias [E, 2I]; mlp.experts.down_proj_bias [E, hidden]
 // gate_up interleaves its outputs: column 2j is gate j, column 2j+1 is up j.
@@ -15,8 +17,8 @@ namespace onboard {
 namespace {
 
 // Fused expert weight as [E, out, in]: MXFP4 blocks when present, else the dense [E, in, out] tensor.
-Expected<torch::Tensor> FusedExperts(const std::string& name, int64_t e, int64_t out, int64_t in, HfWeightReader& r,
-                                     const SafetensorsCheckpoint& ck) {
+Expected<torch::Tensor> FusedExperts(const std::string& name, int64_t e, int64_t out, int64_t in,
+                                     HfWeightReader& r, const SafetensorsCheckpoint& ck) {
   if (ck.Has(name + "_blocks")) return r.ReadMxfp4(name, {e, out, in});
   ONBOARD_ASSIGN_OR_RETURN(torch::Tensor w, r.Read(name, {e, in, out}));
   return w.transpose(1, 2);
@@ -53,7 +55,8 @@ Expected<HfLayerWeights> MapGptOssLayer(const HfForwardConfig& c, const LayerSpe
   ONBOARD_ASSIGN_OR_RETURN(w.attn, MapGqaAttention(p + "self_attn", l.attn, h, r));
   ONBOARD_ASSIGN_OR_RETURN(w.attn.sinks, r.Read(p + "self_attn.sinks", {l.attn.num_heads}));
   ONBOARD_ASSIGN_OR_RETURN(w.experts.router, r.Linear(p + "mlp.router", l.moe.num_experts, h, true));
-  ONBOARD_ASSIGN_OR_RETURN(w.experts.experts, MapFusedExperts(p + "mlp.experts", l.moe, h, r, r.checkpoint()));
+  ONBOARD_ASSIGN_OR_RETURN(w.experts.experts,
+                           MapFusedExperts(p + "mlp.experts", l.moe, h, r, r.checkpoint()));
   return w;
 }
 

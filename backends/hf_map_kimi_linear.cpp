@@ -13,7 +13,8 @@
 namespace onboard {
 namespace {
 
-Expected<HfAttentionWeights> MapKda(const std::string& p, const AttentionSpec& a, int64_t h, HfWeightReader& r) {
+Expected<HfAttentionWeights> MapKda(const std::string& p, const AttentionSpec& a, int64_t h,
+                                    HfWeightReader& r) {
   HfAttentionWeights w;
   const int64_t H = a.num_heads, d = a.head_dim, D = H * d, K = a.conv_kernel;
   ONBOARD_ASSIGN_OR_RETURN(w.q, r.Linear(p + ".q_proj", D, h, false));
@@ -45,7 +46,8 @@ Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const Laye
   ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
   if (l.attn.kind == MixerKind::kKDA) {
     if (l.attn.gate_form != GateForm::kOriginal || l.attn.full_rank_gate)
-      return BadInput(c.config_path, "linear_attn_config", "the forward has Kimi-Linear's low-rank softplus gate only",
+      return BadInput(c.config_path, "linear_attn_config",
+                      "the forward has Kimi-Linear's low-rank softplus gate only",
                       GateFormName(l.attn.gate_form));
     ONBOARD_ASSIGN_OR_RETURN(w.attn, MapKda(p + "self_attn", l.attn, h, r));
   } else {
@@ -62,11 +64,13 @@ Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const Laye
   const MoESpec& m = l.moe;
   const std::string b = p + "block_sparse_moe";
   ONBOARD_ASSIGN_OR_RETURN(w.experts.router, r.Linear(b + ".gate", m.num_experts, h, false));
-  ONBOARD_ASSIGN_OR_RETURN(w.experts.score_bias, r.Read(b + ".gate.e_score_correction_bias", {m.num_experts}));
+  ONBOARD_ASSIGN_OR_RETURN(w.experts.score_bias,
+                           r.Read(b + ".gate.e_score_correction_bias", {m.num_experts}));
   ONBOARD_ASSIGN_OR_RETURN(w.experts.experts, MapExperts(b + ".experts", m, h, r, "w1", "w3", "w2"));
   if (m.num_shared > 0) {
     w.experts.has_shared = true;
-    ONBOARD_ASSIGN_OR_RETURN(w.experts.shared, r.Mlp(b + ".shared_experts", h, m.expert_intermediate * m.num_shared));
+    ONBOARD_ASSIGN_OR_RETURN(w.experts.shared,
+                             r.Mlp(b + ".shared_experts", h, m.expert_intermediate * m.num_shared));
   }
   return w;
 }

@@ -42,7 +42,7 @@ struct HfAttentionWeights {
 };
 
 struct HfMlpWeights {
-  HfLinear gate, up, down;                // down(act(gate x) * up x); gpt-oss experts carry biases
+  HfLinear gate, up, down;  // down(act(gate x) * up x); gpt-oss experts carry biases
 };
 
 struct HfMoeWeights {
@@ -86,7 +86,8 @@ class HfWeightReader {
   [[nodiscard]] Expected<torch::Tensor> Read(const std::string& name, const std::vector<int64_t>& shape);
   // gpt-oss MXFP4 pair "<prefix>_blocks" U8 [..., out, in/32, 16] + "<prefix>_scales" U8 [..., out, in/32]
   // -> [..., out, in] (`shape`) in the compute dtype.
-  [[nodiscard]] Expected<torch::Tensor> ReadMxfp4(const std::string& prefix, const std::vector<int64_t>& shape);
+  [[nodiscard]] Expected<torch::Tensor> ReadMxfp4(const std::string& prefix,
+                                                  const std::vector<int64_t>& shape);
   // Linear weight [out, in] (+ bias [out] when `bias`).
   [[nodiscard]] Expected<HfLinear> Linear(const std::string& prefix, int64_t out, int64_t in, bool bias);
   [[nodiscard]] Expected<HfMlpWeights> Mlp(const std::string& prefix, int64_t hidden, int64_t inter,
@@ -121,19 +122,22 @@ class HfWeightReader {
 
 // hf_map_deepseek.cpp: DeepSeek-style sigmoid MoE under `prefix` ("model.layers.3.mlp"): gate.weight,
 // gate.e_score_correction_bias, experts.E.*, shared_experts.* (also GLM-4.5's layout).
-[[nodiscard]] Expected<HfMoeWeights> MapSigmoidMoe(const std::string& prefix, const MoESpec& m, int64_t hidden,
-                                                   HfWeightReader& r);
+[[nodiscard]] Expected<HfMoeWeights> MapSigmoidMoe(const std::string& prefix, const MoESpec& m,
+                                                   int64_t hidden, HfWeightReader& r);
 
 // hf_map_{llama,mixtral,deepseek,glm,gpt_oss}.cpp: one decoder layer's weights.
 [[nodiscard]] Expected<HfLayerWeights> MapLlamaLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
 [[nodiscard]] Expected<HfLayerWeights> MapMixtralLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
 [[nodiscard]] Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
-[[nodiscard]] Expected<HfLayerWeights> MapGlm4MoeLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
-[[nodiscard]] Expected<HfLayerWeights> MapGptOssLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
-[[nodiscard]] Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
+[[nodiscard]] Expected<HfLayerWeights> MapGlm4MoeLayer(const HfForwardConfig& c, const LayerSpec& l,
+                                                       HfWeightReader& r);
+[[nodiscard]] Expected<HfLayerWeights> MapGptOssLayer(const HfForwardConfig& c, const LayerSpec& l,
+                                                      HfWeightReader& r);
+[[nodiscard]] Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const LayerSpec& l,
+                                                          HfWeightReader& r);
 // hf_map_deepseek.cpp: MLA projections under `prefix` ("model.layers.3.self_attn").
-[[nodiscard]] Expected<HfAttentionWeights> MapMla(const std::string& prefix, const AttentionSpec& a, int64_t hidden,
-                                                  HfWeightReader& r);
+[[nodiscard]] Expected<HfAttentionWeights> MapMla(const std::string& prefix, const AttentionSpec& a,
+                                                  int64_t hidden, HfWeightReader& r);
 
 // hf_map.cpp: embedding, the layers in `range`, final norm and head; with the full range, every
 // checkpoint tensor must have been taken (MTP layers past num_hidden_layers excepted).
@@ -170,7 +174,8 @@ struct HfTpLayer {
 HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank);
 // Megatron's fused shards: linear_qkv rows per local query group [q heads of the group, k, v];
 // linear_fc1 = [gate rows of the rank; up rows of the rank].
-torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp, int64_t rank);
+torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp,
+                               int64_t rank);
 torch::Tensor MegatronFc1Shard(const HfMlpWeights& m, int64_t tp, int64_t rank);
 
 // hf_forward.cpp: logits [S, vocab] for one sequence of token ids.

@@ -44,7 +44,8 @@ Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp) 
   };
   if (tp < 1) return BadInput(c.config_path, "tp", "must be >= 1", std::to_string(tp));
   if (a.num_heads % tp != 0) return fail("num_attention_heads", a.num_heads);
-  if (a.kind != MixerKind::kMLA && a.num_kv_heads % tp != 0) return fail("num_key_value_heads", a.num_kv_heads);
+  if (a.kind != MixerKind::kMLA && a.num_kv_heads % tp != 0)
+    return fail("num_key_value_heads", a.num_kv_heads);
   if (inter % tp != 0) return fail("intermediate_size", inter);
   return Status::Ok();
 }
@@ -69,7 +70,8 @@ HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, 
   return out;
 }
 
-torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp, int64_t rank) {
+torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp,
+                               int64_t rank) {
   const int64_t groups = full.num_kv_heads / tp, per = full.num_heads / full.num_kv_heads, d = full.head_dim;
   std::vector<torch::Tensor> rows;
   for (int64_t g = rank * groups; g < (rank + 1) * groups; ++g) {

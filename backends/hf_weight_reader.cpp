@@ -48,7 +48,8 @@ Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std:
   return out;
 }
 
-Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix, const std::vector<int64_t>& shape) {
+Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix,
+                                                  const std::vector<int64_t>& shape) {
   // Step 1: both tensors present, blocks shaped [..., out, in/32, 16] (scales are checked by the decoder).
   const std::string bname = prefix + "_blocks", sname = prefix + "_scales";
   constexpr int64_t kValuesPerBlock = 2 * kMxfp4BlockBytes;
@@ -57,7 +58,8 @@ Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix, con
   want.push_back(kMxfp4BlockBytes);
   for (const std::string* n : {&bname, &sname})
     if (!ckpt_.Has(*n))
-      return BadInput(ckpt_.dir(), *n, "tensor is missing from the checkpoint (MXFP4 of shape " + ShapeText(shape) + ")");
+      return BadInput(ckpt_.dir(), *n,
+                      "tensor is missing from the checkpoint (MXFP4 of shape " + ShapeText(shape) + ")");
   ONBOARD_ASSIGN_OR_RETURN(WeightRef b, ckpt_.Get(bname));
   ONBOARD_ASSIGN_OR_RETURN(WeightRef s, ckpt_.Get(sname));
   if (shape.back() % kValuesPerBlock != 0 || b.info->shape != want)

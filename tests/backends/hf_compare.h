@@ -44,7 +44,8 @@ inline double MaxDiff(const Checkpoint& c, torch::ScalarType dtype, RefOverrides
   const Mat ref = Reference(c, o).Logits(kIds);
   double m = 0;
   for (size_t t = 0; t < ref.size(); ++t)
-    for (size_t v = 0; v < ref[t].size(); ++v) m = std::max(m, std::fabs(ours[t][v].item<double>() - ref[t][v]));
+    for (size_t v = 0; v < ref[t].size(); ++v)
+      m = std::max(m, std::fabs(ours[t][v].item<double>() - ref[t][v]));
   return m;
 }
 

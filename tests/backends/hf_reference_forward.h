@@ -27,14 +27,14 @@ struct RefOverrides {           // deliberate errors, to show the comparison can
   double eps = -1.0;            // replaces rms_norm_eps when >= 0
   int64_t first_layer = 0;      // layer slice (inclusive); last < 0 = through the last layer
   int64_t last_layer = -1;
-  bool drop_sinks = false;      // gpt_oss: ignore the sink logits
-  bool full_windows = false;    // gpt_oss: every layer full attention
-  double swiglu_limit = -1.0;   // gpt_oss: replaces swiglu_limit when >= 0
-  double rotary_fraction = -1;  // replaces partial_rotary_factor when > 0
-  bool dense_dsa = false;       // deepseek_v32: attend to every causal key (no indexer)
+  bool drop_sinks = false;          // gpt_oss: ignore the sink logits
+  bool full_windows = false;        // gpt_oss: every layer full attention
+  double swiglu_limit = -1.0;       // gpt_oss: replaces swiglu_limit when >= 0
+  double rotary_fraction = -1;      // replaces partial_rotary_factor when > 0
+  bool dense_dsa = false;           // deepseek_v32: attend to every causal key (no indexer)
   bool indexer_interleave = false;  // deepseek_v32: rotate indexer q/k in pairs (the MLA layout)
-  bool kda_no_conv = false;     // kimi_linear: skip the short convolutions (SiLU of the projection)
-  bool kda_drop_dt_bias = false;  // kimi_linear: decay gate without dt_bias
+  bool kda_no_conv = false;         // kimi_linear: skip the short convolutions (SiLU of the projection)
+  bool kda_drop_dt_bias = false;    // kimi_linear: decay gate without dt_bias
 };
 
 class Reference {
@@ -194,7 +194,8 @@ class Reference {
       double var = 0;
       for (double e : k) var += (e - mean) * (e - mean) / double(dI);
       for (int64_t i = 0; i < dI; ++i)
-        k[i] = (k[i] - mean) / std::sqrt(var + 1e-6) * c_.W(ip + "k_norm.weight")[i] + c_.W(ip + "k_norm.bias")[i];
+        k[i] = (k[i] - mean) / std::sqrt(var + 1e-6) * c_.W(ip + "k_norm.weight")[i] +
+               c_.W(ip + "k_norm.bias")[i];
       Rope(k, 0, dr, int64_t(t), o_.indexer_interleave);
       ks.push_back(k);
       const Vec qf = MatVec(ip + "wq_b.weight", q_resid[t], nI * dI);
@@ -229,8 +230,9 @@ class Reference {
     const int64_t H = cfg_["num_attention_heads"], KV = cfg_["num_key_value_heads"], d = cfg_["head_dim"];
     const int64_t h = cfg_["hidden_size"];
     const bool qk_norm = Type() == "qwen3" || Type() == "qwen3_moe" || cfg_.value("use_qk_norm", false);
-    const double frac = o_.rotary_fraction > 0 ? o_.rotary_fraction
-                                               : cfg_.value("partial_rotary_factor", Type() == "glm4_moe" ? 0.5 : 1.0);
+    const double frac = o_.rotary_fraction > 0
+                            ? o_.rotary_fraction
+                            : cfg_.value("partial_rotary_factor", Type() == "glm4_moe" ? 0.5 : 1.0);
     const int64_t rd = int64_t(double(d) * frac);
     const bool sinks = c_.Has(p + "self_attn.sinks") && !o_.drop_sinks;
     Mat out(x.size(), Vec(size_t(H * d)));
@@ -262,13 +264,15 @@ class Reference {
       }
     }
     Mat y;
-    for (const Vec& o : out) y.push_back(MatVec(p + "self_attn.o_proj.weight", o, h, p + "self_attn.o_proj.bias"));
+    for (const Vec& o : out)
+      y.push_back(MatVec(p + "self_attn.o_proj.weight", o, h, p + "self_attn.o_proj.bias"));
     return y;
   }
 
   Mat MlaAttn(const std::string& p, const Mat& x) const {
     const int64_t H = cfg_["num_attention_heads"], dn = cfg_["qk_nope_head_dim"], dr = cfg_["qk_rope_head_dim"];
-    const int64_t dv = cfg_["v_head_dim"], rq = Field({"q_lora_rank"}), rkv = cfg_["kv_lora_rank"], h = cfg_["hidden_size"];
+    const int64_t dv = cfg_["v_head_dim"], rq = Field({"q_lora_rank"}), rkv = cfg_["kv_lora_rank"],
+                  h = cfg_["hidden_size"];
     const bool rope = Type() != "kimi_linear";  // Kimi-Linear MLA: mla_use_nope
     double scale = 1.0 / std::sqrt(double(dn + dr));
     if (cfg_.contains("rope_scaling") && cfg_["rope_scaling"].is_object()) {
@@ -282,7 +286,8 @@ class Reference {
       if (rq == 0) {
         qs.push_back(MatVec(p + "self_attn.q_proj.weight", x[t], H * (dn + dr)));
       } else {
-        Vec qa = NormVec(MatVec(p + "self_attn.q_a_proj.weight", x[t], rq), c_.W(p + "self_attn.q_a_layernorm.weight"), 1e-6);
+        Vec qa = NormVec(MatVec(p + "self_attn.q_a_proj.weight", x[t], rq),
+                         c_.W(p + "self_attn.q_a_layernorm.weight"), 1e-6);
         q_resid.push_back(qa);
         qs.push_back(MatVec(p + "self_attn.q_b_proj.weight", qa, H * (dn + dr)));
       }
@@ -293,7 +298,8 @@ class Reference {
       krot.push_back(kr);
     }
     const bool dsa = Type() == "deepseek_v32" && !o_.dense_dsa;
-    const std::vector<std::vector<int64_t>> keep = dsa ? Indexer(p, x, q_resid) : std::vector<std::vector<int64_t>>();
+    const std::vector<std::vector<int64_t>> keep =
+        dsa ? Indexer(p, x, q_resid) : std::vector<std::vector<int64_t>>();
     Mat out(x.size(), Vec(size_t(H * dv)));
     for (int64_t hd = 0; hd < H; ++hd) {
       Mat q, k, v;
@@ -335,7 +341,8 @@ class Reference {
   Vec Channel(const std::string& p, int64_t layer, const Vec& x) const {
     const std::string t = Type();
     if (t == "gpt_oss") return GptOssMoe(p + "mlp", x);
-    if (t == "llama" || t == "qwen2" || t == "qwen3" || (SigmoidMoe() && layer < cfg_["first_k_dense_replace"]))
+    if (t == "llama" || t == "qwen2" || t == "qwen3" ||
+        (SigmoidMoe() && layer < cfg_["first_k_dense_replace"]))
       return Swiglu(p + "mlp", x, cfg_["intermediate_size"]);
     const bool mixtral = t == "mixtral", block_sparse = mixtral || t == "kimi_linear";
     const std::string moe = p + (block_sparse ? "block_sparse_moe" : "mlp");
@@ -394,7 +401,8 @@ class Reference {
   // gate (even columns) and up (odd), out = down[e] ((clamp(up) + 1) * g sigmoid(1.702 g)) + b,
   // g = min(gate, limit). gate_up[e] is read as [2I][h]: MXFP4 values (decoded) or dense [h][2I].
   Vec GptOssMoe(const std::string& p, const Vec& x) const {
-    const int64_t E = cfg_["num_local_experts"], k = cfg_["num_experts_per_tok"], I = cfg_["intermediate_size"];
+    const int64_t E = cfg_["num_local_experts"], k = cfg_["num_experts_per_tok"],
+                  I = cfg_["intermediate_size"];
     const size_t h = x.size();
     const double limit = o_.swiglu_limit >= 0 ? o_.swiglu_limit : cfg_.value("swiglu_limit", 7.0);
     const Vec logits = MatVec(p + ".router.weight", x, E, p + ".router.bias");
@@ -411,8 +419,10 @@ class Reference {
         double g = c_.W(p + ".experts.gate_up_proj_bias")[size_t(e * 2 * I + 2 * j)];
         double u = c_.W(p + ".experts.gate_up_proj_bias")[size_t(e * 2 * I + 2 * j + 1)];
         for (size_t i = 0; i < h; ++i) {
-          g += x[i] * gu[mx4 ? size_t((e * 2 * I + 2 * j) * int64_t(h)) + i : size_t(e * int64_t(h) + int64_t(i)) * size_t(2 * I) + size_t(2 * j)];
-          u += x[i] * gu[mx4 ? size_t((e * 2 * I + 2 * j + 1) * int64_t(h)) + i : size_t(e * int64_t(h) + int64_t(i)) * size_t(2 * I) + size_t(2 * j + 1)];
+          g += x[i] * gu[mx4 ? size_t((e * 2 * I + 2 * j) * int64_t(h)) + i
+                             : size_t(e * int64_t(h) + int64_t(i)) * size_t(2 * I) + size_t(2 * j)];
+          u += x[i] * gu[mx4 ? size_t((e * 2 * I + 2 * j + 1) * int64_t(h)) + i
+                             : size_t(e * int64_t(h) + int64_t(i)) * size_t(2 * I) + size_t(2 * j + 1)];
         }
         g = std::min(g, limit);
         u = std::clamp(u, -limit, limit);
@@ -422,7 +432,8 @@ class Reference {
       for (size_t o = 0; o < h; ++o) {
         double s = c_.W(p + ".experts.down_proj_bias")[size_t(e) * h + o];
         for (int64_t j = 0; j < I; ++j)
-          s += act[size_t(j)] * dn[mx4 ? (size_t(e) * h + o) * size_t(I) + size_t(j) : (size_t(e * I + j)) * h + o];
+          s += act[size_t(j)] *
+               dn[mx4 ? (size_t(e) * h + o) * size_t(I) + size_t(j) : (size_t(e * I + j)) * h + o];
         y[o] += w * s;
       }
     }

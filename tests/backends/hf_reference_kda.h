@@ -41,7 +41,8 @@ inline Mat Reference::Kda(const std::string& p, const Mat& x) const {
       // Step 2: gates of this token and head.
       const Vec f = MatVec(a + "f_b_proj.weight", MatVec(a + "f_a_proj.weight", x[t], d), D);
       const double beta = 1 / (1 + std::exp(-MatVec(a + "b_proj.weight", x[t], H)[size_t(hd)]));
-      Vec qh(q[t].begin() + hd * d, q[t].begin() + (hd + 1) * d), kh(k[t].begin() + hd * d, k[t].begin() + (hd + 1) * d);
+      Vec qh(q[t].begin() + hd * d, q[t].begin() + (hd + 1) * d),
+          kh(k[t].begin() + hd * d, k[t].begin() + (hd + 1) * d);
       double qq = 0, kk = 0;
       for (int64_t i = 0; i < d; ++i) qq += qh[i] * qh[i], kk += kh[i] * kh[i];
       for (int64_t i = 0; i < d; ++i) {
@@ -50,7 +51,8 @@ inline Mat Reference::Kda(const std::string& p, const Mat& x) const {
       }
       // Step 3: decay, delta update, read-out.
       for (int64_t i = 0; i < d; ++i) {
-        const double raw = f[size_t(hd * d + i)] + (o_.kda_drop_dt_bias ? 0.0 : c_.W(a + "dt_bias")[size_t(hd * d + i)]);
+        const double raw =
+            f[size_t(hd * d + i)] + (o_.kda_drop_dt_bias ? 0.0 : c_.W(a + "dt_bias")[size_t(hd * d + i)]);
         const double softplus = raw > 20 ? raw : std::log1p(std::exp(raw));
         for (double& e : S[size_t(i)]) e *= std::exp(-A * softplus);
       }
@@ -66,7 +68,8 @@ inline Mat Reference::Kda(const std::string& p, const Mat& x) const {
       // Step 4: per-head RMSNorm times the sigmoid output gate.
       const Vec g = MatVec(a + "g_b_proj.weight", MatVec(a + "g_a_proj.weight", x[t], d), D);
       const Vec n = NormVec(o, c_.W(a + "o_norm.weight"), Eps());
-      for (int64_t j = 0; j < d; ++j) out[t][size_t(hd * d + j)] = n[size_t(j)] / (1 + std::exp(-g[size_t(hd * d + j)]));
+      for (int64_t j = 0; j < d; ++j)
+        out[t][size_t(hd * d + j)] = n[size_t(j)] / (1 + std::exp(-g[size_t(hd * d + j)]));
     }
   }
   Mat y;

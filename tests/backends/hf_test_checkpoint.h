@@ -53,8 +53,8 @@ struct Checkpoint {
   nlohmann::json config;
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::vector<double>> fp8_scales;  // weight name -> block scale_inv [ceil(R/128) x ceil(C/128)]
-  std::map<std::string, TensorToWrite> raw;      // written as given (gpt-oss MXFP4 blocks/scales: U8)
-  std::map<std::string, Tensor> decoded;         // reference-only values of raw tensors, by weight name
+  std::map<std::string, TensorToWrite> raw;  // written as given (gpt-oss MXFP4 blocks/scales: U8)
+  std::map<std::string, Tensor> decoded;     // reference-only values of raw tensors, by weight name
   std::string dtype = "BF16";  // storage dtype of every tensor
   std::mt19937 rng{1234};
 

@@ -4,7 +4,8 @@
 // MXFP4 is encoded here from the OCP MX definition (e2m1 magnitudes {0, .5, 1, 1.5, 2, 3, 4, 6}, bit 3 =
 // sign, low nibble = even element; one e8m0 exponent, bias 127, per 32 values); the decoded values the
 // reference uses are computed here, not by the parser.
-// Shapes: gpt-oss experts gate_up [E, 2I, h] (MXFP4 out x in) or [E, h, 2I] (dense), down [E, h, I] / [E, I, h].
+// Shapes: gpt-oss experts gate_up [E, 2I, h] (MXFP4 out x in) or [E, h, 2I] (dense), down [E, h, I] / [E, I,
+// h].
 #pragma once
 
 #include "tests/backends/hf_test_checkpoint.h"
@@ -16,14 +17,32 @@ namespace onboard::hftest {
 inline Checkpoint MakeGlm4Moe() {
   Checkpoint c;
   const int64_t h = 32, H = 4, KV = 2, d = 8, vocab = 64, E = 8, I = 16, inter = 40;
-  c.config = {{"model_type", "glm4_moe"}, {"vocab_size", vocab}, {"hidden_size", h}, {"num_hidden_layers", 3},
-              {"num_attention_heads", H}, {"num_key_value_heads", KV}, {"head_dim", d}, {"attention_bias", true},
-              {"use_qk_norm", true}, {"partial_rotary_factor", 0.5}, {"intermediate_size", inter},
-              {"moe_intermediate_size", I}, {"n_routed_experts", E}, {"n_shared_experts", 1},
-              {"num_experts_per_tok", 2}, {"n_group", 2}, {"topk_group", 1}, {"norm_topk_prob", true},
-              {"routed_scaling_factor", 1.5}, {"first_k_dense_replace", 1}, {"rms_norm_eps", 1e-5},
-              {"rope_theta", 10000.0}, {"max_position_embeddings", 256}, {"hidden_act", "silu"},
-              {"torch_dtype", "bfloat16"}, {"tie_word_embeddings", false}};
+  c.config = {{"model_type", "glm4_moe"},
+              {"vocab_size", vocab},
+              {"hidden_size", h},
+              {"num_hidden_layers", 3},
+              {"num_attention_heads", H},
+              {"num_key_value_heads", KV},
+              {"head_dim", d},
+              {"attention_bias", true},
+              {"use_qk_norm", true},
+              {"partial_rotary_factor", 0.5},
+              {"intermediate_size", inter},
+              {"moe_intermediate_size", I},
+              {"n_routed_experts", E},
+              {"n_shared_experts", 1},
+              {"num_experts_per_tok", 2},
+              {"n_group", 2},
+              {"topk_group", 1},
+              {"norm_topk_prob", true},
+              {"routed_scaling_factor", 1.5},
+              {"first_k_dense_replace", 1},
+              {"rms_norm_eps", 1e-5},
+              {"rope_theta", 10000.0},
+              {"max_position_embeddings", 256},
+              {"hidden_act", "silu"},
+              {"torch_dtype", "bfloat16"},
+              {"tie_word_embeddings", false}};
   c.Add("model.embed_tokens.weight", {vocab, h}, 1.0);
   for (int i = 0; i < 3; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -81,15 +100,34 @@ inline void AddMxfp4(Checkpoint& c, const std::string& name, int64_t e, int64_t 
 inline Checkpoint MakeGptOss(bool mxfp4) {
   Checkpoint c;
   const int64_t h = 32, H = 4, KV = 2, d = 8, vocab = 64, E = 4, I = 32;
-  c.config = {{"model_type", "gpt_oss"}, {"vocab_size", vocab}, {"hidden_size", h}, {"num_hidden_layers", 2},
-              {"num_attention_heads", H}, {"num_key_value_heads", KV}, {"head_dim", d}, {"attention_bias", true},
-              {"intermediate_size", I}, {"num_local_experts", E}, {"num_experts_per_tok", 2},
-              {"experts_per_token", 2}, {"sliding_window", 3}, {"swiglu_limit", 7.0},
-              {"layer_types", {"sliding_attention", "full_attention"}}, {"rms_norm_eps", 1e-5},
-              {"rope_theta", 150000.0}, {"max_position_embeddings", 256}, {"hidden_act", "silu"},
-              {"torch_dtype", "bfloat16"}, {"tie_word_embeddings", false},
-              {"rope_scaling", {{"rope_type", "yarn"}, {"factor", 4.0}, {"beta_fast", 32.0}, {"beta_slow", 1.0},
-                                {"original_max_position_embeddings", 64}, {"truncate", false}}}};
+  c.config = {{"model_type", "gpt_oss"},
+              {"vocab_size", vocab},
+              {"hidden_size", h},
+              {"num_hidden_layers", 2},
+              {"num_attention_heads", H},
+              {"num_key_value_heads", KV},
+              {"head_dim", d},
+              {"attention_bias", true},
+              {"intermediate_size", I},
+              {"num_local_experts", E},
+              {"num_experts_per_tok", 2},
+              {"experts_per_token", 2},
+              {"sliding_window", 3},
+              {"swiglu_limit", 7.0},
+              {"layer_types", {"sliding_attention", "full_attention"}},
+              {"rms_norm_eps", 1e-5},
+              {"rope_theta", 150000.0},
+              {"max_position_embeddings", 256},
+              {"hidden_act", "silu"},
+              {"torch_dtype", "bfloat16"},
+              {"tie_word_embeddings", false},
+              {"rope_scaling",
+               {{"rope_type", "yarn"},
+                {"factor", 4.0},
+                {"beta_fast", 32.0},
+                {"beta_slow", 1.0},
+                {"original_max_position_embeddings", 64},
+                {"truncate", false}}}};
   if (mxfp4) c.config["quantization_config"] = {{"quant_method", "mxfp4"}};
   c.Add("model.embed_tokens.weight", {vocab, h}, 1.0);
   for (int i = 0; i < 2; ++i) {
@@ -143,18 +181,45 @@ inline Checkpoint MakeKimiLinear() {
   Checkpoint c;
   const int64_t h = 32, H = 4, dn = 8, dr = 4, dv = 8, rkv = 16, vocab = 64, E = 4, I = 16, inter = 40;
   const int64_t KH = 2, d = 8, D = KH * d, K = 4;
-  c.config = {{"model_type", "kimi_linear"}, {"vocab_size", vocab}, {"hidden_size", h}, {"num_hidden_layers", 4},
-              {"num_attention_heads", H}, {"num_key_value_heads", H}, {"q_lora_rank", nullptr},
-              {"kv_lora_rank", rkv}, {"qk_nope_head_dim", dn}, {"qk_rope_head_dim", dr}, {"v_head_dim", dv},
-              {"mla_use_nope", true}, {"head_dim", 72}, {"intermediate_size", inter}, {"moe_intermediate_size", I},
-              {"num_experts", E}, {"num_experts_per_token", 2}, {"num_shared_experts", 1},
-              {"num_expert_group", 2}, {"topk_group", 1}, {"moe_renormalize", true},
-              {"moe_router_activation_func", "sigmoid"}, {"use_grouped_topk", true}, {"routed_scaling_factor", 2.0},
-              {"first_k_dense_replace", 1}, {"moe_layer_freq", 1}, {"rms_norm_eps", 1e-5}, {"rope_theta", 10000.0},
-              {"rope_scaling", nullptr}, {"max_position_embeddings", 256}, {"hidden_act", "silu"},
-              {"torch_dtype", "bfloat16"}, {"tie_word_embeddings", false},
-              {"linear_attn_config", {{"kda_layers", {1, 2, 4}}, {"full_attn_layers", {3}}, {"num_heads", KH},
-                                      {"head_dim", d}, {"short_conv_kernel_size", K}}}};
+  c.config = {{"model_type", "kimi_linear"},
+              {"vocab_size", vocab},
+              {"hidden_size", h},
+              {"num_hidden_layers", 4},
+              {"num_attention_heads", H},
+              {"num_key_value_heads", H},
+              {"q_lora_rank", nullptr},
+              {"kv_lora_rank", rkv},
+              {"qk_nope_head_dim", dn},
+              {"qk_rope_head_dim", dr},
+              {"v_head_dim", dv},
+              {"mla_use_nope", true},
+              {"head_dim", 72},
+              {"intermediate_size", inter},
+              {"moe_intermediate_size", I},
+              {"num_experts", E},
+              {"num_experts_per_token", 2},
+              {"num_shared_experts", 1},
+              {"num_expert_group", 2},
+              {"topk_group", 1},
+              {"moe_renormalize", true},
+              {"moe_router_activation_func", "sigmoid"},
+              {"use_grouped_topk", true},
+              {"routed_scaling_factor", 2.0},
+              {"first_k_dense_replace", 1},
+              {"moe_layer_freq", 1},
+              {"rms_norm_eps", 1e-5},
+              {"rope_theta", 10000.0},
+              {"rope_scaling", nullptr},
+              {"max_position_embeddings", 256},
+              {"hidden_act", "silu"},
+              {"torch_dtype", "bfloat16"},
+              {"tie_word_embeddings", false},
+              {"linear_attn_config",
+               {{"kda_layers", {1, 2, 4}},
+                {"full_attn_layers", {3}},
+                {"num_heads", KH},
+                {"head_dim", d},
+                {"short_conv_kernel_size", K}}}};
   c.Add("model.embed_tokens.weight", {vocab, h}, 1.0);
   for (int i = 0; i < 4; ++i) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
@@ -169,7 +234,8 @@ inline Checkpoint MakeKimiLinear() {
       c.Linear(a + "o_proj", h, H * dv);
     } else {
       for (const char* n : {"q_proj", "k_proj", "v_proj"}) c.Linear(a + n, D, h);
-      for (const char* n : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"}) c.Add(a + n, {D, 1, K}, 0.5);
+      for (const char* n : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"})
+        c.Add(a + n, {D, 1, K}, 0.5);
       c.Add(a + "A_log", {1, 1, KH, 1}, 0.5);
       c.Add(a + "dt_bias", {D}, 1.0);
       c.Linear(a + "f_a_proj", d, h);

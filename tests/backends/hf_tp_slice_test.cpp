@@ -58,11 +58,12 @@ double Diff(const Loaded& m, const torch::Tensor& tp_logits) {
 }
 
 TEST(HfTpSlice, SumOfShardsReproducesTheFullForward) {
-  const hftest::Checkpoint cases[] = {hftest::MakeDense("qwen2"), hftest::MakeDeepSeekV3(), hftest::MakeGptOss(true),
-                                      hftest::MakeGlm4Moe()};
+  const hftest::Checkpoint cases[] = {hftest::MakeDense("qwen2"), hftest::MakeDeepSeekV3(),
+                                      hftest::MakeGptOss(true), hftest::MakeGlm4Moe()};
   for (const hftest::Checkpoint& c : cases) {
     const Loaded m = Load(c);
-    for (int64_t tp : {1, 2}) EXPECT_LT(Diff(m, TpLogits(m, tp)), hftest::kF64Tol) << m.cfg.ir.model_type << " tp=" << tp;
+    for (int64_t tp : {1, 2})
+      EXPECT_LT(Diff(m, TpLogits(m, tp)), hftest::kF64Tol) << m.cfg.ir.model_type << " tp=" << tp;
   }
   // 4 heads over 4 ranks of deepseek (MLA splits heads only).
   const Loaded ds = Load(hftest::MakeDeepSeekV3());
@@ -72,12 +73,15 @@ TEST(HfTpSlice, SumOfShardsReproducesTheFullForward) {
 TEST(HfTpSlice, WrongShardBreaksTheSum) {
   const Loaded m = Load(hftest::MakeDense("qwen2"));
   // rank 1 holding rank 0's k/v group
-  EXPECT_GT(Diff(m, TpLogits(m, 2, [](std::vector<HfTpLayer>& s) { s[1].weights.attn.k = s[0].weights.attn.k; })),
-            hftest::kWrongAtLeast);
+  EXPECT_GT(
+      Diff(m, TpLogits(m, 2, [](std::vector<HfTpLayer>& s) { s[1].weights.attn.k = s[0].weights.attn.k; })),
+      hftest::kWrongAtLeast);
   // the row-parallel o bias on both ranks (qwen2 has no o bias: use gpt-oss)
   const Loaded g = Load(hftest::MakeGptOss(true));
-  EXPECT_GT(Diff(g, TpLogits(g, 2, [](std::vector<HfTpLayer>& s) { s[1].weights.attn.o.b = s[0].weights.attn.o.b; })),
-            hftest::kWrongAtLeast);
+  EXPECT_GT(
+      Diff(g,
+           TpLogits(g, 2, [](std::vector<HfTpLayer>& s) { s[1].weights.attn.o.b = s[0].weights.attn.o.b; })),
+      hftest::kWrongAtLeast);
 }
 
 // linear_qkv rows per local group [q heads of the group, k, v]: split back, they are the rank's q/k/v.
