@@ -2,9 +2,14 @@
 //   GQA (llama/qwen/mistral/mixtral): q/k/v projections (+ biases), optional per-head q/k RMSNorm
 //   (qwen3, before RoPE), RoPE, key/value head i // (H/KV) for query head i, causal (+ sliding
 //   window: key j visible to query i when i - window < j <= i), softmax(q k^T * scale) v, o_proj.
+//   glm4_moe rotates only the first RopeSpec::dim dims of each head (partial_rotary_factor).
+//   gpt_oss sinks: one learned logit per head joins each row's softmax as an extra column and is
+//   dropped after it (probabilities of the real keys sum to < 1).
 //   MLA (deepseek_v3): q (low-rank through q_a_layernorm), latent kv_a -> kv_a_layernorm -> kv_b gives
 //   per-head k_nope and v; one shared rotary key of dr dims; q = [q_nope, rope(q_rot)],
 //   k = [k_nope, rope(k_rot)]; scale = 1/sqrt(dn+dr) (x mscale^2 under YaRN).
+//   Kimi-Linear MLA skips the rotation (mla_use_nope); its KDA layers go to hf_kda_layer.cpp.
+//   DSA (deepseek_v32): MLA over the keys the lightning indexer selects (hf_dsa_indexer.cpp).
 // Shapes: x [S, hidden]; q/k [S, H, d]; scores [H, S, S]. Units: positions in tokens.
 #include <limits>
 
@@ -17,22 +22,36 @@ namespace {
 // DeepseekV3RMSNorm(q_lora_rank) / (kv_lora_rank) are built without eps: the class default 1e-6.
 constexpr double kMlaLatentNormEps = 1e-6;
 
-// scores [H, S, S] -> probabilities under the causal (+ window) mask.
-torch::Tensor MaskedSoftmax(torch::Tensor scores, int64_t window) {
-  const int64_t s = scores.size(1);
+// scores [H, S, S] -> probabilities under the causal (+ window) mask, with the sink column when
+// `sinks` [H] is defined.
+// `allowed` [S, S] (DSA's selected keys) further restricts the mask when defined.
+torch::Tensor MaskedSoftmax(torch::Tensor scores, int64_t window, const torch::Tensor& sinks,
+                            const torch::Tensor& allowed) {
+  const int64_t h = scores.size(0), s = scores.size(1);
   const torch::Tensor i = torch::arange(s).unsqueeze(1), j = torch::arange(s).unsqueeze(0);
   torch::Tensor hidden = j > i;
   if (window > 0) hidden = hidden.logical_or(j <= i - window);
+  if (allowed.defined()) hidden = hidden.logical_or(allowed.logical_not());
   scores = scores.masked_fill(hidden.unsqueeze(0), -std::numeric_limits<double>::infinity());
-  return torch::softmax(scores, -1);
+  if (!sinks.defined()) return torch::softmax(scores, -1);
+  const torch::Tensor with_sink = torch::cat({scores, sinks.view({h, 1, 1}).expand({h, s, 1})}, -1);
+  return torch::softmax(with_sink, -1).narrow(-1, 0, s);
 }
 
 // q [S, H, dq], k [S, H, dq], v [S, H, dv] -> [S, H * dv].
 torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v, double scale,
-                     int64_t window) {
+                     int64_t window, const torch::Tensor& sinks = {}, const torch::Tensor& allowed = {}) {
   const torch::Tensor scores = torch::einsum("shd,thd->hst", {q, k}) * scale;
-  const torch::Tensor p = MaskedSoftmax(scores, window);
+  const torch::Tensor p = MaskedSoftmax(scores, window, sinks, allowed);
   return torch::einsum("hst,thd->shd", {p, v}).reshape({q.size(0), -1});
+}
+
+// RoPE over the first c.rope.dim dims of each head; the rest pass through (partial rotary).
+torch::Tensor RotatePrefix(const torch::Tensor& x, const HfForwardConfig& c, int64_t s) {
+  const RopeTables rope = MakeRopeTables(c.rope, s, x.scalar_type());
+  const int64_t d = x.size(-1), rd = c.rope.dim;
+  if (rd == d) return ApplyRope(x, rope, false);
+  return torch::cat({ApplyRope(x.narrow(-1, 0, rd), rope, false), x.narrow(-1, rd, d - rd)}, -1);
 }
 
 torch::Tensor Gqa(const HfForwardConfig& c, const AttentionSpec& a, const HfAttentionWeights& w, const torch::Tensor& x) {
@@ -44,42 +63,48 @@ torch::Tensor Gqa(const HfForwardConfig& c, const AttentionSpec& a, const HfAtte
     q = HfRmsNorm(q, w.q_norm, c.rms_eps);
     k = HfRmsNorm(k, w.k_norm, c.rms_eps);
   }
-  const RopeTables rope = MakeRopeTables(c.rope, s, x.scalar_type());
-  q = ApplyRope(q, rope, false);
-  k = ApplyRope(k, rope, false);
+  q = RotatePrefix(q, c, s);
+  k = RotatePrefix(k, c, s);
   const int64_t groups = a.num_heads / a.num_kv_heads;
   k = k.repeat_interleave(groups, 1);
   v = v.repeat_interleave(groups, 1);
   const int64_t window = a.kind == MixerKind::kSlidingWindow ? a.window : 0;
-  return HfApplyLinear(Attend(q, k, v, c.softmax_scale, window), w.o);
+  return HfApplyLinear(Attend(q, k, v, c.softmax_scale, window, w.sinks), w.o);
 }
 
 torch::Tensor Mla(const HfForwardConfig& c, const AttentionSpec& a, const HfAttentionWeights& w, const torch::Tensor& x) {
   const int64_t s = x.size(0), H = a.num_heads, dn = a.qk_nope_head_dim, dr = a.qk_rope_head_dim;
   // Step 1: queries.
-  const torch::Tensor qf = a.q_lora_rank > 0
-                               ? HfApplyLinear(HfRmsNorm(HfApplyLinear(x, w.q_a), w.q_a_norm, kMlaLatentNormEps), w.q_b)
-                               : HfApplyLinear(x, w.q);
+  const torch::Tensor q_resid =
+      a.q_lora_rank > 0 ? HfRmsNorm(HfApplyLinear(x, w.q_a), w.q_a_norm, kMlaLatentNormEps) : torch::Tensor();
+  const torch::Tensor qf = a.q_lora_rank > 0 ? HfApplyLinear(q_resid, w.q_b) : HfApplyLinear(x, w.q);
   const torch::Tensor q = qf.view({s, H, dn + dr});
   // Step 2: latent -> per-head k_nope, v; one rotary key shared by the heads.
   const torch::Tensor kv = HfApplyLinear(x, w.kv_a);  // [S, rkv + dr]
   const torch::Tensor latent = HfRmsNorm(kv.narrow(1, 0, a.kv_lora_rank), w.kv_a_norm, kMlaLatentNormEps);
   const torch::Tensor kvb = HfApplyLinear(latent, w.kv_b).view({s, H, dn + a.v_head_dim});
   const RopeTables rope = MakeRopeTables(c.rope, s, x.scalar_type());
-  const torch::Tensor q_rot = ApplyRope(q.narrow(2, dn, dr), rope, c.rope.interleave);
-  const torch::Tensor k_rot = ApplyRope(kv.narrow(1, a.kv_lora_rank, dr).view({s, 1, dr}), rope, c.rope.interleave);
+  auto rotate = [&](const torch::Tensor& t) {
+    return c.rope.none ? t : ApplyRope(t, rope, c.rope.interleave);
+  };
+  const torch::Tensor q_rot = rotate(q.narrow(2, dn, dr));
+  const torch::Tensor k_rot = rotate(kv.narrow(1, a.kv_lora_rank, dr).view({s, 1, dr}));
   const torch::Tensor query = torch::cat({q.narrow(2, 0, dn), q_rot}, 2);
   const torch::Tensor key = torch::cat({kvb.narrow(2, 0, dn), k_rot.expand({s, H, dr})}, 2);
   const torch::Tensor value = kvb.narrow(2, dn, a.v_head_dim);
-  // Step 3: attention and output projection.
-  return HfApplyLinear(Attend(query, key, value, c.softmax_scale, 0), w.o);
+  // Step 3: attention (DSA: over the indexer's selected keys only) and output projection.
+  const torch::Tensor allowed =
+      a.kind == MixerKind::kDSA ? HfDsaSelectedKeys(c, a, w, x, q_resid) : torch::Tensor();
+  return HfApplyLinear(Attend(query, key, value, c.softmax_scale, 0, {}, allowed), w.o);
 }
 
 }  // namespace
 
 torch::Tensor HfAttention(const HfForwardConfig& c, const LayerSpec& l, const HfAttentionWeights& w,
                           const torch::Tensor& x) {
-  return l.attn.kind == MixerKind::kMLA ? Mla(c, l.attn, w, x) : Gqa(c, l.attn, w, x);
+  if (l.attn.kind == MixerKind::kKDA) return HfKdaMixer(c, l.attn, w, x);
+  const bool mla = l.attn.kind == MixerKind::kMLA || l.attn.kind == MixerKind::kDSA;
+  return mla ? Mla(c, l.attn, w, x) : Gqa(c, l.attn, w, x);
 }
 
 }  // namespace onboard

@@ -21,11 +21,19 @@ struct LayoutRow {
 // Mixtral always renormalises (modeling_mixtral.py); Qwen MoE configs default norm_topk_prob=False;
 // DeepseekV3Config defaults it to True.
 constexpr LayoutRow kLayouts[] = {
-    {"llama", HfLayout::kLlama, true},       {"mistral", HfLayout::kLlama, true},
-    {"qwen2", HfLayout::kLlama, true},       {"qwen3", HfLayout::kLlama, true},
-    {"qwen2_moe", HfLayout::kLlama, false},  {"qwen3_moe", HfLayout::kLlama, false},
-    {"mixtral", HfLayout::kMixtral, true},   {"deepseek_v3", HfLayout::kDeepSeekV3, true},
+    {"llama", HfLayout::kLlama, true},
+    {"mistral", HfLayout::kLlama, true},
+    {"qwen2", HfLayout::kLlama, true},
+    {"qwen3", HfLayout::kLlama, true},
+    {"qwen2_moe", HfLayout::kLlama, false},
+    {"qwen3_moe", HfLayout::kLlama, false},
+    {"mixtral", HfLayout::kMixtral, true},
+    {"deepseek_v3", HfLayout::kDeepSeekV3, true},
+    // deepseek_v32 is left out: its indexer forward (hf_dsa_indexer.cpp) does not yet match the reference.
     {"kimi_k2", HfLayout::kDeepSeekV3, true},
+    {"glm4_moe", HfLayout::kGlm4Moe, true},
+    {"gpt_oss", HfLayout::kGptOss, true},
+    {"kimi_linear", HfLayout::kKimiLinear, true},
 };
 
 // Step 2: rope_scaling (or the newer rope_parameters) -> RopeSpec.
@@ -67,6 +75,12 @@ const char* HfLayoutName(HfLayout l) {
     case HfLayout::kLlama: return "llama";
     case HfLayout::kMixtral: return "mixtral";
     case HfLayout::kDeepSeekV3: return "deepseek_v3";
+    case HfLayout::kGlm4Moe:
+      return "glm4_moe";
+    case HfLayout::kGptOss:
+      return "gpt_oss";
+    case HfLayout::kKimiLinear:
+      return "kimi_linear";
   }
   return "?";
 }
@@ -96,16 +110,37 @@ Expected<HfForwardConfig> ReadHfForwardConfig(const std::string& dir) {
     return BadInput(c.config_path, t.Path("hidden_act"), "the forward supports silu-gated MLPs only", act);
   c.rms_eps = t.DoubleOr("rms_norm_eps", 1e-6, 0.0, 1.0);
   c.norm_topk_prob = row->layout == HfLayout::kMixtral ? true : t.BoolOr("norm_topk_prob", row->norm_topk_default);
+  if (row->layout == HfLayout::kKimiLinear) c.norm_topk_prob = t.BoolOr("moe_renormalize", true);
 
   // Step 2: RoPE over the rotated part of each head; softmax scale.
-  const AttentionSpec& a = c.ir.layers[0].attn;
-  const bool mla = c.layout == HfLayout::kDeepSeekV3;
-  ReadRope(t, c.ir, mla ? a.qk_rope_head_dim : a.head_dim, &c.rope);
+  // Kimi-Linear: the MLA layers carry the structure (layer 0 may be KDA).
+  const LayerSpec* first_attn = &c.ir.layers[0];
+  for (const LayerSpec& l : c.ir.layers)
+    if (l.attn.kind != MixerKind::kKDA) {
+      first_attn = &l;
+      break;
+    }
+  const AttentionSpec& a = first_attn->attn;
+  const bool mla = c.layout == HfLayout::kDeepSeekV3 || c.layout == HfLayout::kKimiLinear;
+  // glm4_moe rotates the first head_dim * partial_rotary_factor dims (gpt_neox apply_rotary_pos_emb).
+  const double partial =
+      c.layout == HfLayout::kGlm4Moe ? t.DoubleOr("partial_rotary_factor", 0.5, 1e-6, 1.0) : 1.0;
+  ReadRope(t, c.ir, mla ? a.qk_rope_head_dim : int64_t(double(a.head_dim) * partial), &c.rope);
   c.rope.interleave = mla && t.BoolOr("rope_interleave", true);
+  if (c.layout == HfLayout::kKimiLinear) {
+    c.rope.none = t.BoolOr("mla_use_nope", true);
+    if (!c.rope.none)
+      return BadInput(c.config_path, "mla_use_nope", "KimiMLAAttention requires true", "false");
+  }
   c.softmax_scale = 1.0 / std::sqrt(double(a.head_dim));  // MLA: head_dim = nope + rope
   if (mla && c.rope.type != RopeType::kDefault && c.rope.mscale_all_dim != 0.0) {
     const double m = YarnMscale(c.rope.factor, c.rope.mscale_all_dim);
     c.softmax_scale *= m * m;
+  }
+  // Step 3: gpt_oss expert activation and router order.
+  if (c.layout == HfLayout::kGptOss) {
+    c.swiglu_limit = t.DoubleOr("swiglu_limit", 7.0, 1e-6, 1e9);
+    c.softmax_after_topk = true;
   }
   if (!t.ok()) return t.status();
   if (c.rope.dim % 2 != 0) return BadInput(c.config_path, "head_dim", "rotated dims must be even", std::to_string(c.rope.dim));

@@ -3,8 +3,8 @@
 // family's modeling code uses, the MLA softmax scale.
 //
 // Sources (transformers): modeling_rope_utils.py (_compute_default/linear/llama3/yarn_parameters),
-// models/{llama,qwen2,qwen3,qwen2_moe,qwen3_moe,mixtral,deepseek_v3}/configuration_*.py defaults.
-// Units: dims in elements; theta/factors dimensionless; positions in tokens.
+// models/{llama,qwen2,qwen3,qwen2_moe,qwen3_moe,mixtral,deepseek_v3,glm4_moe,gpt_oss}/configuration_*.py
+// defaults. Units: dims in elements; theta/factors dimensionless; positions in tokens.
 #pragma once
 
 #include <optional>
@@ -20,6 +20,9 @@ enum class HfLayout {
   kLlama,       // llama, mistral, qwen2, qwen3 (dense) and qwen2_moe / qwen3_moe (MoE layers)
   kMixtral,     // block_sparse_moe.{gate, experts.E.w1/w2/w3}
   kDeepSeekV3,  // deepseek_v3, kimi_k2: MLA + sigmoid noaux_tc routing + shared experts
+  kGlm4Moe,     // glm4_moe: GQA (q/k/v bias, partial RoPE, optional q/k norm) + DeepSeek-style MoE
+  kGptOss,      // gpt_oss: sinks, alternating sliding window, MXFP4 fused experts, router with bias
+  kKimiLinear,  // kimi_linear: KDA + MLA without RoPE (mla_use_nope), block_sparse_moe sigmoid routing
 };
 const char* HfLayoutName(HfLayout l);
 
@@ -40,6 +43,7 @@ struct RopeSpec {
   std::optional<double> attention_factor;  // yarn: explicit cos/sin scale
   bool truncate = true;             // yarn: floor/ceil the correction range
   bool interleave = false;          // DeepSeek rope_interleave: pairs (2i, 2i+1) instead of halves
+  bool none = false;                // no rotation at all (Kimi-Linear MLA: mla_use_nope)
 };
 
 struct HfForwardConfig {
@@ -50,6 +54,11 @@ struct HfForwardConfig {
   RopeSpec rope;
   bool norm_topk_prob = true;       // renormalise the top-k routing weights (family default when absent)
   double softmax_scale = 0.0;       // attention logits scale (1/sqrt(qk dim), x mscale^2 for MLA+YaRN)
+  // gpt_oss experts (modeling_gpt_oss.py GptOssExperts): gate clamped above at swiglu_limit, up clamped
+  // to +-swiglu_limit, out = (up + 1) * gate * sigmoid(swiglu_alpha * gate).
+  double swiglu_limit = 0.0;    // 0 = plain SwiGLU experts
+  double swiglu_alpha = 1.702;  // GptOssExperts.alpha (a constant of the modeling code, not a config field)
+  bool softmax_after_topk = false;  // gpt_oss router: top-k of the logits, then softmax over those k
 };
 
 // Reads DIR/config.json. A model_type without a forward here is kBadInput naming it.

@@ -37,6 +37,24 @@ Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckp
   return Status::Ok();
 }
 
+Expected<HfLayerWeights> MapLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
+  switch (c.layout) {
+    case HfLayout::kLlama:
+      return MapLlamaLayer(c, l, r);
+    case HfLayout::kMixtral:
+      return MapMixtralLayer(c, l, r);
+    case HfLayout::kDeepSeekV3:
+      return MapDeepSeekLayer(c, l, r);
+    case HfLayout::kGlm4Moe:
+      return MapGlm4MoeLayer(c, l, r);
+    case HfLayout::kGptOss:
+      return MapGptOssLayer(c, l, r);
+    case HfLayout::kKimiLinear:
+      return MapKimiLinearLayer(c, l, r);
+  }
+  return MapLlamaLayer(c, l, r);
+}
+
 }  // namespace
 
 Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt, const HfRankSlice& s,
@@ -65,9 +83,7 @@ Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsC
   // Step 2: the slice's layers by the family's mapper (experts outside the slice left empty).
   for (int64_t i = s.layers.first; i <= last; ++i) {
     const LayerSpec& l = c.ir.layers[size_t(i)];
-    Expected<HfLayerWeights> lw = c.layout == HfLayout::kMixtral      ? MapMixtralLayer(c, l, r)
-                                  : c.layout == HfLayout::kDeepSeekV3 ? MapDeepSeekLayer(c, l, r)
-                                                                      : MapLlamaLayer(c, l, r);
+    Expected<HfLayerWeights> lw = MapLayer(c, l, r);
     if (!lw.ok()) return lw.status();
     w.layers.push_back(std::move(*lw));
   }

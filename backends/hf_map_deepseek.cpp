@@ -1,7 +1,9 @@
-// HF names -> modules for deepseek_v3 / kimi_k2 (modeling_deepseek_v3.py checkpoint layout):
-//   self_attn.q_proj [H*(dn+dr), hidden]  or  q_a_proj [rq, hidden], q_a_layernorm [rq], q_b_proj [H*(dn+dr), rq]
-//   self_attn.kv_a_proj_with_mqa [rkv+dr, hidden], kv_a_layernorm [rkv], kv_b_proj [H*(dn+dv), rkv]
+// HF names -> modules for deepseek_v3 / deepseek_v32 / kimi_k2 (modeling_deepseek_v3.py checkpoint layout):
+//   self_attn.q_proj [H*(dn+dr), hidden]  or  q_a_proj [rq, hidden], q_a_layernorm [rq], q_b_proj [H*(dn+dr),
+//   rq] self_attn.kv_a_proj_with_mqa [rkv+dr, hidden], kv_a_layernorm [rkv], kv_b_proj [H*(dn+dv), rkv]
 //   self_attn.o_proj [hidden, H*dv]
+//   deepseek_v32: self_attn.indexer.{wq_b [nI*dI, rq], wk [dI, hidden], k_norm.{weight,bias} [dI],
+//                 weights_proj [nI, hidden]}
 //   dense (i < first_k_dense_replace): mlp.{gate,up,down}_proj (intermediate_size)
 //   MoE: mlp.gate.weight [E, hidden], mlp.gate.e_score_correction_bias [E] (noaux_tc),
 //        mlp.experts.E.{gate,up,down}_proj (moe_intermediate_size),
@@ -11,7 +13,6 @@
 #include "backends/hf_model.h"
 
 namespace onboard {
-namespace {
 
 Expected<HfAttentionWeights> MapMla(const std::string& p, const AttentionSpec& a, int64_t h, HfWeightReader& r) {
   HfAttentionWeights w;
@@ -31,34 +32,59 @@ Expected<HfAttentionWeights> MapMla(const std::string& p, const AttentionSpec& a
   return w;
 }
 
+namespace {
+
+// DeepSeek-V3.2 indexer: wq_b, wk, k_norm (LayerNorm weight + bias), weights_proj.
+Status MapIndexer(const std::string& p, const AttentionSpec& a, int64_t h, HfWeightReader& r,
+                  HfAttentionWeights* w) {
+  const int64_t n = a.index_heads, d = a.index_head_dim;
+  ONBOARD_ASSIGN_OR_RETURN(w->idx_wq_b, r.Linear(p + ".wq_b", n * d, a.q_lora_rank, false));
+  ONBOARD_ASSIGN_OR_RETURN(w->idx_wk, r.Linear(p + ".wk", d, h, false));
+  ONBOARD_ASSIGN_OR_RETURN(w->idx_k_norm_w, r.Read(p + ".k_norm.weight", {d}));
+  ONBOARD_ASSIGN_OR_RETURN(w->idx_k_norm_b, r.Read(p + ".k_norm.bias", {d}));
+  ONBOARD_ASSIGN_OR_RETURN(w->idx_weights, r.Linear(p + ".weights_proj", n, h, false));
+  return Status::Ok();
+}
+
 }  // namespace
+
+Expected<HfMoeWeights> MapSigmoidMoe(const std::string& p, const MoESpec& m, int64_t h, HfWeightReader& r) {
+  HfMoeWeights w;
+  ONBOARD_ASSIGN_OR_RETURN(w.router, r.Linear(p + ".gate", m.num_experts, h, false));
+  if (m.expert_score_bias) {
+    ONBOARD_ASSIGN_OR_RETURN(w.score_bias, r.Read(p + ".gate.e_score_correction_bias", {m.num_experts}));
+  }
+  ONBOARD_ASSIGN_OR_RETURN(w.experts,
+                           MapExperts(p + ".experts", m, h, r, "gate_proj", "up_proj", "down_proj"));
+  if (m.num_shared > 0) {
+    w.has_shared = true;
+    ONBOARD_ASSIGN_OR_RETURN(w.shared, r.Mlp(p + ".shared_experts", h, m.expert_intermediate * m.num_shared));
+  }
+  return w;
+}
 
 Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
   const int64_t h = c.ir.hidden;
   const std::string p = "model.layers." + std::to_string(l.index) + ".";
   HfLayerWeights w;
   w.index = l.index;
-  if (l.attn.kind != MixerKind::kMLA)
-    return BadInput(c.config_path, "index_topk", "the DSA indexer (deepseek_v32) has no forward here yet",
-                    MixerKindName(l.attn.kind));
+  const bool dsa = l.attn.kind == MixerKind::kDSA;
+  if (l.attn.kind != MixerKind::kMLA && !(dsa && l.attn.dsa_base == MixerKind::kMLA))
+    return BadInput(c.config_path, "index_topk", "the DSA forward here runs on MLA only",
+                    MixerKindName(l.attn.dsa_base));
+  if (dsa && l.attn.q_lora_rank == 0)
+    return BadInput(c.config_path, "q_lora_rank",
+                    "the DSA indexer reads the low-rank query (q_lora_rank > 0)", "0");
   ONBOARD_ASSIGN_OR_RETURN(w.input_norm, r.Read(p + "input_layernorm.weight", {h}));
   ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
   ONBOARD_ASSIGN_OR_RETURN(w.attn, MapMla(p + "self_attn", l.attn, h, r));
+  if (dsa) ONBOARD_RETURN_IF_ERROR(MapIndexer(p + "self_attn.indexer", l.attn, h, r, &w.attn));
   w.moe = l.channel == ChannelKind::kMoE;
   if (!w.moe) {
     ONBOARD_ASSIGN_OR_RETURN(w.mlp, r.Mlp(p + "mlp", h, l.mlp.intermediate));
     return w;
   }
-  const MoESpec& m = l.moe;
-  ONBOARD_ASSIGN_OR_RETURN(w.experts.router, r.Linear(p + "mlp.gate", m.num_experts, h, false));
-  if (m.expert_score_bias) {
-    ONBOARD_ASSIGN_OR_RETURN(w.experts.score_bias, r.Read(p + "mlp.gate.e_score_correction_bias", {m.num_experts}));
-  }
-  ONBOARD_ASSIGN_OR_RETURN(w.experts.experts, MapExperts(p + "mlp.experts", m, h, r, "gate_proj", "up_proj", "down_proj"));
-  if (m.num_shared > 0) {
-    w.experts.has_shared = true;
-    ONBOARD_ASSIGN_OR_RETURN(w.experts.shared, r.Mlp(p + "mlp.shared_experts", h, m.expert_intermediate * m.num_shared));
-  }
+  ONBOARD_ASSIGN_OR_RETURN(w.experts, MapSigmoidMoe(p + "mlp", l.moe, h, r));
   return w;
 }
 

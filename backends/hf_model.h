@@ -28,13 +28,22 @@ struct HfAttentionWeights {
   // GQA / MHA
   HfLinear q, k, v, o;
   torch::Tensor q_norm, k_norm;           // [head_dim] (Qwen3) or undefined
+  torch::Tensor sinks;                    // [H] per-head sink logit (gpt-oss) or undefined
   // MLA (DeepSeek-V3)
   HfLinear q_a, q_b, kv_a, kv_b;          // q_a/q_b when q_lora_rank > 0, else q
   torch::Tensor q_a_norm, kv_a_norm;      // [q_lora_rank], [kv_lora_rank]
+  // DSA lightning indexer (DeepSeek-V3.2): wq_b [nI*dI, q_lora_rank], wk [dI, hidden], k_norm
+  // LayerNorm [dI] (weight + bias), weights_proj [nI, hidden]
+  HfLinear idx_wq_b, idx_wk, idx_weights;
+  torch::Tensor idx_k_norm_w, idx_k_norm_b;
+  // KDA (Kimi-Linear; q/k/v/o above): short convs [H*d, 1, K], A_log [H], dt_bias [H*d], decay gate
+  // f_a [d, hidden] -> f_b [H*d, d], beta b_proj [H, hidden], output gate g_a -> g_b, o_norm [d]
+  torch::Tensor q_conv, k_conv, v_conv, a_log, dt_bias, o_norm;
+  HfLinear f_a, f_b, beta, g_a, g_b;
 };
 
 struct HfMlpWeights {
-  HfLinear gate, up, down;                // down(act(gate x) * up x)
+  HfLinear gate, up, down;  // down(act(gate x) * up x); gpt-oss experts carry biases
 };
 
 struct HfMoeWeights {
@@ -70,6 +79,10 @@ class HfWeightReader {
  public:
   HfWeightReader(const SafetensorsCheckpoint& ckpt, torch::ScalarType dtype) : ckpt_(ckpt), dtype_(dtype) {}
   [[nodiscard]] Expected<torch::Tensor> Read(const std::string& name, const std::vector<int64_t>& shape);
+  // gpt-oss MXFP4 pair "<prefix>_blocks" U8 [..., out, in/32, 16] + "<prefix>_scales" U8 [..., out, in/32]
+  // -> [..., out, in] (`shape`) in the compute dtype.
+  [[nodiscard]] Expected<torch::Tensor> ReadMxfp4(const std::string& prefix,
+                                                  const std::vector<int64_t>& shape);
   // Linear weight [out, in] (+ bias [out] when `bias`).
   [[nodiscard]] Expected<HfLinear> Linear(const std::string& prefix, int64_t out, int64_t in, bool bias);
   [[nodiscard]] Expected<HfMlpWeights> Mlp(const std::string& prefix, int64_t hidden, int64_t inter,
@@ -84,6 +97,7 @@ class HfWeightReader {
   const std::vector<std::string>& used() const { return used_; }
   const std::vector<std::string>& dtypes() const { return dtypes_; }
   torch::ScalarType dtype() const { return dtype_; }
+  const SafetensorsCheckpoint& checkpoint() const { return ckpt_; }
 
  private:
   const SafetensorsCheckpoint& ckpt_;
@@ -101,10 +115,24 @@ class HfWeightReader {
                                                              int64_t hidden, HfWeightReader& r, const char* gate,
                                                              const char* up, const char* down);
 
-// hf_map_llama.cpp / hf_map_mixtral.cpp / hf_map_deepseek.cpp: one decoder layer's weights.
+// hf_map_deepseek.cpp: DeepSeek-style sigmoid MoE under `prefix` ("model.layers.3.mlp"): gate.weight,
+// gate.e_score_correction_bias, experts.E.*, shared_experts.* (also GLM-4.5's layout).
+[[nodiscard]] Expected<HfMoeWeights> MapSigmoidMoe(const std::string& prefix, const MoESpec& m,
+                                                   int64_t hidden, HfWeightReader& r);
+
+// hf_map_{llama,mixtral,deepseek,glm,gpt_oss}.cpp: one decoder layer's weights.
 [[nodiscard]] Expected<HfLayerWeights> MapLlamaLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
 [[nodiscard]] Expected<HfLayerWeights> MapMixtralLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
 [[nodiscard]] Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
+[[nodiscard]] Expected<HfLayerWeights> MapGlm4MoeLayer(const HfForwardConfig& c, const LayerSpec& l,
+                                                       HfWeightReader& r);
+[[nodiscard]] Expected<HfLayerWeights> MapGptOssLayer(const HfForwardConfig& c, const LayerSpec& l,
+                                                      HfWeightReader& r);
+[[nodiscard]] Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const LayerSpec& l,
+                                                          HfWeightReader& r);
+// hf_map_deepseek.cpp: MLA projections under `prefix` ("model.layers.3.self_attn").
+[[nodiscard]] Expected<HfAttentionWeights> MapMla(const std::string& prefix, const AttentionSpec& a,
+                                                  int64_t hidden, HfWeightReader& r);
 
 // hf_map.cpp: embedding, the layers in `range`, final norm and head; with the full range, every
 // checkpoint tensor must have been taken (MTP layers past num_hidden_layers excepted).
@@ -128,6 +156,23 @@ HfRankSlice SliceForRank(const HfForwardConfig& c, const std::vector<int64_t>& s
 [[nodiscard]] Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt,
                                                   const HfRankSlice& s, torch::ScalarType dtype);
 
+// hf_tp_slice.cpp: one tensor-parallel rank's shard of a mapped layer (Megatron's column/row split; see
+// the file's legend). Summing HfAttention / channel outputs of the tp shards over ranks (the
+// all-reduce) gives the full layer's; `spec` has the per-rank heads / intermediate.
+struct HfTpLayer {
+  LayerSpec spec;
+  HfLayerWeights weights;
+  bool channel_sharded = true;  // false for MoE: the channel is whole on each rank (computed once)
+};
+// kBadInput naming the field when heads, query groups or the intermediate width do not divide by tp.
+[[nodiscard]] Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp);
+HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank);
+// Megatron's fused shards: linear_qkv rows per local query group [q heads of the group, k, v];
+// linear_fc1 = [gate rows of the rank; up rows of the rank].
+torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp,
+                               int64_t rank);
+torch::Tensor MegatronFc1Shard(const HfMlpWeights& m, int64_t tp, int64_t rank);
+
 // hf_forward.cpp: logits [S, vocab] for one sequence of token ids.
 torch::Tensor HfForward(const HfForwardConfig& c, const HfModelWeights& w, const std::vector<int64_t>& ids);
 
@@ -135,9 +180,20 @@ torch::Tensor HfForward(const HfForwardConfig& c, const HfModelWeights& w, const
 torch::Tensor HfRmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps);
 torch::Tensor HfApplyLinear(const torch::Tensor& x, const HfLinear& l);
 torch::Tensor HfMlp(const HfForwardConfig& c, const torch::Tensor& x, const HfMlpWeights& w);
+// A routed expert: HfMlp, or gpt-oss's clamped SwiGLU when c.swiglu_limit > 0.
+torch::Tensor HfExpert(const HfForwardConfig& c, const torch::Tensor& x, const HfMlpWeights& w);
 torch::Tensor HfAttention(const HfForwardConfig& c, const LayerSpec& l, const HfAttentionWeights& w,
                           const torch::Tensor& x);
 torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x);
+
+// hf_kda_layer.cpp: a Kimi-Linear KDA token mixer over x [S, hidden] -> [S, hidden].
+torch::Tensor HfKdaMixer(const HfForwardConfig& c, const AttentionSpec& a, const HfAttentionWeights& w,
+                         const torch::Tensor& x);
+
+// hf_dsa_indexer.cpp: keys each query attends under DSA, bool [S, S] (causal and among the query's
+// index_topk highest index scores); q_resid = q_a_layernorm(q_a_proj(x)) [S, q_lora_rank].
+torch::Tensor HfDsaSelectedKeys(const HfForwardConfig& c, const AttentionSpec& a, const HfAttentionWeights& w,
+                                const torch::Tensor& x, const torch::Tensor& q_resid);
 
 // The routing decision: [T, k] expert ids and their weights (hf_moe.cpp).
 struct HfRouting {

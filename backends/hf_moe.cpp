@@ -5,6 +5,8 @@
 //     group score = sum of the top-2 choices per group; keep topk_group groups; top-k of choice inside
 //     them; weights = s at those experts, / (sum + 1e-20) when norm_topk_prob, x routed_scaling_factor;
 //     + shared experts(x).
+//   gpt_oss: logits = router(x) + bias; top-k of the logits; weights = softmax over those k; experts
+//     with biases and the clamped SwiGLU (HfExpert).
 // Shapes: x [T, h]; router logits [T, E]; routing [T, k].
 #include "backends/hf_model.h"
 
@@ -30,6 +32,10 @@ HfRouting SigmoidGrouped(const HfForwardConfig& c, const MoESpec& m, const HfMoe
 }
 
 HfRouting SoftmaxTopK(const HfForwardConfig& c, const MoESpec& m, const torch::Tensor& logits) {
+  if (c.softmax_after_topk) {
+    auto [top, idx] = logits.topk(m.top_k, -1);
+    return {idx, torch::softmax(top, -1)};
+  }
   const torch::Tensor p = torch::softmax(logits, -1);
   auto [weights, idx] = p.topk(m.top_k, -1);
   if (c.norm_topk_prob) weights = weights / weights.sum(-1, true);
@@ -37,6 +43,13 @@ HfRouting SoftmaxTopK(const HfForwardConfig& c, const MoESpec& m, const torch::T
 }
 
 }  // namespace
+
+torch::Tensor HfExpert(const HfForwardConfig& c, const torch::Tensor& x, const HfMlpWeights& w) {
+  if (c.swiglu_limit <= 0) return HfMlp(c, x, w);
+  const torch::Tensor gate = HfApplyLinear(x, w.gate).clamp_max(c.swiglu_limit);
+  const torch::Tensor up = HfApplyLinear(x, w.up).clamp(-c.swiglu_limit, c.swiglu_limit);
+  return HfApplyLinear((up + 1) * (gate * torch::sigmoid(gate * c.swiglu_alpha)), w.down);
+}
 
 HfRouting HfRoute(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x) {
   const torch::Tensor logits = HfApplyLinear(x, w.router);
@@ -53,7 +66,7 @@ torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeigh
     const torch::Tensor tokens = hit.any(1).nonzero().squeeze(1);    // tokens routed to e
     if (tokens.numel() == 0) continue;
     const torch::Tensor weight = (r.weights * hit).sum(1).index_select(0, tokens).unsqueeze(1);
-    out.index_add_(0, tokens, HfMlp(c, x.index_select(0, tokens), w.experts[size_t(e)]) * weight);
+    out.index_add_(0, tokens, HfExpert(c, x.index_select(0, tokens), w.experts[size_t(e)]) * weight);
   }
   // Step 3: shared expert(s), gated for qwen2_moe.
   if (w.has_shared) {

@@ -48,6 +48,31 @@ Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std:
   return out;
 }
 
+Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix,
+                                                  const std::vector<int64_t>& shape) {
+  // Step 1: both tensors present, blocks shaped [..., out, in/32, 16] (scales are checked by the decoder).
+  const std::string bname = prefix + "_blocks", sname = prefix + "_scales";
+  constexpr int64_t kValuesPerBlock = 2 * kMxfp4BlockBytes;
+  std::vector<int64_t> want(shape.begin(), shape.end() - 1);
+  want.push_back(shape.back() / kValuesPerBlock);
+  want.push_back(kMxfp4BlockBytes);
+  for (const std::string* n : {&bname, &sname})
+    if (!ckpt_.Has(*n))
+      return BadInput(ckpt_.dir(), *n,
+                      "tensor is missing from the checkpoint (MXFP4 of shape " + ShapeText(shape) + ")");
+  ONBOARD_ASSIGN_OR_RETURN(WeightRef b, ckpt_.Get(bname));
+  ONBOARD_ASSIGN_OR_RETURN(WeightRef s, ckpt_.Get(sname));
+  if (shape.back() % kValuesPerBlock != 0 || b.info->shape != want)
+    return BadInput(b.info->file, bname + ".shape", "expected " + ShapeText(want), ShapeText(b.info->shape));
+  for (const std::string* n : {&bname, &sname}) used_.push_back(*n);
+  if (std::find(dtypes_.begin(), dtypes_.end(), "MXFP4") == dtypes_.end()) dtypes_.push_back("MXFP4");
+  // Step 2: decode to the compute dtype.
+  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
+  ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? DequantMxfp4<double>(b, s, out.data_ptr<double>())
+                                                   : DequantMxfp4<float>(b, s, out.data_ptr<float>()));
+  return out;
+}
+
 Expected<HfLinear> HfWeightReader::Linear(const std::string& prefix, int64_t out, int64_t in, bool bias) {
   HfLinear l;
   ONBOARD_ASSIGN_OR_RETURN(l.w, Read(prefix + ".weight", {out, in}));

@@ -7,50 +7,18 @@
 
 #include "backends/hf_model.h"
 #include "backends/hf_rope.h"
-#include "tests/backends/hf_reference_forward.h"
+#include "tests/backends/hf_compare.h"
 
 namespace onboard {
 namespace {
 
 using hftest::Checkpoint;
-using hftest::Reference;
+using hftest::kF32Tol;
+using hftest::kF64Tol;
+using hftest::kWrongAtLeast;
+using hftest::MaxDiff;
 using hftest::RefOverrides;
-
-std::string TempDir() {
-  std::string t = "/tmp/onboard_hf_XXXXXX";
-  return mkdtemp(&t[0]);
-}
-
-const std::vector<int64_t> kIds = {3, 17, 42, 5, 63, 0, 29};
-
-// Max |ours - reference| over all logits of kIds.
-double MaxDiff(const Checkpoint& c, torch::ScalarType dtype, RefOverrides o = {}, int shards = 1,
-               HfLayerRange range = {}) {
-  const std::string dir = TempDir();
-  c.Write(dir, shards);
-  Expected<HfForwardConfig> cfg = ReadHfForwardConfig(dir);
-  EXPECT_TRUE(cfg.ok()) << cfg.status().message();
-  Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(dir);
-  EXPECT_TRUE(ck.ok()) << ck.status().message();
-  Expected<HfModelWeights> w = MapHfWeights(*cfg, *ck, range, dtype);
-  EXPECT_TRUE(w.ok()) << w.status().message();
-  if (!cfg.ok() || !ck.ok() || !w.ok()) return 1e9;
-  const torch::Tensor ours = HfForward(*cfg, *w, kIds).to(torch::kDouble);
-  o.first_layer = range.first;
-  o.last_layer = range.last;
-  const hftest::Mat ref = Reference(c, o).Logits(kIds);
-  double m = 0;
-  for (size_t t = 0; t < ref.size(); ++t)
-    for (size_t v = 0; v < ref[t].size(); ++v) m = std::max(m, std::fabs(ours[t][v].item<double>() - ref[t][v]));
-  return m;
-}
-
-// fp64 forward vs the fp64 reference: only summation order differs.
-constexpr double kF64Tol = 1e-9;
-// fp32 forward: ~1e-7 relative per op over a few layers on O(1) logits.
-constexpr double kF32Tol = 1e-4;
-// A wrong reference must miss the loosest pass tolerance by 10x.
-constexpr double kWrongAtLeast = 10 * kF32Tol;
+using hftest::TempDir;
 
 TEST(HfForward, LlamaMatchesReference) {
   const Checkpoint c = hftest::MakeDense("llama");

@@ -108,12 +108,12 @@ TEST(HfHostileCheckpoint, TensorInAnotherShardThanIndexSays) {
 
 TEST(HfHostileCheckpoint, UnsupportedFamilyNamesModelType) {
   Checkpoint c = hftest::MakeDense("llama");
-  c.config["model_type"] = "gpt_oss";
+  c.config["model_type"] = "minimax_m2";
   c.config["num_local_experts"] = 4;
   c.config["num_experts_per_tok"] = 2;
   const std::string dir = TempDir();
   c.Write(dir);
-  ExpectBad(Load(dir), {"model_type", "gpt_oss"});
+  ExpectBad(Load(dir), {"model_type", "minimax_m2"});
 }
 
 }  // namespace

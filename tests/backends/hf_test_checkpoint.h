@@ -53,6 +53,8 @@ struct Checkpoint {
   nlohmann::json config;
   std::map<std::string, Tensor> tensors;
   std::map<std::string, std::vector<double>> fp8_scales;  // weight name -> block scale_inv [ceil(R/128) x ceil(C/128)]
+  std::map<std::string, TensorToWrite> raw;  // written as given (gpt-oss MXFP4 blocks/scales: U8)
+  std::map<std::string, Tensor> decoded;     // reference-only values of raw tensors, by weight name
   std::string dtype = "BF16";  // storage dtype of every tensor
   std::mt19937 rng{1234};
 
@@ -99,7 +101,9 @@ struct Checkpoint {
       }
     fp8_scales[name] = scale;
   }
-  const std::vector<double>& W(const std::string& name) const { return tensors.at(name).v; }
+  const std::vector<double>& W(const std::string& name) const {
+    return decoded.count(name) ? decoded.at(name).v : tensors.at(name).v;
+  }
   bool Has(const std::string& name) const { return tensors.count(name) > 0; }
 
   std::string Bytes(const std::string& name, const Tensor& t) const {
@@ -144,6 +148,11 @@ struct Checkpoint {
       } else {
         parts[s].push_back({name, dtype, t.shape, Bytes(name, t)});
       }
+      index["weight_map"][name] = ShardName(int(s), shards);
+    }
+    for (const auto& [name, t] : raw) {
+      const size_t s = k++ % size_t(shards);
+      parts[s].push_back(t);
       index["weight_map"][name] = ShardName(int(s), shards);
     }
     for (int s = 0; s < shards; ++s) {

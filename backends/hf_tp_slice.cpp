@@ -1,0 +1,89 @@
+// Tensor-parallel shards of one mapped decoder layer, in Megatron-LM's layout (megatron/core/
+// tensor_parallel/layers.py ColumnParallelLinear / RowParallelLinear; transformer/attention.py):
+//   column-parallel (output rows split, bias split): q/k/v by heads (query groups for k/v), MLA
+//     q_b_proj (or q_proj) and kv_b_proj by heads, gate/up by intermediate rows;
+//   row-parallel (input columns split, bias added once after the all-reduce: kept on rank 0):
+//     o_proj by heads, down by intermediate columns;
+//   replicated: norms, q/k norms (per head dim), MLA q_a/kv_a (latent), and the whole MoE channel
+//     here (routed experts: expert tensor parallel = 1, Megatron's default, splits them by EP, not TP;
+//     Megatron also TP-splits the shared experts, which this slice does not do yet).
+//   Megatron fuses q/k/v as linear_qkv with rows ordered per query group [q heads of the group, k, v]
+//   and fc1 as [gate shard; up shard]; MegatronQkvShard / MegatronFc1Shard give those per rank.
+// Shapes: linears [out, in]; H heads, KV groups, d head dim, I intermediate. Units: rows/columns.
+#include "backends/hf_model.h"
+
+namespace onboard {
+namespace {
+
+// Rows [rank * n / tp, (rank + 1) * n / tp) of a column-parallel linear (weight and bias).
+HfLinear Rows(const HfLinear& l, int64_t tp, int64_t rank) {
+  if (!l.w.defined()) return l;
+  const int64_t n = l.w.size(0) / tp;
+  return {l.w.narrow(0, rank * n, n), l.b.defined() ? l.b.narrow(0, rank * n, n) : torch::Tensor()};
+}
+
+// Columns of a row-parallel linear; the bias stays on rank 0 only.
+HfLinear Cols(const HfLinear& l, int64_t tp, int64_t rank) {
+  if (!l.w.defined()) return l;
+  const int64_t n = l.w.size(1) / tp;
+  return {l.w.narrow(1, rank * n, n), rank == 0 ? l.b : torch::Tensor()};
+}
+
+HfMlpWeights MlpShard(const HfMlpWeights& m, int64_t tp, int64_t rank) {
+  return {Rows(m.gate, tp, rank), Rows(m.up, tp, rank), Cols(m.down, tp, rank)};
+}
+
+}  // namespace
+
+Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp) {
+  const AttentionSpec& a = l.attn;
+  const int64_t inter = l.channel == ChannelKind::kMoE ? 0 : l.mlp.intermediate;
+  auto fail = [&](const char* field, int64_t v) {
+    return BadInput(c.config_path, field, "must be divisible by tp=" + std::to_string(tp) + " (Megatron)",
+                    std::to_string(v));
+  };
+  if (tp < 1) return BadInput(c.config_path, "tp", "must be >= 1", std::to_string(tp));
+  if (a.num_heads % tp != 0) return fail("num_attention_heads", a.num_heads);
+  if (a.kind != MixerKind::kMLA && a.num_kv_heads % tp != 0)
+    return fail("num_key_value_heads", a.num_kv_heads);
+  if (inter % tp != 0) return fail("intermediate_size", inter);
+  return Status::Ok();
+}
+
+HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank) {
+  ONBOARD_ASSERT(tp >= 1 && rank >= 0 && rank < tp, "tp rank outside [0, tp)");
+  HfTpLayer out{l, w};
+  AttentionSpec& a = out.spec.attn;
+  HfAttentionWeights& s = out.weights.attn;
+  // Step 1: attention, by heads (k/v by query groups; MLA latent projections replicated).
+  a.num_heads /= tp;
+  if (a.kind != MixerKind::kMLA) a.num_kv_heads /= tp;
+  for (HfLinear* col : {&s.q, &s.k, &s.v, &s.q_b, &s.kv_b}) *col = Rows(*col, tp, rank);
+  s.o = Cols(s.o, tp, rank);
+  if (s.sinks.defined()) s.sinks = s.sinks.narrow(0, rank * a.num_heads, a.num_heads);
+  // Step 2: a dense MLP by intermediate; an MoE channel stays whole (computed once, not summed).
+  out.channel_sharded = !w.moe;
+  if (!w.moe) {
+    out.weights.mlp = MlpShard(w.mlp, tp, rank);
+    out.spec.mlp.intermediate /= tp;
+  }
+  return out;
+}
+
+torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp,
+                               int64_t rank) {
+  const int64_t groups = full.num_kv_heads / tp, per = full.num_heads / full.num_kv_heads, d = full.head_dim;
+  std::vector<torch::Tensor> rows;
+  for (int64_t g = rank * groups; g < (rank + 1) * groups; ++g) {
+    rows.push_back(w.q.w.narrow(0, g * per * d, per * d));
+    rows.push_back(w.k.w.narrow(0, g * d, d));
+    rows.push_back(w.v.w.narrow(0, g * d, d));
+  }
+  return torch::cat(rows, 0);
+}
+
+torch::Tensor MegatronFc1Shard(const HfMlpWeights& m, int64_t tp, int64_t rank) {
+  return torch::cat({Rows(m.gate, tp, rank).w, Rows(m.up, tp, rank).w}, 0);
+}
+
+}  // namespace onboard
