@@ -147,7 +147,6 @@ struct ProbeConfig {
   ProbeTask task = ProbeTask::kCopy;
   int64_t copy_symbols = 32;         // copy task alphabet size (>= (seq-1)/2: symbols are distinct)
   std::string text_file;             // task == kText: byte-level tokens from this file
-  bool router_fp32 = true;           // router logits/scores in fp32 (always fp32 here; kept for parity)
   // Compute dtype: "fp32" (default) or "fp64". With the default micro_batch, sharded and 1-process
   // fp32 curves agree to ~1e-7 until a near-tie top-k decision (MoE router, DSA indexer) flips on
   // a 1e-7 summation-order difference; fix micro_batch across layouts for exact agreement.

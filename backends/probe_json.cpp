@@ -62,6 +62,8 @@ void SpecFromJson(const json& j, ProxySpec* s) {
   s->router = j.at("router") == "sigmoid" ? RouterActivation::kSigmoid : RouterActivation::kSoftmax;
 }
 
+// The two field lists are kept as tables (unformatted).
+// clang-format off
 json ConfigJsonCore(const ProbeConfig& c) {
   return {{"ranks", c.ranks}, {"ep", c.ep_degree()}, {"fsdp", c.fsdp_degree()}, {"steps", c.steps},
           {"mode", c.mode == FinetuneMode::kLoRA ? "lora" : "full"}, {"lora_rank", c.lora_rank},
@@ -70,7 +72,7 @@ json ConfigJsonCore(const ProbeConfig& c) {
           {"beta1", c.beta1}, {"beta2", c.beta2}, {"adam_eps", c.adam_eps}, {"seed", c.seed},
           {"seq", c.seq}, {"batch", c.batch}, {"micro_batch", c.micro_batch}, {"task", c.task == ProbeTask::kCopy ? "copy" : "text"},
           {"copy_symbols", c.copy_symbols}, {"text_file", c.text_file},
-          {"router_fp32", c.router_fp32}, {"expert_placement", c.expert_placement},
+          {"expert_placement", c.expert_placement},
           {"timeout_s", c.timeout_s}, {"collective_timeout_s", c.collective_timeout_s},
           {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank}, {"device", c.device},
           {"die_rank", c.die_rank}, {"die_step", c.die_step},
@@ -84,7 +86,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   ONBOARD_GET(lora_rank); ONBOARD_GET(lora_alpha); ONBOARD_GET(lr); ONBOARD_GET(warmup);
   ONBOARD_GET(min_lr_ratio); ONBOARD_GET(clip); ONBOARD_GET(weight_decay); ONBOARD_GET(beta1);
   ONBOARD_GET(beta2); ONBOARD_GET(adam_eps); ONBOARD_GET(seed); ONBOARD_GET(seq);
-  ONBOARD_GET(batch); ONBOARD_GET(micro_batch); ONBOARD_GET(copy_symbols); ONBOARD_GET(text_file); ONBOARD_GET(router_fp32);
+  ONBOARD_GET(batch); ONBOARD_GET(micro_batch); ONBOARD_GET(copy_symbols); ONBOARD_GET(text_file);
   ONBOARD_GET(expert_placement); ONBOARD_GET(timeout_s); ONBOARD_GET(collective_timeout_s);
   ONBOARD_GET(out_dir); ONBOARD_GET(threads_per_rank); ONBOARD_GET(device); ONBOARD_GET(die_rank);
   ONBOARD_GET(die_step); ONBOARD_GET(converge_fraction); ONBOARD_GET(dtype);
@@ -94,6 +96,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
   c->control = j.value("control", std::string());
 }
+// clang-format on
 
 // Fields added for issue 12 (RoPE, negative controls), kept apart from the core lists.
 json SpecJson(const ProxySpec& s) {
