@@ -1,9 +1,9 @@
 // HF names -> modules for glm4_moe (GLM-4.5 / 4.6, modeling_glm4_moe.py checkpoint layout):
-//   model.layers.N.{input_layernorm, post_attention_layernorm}.weight         [hidden]
-//   model.layers.N.self_attn.{q,k,v}_proj.{weight,bias}                         q [H*d, hidden], k/v [KV*d,
-//   hidden] model.layers.N.self_attn.o_proj.weight                                      [hidden, H*d] (no
-//   bias) model.layers.N.self_attn.{q,k}_norm.weight                                  [d] when use_qk_norm
-//   dense (N < first_k_dense_replace): mlp.{gate,up,down}_proj                  (intermediate_size)
+//   model.layers.N.{input_layernorm, post_attention_layernorm}.weight   [hidden]
+//   model.layers.N.self_attn.{q,k,v}_proj.{weight,bias}                   q [H*d, hidden], k/v [KV*d, hidden]
+//   model.layers.N.self_attn.o_proj.weight                                [hidden, H*d] (no bias)
+//   model.layers.N.self_attn.{q,k}_norm.weight                            [d] when use_qk_norm
+//   dense (N < first_k_dense_replace): mlp.{gate,up,down}_proj            (intermediate_size)
 //   MoE: the DeepSeek-V3 names (mlp.gate, gate.e_score_correction_bias, experts.E.*, shared_experts.*)
 #include "backends/hf_model.h"
 

@@ -1,13 +1,11 @@
 // HF names -> modules for gpt_oss (modeling_gpt_oss.py; the MXFP4 release layout of
 // integrations/mxfp4.py):
-//   model.layers.N.{input_layernorm, post_attention_layernorm}.weight        [hidden]
-//   model.layers.N.self_attn.{q,k,v,o}_proj.{weight,bias}                      q [H*d, hidden], k/v [KV*d,
-//   hidden] model.layers.N.self_attn.sinks                                             [H]
-//   model.layers.N.mlp.router.{weight,bias}                                    [E, hidden], [E]
-//   experts, MXFP4: mlp.experts.gate_up_proj_{blocks,scales}                   [E, 2I, hidden/32, 16], [E,
-//   2I, hidden/32]
-//                   mlp.experts.down_proj_{blocks,scales}                      [E, hidden, I/32, 16], [E,
-//                   hidden, I/32]
+//   model.layers.N.{input_layernorm, post_attention_layernorm}.weight   [hidden]
+//   model.layers.N.self_attn.{q,k,v,o}_proj.{weight,bias}                 q [H*d, hidden], k/v [KV*d, hidden]
+//   model.layers.N.self_attn.sinks                                        [H]
+//   model.layers.N.mlp.router.{weight,bias}                               [E, hidden], [E]
+//   experts, MXFP4: mlp.experts.gate_up_proj_{blocks,scales}  [E, 2I, hidden/32, 16], [E, 2I, hidden/32]
+//                   mlp.experts.down_proj_{blocks,scales}     [E, hidden, I/32, 16], [E, hidden, I/32]
 //   experts, dense: mlp.experts.gate_up_proj [E, hidden, 2I]; mlp.experts.down_proj [E, I, hidden]
 //   biases:         mlp.experts.gate_up_proj_bias [E, 2I]; mlp.experts.down_proj_bias [E, hidden]
 // gate_up interleaves its outputs: column 2j is gate j, column 2j+1 is up j.
