@@ -65,9 +65,7 @@ Expected<HfMoeWeights> MapSigmoidMoe(const std::string& p, const MoESpec& m, int
 
 Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
   const int64_t h = c.ir.hidden;
-  const std::string p = "model.layers." + std::to_string(l.index) + ".";
-  HfLayerWeights w;
-  w.index = l.index;
+  const std::string p = HfLayerPrefix(l);
   const bool dsa = l.attn.kind == MixerKind::kDSA;
   if (l.attn.kind != MixerKind::kMLA && !(dsa && l.attn.dsa_base == MixerKind::kMLA))
     return BadInput(c.config_path, "index_topk", "the DSA forward here runs on MLA only",
@@ -75,11 +73,9 @@ Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerS
   if (dsa && l.attn.q_lora_rank == 0)
     return BadInput(c.config_path, "q_lora_rank",
                     "the DSA indexer reads the low-rank query (q_lora_rank > 0)", "0");
-  ONBOARD_ASSIGN_OR_RETURN(w.input_norm, r.Read(p + "input_layernorm.weight", {h}));
-  ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
+  ONBOARD_ASSIGN_OR_RETURN(HfLayerWeights w, MapLayerNorms(p, l, h, r));
   ONBOARD_ASSIGN_OR_RETURN(w.attn, MapMla(p + "self_attn", l.attn, h, r));
   if (dsa) ONBOARD_RETURN_IF_ERROR(MapIndexer(p + "self_attn.indexer", l.attn, h, r, &w.attn));
-  w.moe = l.channel == ChannelKind::kMoE;
   if (!w.moe) {
     ONBOARD_ASSIGN_OR_RETURN(w.mlp, r.Mlp(p + "mlp", h, l.mlp.intermediate));
     return w;

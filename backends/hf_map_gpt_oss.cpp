@@ -44,12 +44,9 @@ Expected<std::vector<HfMlpWeights>> MapFusedExperts(const std::string& p, const 
 
 Expected<HfLayerWeights> MapGptOssLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
   const int64_t h = c.ir.hidden;
-  const std::string p = "model.layers." + std::to_string(l.index) + ".";
-  HfLayerWeights w;
-  w.index = l.index;
+  const std::string p = HfLayerPrefix(l);
+  ONBOARD_ASSIGN_OR_RETURN(HfLayerWeights w, MapLayerNorms(p, l, h, r));
   w.moe = true;
-  ONBOARD_ASSIGN_OR_RETURN(w.input_norm, r.Read(p + "input_layernorm.weight", {h}));
-  ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
   ONBOARD_ASSIGN_OR_RETURN(w.attn, MapGqaAttention(p + "self_attn", l.attn, h, r));
   ONBOARD_ASSIGN_OR_RETURN(w.attn.sinks, r.Read(p + "self_attn.sinks", {l.attn.num_heads}));
   ONBOARD_ASSIGN_OR_RETURN(w.experts.router, r.Linear(p + "mlp.router", l.moe.num_experts, h, true));

@@ -39,11 +39,8 @@ Expected<HfAttentionWeights> MapKda(const std::string& p, const AttentionSpec& a
 
 Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
   const int64_t h = c.ir.hidden;
-  const std::string p = "model.layers." + std::to_string(l.index) + ".";
-  HfLayerWeights w;
-  w.index = l.index;
-  ONBOARD_ASSIGN_OR_RETURN(w.input_norm, r.Read(p + "input_layernorm.weight", {h}));
-  ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
+  const std::string p = HfLayerPrefix(l);
+  ONBOARD_ASSIGN_OR_RETURN(HfLayerWeights w, MapLayerNorms(p, l, h, r));
   if (l.attn.kind == MixerKind::kKDA) {
     if (l.attn.gate_form != GateForm::kOriginal || l.attn.full_rank_gate)
       return BadInput(c.config_path, "linear_attn_config",
@@ -56,7 +53,6 @@ Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const Laye
                       MixerKindName(l.attn.kind));
     ONBOARD_ASSIGN_OR_RETURN(w.attn, MapMla(p + "self_attn", l.attn, h, r));
   }
-  w.moe = l.channel == ChannelKind::kMoE;
   if (!w.moe) {
     ONBOARD_ASSIGN_OR_RETURN(w.mlp, r.Mlp(p + "mlp", h, l.mlp.intermediate));
     return w;

@@ -39,15 +39,21 @@ Expected<std::vector<HfMlpWeights>> MapExperts(const std::string& p, const MoESp
   return out;
 }
 
-Expected<HfLayerWeights> MapLlamaLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
-  const int64_t h = c.ir.hidden;
-  const std::string p = "model.layers." + std::to_string(l.index) + ".";
+Expected<HfLayerWeights> MapLayerNorms(const std::string& p, const LayerSpec& l, int64_t h,
+                                       HfWeightReader& r) {
   HfLayerWeights w;
   w.index = l.index;
   ONBOARD_ASSIGN_OR_RETURN(w.input_norm, r.Read(p + "input_layernorm.weight", {h}));
   ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
-  ONBOARD_ASSIGN_OR_RETURN(w.attn, MapGqaAttention(p + "self_attn", l.attn, h, r));
   w.moe = l.channel == ChannelKind::kMoE;
+  return w;
+}
+
+Expected<HfLayerWeights> MapLlamaLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
+  const int64_t h = c.ir.hidden;
+  const std::string p = HfLayerPrefix(l);
+  ONBOARD_ASSIGN_OR_RETURN(HfLayerWeights w, MapLayerNorms(p, l, h, r));
+  ONBOARD_ASSIGN_OR_RETURN(w.attn, MapGqaAttention(p + "self_attn", l.attn, h, r));
   if (!w.moe) {
     ONBOARD_ASSIGN_OR_RETURN(w.mlp, r.Mlp(p + "mlp", h, l.mlp.intermediate));
     return w;

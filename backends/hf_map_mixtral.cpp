@@ -8,12 +8,9 @@ namespace onboard {
 
 Expected<HfLayerWeights> MapMixtralLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
   const int64_t h = c.ir.hidden;
-  const std::string p = "model.layers." + std::to_string(l.index) + ".";
-  HfLayerWeights w;
-  w.index = l.index;
+  const std::string p = HfLayerPrefix(l);
+  ONBOARD_ASSIGN_OR_RETURN(HfLayerWeights w, MapLayerNorms(p, l, h, r));
   w.moe = true;
-  ONBOARD_ASSIGN_OR_RETURN(w.input_norm, r.Read(p + "input_layernorm.weight", {h}));
-  ONBOARD_ASSIGN_OR_RETURN(w.post_norm, r.Read(p + "post_attention_layernorm.weight", {h}));
   ONBOARD_ASSIGN_OR_RETURN(w.attn, MapGqaAttention(p + "self_attn", l.attn, h, r));
   ONBOARD_ASSIGN_OR_RETURN(w.experts.router, r.Linear(p + "block_sparse_moe.gate", l.moe.num_experts, h, false));
   ONBOARD_ASSIGN_OR_RETURN(w.experts.experts, MapExperts(p + "block_sparse_moe.experts", l.moe, h, r, "w1", "w3", "w2"));

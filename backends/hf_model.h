@@ -120,7 +120,16 @@ class HfWeightReader {
 [[nodiscard]] Expected<HfMoeWeights> MapSigmoidMoe(const std::string& prefix, const MoESpec& m,
                                                    int64_t hidden, HfWeightReader& r);
 
-// hf_map_{llama,mixtral,deepseek,glm,gpt_oss}.cpp: one decoder layer's weights.
+// hf_map_llama.cpp: what every decoder layer mapper starts from: layer `l`'s HF name prefix
+// ("model.layers.N."), then its index, both RMSNorm weights ({input,post_attention}_layernorm) and
+// whether its channel is MoE.
+inline std::string HfLayerPrefix(const LayerSpec& l) {
+  return "model.layers." + std::to_string(l.index) + ".";
+}
+[[nodiscard]] Expected<HfLayerWeights> MapLayerNorms(const std::string& prefix, const LayerSpec& l,
+                                                     int64_t hidden, HfWeightReader& r);
+
+// hf_map_{llama,mixtral,deepseek,glm,gpt_oss,kimi_linear}.cpp: one decoder layer's weights.
 [[nodiscard]] Expected<HfLayerWeights> MapLlamaLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
 [[nodiscard]] Expected<HfLayerWeights> MapMixtralLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
 [[nodiscard]] Expected<HfLayerWeights> MapDeepSeekLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r);
