@@ -7,10 +7,12 @@
 # Engines, each checked only when its variable is set:
 #   MEGATRON_LM_DIR      NVIDIA/Megatron-LM checkout      -> plan.megatron.sh        (parse_args, validate_args, configs)
 #   TORCHTITAN_V02_DIR   pytorch/torchtitan v0.2.x        -> plan.torchtitan-v0.2.toml (ConfigManager, ParallelDims, model args)
-#   TORCHTITAN_DIR       pytorch/torchtitan main          -> plan_torchtitan.py      (ConfigManager over the config function)
+#   TORCHTITAN_DIR       pytorch/torchtitan main          -> plan_torchtitan.py      (ConfigManager over the config function,
+#                        ParallelDims, the model's update_from_config)
 # PYTHON: an interpreter that imports torch (default /usr/bin/python3: Debian's python3-torch).
 # ENGINE_PYTHONPATH: extra import path for engine dependencies Debian lacks (torchtitan needs tyro,
-#   docstring_parser, typeguard >= 4 and typing_extensions >= 4.13).
+#   docstring_parser, typeguard >= 4 and typing_extensions >= 4.13; its main's update_from_config
+#   needs meta-pytorch/spmd_types).
 # Expected verdicts: every Megatron export accepted (what Megatron cannot build is left out of the
 # arguments and the script refuses to launch); a torchtitan export accepted unless it is written to
 # stop torchtitan (then torchtitan must refuse it). --self-test also breaks one copy per engine
@@ -96,6 +98,17 @@ if [[ $self_test == 1 ]]; then
     "$(verdict "$here/engine_checks/torchtitan_v02_validate.py" "$TORCHTITAN_V02_DIR" "$b/plan.torchtitan-v0.2.toml" "$world")"
   [[ -n "${TORCHTITAN_DIR:-}" ]] && report torchtitan broken-copy plan_torchtitan.py refused \
     "$(verdict "$here/engine_checks/torchtitan_main_validate.py" "$TORCHTITAN_DIR" "$b/plan_torchtitan.py" "$world")"
+  # torchtitan main, the model-level check (Step 3, update_from_config): every rank in one TP group,
+  # more ranks than the model has attention heads. Only update_from_config refuses this, so the
+  # verdict must name it.
+  if [[ -n "${TORCHTITAN_DIR:-}" ]]; then
+    cp -r "${pairs[pick]}" "$tmp/tp-heads"; t="$tmp/tp-heads/plan_torchtitan.py"
+    sed -i -E 's/^( +)(data_parallel_replicate|data_parallel_shard|context_parallel|expert_parallel|pipeline_parallel|expert_tensor_parallel)_degree=[0-9-]+,/\1\2_degree=1,/' "$t"
+    sed -i -E "s/^( +)tensor_parallel_degree=[0-9]+,/\1tensor_parallel_degree=$world,/" "$t"
+    v="$(verdict "$here/engine_checks/torchtitan_main_validate.py" "$TORCHTITAN_DIR" "$t" "$world")"
+    [[ "$v" == *update_from_config* ]] || v="VERDICT not refused by update_from_config: $v"
+    report torchtitan tp-over-heads plan_torchtitan.py refused "$v"
+  fi
 fi
 
 echo "check-exports-with-engines: $unexpected unexpected verdict(s)"

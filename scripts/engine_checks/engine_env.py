@@ -5,6 +5,7 @@ Their validation code is plain Python over argparse/dataclasses and runs unchang
 modules it never calls are served by absent_modules stand-ins (each recorded; after arm() a call of
 one raises, so a validation that needed one would be refused loudly, never accepted)."""
 import contextlib
+import importlib
 import io
 import os
 import sys
@@ -19,11 +20,15 @@ TORCH2_MODULES = [
     "torch.distributed.tensor", "torch.distributed.device_mesh", "torch.distributed.fsdp",
     "torch.distributed._composable", "torch.distributed.algorithms", "torch.distributed._symmetric_memory",
     "torch.distributed.pipelining", "torch.distributed._functional_collectives", "torch._functorch", "torch.distributed.elastic", "torch.nn.attention", "torch._dynamo",
-    "torch._inductor", "torch.utils.checkpoint",
+    "torch._inductor", "torch.utils.checkpoint", "torch.distributed._local_tensor",
+    "torch.distributed._mesh_layout", "torch.utils.tensorboard",
     "triton", "numpy.dtypes",
-    # torchtitan's data/metrics stack (its tokenizer, loader and loggers are not built by the check)
-    "tokenizers", "torchdata", "spmd_types", "grain", "torch.distributed._mesh_layout", "tensorboard", "torch.utils.tensorboard", "wandb", "datasets",
 ]
+# pip-only packages: the real one is imported when it is on ENGINE_PYTHONPATH (tried after the torch
+# stand-ins above exist, so a package that only names torch 2.x modules at import loads for real:
+# spmd_types, whose sharding types torchtitan main's update_from_config builds); otherwise a stand-in.
+# torchtitan's data/metrics stack (its tokenizer, loader and loggers are not built by the check).
+PIP_ONLY_MODULES = ["spmd_types", "tokenizers", "torchdata", "grain", "tensorboard", "wandb", "datasets"]
 # torch 2.x attributes that modules read at import (dtypes in tables, decorators, type names).
 TORCH2_ATTRS = [
     "torch:float8_e8m0fnu", "torch:float8_e4m3fn", "torch:float8_e5m2", "torch:compile",
@@ -32,6 +37,9 @@ TORCH2_ATTRS = [
     "torch._utils:_get_device_module", "torch.optim.lr_scheduler:LRScheduler", "torch:_higher_order_ops", "torch.nn:RMSNorm", "torch:compiler", "torch.library:custom_op",
     "torch.utils.checkpoint:CheckpointPolicy", "torch.utils.checkpoint:create_selective_checkpoint_contexts",
 ]
+
+# torch 2.x methods that modules name at import (spmd_types' checker lists Tensor.untyped_storage).
+TORCH2_CLASS_ATTRS = ["torch.Tensor:untyped_storage"]
 
 
 def _common():
@@ -58,7 +66,13 @@ def _common():
     torch._ops._OpNamespace.__getattr__ = _op_or_absent
     extra_m = [m for m in os.environ.get("ONBOARD_EXTRA_ABSENT_MODULES", "").split(",") if m]
     extra_a = [a for a in os.environ.get("ONBOARD_EXTRA_ABSENT_ATTRS", "").split(",") if a]
-    return absent_modules.install(TORCH2_MODULES + extra_m, TORCH2_ATTRS + extra_a)
+    for spec in TORCH2_CLASS_ATTRS:  # "torch.Tensor:untyped_storage": a method torch 1.13's class lacks
+        owner, name = spec.split(":")
+        cls = getattr(importlib.import_module(owner.rsplit(".", 1)[0]), owner.rsplit(".", 1)[1])
+        if not hasattr(cls, name):
+            setattr(cls, name, absent_modules._absent(owner + "." + name))
+    missing = absent_modules.install(TORCH2_MODULES + extra_m, TORCH2_ATTRS + extra_a)
+    return missing + absent_modules.install(PIP_ONLY_MODULES)
 
 
 class _TargetGpu:
