@@ -8,8 +8,9 @@ What runs, unchanged, from the checkout (torchtitan.train's main up to config.bu
           _validate_config
   Step 2  ParallelDims.from_config(config.parallelism, WORLD_SIZE)   (Trainer.init_distributed's call)
   Step 3  config.model_spec.model.update_from_config(config=config)  (Trainer.__init__'s call); it
-          builds the sharding config with spmd_types (pip only, not on this machine): when it
-          calls that package the verdict says "Step 3 NOT RUN", never "accepted" silently
+          builds the sharding config with spmd_types (pip only: put meta-pytorch/spmd_types on
+          ENGINE_PYTHONPATH; without it the call reaches a stand-in and the verdict says
+          "Step 3 NOT RUN", never "accepted" silently)
 Step 4 re-states the two checks Trainer.__init__ makes inline once the mesh exists (trainer.py):
 tokens per micro-batch divisible by tp (sequence parallel) * 2cp, and tokens per step divisible
 by tokens per micro-batch * dp. They are labelled so in the verdict.
