@@ -8,7 +8,10 @@
 #include <map>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
+
+#include "parsers/onnx_model.h"
 
 namespace onboard {
 namespace {
@@ -155,6 +158,47 @@ TEST(OnnxFusionPatterns, SigmoidIntoACustomKernelFusesUnlessReadElsewhere) {
     EXPECT_EQ(c.at({0, GraphPattern::kSigmoidIntoKernel}),
               second_reader ? std::make_pair(0, 1) : std::make_pair(1, 0));
   }
+}
+
+// The real export of scripts/export_kda_onnx_fixture.py (torch.onnx.export, python3-torch 1.13): the
+// KDA recurrence is one com.onboard::ChunkKDA node fed by beta = sigmoid(b_proj(h)). Its truth file
+// says per layer whether that sigmoid may run inside the kernel: layer 0 yes; layer 1 no, because its
+// beta also scales v (a second reader). The output gate's sigmoid (Sigmoid_1) feeds a Mul, not the
+// kernel, so it never matches; the SwiGLU MLPs still do.
+TEST(OnnxFusionPatterns, RealKdaExportBetaSigmoidFusesIntoTheKernelUnlessReadElsewhere) {
+  std::ifstream tf(kData + "kda_gated_tiny.truth.json");
+  ASSERT_TRUE(tf.good());
+  const nlohmann::json truth = nlohmann::json::parse(tf);
+  auto info = AnalyzeOnnxFile(kData + "kda_gated_tiny.onnx");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->unique_params, truth.at("total_params").get<int64_t>());
+  EXPECT_EQ(static_cast<int64_t>(info->ir.layers.size()), truth.at("num_layers").get<int64_t>());
+  EXPECT_EQ(info->ir.hidden, truth.at("hidden_size").get<int64_t>());
+  EXPECT_EQ(info->ir.vocab, truth.at("vocab_size").get<int64_t>());
+  auto r = FindOnnxFusionsInFile(kData + "kda_gated_tiny.onnx");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::map<int64_t, const GraphFusionMatch*> into_kernel;
+  for (const auto& m : *r) {
+    if (m.pattern != GraphPattern::kSigmoidIntoKernel) continue;
+    EXPECT_EQ(into_kernel.count(m.layer), 0u) << "two sigmoid->kernel matches in layer " << m.layer;
+    into_kernel[m.layer] = &m;
+    EXPECT_EQ(m.nodes.front().find("Sigmoid_1"), std::string::npos) << "the output gate fed no kernel";
+  }
+  ASSERT_EQ(into_kernel.size(), truth.at("sigmoid_into_kernel").size());
+  for (const auto& want : truth.at("sigmoid_into_kernel")) {
+    const int64_t l = want.at("layer").get<int64_t>();
+    ASSERT_EQ(into_kernel.count(l), 1u) << "layer " << l;
+    const GraphFusionMatch& m = *into_kernel.at(l);
+    const std::string scope = "/layers." + std::to_string(l) + "/self_attn/";
+    EXPECT_EQ(m.nodes.front(), scope + "Sigmoid");
+    EXPECT_EQ(m.nodes.back(), scope + "ChunkKDA");
+    EXPECT_EQ(m.fusable, want.at("fusable").get<bool>()) << "layer " << l << ": " << m.blocker;
+    if (!m.fusable) {
+      EXPECT_NE(m.blocker.find("is also read by node " + scope), std::string::npos) << m.blocker;
+    }
+  }
+  const auto c = Count(*r);
+  for (int64_t l : {0, 1}) EXPECT_EQ(c.at({l, GraphPattern::kSiluMul}), std::make_pair(1, 0)) << "layer " << l;
 }
 
 TEST(OnnxFusionPatterns, BadFileIsBadInputNamingIt) {
