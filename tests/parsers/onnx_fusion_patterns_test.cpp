@@ -201,6 +201,56 @@ TEST(OnnxFusionPatterns, RealKdaExportBetaSigmoidFusesIntoTheKernelUnlessReadEls
   for (int64_t l : {0, 1}) EXPECT_EQ(c.at({l, GraphPattern::kSiluMul}), std::make_pair(1, 0)) << "layer " << l;
 }
 
+const char* FeedsName(NormFeeds f) {
+  return f == NormFeeds::kMixer ? "attention" : f == NormFeeds::kChannel ? "mlp" : "unknown";
+}
+
+// Per layer, the targets of its norm+linear matches in graph order, with ":blocked" when not fusable.
+std::map<int64_t, std::vector<std::string>> NormTargets(const std::vector<GraphFusionMatch>& ms) {
+  std::map<int64_t, std::vector<std::string>> out;
+  for (const auto& m : ms)
+    if (m.pattern == GraphPattern::kNormLinear && m.layer >= 0)
+      out[m.layer].push_back(std::string(FeedsName(m.feeds)) + (m.fusable ? "" : ":blocked"));
+  return out;
+}
+
+// What a norm feeds is read from the structure: the usual order (llama, the KDA export); a post-LN
+// encoder (BERT, nn.TransformerEncoderLayer), whose only norm+linear match per layer is norm1 ->
+// linear1, the FFN's (its attention's packed in-projection is no plain linear match): by graph
+// order it was taken for the attention's; and the real
+// parallel-block export whose MLP branch is traced first, so its FFN norm leads in graph order; its
+// truth file says which norm of layer 1 must not fuse (the attention's: its output is the residual).
+TEST(OnnxFusionPatterns, NormTargetIsReadFromTheGraphNotFromItsOrder) {
+  using V = std::vector<std::string>;
+  for (const char* name : {"llama_gqa_tiny", "kda_gated_tiny"}) {
+    auto r = FindOnnxFusionsInFile(kData + name + ".onnx");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const auto t = NormTargets(*r);
+    for (int64_t l : {0, 1}) EXPECT_EQ(t.at(l), (V{"attention", "mlp"})) << name << " layer " << l;
+  }
+  auto bert = FindOnnxFusionsInFile(kData + "bert_encoder_tiny.onnx");
+  ASSERT_TRUE(bert.ok());
+  for (const auto& [l, targets] : NormTargets(*bert))
+    EXPECT_EQ(targets, (V{"mlp:blocked"})) << "bert layer " << l;  // the first norm a layer shows
+
+  std::ifstream tf(kData + "parallel_block_tiny.truth.json");
+  ASSERT_TRUE(tf.good());
+  const nlohmann::json truth = nlohmann::json::parse(tf);
+  auto r = FindOnnxFusionsInFile(kData + "parallel_block_tiny.onnx");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto t = NormTargets(*r);
+  ASSERT_EQ(t.size(), truth.at("norm_linear").size());
+  for (const auto& want : truth.at("norm_linear")) {
+    const int64_t l = want.at("layer").get<int64_t>();
+    V expected;
+    for (const auto& target : want.at("graph_order")) {
+      const std::string n = target.get<std::string>();
+      expected.push_back(n + (want.at("fusable").at(n).get<bool>() ? "" : ":blocked"));
+    }
+    EXPECT_EQ(t.at(l), expected) << "parallel_block_tiny layer " << l;
+  }
+}
+
 TEST(OnnxFusionPatterns, BadFileIsBadInputNamingIt) {
   auto r = FindOnnxFusionsInBytes("not a model", "junk.onnx");
   ASSERT_FALSE(r.ok());
