@@ -361,7 +361,8 @@ int BenchDsa(int64_t threads, int reps, int64_t TD) {
       "indexer scores held per thread %lld B (a 16 x T block: %lld B; T x T: %.0f MB); selection the two "
       "calls write and read back %.0f MB\n",
       t_fwd * 1e3, fused_same ? "bit-identical to" : "DIFFERS from", static_cast<long long>(held),
-      static_cast<long long>(16 * TD * 4), static_cast<double>(TD) * TD * 4 / 1e6, 2.0 * TD * dsa.topk * 4 / 1e6);
+      static_cast<long long>(16 * TD * 4), static_cast<double>(TD) * TD * 4 / 1e6,
+      2.0 * TD * dsa.topk * 4 / 1e6);
   Row("DSA sparse attention vs dense causal attention (speedup)", t_dense / t_sparse, 4, "x");
   Row("DSA indexer + top-k + sparse attention vs dense causal (speedup)", t_dense / (t_sparse + t_index), 1, "x");
   std::printf("     CPU seconds (medians): indexer+top-k %.2f, sparse attention %.2f, fused forward %.2f\n",

@@ -15,7 +15,7 @@ namespace {
 
 using namespace onnx_internal;
 
-constexpr int kMaxChain = 6;       // elementwise steps walked between the ops of one pattern
+constexpr int kMaxChain = 6;        // elementwise steps walked between the ops of one pattern
 constexpr int kMaxFeedsWalk = 200;  // nodes visited downstream of a norm's linears (NormFeedsOf)
 
 struct Finder {
@@ -83,7 +83,7 @@ GraphFusionMatch Match(const Finder& f, GraphPattern pat, const std::vector<int>
 
 // Step 1b: what the linears reading one norm feed (rule in the header).
 NormFeeds NormFeedsOf(const Finder& f, const std::set<int>& linears) {
-  static const std::set<std::string> kChannelOps = {"Sigmoid", "Silu", "Swish", "Gelu", "Erf",
+  static const std::set<std::string> kChannelOps = {"Sigmoid", "Silu", "Swish",   "Gelu", "Erf",
                                                     "Relu",    "Tanh", "Softmax", "TopK"};
   std::set<std::string> reached;  // values computed from the linears' outputs
   std::vector<int> stack(linears.rbegin(), linears.rend());

@@ -261,7 +261,8 @@ struct DsaCpu {
         own.resize(static_cast<size_t>(QB) * TOPK);
         sel = own.data();
       }
-      Indexer::Block(index_q, &kT[static_cast<size_t>(b) * Indexer::DIP * Tp], index_w, b, t0, nq, T, is, sel);
+      Indexer::Block(index_q, &kT[static_cast<size_t>(b) * Indexer::DIP * Tp], index_w, b, t0, nq, T, is,
+                     sel);
       for (int r = 0; r < nq; ++r)
         for (int kh = 0; kh < HKV; ++kh) attend(q, k, v, gate, sink, sel + r * TOPK, o, b, t0 + r, kh, T, as);
     });

@@ -140,8 +140,8 @@ struct DsaIndexCpu {
   }
 
   // The whole index of one query block: selections of queries t0..t0+nq-1 into dst[nq][TOPK].
-  static void Block(const float* index_q, const float* kT, const float* index_w, int64_t b, int64_t t0, int nq,
-                    int64_t T, Scratch& s, int32_t* dst) {
+  static void Block(const float* index_q, const float* kT, const float* index_w, int64_t b, int64_t t0,
+                    int nq, int64_t T, Scratch& s, int32_t* dst) {
     // Step 1: the block's index queries.
     std::fill(s.Qi.begin(), s.Qi.end(), 0.0f);
     for (int r = 0; r < nq; ++r)

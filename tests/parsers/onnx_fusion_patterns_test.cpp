@@ -8,8 +8,8 @@
 #include <map>
 #include <sstream>
 
-#include <nlohmann/json.hpp>
 #include <onnx/onnx_pb.h>
+#include <nlohmann/json.hpp>
 
 #include "parsers/onnx_model.h"
 
@@ -198,7 +198,8 @@ TEST(OnnxFusionPatterns, RealKdaExportBetaSigmoidFusesIntoTheKernelUnlessReadEls
     }
   }
   const auto c = Count(*r);
-  for (int64_t l : {0, 1}) EXPECT_EQ(c.at({l, GraphPattern::kSiluMul}), std::make_pair(1, 0)) << "layer " << l;
+  for (int64_t l : {0, 1})
+    EXPECT_EQ(c.at({l, GraphPattern::kSiluMul}), std::make_pair(1, 0)) << "layer " << l;
 }
 
 const char* FeedsName(NormFeeds f) {

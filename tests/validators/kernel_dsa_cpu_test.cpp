@@ -89,10 +89,12 @@ TEST(DsaKernelIndexTest, StreamingTopKBreaksTiesByIndexLikeTheReference) {
   auto in = validators::RandomDsaInputs(spec, B, T, 7);
   for (int64_t b = 0; b < B; ++b)
     for (int64_t s = 5; s < T; ++s)
-      for (int64_t d = 0; d < DI; ++d) in.index_k[(b * T + s) * DI + d] = in.index_k[(b * T + s % 5) * DI + d];
+      for (int64_t d = 0; d < DI; ++d)
+        in.index_k[(b * T + s) * DI + d] = in.index_k[(b * T + s % 5) * DI + d];
   const std::vector<int32_t> ref = validators::ReferenceDsaIndices(spec, in);
   std::vector<int32_t> idx(ref.size(), -9);
-  ASSERT_EQ((*lib)->dsa_index(in.index_q.data(), in.index_k.data(), in.index_w.data(), idx.data(), B, T, 2), 0);
+  ASSERT_EQ((*lib)->dsa_index(in.index_q.data(), in.index_k.data(), in.index_w.data(), idx.data(), B, T, 2),
+            0);
   EXPECT_EQ(idx, ref);
   std::vector<int32_t> fused(ref.size(), -9);
   std::vector<float> o(static_cast<size_t>(B) * T * spec.num_heads * spec.v_head_dim);
