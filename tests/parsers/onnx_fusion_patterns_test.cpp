@@ -215,7 +215,8 @@ std::map<int64_t, std::vector<std::string>> NormTargets(const std::vector<GraphF
   return out;
 }
 
-// What a norm feeds is read from the structure: the usual order (llama, the KDA export); a post-LN
+// What a norm feeds is read from the structure: the usual order (llama, the KDA export, the MoE whose
+// FFN norm feeds a router and experts); a post-LN
 // encoder (BERT, nn.TransformerEncoderLayer), whose only norm+linear match per layer is norm1 ->
 // linear1, the FFN's (its attention's packed in-projection is no plain linear match): by graph
 // order it was taken for the attention's; and the real
@@ -223,7 +224,7 @@ std::map<int64_t, std::vector<std::string>> NormTargets(const std::vector<GraphF
 // truth file says which norm of layer 1 must not fuse (the attention's: its output is the residual).
 TEST(OnnxFusionPatterns, NormTargetIsReadFromTheGraphNotFromItsOrder) {
   using V = std::vector<std::string>;
-  for (const char* name : {"llama_gqa_tiny", "kda_gated_tiny"}) {
+  for (const char* name : {"llama_gqa_tiny", "kda_gated_tiny", "mixtral_moe_tiny"}) {
     auto r = FindOnnxFusionsInFile(kData + name + ".onnx");
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     const auto t = NormTargets(*r);
