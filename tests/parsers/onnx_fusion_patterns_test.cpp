@@ -215,13 +215,13 @@ std::map<int64_t, std::vector<std::string>> NormTargets(const std::vector<GraphF
   return out;
 }
 
-// What a norm feeds is read from the structure: the usual order (llama, the KDA export, the MoE whose
-// FFN norm feeds a router and experts); a post-LN
-// encoder (BERT, nn.TransformerEncoderLayer), whose only norm+linear match per layer is norm1 ->
-// linear1, the FFN's (its attention's packed in-projection is no plain linear match): by graph
-// order it was taken for the attention's; and the real
-// parallel-block export whose MLP branch is traced first, so its FFN norm leads in graph order; its
-// truth file says which norm of layer 1 must not fuse (the attention's: its output is the residual).
+// What a norm feeds is read from the structure, on real exports: the usual order (llama, the KDA
+// export, the MoE whose FFN norm feeds a router and experts); a post-LN encoder (BERT,
+// nn.TransformerEncoderLayer), whose only norm+linear match per layer is norm1 -> linear1, the FFN's
+// (its attention's packed in-projection is no plain linear match), which graph order took for the
+// attention's; and the parallel-block export whose MLP branch is traced first, so its FFN norm leads
+// in graph order. Its truth file says which norm of layer 1 must not fuse (the attention's: its
+// output is also the residual).
 TEST(OnnxFusionPatterns, NormTargetIsReadFromTheGraphNotFromItsOrder) {
   using V = std::vector<std::string>;
   for (const char* name : {"llama_gqa_tiny", "kda_gated_tiny", "mixtral_moe_tiny"}) {
