@@ -29,6 +29,7 @@
 
 #include "codegen/cpu_kernel_loader.h"
 #include "codegen/kernel_generator.h"
+#include "codegen/kernels/dsa_index_cpu.h"
 #include "validators/reference_dsa.h"
 #include "validators/reference_kda.h"
 
@@ -351,14 +352,17 @@ int BenchDsa(int64_t threads, int reps, int64_t TD) {
       static_cast<long long>(TD), static_cast<long long>(dsa.topk), reps, t_index * 1e3, t_sparse * 1e3,
       sparse_flops / t_sparse / 1e9, sparse_bytes / t_sparse / 1e9, static_cast<long long>(stride),
       static_cast<long long>(stride), t_dense * 1e3);
-  // Scores held at once: 16 queries x T fp32 per thread (the T x T matrix would be T^2 x 4 B). The two
+  // Scores held at once per thread: the indexer's candidates (codegen/kernels/dsa_index_cpu.h), against
+  // a whole 16 x T fp32 block (the kernel before the streaming top-k) and the T x T matrix. The two
   // calls also write and read back the T x top-k int32 selection.
+  const int64_t held = kernels::DsaIndexCpu<4, 64, 2048>::ScoreBytes(TD);
   std::printf(
       "     fused forward (index + attention per 16-query block) %.0f ms, output %s the two calls'; "
-      "indexer scores in memory %.1f MB per thread (T x T would be %.0f MB); selection the two calls "
-      "write and read back %.0f MB\n",
-      t_fwd * 1e3, fused_same ? "bit-identical to" : "DIFFERS from", 16.0 * TD * 4 / 1e6,
-      static_cast<double>(TD) * TD * 4 / 1e6, 2.0 * TD * dsa.topk * 4 / 1e6);
+      "indexer scores held per thread %lld B (a 16 x T block: %lld B; T x T: %.0f MB); selection the two "
+      "calls write and read back %.0f MB\n",
+      t_fwd * 1e3, fused_same ? "bit-identical to" : "DIFFERS from", static_cast<long long>(held),
+      static_cast<long long>(16 * TD * 4), static_cast<double>(TD) * TD * 4 / 1e6,
+      2.0 * TD * dsa.topk * 4 / 1e6);
   Row("DSA sparse attention vs dense causal attention (speedup)", t_dense / t_sparse, 4, "x");
   Row("DSA indexer + top-k + sparse attention vs dense causal (speedup)", t_dense / (t_sparse + t_index), 1, "x");
   std::printf("     CPU seconds (medians): indexer+top-k %.2f, sparse attention %.2f, fused forward %.2f\n",

@@ -15,7 +15,8 @@ namespace {
 
 using namespace onnx_internal;
 
-constexpr int kMaxChain = 6;  // elementwise steps walked between the ops of one pattern
+constexpr int kMaxChain = 6;        // elementwise steps walked between the ops of one pattern
+constexpr int kMaxFeedsWalk = 200;  // nodes visited downstream of a norm's linears (NormFeedsOf)
 
 struct Finder {
   const GraphIndex& g;
@@ -80,6 +81,39 @@ GraphFusionMatch Match(const Finder& f, GraphPattern pat, const std::vector<int>
   return m;
 }
 
+// Step 1b: what the linears reading one norm feed (rule in the header).
+NormFeeds NormFeedsOf(const Finder& f, const std::set<int>& linears) {
+  static const std::set<std::string> kChannelOps = {"Sigmoid", "Silu", "Swish",   "Gelu", "Erf",
+                                                    "Relu",    "Tanh", "Softmax", "TopK"};
+  std::set<std::string> reached;  // values computed from the linears' outputs
+  std::vector<int> stack(linears.rbegin(), linears.rend());
+  std::set<int> seen;
+  bool channel = false;
+  while (!stack.empty() && static_cast<int>(seen.size()) < kMaxFeedsWalk) {
+    const int n = stack.back();
+    stack.pop_back();
+    if (!seen.insert(n).second) continue;
+    const onnx::NodeProto& node = f.g.node(n);
+    if (!linears.count(n)) {
+      channel = channel || kChannelOps.count(node.op_type()) > 0;
+      if (f.IsLinear(n)) continue;  // the next projection ends the branch
+    }
+    for (const std::string& out : node.output()) {
+      reached.insert(out);
+      for (int r : f.Readers(out)) {
+        // Checked as each value arrives, so a meeting point is seen whichever branch reaches it last.
+        const onnx::NodeProto& rn = f.g.node(r);
+        int from_linears = 0;
+        for (const std::string& in : rn.input()) from_linears += reached.count(in) > 0;
+        const bool custom = !rn.domain().empty() && rn.domain() != "ai.onnx";
+        if (from_linears >= 2 && (custom || f.IsActivationMatMul(r))) return NormFeeds::kMixer;
+        stack.push_back(r);
+      }
+    }
+  }
+  return channel ? NormFeeds::kChannel : NormFeeds::kUnknown;
+}
+
 // Step 1: norm -> linears. `n` is the node whose output a linear reads.
 void NormLinear(const Finder& f, int n, std::vector<GraphFusionMatch>* out) {
   const onnx::NodeProto& node = f.g.node(n);
@@ -108,6 +142,7 @@ void NormLinear(const Finder& f, int n, std::vector<GraphFusionMatch>* out) {
   chain.insert(chain.end(), linears.begin(), linears.end());
   out->push_back(
       Match(f, GraphPattern::kNormLinear, chain, f.LayerOf(*linears.begin()), {node.output(0)}, {linears}));
+  out->back().feeds = NormFeedsOf(f, linears);
 }
 
 // Step 2: SiLU(gate) * up. `s` is a Sigmoid (or a Silu/Swish op).

@@ -11,7 +11,13 @@
 //                    ReduceMean] -> Add -> Sqrt -> Div/Reciprocal [-> Mul weight] [-> Add bias]), whose
 //                    output feeds only linears
 //                    (MatMul/Gemm with a weight initializer). Blocked when the normed output is also
-//                    the residual stream (post-LN encoders) or another op's input.
+//                    the residual stream (post-LN encoders) or another op's input. What the norm feeds
+//                    is read from the structure, not from graph order: the mixer when two values the
+//                    linears produce meet again at a MatMul of two activations (Q.K^T, P.V) or at a
+//                    custom-domain kernel op (KDA); else the channel when the walk reaches an
+//                    activation or a router (Sigmoid, Silu, Gelu, Erf, Relu, Tanh, Softmax, TopK); else
+//                    unknown. The walk goes downstream from the linears, stops at the next linear (the
+//                    branch's end) and visits at most kMaxFeedsWalk nodes.
 //   silu*mul         Sigmoid(x) -> Mul(x, .) (SiLU) -> Mul(., up) [or Silu/Swish op -> Mul]: the gate
 //                    GEMM output x, the sigmoid, the SiLU and the up GEMM output are each read only by
 //                    the next op of the chain.
@@ -33,6 +39,7 @@
 namespace onboard {
 
 enum class GraphPattern { kNormLinear, kSiluMul, kSoftmaxAttention, kSigmoidIntoKernel };
+enum class NormFeeds { kUnknown, kMixer, kChannel };  // norm+linear: what the normed input feeds
 const char* GraphPatternName(GraphPattern p);  // "norm+linear", ...
 
 struct GraphFusionMatch {
@@ -42,6 +49,7 @@ struct GraphFusionMatch {
   int64_t intermediates = 0;       // values the fused chain keeps on chip
   bool fusable = true;
   std::string blocker;  // when !fusable: "value V is also read by node N (Op)"
+  NormFeeds feeds = NormFeeds::kUnknown;  // kNormLinear only
 };
 
 // All matches of the file, in graph order. Errors as AnalyzeOnnxFile's (kBadInput naming the file).

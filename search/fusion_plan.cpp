@@ -133,6 +133,7 @@ LayerFusion PlanLayer(const ModelIR& m, const LayerSpec& l, const FusionOptions&
                             std::string(norm) + (l.channel == ChannelKind::kMoE ? " -> router + expert inputs"
                                                                                 : " -> gate/up projection"),
                             1, 2 * H * b, per_norm));
+    lf.terms.back().feeds_channel = true;
   }
   AddChannelTerms(m, l, o, &lf.terms);
   lf.terms.push_back(Term(FusionKind::kResidualAdd,

@@ -49,6 +49,7 @@ struct FusionTerm {
   double bytes_saved = 0;        // HBM bytes per token
   std::string formula;           // "2 x 7168 x 2 B (write + read of the normed input)"
   std::string blocked_by;        // set on LayerFusion::blocked terms: why the graph keeps it unfused
+  bool feeds_channel = false;    // kNormLinearPrologue: the norm before the MLP/MoE (else before the mixer)
 };
 
 struct LayerFusion {

@@ -24,13 +24,19 @@ void BlockKind(LayerFusion* l, FusionKind kind, const std::vector<const GraphFus
   }
 }
 
-// Step 2 of the norm rule: the i-th norm match against the i-th norm term.
+// Step 2 of the norm rule: each norm match blocks the norm term of what it feeds (mixer or channel,
+// from the graph's structure); a match whose target is unknown confirms or blocks nothing.
 void BlockNorms(LayerFusion* l, const std::vector<const GraphFusionMatch*>& ms) {
-  std::vector<size_t> norm_terms;
-  for (size_t i = 0; i < l->terms.size(); ++i)
-    if (l->terms[i].kind == FusionKind::kNormLinearPrologue) norm_terms.push_back(i);
-  for (size_t j = norm_terms.size(); j-- > 0;)
-    if (j < ms.size() && !ms[j]->fusable) Block(l, norm_terms[j], ms[j]->blocker);
+  for (const GraphFusionMatch* m : ms) {
+    if (m->fusable || m->feeds == NormFeeds::kUnknown) continue;
+    const bool channel = m->feeds == NormFeeds::kChannel;
+    for (size_t i = 0; i < l->terms.size(); ++i) {
+      const FusionTerm& t = l->terms[i];
+      if (t.kind != FusionKind::kNormLinearPrologue || t.feeds_channel != channel) continue;
+      Block(l, i, m->blocker);
+      break;
+    }
+  }
 }
 
 FusionTerm SoftmaxTerm(const GraphFusionMatch& m, const LayerSpec& spec, const FusionOptions& o) {

@@ -1,8 +1,10 @@
 // The fusion plan checked against an exported graph: the IR plan (search/fusion_plan.h) says which
 // chains a layer of this kind has; the ONNX graph (parsers/onnx_fusion_patterns.h) says whether each
 // chain's intermediates really have no other reader. Rules, per layer:
-//   norm+linear      the i-th norm match of the layer (graph order) confirms or blocks the i-th
-//                    kNormLinearPrologue term (attention input first, then the channel input)
+//   norm+linear      a blocked norm match blocks the layer's kNormLinearPrologue term of what the
+//                    norm feeds in the graph (GraphFusionMatch::feeds: mixer -> the attention-input
+//                    term, channel -> the MLP/MoE-input term), whatever the graph order; a match
+//                    whose target the graph does not show (unknown) blocks nothing
 //   silu*mul         any blocked match blocks the layer's kGatedActivation terms
 //   sigmoid->kernel  any blocked match blocks the layer's kKdaPrologue term
 //   softmax(QK^T)V   a fusable match adds a kSoftmaxAttention term (the graph materialises the

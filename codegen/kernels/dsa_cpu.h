@@ -6,22 +6,22 @@
 // Config (static constexpr): int HQ, HKV, D, DV, HI, DI; int64_t TOPK; int BLOCK; float SCALE;
 //   bool GATED, SINK. Shapes: codegen/kernel_abi.h.
 //
-// index (per batch and block of QB queries; scores live in a QB x T row block, never T x T):
-//   Step 1  Qi[QB*HI][DIP] = index_q rows; tile = Qi . index_k^T (keys in blocks of KB)
-//   Step 2  I[t,s] = sum_j w[t,j] * relu(tile[t,j,s]) for s <= t
-//   Step 3  top min(TOPK, t+1) by (score desc, index asc): threshold by nth_element on the scores,
-//           then one pass in index order (above threshold, then ties by index) -> sorted; pad -1
+// index (per batch and block of QB queries): DsaIndexCpu (codegen/kernels/dsa_index_cpu.h) streams
+//   the block's weighted relu scores tile by tile into an exact causal top-k (score desc, index asc;
+//   sorted ascending, -1 padded); a query holds at most 2*TOPK candidates, never its T scores.
 // attend (per batch, query, kv head) with G = HQ/HKV query heads sharing the kv head:
 //   Step 1  QtT[DP][GP] = (scale * q)^T
 //   Step 2  per block of up to BLOCK selected keys: L = K_sel QtT (logits^T), rows read in place
 //           through row pointers when D, DV are multiples of 16, else gathered run by run
 //   Step 3  online softmax per head (running max m, sum l), acc = acc*alpha + P V_sel
 //   Step 4  o = acc / (l + exp(sink - m)) [* sigmoid(gate)]
-// Forward (fused): per (batch, query block) the index steps, then attend for those queries at once,
-//   so the selection of a block is used while its keys' scores are still in cache.
+// Forward (fused): per (batch, query block) the index, then attend for those queries at once: the
+//   block's candidates (L2) and selection (QB x TOPK int32) are used where they are made, and the
+//   T x TOPK selection the two calls write and read back is never allocated.
 #pragma once
 
 #include "codegen/kernels/cpu_simd.h"
+#include "codegen/kernels/dsa_index_cpu.h"
 
 namespace onboard::kernels {
 
@@ -32,21 +32,12 @@ struct DsaCpu {
   static constexpr int64_t TOPK = Config::TOPK;
   static constexpr float SCALE = Config::SCALE;
   static constexpr int G = HQ / HKV;
-  static constexpr int DP = pad16(D), DVP = pad16(DV), DIP = pad16(DI), GP = pad16(G);
-  static constexpr int QB = 16;  // queries per indexer work item
-  static constexpr int KB = 64;  // keys per indexer tile
+  static constexpr int DP = pad16(D), DVP = pad16(DV), GP = pad16(G);
+  using Indexer = DsaIndexCpu<HI, DI, TOPK>;
+  static constexpr int QB = Indexer::QB, KB = Indexer::KB;
   // Rows of K and V are read in place (no gather copy) when their widths are whole 16-float rows.
   static constexpr bool IN_PLACE = D % 16 == 0 && DV % 16 == 0;
   static_assert(HQ % HKV == 0, "query heads must be a multiple of the kv heads");
-
-  struct IndexScratch {
-    std::vector<float> Qi, tile, score, vals;
-    void Resize(int64_t Tp) {
-      Qi.resize(QB * HI * DIP);
-      tile.resize(QB * HI * KB);
-      score.resize(static_cast<size_t>(QB) * Tp);
-    }
-  };
 
   struct AttnScratch {
     std::vector<float> QtT, Kblk, Vblk, L, acc, m, l, alpha, mx, sum;
@@ -55,83 +46,6 @@ struct DsaCpu {
         : QtT(DP * GP), Kblk(BLOCK * DP), Vblk(BLOCK * DVP), L(BLOCK * GP), acc(G * DVP), m(GP), l(GP),
           alpha(GP), mx(GP), sum(GP), krow(BLOCK), vrow(BLOCK) {}
   };
-
-  // Indexer keys transposed and padded: kT[b][DIP][Tp].
-  static std::vector<float> transpose_keys(const float* index_k, int64_t batch, int64_t T, int64_t Tp,
-                                           int64_t num_threads) {
-    std::vector<float> kT(static_cast<size_t>(batch) * DIP * Tp, 0.0f);
-    parallel_for(batch, num_threads, [&](int64_t b) {
-      float* dst = &kT[static_cast<size_t>(b) * DIP * Tp];
-      for (int64_t s = 0; s < T; ++s)
-        for (int d = 0; d < DI; ++d) dst[d * Tp + s] = index_k[(b * T + s) * DI + d];
-    });
-    return kT;
-  }
-
-  // Steps 1-2 of the index: weighted relu scores of queries t0.. (nq of them) for keys 0..last.
-  static void index_scores(const float* index_q, const float* kT, const float* index_w, int64_t b,
-                           int64_t t0, int nq, int64_t T, int64_t Tp, IndexScratch& s) {
-    std::fill(s.Qi.begin(), s.Qi.end(), 0.0f);
-    for (int r = 0; r < nq; ++r)
-      for (int j = 0; j < HI; ++j) {
-        const float* src = index_q + (((b * T + t0 + r) * HI) + j) * DI;
-        std::copy(src, src + DI, &s.Qi[(r * HI + j) * DIP]);
-      }
-    const int64_t last = t0 + nq - 1;
-    const DF d;
-    const VF zero = hn::Zero(d);
-    for (int64_t s0 = 0; s0 <= last; s0 += KB) {
-      std::fill(s.tile.begin(), s.tile.end(), 0.0f);
-      gemm_acc<KB>(nq * HI, DIP, s.Qi.data(), DIP, 1, kT + s0, Tp, s.tile.data(), KB);
-      for (int r = 0; r < nq; ++r) {
-        const float* w = index_w + (b * T + t0 + r) * HI;
-        float* out = &s.score[static_cast<int64_t>(r) * Tp + s0];
-        for (int c = 0; c < KB; c += kLanes) {
-          VF sum = zero;
-          for (int j = 0; j < HI; ++j) {
-            const VF row = hn::LoadU(d, &s.tile[(r * HI + j) * KB + c]);
-            sum = hn::MulAdd(hn::Set(d, w[j]), hn::Max(row, zero), sum);
-          }
-          hn::StoreU(sum, d, out + c);
-        }
-      }
-    }
-  }
-
-  // Step 3 of the index for query t: exact top-k of sc[0..t], sorted ascending, -1 padded.
-  static void select_topk(const float* sc, int64_t t, std::vector<float>& vals, int32_t* dst) {
-    const int64_t n = t + 1;
-    if (n <= TOPK) {
-      for (int64_t s = 0; s < n; ++s) dst[s] = static_cast<int32_t>(s);
-      for (int64_t s = n; s < TOPK; ++s) dst[s] = -1;
-      return;
-    }
-    // The TOPK-th largest score (threshold), then one pass in index order: every key above it, and
-    // keys equal to it by ascending index until TOPK are taken. The output comes out sorted.
-    vals.assign(sc, sc + n);
-    std::nth_element(vals.begin(), vals.begin() + (n - TOPK), vals.end());
-    const float thr = vals[n - TOPK];
-    int64_t above = 0;
-    for (int64_t s = 0; s < n; ++s) above += sc[s] > thr;
-    int64_t ties_left = TOPK - above, w = 0;
-    for (int64_t s = 0; s < n && w < TOPK; ++s) {
-      const bool take = sc[s] > thr || (sc[s] == thr && ties_left > 0);
-      if (take) {
-        ties_left -= sc[s] == thr;
-        dst[w++] = static_cast<int32_t>(s);
-      }
-    }
-    for (; w < TOPK; ++w) dst[w] = -1;  // only reachable with NaN scores
-  }
-
-  // The whole index of one query block: selections of queries t0..t0+nq-1 into dst[nq][TOPK].
-  static void index_block(const float* index_q, const float* kT, const float* index_w, int64_t b,
-                          int64_t t0, int nq, int64_t T, int64_t Tp, IndexScratch& s, int32_t* dst) {
-    index_scores(index_q, kT, index_w, b, t0, nq, T, Tp, s);
-    for (int r = 0; r < nq; ++r) {
-      select_topk(&s.score[static_cast<int64_t>(r) * Tp], t0 + r, s.vals, dst + r * TOPK);
-    }
-  }
 
   // L[i][0..GP) = krow[i] . QtT (MR key rows at a time, read in place through row pointers).
   template <int MR>
@@ -293,15 +207,15 @@ struct DsaCpu {
     if (batch < 1 || seq_len < 1) return 1;
     if (!index_q || !index_k || !index_w || !topk_indices) return 2;
     const int64_t T = seq_len, Tp = (T + KB - 1) / KB * KB;
-    const std::vector<float> kT = transpose_keys(index_k, batch, T, Tp, num_threads);
+    const std::vector<float> kT = Indexer::TransposeKeys(index_k, batch, T, Tp, num_threads);
     const int64_t nblocks = (T + QB - 1) / QB;
     parallel_for(batch * nblocks, num_threads, [&](int64_t item) {
-      thread_local IndexScratch s;
+      thread_local typename Indexer::Scratch s;
       s.Resize(Tp);
       const int64_t b = item / nblocks, t0 = (item % nblocks) * QB;
       const int nq = static_cast<int>(std::min<int64_t>(QB, T - t0));
-      index_block(index_q, &kT[static_cast<size_t>(b) * DIP * Tp], index_w, b, t0, nq, T, Tp, s,
-                  topk_indices + (b * T + t0) * TOPK);
+      Indexer::Block(index_q, &kT[static_cast<size_t>(b) * Indexer::DIP * Tp], index_w, b, t0, nq, T, s,
+                     topk_indices + (b * T + t0) * TOPK);
     });
     return 0;
   }
@@ -331,10 +245,10 @@ struct DsaCpu {
     if (!q || !k || !v || !o || !index_q || !index_k || !index_w) return 2;
     if ((Config::GATED && !gate) || (Config::SINK && !sink)) return 2;
     const int64_t T = seq_len, Tp = (T + KB - 1) / KB * KB;
-    const std::vector<float> kT = transpose_keys(index_k, batch, T, Tp, num_threads);
+    const std::vector<float> kT = Indexer::TransposeKeys(index_k, batch, T, Tp, num_threads);
     const int64_t nblocks = (T + QB - 1) / QB;
     parallel_for(batch * nblocks, num_threads, [&](int64_t item) {
-      thread_local IndexScratch is;
+      thread_local typename Indexer::Scratch is;
       thread_local AttnScratch as;
       thread_local std::vector<int32_t> own;
       is.Resize(Tp);
@@ -347,7 +261,8 @@ struct DsaCpu {
         own.resize(static_cast<size_t>(QB) * TOPK);
         sel = own.data();
       }
-      index_block(index_q, &kT[static_cast<size_t>(b) * DIP * Tp], index_w, b, t0, nq, T, Tp, is, sel);
+      Indexer::Block(index_q, &kT[static_cast<size_t>(b) * Indexer::DIP * Tp], index_w, b, t0, nq, T, is,
+                     sel);
       for (int r = 0; r < nq; ++r)
         for (int kh = 0; kh < HKV; ++kh) attend(q, k, v, gate, sink, sel + r * TOPK, o, b, t0 + r, kh, T, as);
     });

@@ -9,6 +9,9 @@
 #include <sstream>
 
 #include <onnx/onnx_pb.h>
+#include <nlohmann/json.hpp>
+
+#include "parsers/onnx_model.h"
 
 namespace onboard {
 namespace {
@@ -154,6 +157,99 @@ TEST(OnnxFusionPatterns, SigmoidIntoACustomKernelFusesUnlessReadElsewhere) {
     const auto c = Count(Find(m, "kda_beta.onnx"));
     EXPECT_EQ(c.at({0, GraphPattern::kSigmoidIntoKernel}),
               second_reader ? std::make_pair(0, 1) : std::make_pair(1, 0));
+  }
+}
+
+// The real export of scripts/export_kda_onnx_fixture.py (torch.onnx.export, python3-torch 1.13): the
+// KDA recurrence is one com.onboard::ChunkKDA node fed by beta = sigmoid(b_proj(h)). Its truth file
+// says per layer whether that sigmoid may run inside the kernel: layer 0 yes; layer 1 no, because its
+// beta also scales v (a second reader). The output gate's sigmoid (Sigmoid_1) feeds a Mul, not the
+// kernel, so it never matches; the SwiGLU MLPs still do.
+TEST(OnnxFusionPatterns, RealKdaExportBetaSigmoidFusesIntoTheKernelUnlessReadElsewhere) {
+  std::ifstream tf(kData + "kda_gated_tiny.truth.json");
+  ASSERT_TRUE(tf.good());
+  const nlohmann::json truth = nlohmann::json::parse(tf);
+  auto info = AnalyzeOnnxFile(kData + "kda_gated_tiny.onnx");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  EXPECT_EQ(info->unique_params, truth.at("total_params").get<int64_t>());
+  EXPECT_EQ(static_cast<int64_t>(info->ir.layers.size()), truth.at("num_layers").get<int64_t>());
+  EXPECT_EQ(info->ir.hidden, truth.at("hidden_size").get<int64_t>());
+  EXPECT_EQ(info->ir.vocab, truth.at("vocab_size").get<int64_t>());
+  auto r = FindOnnxFusionsInFile(kData + "kda_gated_tiny.onnx");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  std::map<int64_t, const GraphFusionMatch*> into_kernel;
+  for (const auto& m : *r) {
+    if (m.pattern != GraphPattern::kSigmoidIntoKernel) continue;
+    EXPECT_EQ(into_kernel.count(m.layer), 0u) << "two sigmoid->kernel matches in layer " << m.layer;
+    into_kernel[m.layer] = &m;
+    EXPECT_EQ(m.nodes.front().find("Sigmoid_1"), std::string::npos) << "the output gate fed no kernel";
+  }
+  ASSERT_EQ(into_kernel.size(), truth.at("sigmoid_into_kernel").size());
+  for (const auto& want : truth.at("sigmoid_into_kernel")) {
+    const int64_t l = want.at("layer").get<int64_t>();
+    ASSERT_EQ(into_kernel.count(l), 1u) << "layer " << l;
+    const GraphFusionMatch& m = *into_kernel.at(l);
+    const std::string scope = "/layers." + std::to_string(l) + "/self_attn/";
+    EXPECT_EQ(m.nodes.front(), scope + "Sigmoid");
+    EXPECT_EQ(m.nodes.back(), scope + "ChunkKDA");
+    EXPECT_EQ(m.fusable, want.at("fusable").get<bool>()) << "layer " << l << ": " << m.blocker;
+    if (!m.fusable) {
+      EXPECT_NE(m.blocker.find("is also read by node " + scope), std::string::npos) << m.blocker;
+    }
+  }
+  const auto c = Count(*r);
+  for (int64_t l : {0, 1})
+    EXPECT_EQ(c.at({l, GraphPattern::kSiluMul}), std::make_pair(1, 0)) << "layer " << l;
+}
+
+const char* FeedsName(NormFeeds f) {
+  return f == NormFeeds::kMixer ? "attention" : f == NormFeeds::kChannel ? "mlp" : "unknown";
+}
+
+// Per layer, the targets of its norm+linear matches in graph order, with ":blocked" when not fusable.
+std::map<int64_t, std::vector<std::string>> NormTargets(const std::vector<GraphFusionMatch>& ms) {
+  std::map<int64_t, std::vector<std::string>> out;
+  for (const auto& m : ms)
+    if (m.pattern == GraphPattern::kNormLinear && m.layer >= 0)
+      out[m.layer].push_back(std::string(FeedsName(m.feeds)) + (m.fusable ? "" : ":blocked"));
+  return out;
+}
+
+// What a norm feeds is read from the structure, on real exports: the usual order (llama, the KDA
+// export, the MoE whose FFN norm feeds a router and experts); a post-LN encoder (BERT,
+// nn.TransformerEncoderLayer), whose only norm+linear match per layer is norm1 -> linear1, the FFN's
+// (its attention's packed in-projection is no plain linear match), which graph order took for the
+// attention's; and the parallel-block export whose MLP branch is traced first, so its FFN norm leads
+// in graph order. Its truth file says which norm of layer 1 must not fuse (the attention's: its
+// output is also the residual).
+TEST(OnnxFusionPatterns, NormTargetIsReadFromTheGraphNotFromItsOrder) {
+  using V = std::vector<std::string>;
+  for (const char* name : {"llama_gqa_tiny", "kda_gated_tiny", "mixtral_moe_tiny"}) {
+    auto r = FindOnnxFusionsInFile(kData + name + ".onnx");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const auto t = NormTargets(*r);
+    for (int64_t l : {0, 1}) EXPECT_EQ(t.at(l), (V{"attention", "mlp"})) << name << " layer " << l;
+  }
+  auto bert = FindOnnxFusionsInFile(kData + "bert_encoder_tiny.onnx");
+  ASSERT_TRUE(bert.ok());
+  for (const auto& [l, targets] : NormTargets(*bert))
+    EXPECT_EQ(targets, (V{"mlp:blocked"})) << "bert layer " << l;  // the first norm a layer shows
+
+  std::ifstream tf(kData + "parallel_block_tiny.truth.json");
+  ASSERT_TRUE(tf.good());
+  const nlohmann::json truth = nlohmann::json::parse(tf);
+  auto r = FindOnnxFusionsInFile(kData + "parallel_block_tiny.onnx");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const auto t = NormTargets(*r);
+  ASSERT_EQ(t.size(), truth.at("norm_linear").size());
+  for (const auto& want : truth.at("norm_linear")) {
+    const int64_t l = want.at("layer").get<int64_t>();
+    V expected;
+    for (const auto& target : want.at("graph_order")) {
+      const std::string n = target.get<std::string>();
+      expected.push_back(n + (want.at("fusable").at(n).get<bool>() ? "" : ":blocked"));
+    }
+    EXPECT_EQ(t.at(l), expected) << "parallel_block_tiny layer " << l;
   }
 }
 

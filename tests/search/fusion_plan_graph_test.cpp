@@ -97,6 +97,41 @@ TEST(FusionPlanGraph, PostNormEncoderLosesItsNormPrologues) {
   EXPECT_GT(blocked, 0);
 }
 
+// Blocked kNormLinearPrologue terms of one layer: "attention" / "mlp" per term, by its target.
+std::vector<std::string> BlockedNorms(const LayerFusion& l) {
+  std::vector<std::string> out;
+  for (const FusionTerm& t : l.blocked)
+    if (t.kind == FusionKind::kNormLinearPrologue) out.push_back(t.feeds_channel ? "mlp" : "attention");
+  return out;
+}
+
+// A blocked norm blocks the term of what it feeds, not the term at its graph position: the real
+// parallel-block export (scripts/export_onnx_fusion_fixtures.py) traces the MLP branch first and in
+// layer 1 reuses the attention's normed input as the residual; the post-LN encoder's one norm match per
+// layer is the FFN's. Matching by graph order blocks the other term in both.
+TEST(FusionPlanGraph, NormTermsAreMatchedByWhatTheNormFeeds) {
+  using V = std::vector<std::string>;
+  const std::string par = kOnnx + "parallel_block_tiny.onnx";
+  auto m = LoadModel(par);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  auto g = PlanFusionsForModelFile(*m, par, FusionOptions{});
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->layers.size(), 2u);
+  EXPECT_EQ(BlockedNorms(g->layers[0]), V{});
+  EXPECT_EQ(BlockedNorms(g->layers[1]), V{"attention"});
+  int channel_norms = 0;
+  for (const FusionTerm& t : g->layers[1].terms)
+    channel_norms += t.kind == FusionKind::kNormLinearPrologue && t.feeds_channel;
+  EXPECT_EQ(channel_norms, 1) << "layer 1's FFN norm still fuses";
+
+  const std::string bert = kOnnx + "bert_encoder_tiny.onnx";
+  auto b = LoadModel(bert);
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  auto gb = PlanFusionsForModelFile(*b, bert, FusionOptions{});
+  ASSERT_TRUE(gb.ok()) << gb.status().ToString();
+  for (const LayerFusion& l : gb->layers) EXPECT_EQ(BlockedNorms(l), V{"mlp"}) << "bert layer " << l.layer;
+}
+
 TEST(FusionPlanGraph, ConfigModelsUseTheIrPlanOnly) {
   auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/flagship.config.json");
   ASSERT_TRUE(m.ok());

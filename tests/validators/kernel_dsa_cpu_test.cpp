@@ -66,6 +66,44 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{4, 2, 64, 64, 4, 64, 24, 8, 1, 150, false, true},       // T > k
                       Case{4, 2, 64, 64, 4, 64, 24, 8, 1, 11, false, true}));      // T < k
 
+// The indexer's streaming top-k prunes each query's candidates to TOPK whenever a key tile may no
+// longer fit (codegen/kernels/dsa_index_cpu.h). With index keys repeating every 5 positions the scores
+// take 5 values per query, so nearly every pruning cuts through a tie, which only the index order can
+// break: the selections must equal the reference's (score desc, index asc), T = 700 >> the 2*TOPK
+// candidates kept, across two batches.
+TEST(DsaKernelIndexTest, StreamingTopKBreaksTiesByIndexLikeTheReference) {
+  setenv("ONBOARD_KERNEL_CACHE", ONBOARD_BINARY_DIR "/kernel-cache", 0);
+  DsaSpec spec;
+  spec.num_heads = 4;
+  spec.num_kv_heads = 2;
+  spec.head_dim = spec.v_head_dim = 64;
+  spec.index_heads = 4;
+  spec.index_head_dim = 64;
+  spec.topk = 24;
+  spec.block = 8;
+  auto gen = codegen::GenerateDsa(spec, {});
+  ASSERT_TRUE(gen.ok()) << gen.status().ToString();
+  auto lib = codegen::LoadCpuKernel(*gen);
+  ASSERT_TRUE(lib.ok()) << lib.status().ToString();
+  const int64_t B = 2, T = 700, DI = spec.index_head_dim;
+  auto in = validators::RandomDsaInputs(spec, B, T, 7);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t s = 5; s < T; ++s)
+      for (int64_t d = 0; d < DI; ++d)
+        in.index_k[(b * T + s) * DI + d] = in.index_k[(b * T + s % 5) * DI + d];
+  const std::vector<int32_t> ref = validators::ReferenceDsaIndices(spec, in);
+  std::vector<int32_t> idx(ref.size(), -9);
+  ASSERT_EQ((*lib)->dsa_index(in.index_q.data(), in.index_k.data(), in.index_w.data(), idx.data(), B, T, 2),
+            0);
+  EXPECT_EQ(idx, ref);
+  std::vector<int32_t> fused(ref.size(), -9);
+  std::vector<float> o(static_cast<size_t>(B) * T * spec.num_heads * spec.v_head_dim);
+  ASSERT_EQ((*lib)->dsa_fwd(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(),
+                            in.index_w.data(), nullptr, nullptr, o.data(), fused.data(), B, T, 2),
+            0);
+  EXPECT_EQ(fused, ref);
+}
+
 // A null required pointer is refused (2), never dereferenced.
 TEST(DsaKernelAbiTest, NullPointersAndBadDimsAreRefused) {
   setenv("ONBOARD_KERNEL_CACHE", ONBOARD_BINARY_DIR "/kernel-cache", 0);
