@@ -155,6 +155,7 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   UnitInputs inputs;
   std::map<int64_t, double> indexer_kl;  // MLA layer -> KL(attention || indexer), summed over micro-steps
   inputs.indexer_kl = &indexer_kl;
+  inputs.tp = &st.tp;  // tensor parallelism (probe_tp.h); inactive when tp = 1
   double correct = 0;  // exact-match counted targets on this rank (integer-valued: any order)
   inputs.correct = &correct;
   inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());

@@ -33,7 +33,8 @@ std::vector<double> Losses(const ProbeResult& r) {
 
 double MaxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
   double m = a.size() == b.size() ? 0 : INFINITY;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::abs(a[i] - b[i]) / std::abs(b[i]));
   return m;
 }
 
@@ -62,9 +63,11 @@ TEST(ProbeTensorParallel, SlicesReassembleTheOneProcessInit) {
   ASSERT_EQ(full.size(), local.size());
   int64_t split_slots = 0;
   for (size_t u = 0; u < full.size(); ++u) {
-    for (auto [f, l] : {std::make_pair(&full[u].dense, &local[u].dense), std::make_pair(&full[u].lora, &local[u].lora)}) {
+    for (auto [f, l] :
+         {std::make_pair(&full[u].dense, &local[u].dense), std::make_pair(&full[u].lora, &local[u].lora)}) {
       const at::Tensor init = backends::InitFlat(*f, 7 + u);
-      const at::Tensor s0 = backends::TpSliceFlat(*f, *l, init, 0, 2), s1 = backends::TpSliceFlat(*f, *l, init, 1, 2);
+      const at::Tensor s0 = backends::TpSliceFlat(*f, *l, init, 0, 2),
+                       s1 = backends::TpSliceFlat(*f, *l, init, 1, 2);
       for (size_t i = 0; i < f->slots.size(); ++i) {
         const backends::ParamSlot& fs = f->slots[i];
         const backends::ParamSlot& ls = l->slots[i];
@@ -75,8 +78,10 @@ TEST(ProbeTensorParallel, SlicesReassembleTheOneProcessInit) {
         for (size_t d = 0; d < fs.shape.size(); ++d)
           if (fs.shape[d] != ls.shape[d]) dim = static_cast<int64_t>(d);
         const at::Tensor got = dim < 0 ? a : at::cat({a, b}, dim);
-        if (dim < 0) EXPECT_TRUE(at::equal(a, b)) << fs.name << " replicated but differs across TP ranks";
-        else ++split_slots;
+        if (dim < 0)
+          EXPECT_TRUE(at::equal(a, b)) << fs.name << " replicated but differs across TP ranks";
+        else
+          ++split_slots;
         EXPECT_TRUE(at::equal(got, want)) << full[u].name << "." << fs.name;
       }
     }
@@ -90,11 +95,13 @@ TEST(ProbeTensorParallel, TwoProcessesTp2MatchOneProcess) {
   Expected<ProbeResult> tp = RunProbeSpec(SmallSpec(), Cfg(2, 2, "tp2"));
   ASSERT_TRUE(tp.ok()) << tp.status().ToString();
   const double d = MaxRelDiff(Losses(*tp), Losses(one));
-  std::printf("tp=2 (2 processes) vs 1 process, fp32 micro_batch=2, 20 steps: max relative loss difference %.3g\n", d);
+  std::printf(
+      "tp=2 (2 processes) vs 1 process, fp32 micro_batch=2, 20 steps: max relative loss difference %.3g\n",
+      d);
   EXPECT_LT(d, 1e-4);
   EXPECT_LT(std::abs(tp->steps[0].grad_norm - one.steps[0].grad_norm) / one.steps[0].grad_norm, 1e-4);
-  EXPECT_GT(tp->steps.back().comm.tp_all_reduce_s, 0.0);  // row-parallel outputs / input grads
-  EXPECT_GT(tp->steps.back().comm.tp_all_gather_s, 0.0);  // CE max logit
+  EXPECT_GT(tp->steps.back().comm.tp_all_reduce_s, 0.0);   // row-parallel outputs / input grads
+  EXPECT_GT(tp->steps.back().comm.tp_all_gather_s, 0.0);   // CE max logit
   EXPECT_EQ(tp->steps.back().comm.reduce_scatter_s, 0.0);  // one data-parallel rank: no FSDP
   // Each token routed once per data rank (TP rank 0 counts): 8 sequences x 16 tokens x top-2.
   int64_t routed = 0;
@@ -110,7 +117,10 @@ TEST(ProbeTensorParallel, FourProcessesTp2Ep2MatchOneProcess) {
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const double d = MaxRelDiff(Losses(*r), Losses(one));
-  std::printf("tp=2 x ep=2 x fsdp=2 (4 processes) vs 1 process, fp32 micro_batch=2, 20 steps: max relative loss difference %.3g\n", d);
+  std::printf(
+      "tp=2 x ep=2 x fsdp=2 (4 processes) vs 1 process, fp32 micro_batch=2, 20 steps: max relative loss "
+      "difference %.3g\n",
+      d);
   EXPECT_LT(d, 1e-4);
   EXPECT_GT(r->steps.back().comm.all_to_all_s, 0.0);
   EXPECT_GT(r->steps.back().comm.reduce_scatter_s, 0.0);
@@ -136,10 +146,10 @@ TEST(ProbeTensorParallel, ImpossibleLayoutNamesEveryFactor) {
   c.ep = 3;
   const Status st = c.Validate(SmallSpec());
   EXPECT_EQ(st.code(), ErrorCode::kBadInput);
-  for (const char* want : {"tp=3 must divide ranks=4", "tp=3 must divide kda_heads=2", "tp=3 must divide mla_heads=2",
-                           "tp=3 must divide index_heads=2", "tp=3 must divide mlp_inter=64",
-                           "tp=3 must divide shared_inter=32", "tp=3 must divide vocab=256",
-                           "ep=3 must divide ranks=4", "ep=3 must divide num_experts=8"})
+  for (const char* want :
+       {"tp=3 must divide ranks=4", "tp=3 must divide kda_heads=2", "tp=3 must divide mla_heads=2",
+        "tp=3 must divide index_heads=2", "tp=3 must divide mlp_inter=64", "tp=3 must divide shared_inter=32",
+        "tp=3 must divide vocab=256", "ep=3 must divide ranks=4", "ep=3 must divide num_experts=8"})
     EXPECT_NE(st.message().find(want), std::string::npos) << want << " in: " << st.message();
   c.tp = 2;  // ep must now divide the 2 data-parallel ranks
   c.ep = 4;
