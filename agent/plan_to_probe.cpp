@@ -30,7 +30,8 @@ void Unsupported(const Plan& plan, ProbeLayout& L) {
   const auto& d = plan.deg;
   if (d.sequence_parallel)
     L.factors.push_back({"sequence_parallel", "on", "off",
-                         "the probe's tensor parallelism keeps activations replicated over TP (no sequence parallelism yet)"});
+                         "the probe's tensor parallelism keeps activations replicated over TP (no sequence "
+                         "parallelism yet)"});
   if (d.pp > 1)
     L.factors.push_back({"pp", Str(d.pp), "1", "the probe has no pipeline schedule yet: runs every layer on every rank"});
   if (d.interleave > 1)
@@ -57,12 +58,16 @@ void TensorParallel(const Plan& plan, const ProxySpec* proxy, ProbeLayout& L) {
     std::string bad;
     for (const auto& [name, v] : sizes)
       if (v % t != 0 && bad.empty()) bad = name + "=" + Str(v);
-    if (bad.empty()) L.tp = t;
-    else if (blocked.empty()) blocked = "tp=" + Str(t) + " does not divide the proxy's " + bad;
+    if (bad.empty())
+      L.tp = t;
+    else if (blocked.empty())
+      blocked = "tp=" + Str(t) + " does not divide the proxy's " + bad;
   }
   std::string reason;  // empty: scaled down to the probe's ranks with its structure kept
-  if (L.tp != want && !blocked.empty()) reason = blocked + ": runs tp=" + Str(L.tp);
-  else if (L.tp == 1) reason = "no tp >= 2 divides ranks=" + Str(L.ranks);
+  if (L.tp != want && !blocked.empty())
+    reason = blocked + ": runs tp=" + Str(L.tp);
+  else if (L.tp == 1)
+    reason = "no tp >= 2 divides ranks=" + Str(L.ranks);
   L.factors.push_back({"tp", Str(want), Str(L.tp), reason});
 }
 
@@ -99,8 +104,9 @@ void ExpertParallel(const Plan& plan, int64_t proxy_experts, ProbeLayout& L) {
   }
   L.ep = LargestCommonDivisorUpTo(L.ranks / L.tp, proxy_experts, want);
   L.factors.push_back({"ep", Str(want), Str(L.ep),
-                       L.ep > 1 ? "" : "no ep >= 2 divides both the data-parallel ranks=" + Str(L.ranks / L.tp) +
-                                           " and the proxy's experts=" + Str(proxy_experts)});
+                       L.ep > 1 ? ""
+                                : "no ep >= 2 divides both the data-parallel ranks=" + Str(L.ranks / L.tp) +
+                                      " and the proxy's experts=" + Str(proxy_experts)});
 }
 
 // Step 4: micro-batches.
@@ -125,9 +131,13 @@ nlohmann::json ProbeLayout::ToJson() const {
   for (const auto& x : factors)
     f.push_back({{"factor", x.factor}, {"plan", x.plan}, {"probe", x.probe}, {"kept", x.reason.empty()},
                  {"reason", x.reason}});
-  return {{"ranks", ranks},           {"tp", tp},           {"ep", ep},
-          {"fsdp", fsdp},             {"replicas", replicas},
-          {"micro_steps", micro_steps}, {"micro_batch", micro_batch},
+  return {{"ranks", ranks},
+          {"tp", tp},
+          {"ep", ep},
+          {"fsdp", fsdp},
+          {"replicas", replicas},
+          {"micro_steps", micro_steps},
+          {"micro_batch", micro_batch},
           {"factors", f}};
 }
 

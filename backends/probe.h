@@ -207,8 +207,8 @@ struct CollectiveTimes {
   double all_to_all_s = 0;           // EP dispatch + combine (incl. the count exchange)
   double all_reduce_s = 0;           // grad-norm / loss / replica gradient all-reduces
   // Tensor parallelism (backends/probe_tp.h), over the TP group only:
-  double tp_all_reduce_s = 0;        // row-parallel outputs, column-parallel input grads, CE sums, partial grads
-  double tp_all_gather_s = 0;        // vocab-parallel CE: max logit and the accuracy's full logits
+  double tp_all_reduce_s = 0;  // row-parallel outputs, input grads, CE sums, partial grads
+  double tp_all_gather_s = 0;  // vocab-parallel CE: max logit and the accuracy's full logits
   double tp_total() const { return tp_all_reduce_s + tp_all_gather_s; }
   double total() const { return all_gather_s + reduce_scatter_s + all_to_all_s + all_reduce_s + tp_total(); }
 };

@@ -35,8 +35,9 @@ void FormatTpComm(const ProbeResult& r, std::ostringstream& os) {
   if (n == 0) return;
   const double k = 1e3 / static_cast<double>(n);
   os << "tensor parallelism: tp=" << r.config.tp_degree() << " x " << r.config.data_ranks()
-     << " data-parallel ranks; TP all-reduce " << F("%.2f", ar * k) << " ms, TP all-gather " << F("%.2f", ag * k)
-     << " ms per step (" << F("%.1f", step > 0 ? 100 * (ar + ag) / step : 0.0) << "% of the step)\n";
+     << " data-parallel ranks; TP all-reduce " << F("%.2f", ar * k) << " ms, TP all-gather "
+     << F("%.2f", ag * k) << " ms per step (" << F("%.1f", step > 0 ? 100 * (ar + ag) / step : 0.0)
+     << "% of the step)\n";
 }
 
 }  // namespace

@@ -60,7 +60,8 @@ Status ValidateParallelFactors(const ProbeConfig& c, const ProxySpec& spec) {
   if (c.batch < 1 || c.batch % d != 0)
     bad.push_back("batch=" + S(c.batch) + " must be a positive multiple of " + dn);
   else if (c.micro_batch < 0 || (c.micro_batch > 0 && c.batch % (d * c.micro_batch) != 0))
-    bad.push_back("batch=" + S(c.batch) + " must be a multiple of " + dn + " * micro_batch=" + S(c.micro_batch));
+    bad.push_back("batch=" + S(c.batch) + " must be a multiple of " + dn +
+                  " * micro_batch=" + S(c.micro_batch));
   if (bad.empty()) return Status::Ok();
   std::string msg;
   for (const std::string& b : bad) msg += (msg.empty() ? "" : "; ") + b;

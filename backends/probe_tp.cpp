@@ -17,7 +17,7 @@ using torch::autograd::variable_list;
 // Replicated slots that sit outside every TP region: their inputs and output gradients are the
 // same on every TP rank, so are their gradients (no TP reduction).
 bool OutsideTpRegion(const std::string& name) {
-  static const std::set<std::string> kOutside = {"norm1",   "norm2",    "router",    "lat_down",
+  static const std::set<std::string> kOutside = {"norm1",    "norm2",  "router",    "lat_down",
                                                  "lat_norm", "lat_up", "final_norm"};
   return kOutside.count(name) > 0;
 }
@@ -112,8 +112,8 @@ at::Tensor TpSliceFlat(const FlatLayout& full, const FlatLayout& local, const at
     at::Tensor src = flat.narrow(0, f.offset, f.numel).view(f.shape);
     for (size_t d = 0; d < l.shape.size(); ++d) {
       if (l.shape[d] == f.shape[d]) continue;
-      ONBOARD_ASSERT(l.shape[d] * size == f.shape[d], "TP slot " + l.name + " is not split " +
-                                                          std::to_string(size) + " ways");
+      ONBOARD_ASSERT(l.shape[d] * size == f.shape[d],
+                     "TP slot " + l.name + " is not split " + std::to_string(size) + " ways");
       src = src.narrow(static_cast<int64_t>(d), t * l.shape[d], l.shape[d]);
     }
     out.narrow(0, l.offset, l.numel).copy_(src.reshape({-1}));

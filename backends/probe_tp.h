@@ -28,7 +28,7 @@ namespace onboard::backends {
 struct TpContext {
   Group* group = nullptr;  // the TP group; null (or size 1) = no tensor parallelism
   int64_t rank = 0, size = 1;
-  ProxySpec local;         // the spec with heads, MLP widths and vocab divided by size (TpLocalSpec)
+  ProxySpec local;  // the spec with heads, MLP widths and vocab divided by size (TpLocalSpec)
   bool active() const { return group != nullptr && size > 1; }
 };
 

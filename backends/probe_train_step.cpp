@@ -7,8 +7,8 @@
 //                   ordered all-reduce; the micro-step's gradient goes into a TreeAccumulator, so the
 //                   N micro-batches of a micro-step form one aligned block of the one-process tree
 //   gradient norm   global L2 norm in fp64 (layout-independent), loss and accuracy over the world
-//   AdamW           warm-up + cosine lr (probe_schedule.h), global-norm clipping, decoupled decay on the local shards
-//   balancing bias  bias += balance_rate * sign(mean - load) from the global tokens per expert
+//   AdamW           warm-up + cosine lr (probe_schedule.h), global-norm clipping, decoupled decay on the
+//   local shards balancing bias  bias += balance_rate * sign(mean - load) from the global tokens per expert
 // Units: loss in nats per counted token; lr dimensionless; seconds; bytes.
 #include <algorithm>
 #include <array>

@@ -100,10 +100,10 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
     const UnitLayout& L = st->units[u];
     UnitState& s = st->state[u];
     const UnitLayout& Full = full[u];
-    s.dense = MakeShard(TpSliceFlat(Full.dense, L.dense, InitFlat(Full.dense, base), t, T), DecayMask(L.dense), r % F, F,
-                        !lora || base_first);
-    s.lora = MakeShard(TpSliceFlat(Full.lora, L.lora, InitFlat(Full.lora, base + 1), t, T), DecayMask(L.lora), r % F, F,
-                       lora && !base_first);
+    s.dense = MakeShard(TpSliceFlat(Full.dense, L.dense, InitFlat(Full.dense, base), t, T),
+                        DecayMask(L.dense), r % F, F, !lora || base_first);
+    s.lora = MakeShard(TpSliceFlat(Full.lora, L.lora, InitFlat(Full.lora, base + 1), t, T), DecayMask(L.lora),
+                       r % F, F, lora && !base_first);
     if (T > 1) {
       for (auto [b, full_l, local_l] : {std::make_tuple(&s.dense, &Full.dense, &L.dense),
                                         std::make_tuple(&s.lora, &Full.lora, &L.lora)}) {

@@ -50,8 +50,8 @@ at::Tensor Rotary(const at::Tensor& x, double theta) {
 
 // DSA lightning indexer scores, causal: I[t,s] = sum_j w[t,j] relu(qI[t,j] . kI[s]), -inf for s > t.
 // h [b,T,D] -> I [b,T,T]; causal [b,T,T] bool. TP: ih local heads, their partial sum all-reduced.
-at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h,
-                         const at::Tensor& causal, const TpContext* tp) {
+at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h, const at::Tensor& causal,
+                         const TpContext* tp) {
   const int64_t b = h.size(0), T = h.size(1), ih = s.index_heads, id = s.index_head_dim;
   const int64_t ih_all = ih * (tp != nullptr ? tp->size : 1);  // every TP rank's heads
   at::Tensor qi = W.Lin("idx_q", h).view({b, T, ih, id});

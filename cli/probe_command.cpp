@@ -1,5 +1,5 @@
-// `onboard probe MODEL --ranks N [--tp T] [--ep E --fsdp F] [--steps S] [--mode lora|full] [--json] [--out DIR]`:
-// trains a scaled-down proxy of MODEL (same block pattern: KDA/MLA+DSA, latent MoE, shared experts)
+// `onboard probe MODEL --ranks N [--tp T] [--ep E --fsdp F] [--steps S] [--mode lora|full] [--json] [--out
+// DIR]`: trains a scaled-down proxy of MODEL (same block pattern: KDA/MLA+DSA, latent MoE, shared experts)
 // across N local processes with FSDP + expert parallelism over c10d (Gloo on CPU), and reports the
 // loss curve, time per collective, expert load, peak memory and the cost model's prediction.
 // Exit codes: 0 converged, 7 (check failed) diverged / NaN / not converged, 2 bad input,
