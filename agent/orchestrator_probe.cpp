@@ -26,7 +26,7 @@ ProbeLayout ProbeLayoutFor(const RunState& st, const ProxySpec& spec) {
     plan.deg.dp_shard = s.ranks;
     plan.deg.ep = s.ranks;
   }
-  auto L = ApplyPlanToProbe(plan, s.ranks, s.micro_batch, spec.num_experts);
+  auto L = ApplyPlanToProbe(plan, s.ranks, s.micro_batch, spec.num_experts, &spec);
   ONBOARD_ASSERT(L.ok(), "probe settings were validated: " + L.status().message());
   return std::move(L).value();
 }
@@ -37,6 +37,7 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.ranks = s.ranks;
   c.ep = L.ep;
   c.fsdp = L.fsdp;
+  c.tp = L.tp;  // tensor parallelism (issue 17)
   c.micro_batch = L.micro_batch;
   c.steps = static_cast<int64_t>(std::llround(static_cast<double>(s.steps) * st.knobs.probe_steps_scale));
   c.warmup = std::min<int64_t>(5, std::max<int64_t>(1, c.steps / 4));

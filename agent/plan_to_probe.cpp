@@ -2,6 +2,9 @@
 #include "agent/plan_to_probe.h"
 
 #include <algorithm>
+#include <utility>
+
+#include "backends/probe_layout_check.h"
 
 namespace onboard::agent {
 namespace {
@@ -25,10 +28,10 @@ std::string RecomputeSummary(const Plan& plan) {
 // Step 1: what the probe does not run yet.
 void Unsupported(const Plan& plan, ProbeLayout& L) {
   const auto& d = plan.deg;
-  if (d.tp > 1)
-    L.factors.push_back({"tp", Str(d.tp), "1", "the probe has no tensor-parallel linears yet: runs tp=1"});
   if (d.sequence_parallel)
-    L.factors.push_back({"sequence_parallel", "on", "off", "needs tensor parallelism, which the probe lacks"});
+    L.factors.push_back({"sequence_parallel", "on", "off",
+                         "the probe's tensor parallelism keeps activations replicated over TP (no sequence "
+                         "parallelism yet)"});
   if (d.pp > 1)
     L.factors.push_back({"pp", Str(d.pp), "1", "the probe has no pipeline schedule yet: runs every layer on every rank"});
   if (d.interleave > 1)
@@ -38,18 +41,49 @@ void Unsupported(const Plan& plan, ProbeLayout& L) {
     L.factors.push_back({"recompute", rc, "none", "the probe keeps every activation (no checkpointing yet)"});
 }
 
+// Step 1b: tensor parallelism, scaled down: the largest t <= the plan's tp that divides the ranks
+// and every proxy size TP splits (heads, MLP widths, vocab: backends/probe_layout_check.h), at
+// most ranks/2 when the plan has data or expert parallelism too (so that it keeps >= 2 of them).
+void TensorParallel(const Plan& plan, const ProxySpec* proxy, ProbeLayout& L) {
+  const int64_t want = plan.deg.tp;
+  L.tp = 1;
+  if (want <= 1) return;
+  const bool others = plan.deg.dp_shard * plan.deg.dp_replicate > 1 || plan.deg.ep > 1;
+  const int64_t cap = std::min(want, others && L.ranks >= 4 ? L.ranks / 2 : L.ranks);
+  std::vector<std::pair<std::string, int64_t>> sizes;
+  if (proxy != nullptr) sizes = TpSplitSizes(*proxy);
+  std::string blocked;  // the first proxy size that ruled out a larger tp
+  for (int64_t t = cap; t >= 2 && L.tp == 1; --t) {
+    if (L.ranks % t != 0) continue;
+    std::string bad;
+    for (const auto& [name, v] : sizes)
+      if (v % t != 0 && bad.empty()) bad = name + "=" + Str(v);
+    if (bad.empty())
+      L.tp = t;
+    else if (blocked.empty())
+      blocked = "tp=" + Str(t) + " does not divide the proxy's " + bad;
+  }
+  std::string reason;  // empty: scaled down to the probe's ranks with its structure kept
+  if (L.tp != want && !blocked.empty())
+    reason = blocked + ": runs tp=" + Str(L.tp);
+  else if (L.tp == 1)
+    reason = "no tp >= 2 divides ranks=" + Str(L.ranks);
+  L.factors.push_back({"tp", Str(want), Str(L.tp), reason});
+}
+
 // Step 2: replicas x shards. Pure data parallelism stays pure (fsdp = 1); HSDP keeps 2 replicas
 // when there are at least 4 ranks; otherwise every rank is a shard.
 void DataParallel(const Plan& plan, ProbeLayout& L) {
   const auto& d = plan.deg;
+  const int64_t D = L.ranks / L.tp;  // data-parallel ranks
   if (d.dp_replicate > 1 && d.dp_shard == 1) {
-    L.replicas = L.ranks;
+    L.replicas = D;
   } else if (d.dp_replicate > 1) {
-    L.replicas = L.ranks >= 4 && L.ranks % 2 == 0 ? 2 : 1;
+    L.replicas = D >= 4 && D % 2 == 0 ? 2 : 1;
   } else {
     L.replicas = 1;
   }
-  L.fsdp = L.ranks / L.replicas;
+  L.fsdp = D / L.replicas;
   const bool hsdp_lost = d.dp_replicate > 1 && d.dp_shard > 1 && L.replicas == 1;
   L.factors.push_back({"replicas", Str(d.dp_replicate), Str(L.replicas),
                        hsdp_lost ? "HSDP replicas x shards need at least 4 probe ranks: every rank is a shard" : ""});
@@ -68,10 +102,11 @@ void ExpertParallel(const Plan& plan, int64_t proxy_experts, ProbeLayout& L) {
     L.factors.push_back({"ep", Str(want), "1", want > 1 ? "the proxy has no routed experts" : ""});
     return;
   }
-  L.ep = LargestCommonDivisorUpTo(L.ranks, proxy_experts, want);
+  L.ep = LargestCommonDivisorUpTo(L.ranks / L.tp, proxy_experts, want);
   L.factors.push_back({"ep", Str(want), Str(L.ep),
-                       L.ep > 1 ? "" : "no ep >= 2 divides both ranks=" + Str(L.ranks) +
-                                           " and the proxy's experts=" + Str(proxy_experts)});
+                       L.ep > 1 ? ""
+                                : "no ep >= 2 divides both the data-parallel ranks=" + Str(L.ranks / L.tp) +
+                                      " and the proxy's experts=" + Str(proxy_experts)});
 }
 
 // Step 4: micro-batches.
@@ -96,23 +131,28 @@ nlohmann::json ProbeLayout::ToJson() const {
   for (const auto& x : factors)
     f.push_back({{"factor", x.factor}, {"plan", x.plan}, {"probe", x.probe}, {"kept", x.reason.empty()},
                  {"reason", x.reason}});
-  return {{"ranks", ranks},           {"ep", ep},
-          {"fsdp", fsdp},             {"replicas", replicas},
-          {"micro_steps", micro_steps}, {"micro_batch", micro_batch},
+  return {{"ranks", ranks},
+          {"tp", tp},
+          {"ep", ep},
+          {"fsdp", fsdp},
+          {"replicas", replicas},
+          {"micro_steps", micro_steps},
+          {"micro_batch", micro_batch},
           {"factors", f}};
 }
 
 Expected<ProbeLayout> ApplyPlanToProbe(const Plan& plan, int64_t ranks, int64_t sequences_per_rank,
-                                       int64_t proxy_experts) {
+                                       int64_t proxy_experts, const ProxySpec* proxy) {
   if (ranks < 1) return BadInput("probe settings", "ranks", "must be >= 1", Str(ranks));
   if (sequences_per_rank < 1)
     return BadInput("probe settings", "micro_batch", "sequences per rank must be >= 1", Str(sequences_per_rank));
   ProbeLayout L;
   L.ranks = ranks;
   Unsupported(plan, L);
+  TensorParallel(plan, proxy, L);
   DataParallel(plan, L);
   ExpertParallel(plan, proxy_experts, L);
-  MicroBatches(plan, sequences_per_rank, L);
+  MicroBatches(plan, sequences_per_rank * L.tp, L);  // a TP group trains its ranks' sequences together
   return L;
 }
 

@@ -2,8 +2,13 @@
 // probe can run it, and saying for every factor it could not keep what it did instead and why.
 //
 // Order (one step per factor family, each independent of the later ones):
-//   Step 1: factors the probe does not run yet (tp, sequence parallelism, pp + interleave,
+//   Step 1: factors the probe does not run yet (sequence parallelism, pp + interleave,
 //           recompute): run as 1 / none, each with its reason.
+//   Step 1b: tensor parallelism: the largest tp <= the plan's that divides the ranks and every
+//           proxy size TP splits (heads, MLP widths, vocab), at most ranks/2 when the plan also
+//           has data or expert parallelism (tp=4 x ep=128 on 128 devices -> tp=2 x ep=2 on 4
+//           ranks); a tp the proxy's heads rule out is lowered with that reason. Data and
+//           expert parallelism (Steps 2, 3) then divide ranks / tp.
 //   Step 2: data parallelism: pure replication stays pure (every rank a replica); HSDP keeps 2
 //           replicas x ranks/2 shards when ranks >= 4; otherwise every rank is an FSDP shard. A
 //           sharded plan with zero_stage < 3 runs as FSDP, and says so.
@@ -19,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/probe.h"
 #include "core/plan.h"
 #include "core/status.h"
 
@@ -33,6 +39,7 @@ struct ProbeFactor {
 
 struct ProbeLayout {
   int64_t ranks = 1;
+  int64_t tp = 1;               // tensor-parallel degree (TP groups of consecutive ranks)
   int64_t ep = 1;               // expert-parallel degree
   int64_t fsdp = 1;             // FSDP shard degree (ranks / replicas)
   int64_t replicas = 1;         // HSDP replicas
@@ -43,8 +50,10 @@ struct ProbeLayout {
 };
 
 // `sequences_per_rank`: sequences each rank trains on per step (the probe's work, kept fixed);
-// `proxy_experts`: routed experts of the proxy (0 = dense). Errors: ranks or sequences_per_rank < 1.
+// `proxy_experts`: routed experts of the proxy (0 = dense); `proxy`: the proxy, for the sizes
+// tensor parallelism must divide (null: only the ranks limit tp). Errors: ranks or
+// sequences_per_rank < 1.
 Expected<ProbeLayout> ApplyPlanToProbe(const Plan& plan, int64_t ranks, int64_t sequences_per_rank,
-                                       int64_t proxy_experts);
+                                       int64_t proxy_experts, const ProxySpec* proxy = nullptr);
 
 }  // namespace onboard::agent

@@ -175,11 +175,19 @@ struct ProbeConfig {
   // Negative control (backends/probe_controls.h): "" (none) | kControlNoLookback |
   // kControlRandomRouter | kControlFrozenLora. A control run must fail the learning verdict.
   std::string control;
+  // ---- Tensor parallelism (issue 17; backends/probe_tp.h) ----
+  // Megatron-style TP degree: groups of tp consecutive ranks split the attention heads (KDA, MLA,
+  // DSA indexer), the dense / shared-expert MLP widths and the vocabulary; each TP group is one
+  // data-parallel rank (fsdp and ep then divide ranks / tp). 0 or 1 = no TP.
+  int64_t tp = 1;
+  int64_t tp_degree() const { return tp > 1 ? tp : 1; }
+  int64_t data_ranks() const { return ranks / tp_degree(); }  // data-parallel ranks
+  // ---- end tensor parallelism ----
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
-  int64_t ep_degree() const { return ep > 0 ? ep : ranks; }
-  int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : ranks; }
-  int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / ranks; }
-  int64_t micro_steps() const { return batch / (ranks * micro_batch_size()); }  // per rank per step
+  int64_t ep_degree() const { return ep > 0 ? ep : data_ranks(); }
+  int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }
+  int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / data_ranks(); }
+  int64_t micro_steps() const { return batch / (data_ranks() * micro_batch_size()); }  // per rank per step
 };
 
 inline constexpr const char* kControlNoLookback = "no_lookback";
@@ -198,7 +206,11 @@ struct CollectiveTimes {
   double reduce_scatter_s = 0;       // FSDP gradient reduce-scatters
   double all_to_all_s = 0;           // EP dispatch + combine (incl. the count exchange)
   double all_reduce_s = 0;           // grad-norm / loss / replica gradient all-reduces
-  double total() const { return all_gather_s + reduce_scatter_s + all_to_all_s + all_reduce_s; }
+  // Tensor parallelism (backends/probe_tp.h), over the TP group only:
+  double tp_all_reduce_s = 0;  // row-parallel outputs, input grads, CE sums, partial grads
+  double tp_all_gather_s = 0;  // vocab-parallel CE: max logit and the accuracy's full logits
+  double tp_total() const { return tp_all_reduce_s + tp_all_gather_s; }
+  double total() const { return all_gather_s + reduce_scatter_s + all_to_all_s + all_reduce_s + tp_total(); }
 };
 
 struct ProbeStep {

@@ -21,6 +21,25 @@ double LayerMaxOverMean(const std::vector<int64_t>& tokens) {
   return MaxOverMean(std::vector<double>(tokens.begin(), tokens.end()));
 }
 
+// Tensor parallelism: the layout and the TP group's collective time per step (steady state:
+// steps after the first; max over ranks), only when tp > 1.
+void FormatTpComm(const ProbeResult& r, std::ostringstream& os) {
+  if (r.config.tp_degree() <= 1) return;
+  double ar = 0, ag = 0, step = 0;
+  int64_t n = 0;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i, ++n) {
+    ar += r.steps[i].comm.tp_all_reduce_s;
+    ag += r.steps[i].comm.tp_all_gather_s;
+    step += r.steps[i].step_s;
+  }
+  if (n == 0) return;
+  const double k = 1e3 / static_cast<double>(n);
+  os << "tensor parallelism: tp=" << r.config.tp_degree() << " x " << r.config.data_ranks()
+     << " data-parallel ranks; TP all-reduce " << F("%.2f", ar * k) << " ms, TP all-gather "
+     << F("%.2f", ag * k) << " ms per step (" << F("%.1f", step > 0 ? 100 * (ar + ag) / step : 0.0)
+     << "% of the step)\n";
+}
+
 }  // namespace
 
 std::string FormatProbeResult(const ProbeResult& r) {
@@ -60,6 +79,7 @@ std::string FormatProbeResult(const ProbeResult& r) {
     for (double v : s.indexer_kl) kl += v;
     os << (s.indexer_kl.empty() ? std::string("       -") : F(" %7.3f", kl)) << "  " << bal << "\n";
   }
+  FormatTpComm(r, os);  // tensor parallelism (issue 17)
   // Measured vs predicted (steady state: steps after the first).
   double step_s = 0, comm_s = 0;
   int64_t n = 0, peak = 0;

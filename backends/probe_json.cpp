@@ -95,6 +95,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
   c->control = j.value("control", std::string());
+  c->tp = j.value("tp", int64_t{1});  // tensor parallelism (issue 17); absent in older files
 }
 // clang-format on
 
@@ -109,6 +110,7 @@ json SpecJson(const ProxySpec& s) {
 json ConfigJson(const ProbeConfig& c) {
   json j = ConfigJsonCore(c);
   j["control"] = c.control;
+  j["tp"] = c.tp_degree();  // tensor parallelism (issue 17)
   return j;
 }
 

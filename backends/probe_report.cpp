@@ -101,6 +101,8 @@ Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankF
     s->comm.reduce_scatter_s = std::max(s->comm.reduce_scatter_s, b.comm.reduce_scatter_s);
     s->comm.all_to_all_s = std::max(s->comm.all_to_all_s, b.comm.all_to_all_s);
     s->comm.all_reduce_s = std::max(s->comm.all_reduce_s, b.comm.all_reduce_s);
+    s->comm.tp_all_reduce_s = std::max(s->comm.tp_all_reduce_s, b.comm.tp_all_reduce_s);
+    s->comm.tp_all_gather_s = std::max(s->comm.tp_all_gather_s, b.comm.tp_all_gather_s);
     s->compute_s = std::max(s->compute_s, b.compute_s);
     s->peak_rss_bytes = std::max(s->peak_rss_bytes, b.peak_rss_bytes);
     if (k == 0) continue;
@@ -184,10 +186,11 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   req.threads = 1;
   Plan plan;
   plan.deg.dp_shard = cfg.fsdp_degree();
-  plan.deg.dp_replicate = cfg.ranks / cfg.fsdp_degree();
+  plan.deg.dp_replicate = cfg.data_ranks() / cfg.fsdp_degree();
+  plan.deg.tp = cfg.tp_degree();  // tensor parallelism (issue 17)
   plan.deg.ep = cfg.ep_degree();
   plan.deg.expert_fsdp = std::max<int64_t>(1, cfg.fsdp_degree() / cfg.ep_degree());
-  plan.micro_batch = cfg.batch / cfg.ranks;
+  plan.micro_batch = cfg.batch / cfg.data_ranks();
   plan.num_micro_batches = 1;
   plan.seq = cfg.seq;
   plan.global_batch = cfg.batch;

@@ -97,6 +97,8 @@ const std::vector<FieldCodec<CollectiveTimes>>& CommFields() {
       NumberField("reduce_scatter_s", &C::reduce_scatter_s, false),
       NumberField("all_to_all_s", &C::all_to_all_s, false),
       NumberField("all_reduce_s", &C::all_reduce_s, false),
+      NumberField("tp_all_reduce_s", &C::tp_all_reduce_s, false),  // tensor parallelism (issue 17)
+      NumberField("tp_all_gather_s", &C::tp_all_gather_s, false),
   };
   return fields;
 }

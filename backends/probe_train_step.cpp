@@ -1,14 +1,16 @@
 // TrainStep: one optimizer step of a probe rank (probe_worker_state.h), in this order:
-//   micro-steps     rank r's micro-step i takes global micro-batch j = i*N + r (micro_batch sequences
+//   micro-steps     data rank r's micro-step i takes global micro-batch j = i*N + r (N data-parallel
+//                   ranks; TP ranks share their data rank's micro-batches) (micro_batch sequences
 //                   from j*micro_batch); forward + backward, FSDP reduce-scatters each unit's shard
 //                   gradient over the fsdp group, experts sum their EP sources' gradients (both in
 //                   the canonical pairwise order of ordered_sum.h); HSDP replicas sum with an
 //                   ordered all-reduce; the micro-step's gradient goes into a TreeAccumulator, so the
 //                   N micro-batches of a micro-step form one aligned block of the one-process tree
 //   gradient norm   global L2 norm in fp64 (layout-independent), loss and accuracy over the world
-//   AdamW           warm-up + cosine lr (probe_schedule.h), global-norm clipping, decoupled decay on the local shards
-//   balancing bias  bias += balance_rate * sign(mean - load) from the global tokens per expert
+//   AdamW           warm-up + cosine lr (probe_schedule.h), global-norm clipping, decoupled decay on the
+//   local shards balancing bias  bias += balance_rate * sign(mean - load) from the global tokens per expert
 // Units: loss in nats per counted token; lr dimensionless; seconds; bytes.
+#include <algorithm>
 #include <array>
 #include <chrono>
 #include <cmath>
@@ -55,7 +57,7 @@ void ForEachTrainable(std::vector<UnitState>& state, Fn&& fn) {
 // fp32 micro-batch losses (exact in fp64, any order).
 double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
                      int64_t step, double scale, UnitInputs& inputs, Accumulators& acc) {
-  const int64_t N = st.world, r = st.rank;
+  const int64_t N = st.cfg.data_ranks(), r = st.rank / st.cfg.tp_degree();
   const int64_t mb = st.cfg.micro_batch_size(), micro_steps = st.cfg.micro_steps();
   std::vector<UnitRunner> runners(st.units.size());
   double local_loss = 0;
@@ -67,7 +69,7 @@ double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, con
     inputs.loss_mask = &batch.mask;
     at::Tensor x = batch.tokens;
     for (size_t u = 0; u < st.units.size(); ++u) {
-      runners[u] = {&st.spec, &st.units[u], &g.fsdp, &g.erep, &st.routing, &inputs, scale};
+      runners[u] = {&st.tp.local, &st.units[u], &g.fsdp, &g.erep, &st.routing, &inputs, scale};
       UnitState& s = st.state[u];
       x = RunFsdpUnit(&runners[u], x, s.dense.p, s.lora.p, s.expert.p, s.expert_lora.p);
     }
@@ -78,6 +80,7 @@ double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, con
       b->p.mutable_grad() = at::Tensor();
       // Dense shards: HSDP replicas sum here. Expert shards were already reduce-scattered over
       // the ep replicas in the unit's backward.
+      if (!b->expert) grad = TpSumPartialGrads(st.tp, b->tp_partial, grad);  // TP: partial slots (probe_tp.h)
       if (!b->expert && g.frep.size() > 1) grad = g.frep.AllReduceSumOrdered(grad);
       acc[u][k].Push(grad);
     });
@@ -88,13 +91,17 @@ double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, con
 // Step 2 helper: the step's gradients onto the buffers; returns this rank's share of the squared
 // global grad norm (fp64: layout-independent).
 double TakeGradients(WorkerState& st, Accumulators& acc) {
-  const int64_t N = st.world, F = st.cfg.fsdp_degree();
+  const int64_t N = st.cfg.data_ranks(), F = st.cfg.fsdp_degree(), T = st.cfg.tp_degree();
   double sq = 0;
   ForEachTrainable(st.state, [&](size_t u, size_t k, Buffer* b) {
     at::Tensor grad = acc[u][k].Take();
     b->p.mutable_grad() = grad;
-    const double copies = static_cast<double>(b->expert ? 1 : N / F);  // ranks holding this shard
-    sq += grad.to(at::kDouble).pow(2).sum().item<double>() / copies;
+    // Ranks holding this shard: data-parallel copies; TP: every TP rank holds the experts and
+    // the replicated slots (tp_share = 1/T there, 1 on split slots).
+    const double copies = static_cast<double>(b->expert ? T : N / F);
+    at::Tensor g2 = grad.to(at::kDouble).pow(2);
+    if (!b->expert && b->tp_share.defined()) g2 = g2 * b->tp_share.to(at::kDouble);
+    sq += g2.sum().item<double>() / copies;
   });
   return sq;
 }
@@ -148,12 +155,19 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   UnitInputs inputs;
   std::map<int64_t, double> indexer_kl;  // MLA layer -> KL(attention || indexer), summed over micro-steps
   inputs.indexer_kl = &indexer_kl;
+  inputs.tp = &st.tp;  // tensor parallelism (probe_tp.h); inactive when tp = 1
   double correct = 0;  // exact-match counted targets on this rank (integer-valued: any order)
   inputs.correct = &correct;
   inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());
   Accumulators acc(st.units.size());
   // Step 1: micro-steps.
-  const double local_loss = RunMicroSteps(st, g, data, phase, step, scale, inputs, acc);
+  double local_loss = RunMicroSteps(st, g, data, phase, step, scale, inputs, acc);
+  if (st.tp.rank > 0) {  // TP: the data rank's loss, hits, expert load and KL counted once (TP rank 0)
+    local_loss = 0;
+    correct = 0;
+    for (auto& [layer, counts] : st.load) std::fill(counts.begin(), counts.end(), 0);
+    for (auto& [layer, v] : indexer_kl) v = 0;
+  }
   // Step 2: the step's gradients, then the global grad norm, loss and accuracy.
   const double sq = TakeGradients(st, acc);
   at::Tensor red = at::tensor({local_loss, sq, correct}, at::kDouble).to(st.dev);

@@ -173,7 +173,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
                     "cuda");
 
   // Step 3: layout, expert placement, seeded full init then shard.
-  backends::InitWorkerState(g.ep, &st);
+  backends::InitWorkerState(g.ep, g.tp, &st);
 
   // Step 4a (LoRA): the base phase, then the base is frozen.
   json base_phase;

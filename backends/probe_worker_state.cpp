@@ -4,19 +4,24 @@
 // Units: element counts for buffers, bytes for RSS.
 #include <sys/resource.h>
 
+#include <tuple>
+
 #include "backends/probe_worker_state.h"
 
 namespace onboard::backends {
 namespace {
 
+// Shard `rank` of `size` of a flat tensor, zero-padded to a multiple of size.
+at::Tensor ShardOf(const at::Tensor& full, int64_t rank, int64_t size) {
+  const int64_t n = full.numel(), shard = (n + size - 1) / size;
+  return at::constant_pad_nd(full, {0, shard * size - n}).narrow(0, rank * shard, shard).clone();
+}
+
 Buffer MakeShard(const at::Tensor& full, const at::Tensor& decay, int64_t rank, int64_t size,
                  bool trainable) {
-  const int64_t n = full.numel(), shard = (n + size - 1) / size;
-  at::Tensor padded = at::constant_pad_nd(full, {0, shard * size - n});
-  at::Tensor dpad = at::constant_pad_nd(decay, {0, shard * size - n});
   Buffer b;
-  b.p = padded.narrow(0, rank * shard, shard).clone().requires_grad_(trainable);
-  b.decay = dpad.narrow(0, rank * shard, shard).clone();
+  b.p = ShardOf(full, rank, size).requires_grad_(trainable);
+  b.decay = ShardOf(decay, rank, size);
   b.trainable = trainable;
   return b;
 }
@@ -55,7 +60,7 @@ void PlaceExperts(Group& ep, WorkerState* st) {
   if (routing.placement.empty())
     for (int64_t e = 0; e < spec.num_experts; ++e) routing.placement.push_back(e / (spec.num_experts / E));
   for (int64_t e = 0; e < spec.num_experts; ++e)
-    if (routing.placement[static_cast<size_t>(e)] == st->rank % E) routing.local_experts.push_back(e);
+    if (routing.placement[static_cast<size_t>(e)] == ep.rank()) routing.local_experts.push_back(e);
   routing.load = &st->load;
   if (spec.balance_bias)
     for (const UnitLayout& L : st->units)
@@ -71,14 +76,18 @@ int64_t PeakRssBytes() {
   return static_cast<int64_t>(ru.ru_maxrss) * 1024;  // Linux: kilobytes
 }
 
-void InitWorkerState(Group& ep, WorkerState* st) {
+void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
   const ProbeConfig& cfg = st->cfg;
-  const int64_t N = st->world, r = st->rank, F = cfg.fsdp_degree(), E = cfg.ep_degree();
-  // Step 3a: layout and expert placement.
+  const int64_t T = cfg.tp_degree(), t = st->rank % T;
+  const int64_t N = cfg.data_ranks(), r = st->rank / T, F = cfg.fsdp_degree(), E = cfg.ep_degree();
+  // Step 3a: layout (TP: this rank's slices, probe_tp.h) and expert placement.
   st->baseline_rss = PeakRssBytes();
-  st->units = BuildLayout(st->spec, cfg);
+  st->tp = TpContext{&tp, t, T, TpLocalSpec(st->spec, T)};
+  st->routing.tp = &st->tp;
+  const std::vector<UnitLayout> full = BuildLayout(st->spec, cfg);
+  st->units = BuildLayout(st->tp.local, cfg);
   PlaceExperts(ep, st);
-  st->counts = CountParams(st->units, st->spec, cfg);
+  st->counts = CountParams(full, st->spec, cfg);
   st->lora = cfg.mode == FinetuneMode::kLoRA;
   st->base_steps = st->lora ? LoraBaseSteps(cfg) : 0;
   // Step 3b: seeded full init, then shards. LoRA with a base phase: the base (dense + experts) is
@@ -90,8 +99,19 @@ void InitWorkerState(Group& ep, WorkerState* st) {
     const uint64_t base = cfg.seed * 1000003u + u * 16u;
     const UnitLayout& L = st->units[u];
     UnitState& s = st->state[u];
-    s.dense = MakeShard(InitFlat(L.dense, base), DecayMask(L.dense), r % F, F, !lora || base_first);
-    s.lora = MakeShard(InitFlat(L.lora, base + 1), DecayMask(L.lora), r % F, F, lora && !base_first);
+    const UnitLayout& Full = full[u];
+    s.dense = MakeShard(TpSliceFlat(Full.dense, L.dense, InitFlat(Full.dense, base), t, T),
+                        DecayMask(L.dense), r % F, F, !lora || base_first);
+    s.lora = MakeShard(TpSliceFlat(Full.lora, L.lora, InitFlat(Full.lora, base + 1), t, T), DecayMask(L.lora),
+                       r % F, F, lora && !base_first);
+    if (T > 1) {
+      for (auto [b, full_l, local_l] : {std::make_tuple(&s.dense, &Full.dense, &L.dense),
+                                        std::make_tuple(&s.lora, &Full.lora, &L.lora)}) {
+        const at::Tensor partial = TpPartialMask(*full_l, *local_l);
+        if (partial.sum().item<double>() > 0) b->tp_partial = ShardOf(partial, r % F, F);
+        b->tp_share = ShardOf(TpNormShare(*full_l, *local_l, T), r % F, F);
+      }
+    }
     s.expert = MakeExperts(L.expert, local, base + 2, !lora || base_first, r / E, N / E);
     s.expert_lora = MakeExperts(L.expert_lora, local, base + 3, lora && !base_first, r / E, N / E);
   }
@@ -101,6 +121,8 @@ void InitWorkerState(Group& ep, WorkerState* st) {
       for (Buffer* b : s.all()) {
         b->p = b->p.detach().to(st->dev).requires_grad_(b->p.requires_grad());
         b->decay = b->decay.to(st->dev);
+        if (b->tp_partial.defined()) b->tp_partial = b->tp_partial.to(st->dev);
+        if (b->tp_share.defined()) b->tp_share = b->tp_share.to(st->dev);
       }
   }
   st->lora_scale = lora ? cfg.lora_alpha / static_cast<double>(cfg.lora_rank) : 0.0;

@@ -4,14 +4,18 @@
 //   WorkerState     probe_worker_state.cpp  layout, expert placement, seeded init + shards, AdamW state
 //   TrainStep       probe_train_step.cpp    one optimizer step: micro-steps, gradient sums, AdamW, bias
 //
-// Ranks and groups (N = world, F = fsdp, E = ep; groups of consecutive ranks):
-//   fsdp group  {F*(r/F) .. +F}   non-expert weights sharded, grads reduce-scattered
-//   replicas    {r%F + j*F}       HSDP: shard grads all-reduced across fsdp groups (N/F of them)
-//   ep group    {E*(r/E) .. +E}   routed experts partitioned, tokens exchanged all-to-all
-//   ep replicas {r%E + j*E}       local experts' buffer sharded over them (N/E), FSDP-style: gathered
+// Ranks and groups (N = world, T = tp, F = fsdp, E = ep; TP innermost as in Megatron: rank
+// r = d*T + t, TP rank t = r%T, data-parallel rank d = r/T of D = N/T; the groups below are
+// over the data-parallel ranks d of one TP rank t; with T = 1, d = r):
+//   tp group    {T*(r/T) .. +T}   heads / MLP widths / vocab split (probe_tp.h), same data
+//   fsdp group  {F*(d/F) .. +F}   non-expert weights sharded, grads reduce-scattered
+//   replicas    {d%F + j*F}       HSDP: shard grads all-reduced across fsdp groups (D/F of them)
+//   ep group    {E*(d/E) .. +E}   routed experts partitioned, tokens exchanged all-to-all
+//   ep replicas {d%E + j*E}       local experts' buffer sharded over them (D/E), FSDP-style: gathered
 //                                 before use, grads reduce-scattered (torchtitan's dp_shard_mod_ep)
-// Every rank is data-parallel: it takes batch/N of the global batch (generated identically on all),
-// as micro_steps() micro-batches of micro_batch_size() sequences whose gradients accumulate.
+// Every TP group is one data-parallel rank: it takes batch/D of the global batch (generated
+// identically on all), as micro_steps() micro-batches of micro_batch_size() sequences whose
+// gradients accumulate.
 // Units: element counts for buffers, bytes for RSS, seconds for times.
 #pragma once
 
@@ -24,6 +28,7 @@
 
 #include "backends/c10d_compat.h"
 #include "backends/probe_data.h"
+#include "backends/probe_tp.h"
 #include "backends/proxy_model.h"
 
 namespace onboard::backends {
@@ -35,6 +40,9 @@ struct Buffer {
   bool trainable = false;
   bool expert =
       false;  // sharded over the ep replicas (else: sharded over fsdp, replicated over its replicas)
+  // TP (probe_tp.h), shards like p; undefined without TP: partial-gradient slots (summed over
+  // the TP group; undefined too when there are none) and each element's grad-norm share.
+  at::Tensor tp_partial, tp_share;
 };
 
 struct UnitState {
@@ -50,7 +58,8 @@ struct ProbeGroups {
               int64_t rank);
   Rendezvous store;
   Group world, fsdp, frep, ep, erep;
-  std::array<Group*, 5> all() { return {&world, &fsdp, &frep, &ep, &erep}; }
+  Group tp;  // tensor parallelism (probe_tp.h)
+  std::array<Group*, 6> all() { return {&world, &fsdp, &frep, &ep, &erep, &tp}; }
 };
 
 // Step 3 of a rank: everything the train step reads and updates. Not copyable or movable:
@@ -75,14 +84,18 @@ struct WorkerState {
   bool lora = false;
   int64_t base_steps = 0;  // LoRA base phase length (0 = none)
   double lora_scale = 0;   // alpha / rank in LoRA mode, else 0
+  // Tensor parallelism: the TP group (set by the worker after the groups), rank, degree and the
+  // local spec the units are built from and run with (== spec without TP).
+  TpContext tp;
 };
 
 // Peak resident set size of this process (getrusage high-water mark), bytes.
 int64_t PeakRssBytes();
 
-// Step 3: layout, expert placement, seeded full init then shards, moved to st->dev. st->spec,
-// cfg, rank, world and dev are set by the caller.
-void InitWorkerState(Group& ep, WorkerState* st);
+// Step 3: layout, expert placement, seeded full init then shards (TP: this rank's slices of the
+// full init), moved to st->dev. st->spec, cfg, rank, world and dev are set by the caller; `tp`
+// is the TP group.
+void InitWorkerState(Group& ep, Group& tp, WorkerState* st);
 
 // Step 4a -> 4b (LoRA): freezes the trained base (dropping its AdamW state) and makes the adapters
 // trainable.

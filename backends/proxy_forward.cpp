@@ -8,6 +8,7 @@
 
 #include "backends/kda_chunked.h"
 #include "backends/kda_generated.h"
+#include "backends/probe_tp.h"
 #include "backends/proxy_model.h"
 #include "backends/proxy_weights.h"
 
@@ -20,7 +21,8 @@ at::Tensor ConvSilu(const at::Tensor& y, const at::Tensor& w) {
   at::Tensor c = at::conv1d(y.transpose(1, 2), w.unsqueeze(1), {}, 1, kw - 1, 1, w.size(0));
   return at::silu(c.narrow(2, 0, T).transpose(1, 2));
 }
-at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h) {
+// TP (probe_tp.h): h is the column-parallel input (TpCopyIn), nh the local heads; o_proj is row-parallel.
+at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h, const TpContext* tp) {
   const int64_t b = h.size(0), T = h.size(1), nh = s.kda_heads, K = s.kda_head_dim;
   auto heads = [&](const at::Tensor& t) { return t.view({b, T, nh, K}); };
   at::Tensor q = heads(ConvSilu(W.Lin("q_proj", h), W["conv_q"]));  // raw: KdaCore normalises
@@ -32,7 +34,7 @@ at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h) {
   at::Tensor beta = at::sigmoid(W.Lin("beta_proj", h));  // [b,T,nh]
   at::Tensor o = KdaCore(q, k, v, g, beta, s.chunk, ProcessKdaImpl());  // [b,T,nh,K]
   o = Rms(o, W["o_norm"]) * heads(at::sigmoid(W.Lin("gate_b", W.Lin("gate_a", h))));
-  return W.Lin("o_proj", o.reshape({b, T, nh * K}));
+  return TpReduceOut(tp, W.Lin("o_proj", o.reshape({b, T, nh * K})));
 }
 
 // Rotary position embedding of x [b,T,n,d] (d even), half-split pairs (x_i, x_{i+d/2}) turned by
@@ -47,25 +49,26 @@ at::Tensor Rotary(const at::Tensor& x, double theta) {
 }
 
 // DSA lightning indexer scores, causal: I[t,s] = sum_j w[t,j] relu(qI[t,j] . kI[s]), -inf for s > t.
-// h [b,T,D] -> I [b,T,T]; causal [b,T,T] bool.
-at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h,
-                         const at::Tensor& causal) {
+// h [b,T,D] -> I [b,T,T]; causal [b,T,T] bool. TP: ih local heads, their partial sum all-reduced.
+at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h, const at::Tensor& causal,
+                         const TpContext* tp) {
   const int64_t b = h.size(0), T = h.size(1), ih = s.index_heads, id = s.index_head_dim;
+  const int64_t ih_all = ih * (tp != nullptr ? tp->size : 1);  // every TP rank's heads
   at::Tensor qi = W.Lin("idx_q", h).view({b, T, ih, id});
   at::Tensor ki = W.Lin("idx_k", h);                                          // [b,T,id]
-  at::Tensor wi = W.Lin("idx_w", h) / std::sqrt(double(ih * id));             // [b,T,ih]
+  at::Tensor wi = W.Lin("idx_w", h) / std::sqrt(double(ih_all * id));         // [b,T,ih]
   at::Tensor rel = at::relu(at::matmul(qi, ki.unsqueeze(1).transpose(-1, -2)));  // [b,T,ih,T]
-  return (rel * wi.unsqueeze(-1)).sum(2).masked_fill(causal.logical_not(), -INFINITY);
+  return TpSum(tp, (rel * wi.unsqueeze(-1)).sum(2)).masked_fill(causal.logical_not(), -INFINITY);
 }
 
 // Indexer KL of DeepSeek-V3.2's sparse stage, summed over queries (a scalar, nats):
 //   p[t,s]  = sum_h A[h,t,s] / sum_{s' in S_t} sum_h A[h,t,s']   (main attention, detached)
 //   KL_t    = sum_{s in S_t} p[t,s] * (log p[t,s] - log_softmax_{S_t}(I[t,:])[s])
 //   returns sum_{b,t} KL_t
-// attn [b,nh,T,T] (zero off S_t), I [b,T,T], keep [b,T,T] = S_t. Gradient reaches I only.
-at::Tensor IndexerKlSum(const at::Tensor& attn, const at::Tensor& I, const at::Tensor& keep) {
-  at::Tensor p = attn.detach().sum(1);
-  p = p / p.sum(-1, /*keepdim=*/true);
+// attn_heads [b,T,T] = sum_h A[h] (zero off S_t, detached), I [b,T,T], keep [b,T,T] = S_t.
+// Gradient reaches I only.
+at::Tensor IndexerKlSum(const at::Tensor& attn_heads, const at::Tensor& I, const at::Tensor& keep) {
+  at::Tensor p = attn_heads / attn_heads.sum(-1, /*keepdim=*/true);
   at::Tensor drop = keep.logical_not();
   // Unselected keys: p = 0 and log q = -inf; fill before the product so no 0 * inf reaches autograd.
   at::Tensor logq = at::log_softmax(I.masked_fill(drop, -INFINITY), -1).masked_fill(drop, 0.0);
@@ -97,7 +100,9 @@ struct IndexerKlSink {
   int64_t layer = -1;
 };
 
-at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const IndexerKlSink& sink) {
+// TP (probe_tp.h): h is the column-parallel input, nh / the indexer's heads local; o_proj row-parallel.
+at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const IndexerKlSink& sink,
+               const TpContext* tp) {
   const int64_t b = h.size(0), T = h.size(1), nh = s.mla_heads;
   const int64_t dn = s.qk_nope_dim, dr = s.qk_rope_dim, dv = s.v_head_dim;
   at::Tensor q = s.q_lora_rank > 0 ? W.Lin("q_b", Rms(W.Lin("q_a", h), W["q_a_norm"]))
@@ -126,7 +131,7 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
   at::Tensor I;
   if (has_indexer && (s.index_topk < T || want_kl)) {
     at::AutoGradMode grad(kl_grad);  // off: indexer frozen (weight 0) or a no-grad forward
-    I = IndexerScores(s, W, h.detach(), keep);
+    I = IndexerScores(s, W, h.detach(), keep, tp);
   }
   if (has_indexer && s.index_topk < T) {
     // Ties (relu zeros are common) go to the earlier key: a stable sort, not topk, whose order
@@ -140,11 +145,11 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
   at::Tensor attn = at::softmax(scores, -1);                                  // [b,nh,T,T]
   at::Tensor o = at::matmul(attn, v.transpose(1, 2)).transpose(1, 2);         // [b,T,nh,dv]
   if (s.mla_output_gate) o = o * at::sigmoid(W.Lin("gate", h)).view({b, T, nh, dv});
-  at::Tensor out = W.Lin("o_proj", o.reshape({b, T, nh * dv}));
+  at::Tensor out = TpReduceOut(tp, W.Lin("o_proj", o.reshape({b, T, nh * dv})));
   // Step 3: indexer KL (sum over local queries / global counted tokens) recorded and, scaled by
   // the weight, injected as an auxiliary loss on the layer's output.
   if (want_kl) {
-    at::Tensor kl = IndexerKlSum(attn, I, keep) * sink.inv_global_tokens;
+    at::Tensor kl = IndexerKlSum(TpSum(tp, attn.detach().sum(1)), I, keep) * sink.inv_global_tokens;
     if (sink.record != nullptr) (*sink.record)[sink.layer] += kl.item<double>();
     if (kl_grad && kl.requires_grad()) out = AuxLossScaler::apply(out, kl * sink.weight);
   }
@@ -161,15 +166,19 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
   W.lora_scale = lora_scale;
   AddViews(W, u.dense, dense);
   if (u.lora.numel > 0) AddViews(W, u.lora, lora);
+  const bool tp = in.tp != nullptr && in.tp->active();  // vocab-parallel embedding and head
   if (u.kind == UnitKind::kEmbed) {
+    if (tp) return TpVocabEmbed(*in.tp, W["tok"], x);
     return W["tok"].index_select(0, x.flatten()).view({x.size(0), x.size(1), s.hidden});
   }
   if (u.kind == UnitKind::kHead) {
-    at::Tensor logits = W.Lin("out", Rms(x, W["final_norm"]));            // [b,T,V]
-    at::Tensor nll = -at::log_softmax(logits, -1).gather(-1, in.targets->unsqueeze(-1)).squeeze(-1);
+    at::Tensor logits = W.Lin("out", TpCopyIn(in.tp, Rms(x, W["final_norm"])));  // [b,T,V] (TP: [b,T,V/tp])
+    at::Tensor nll = tp ? TpVocabNll(*in.tp, logits, *in.targets)
+                        : -at::log_softmax(logits, -1).gather(-1, in.targets->unsqueeze(-1)).squeeze(-1);
     if (in.correct != nullptr && routing.record) {
       at::NoGradGuard ng;
-      at::Tensor hit = logits.argmax(-1).eq(*in.targets).to(in.loss_mask->scalar_type());
+      const at::Tensor full = tp ? TpFullLogits(*in.tp, logits) : logits;
+      at::Tensor hit = full.argmax(-1).eq(*in.targets).to(in.loss_mask->scalar_type());
       *in.correct += (hit * *in.loss_mask).sum().item<double>();
     }
     return (nll * *in.loss_mask).sum() * in.inv_global_tokens;
@@ -179,11 +188,12 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
   IndexerKlSink sink{s.indexer_kl_weight, in.inv_global_tokens,
                      routing.record ? in.indexer_kl : nullptr, u.layer};
   // no_lookback control: each token is its own sequence in the mixer ([b*T, 1, D]).
-  const at::Tensor hm = in.self_only ? h.reshape({h.size(0) * h.size(1), 1, h.size(2)}) : h;
-  at::Tensor mix = pl.mixer == ProxyMixer::kKDA ? Kda(s, W, hm) : Mla(s, W, hm, sink);
+  // TP: the mixer is one column-parallel ... row-parallel region (probe_tp.h).
+  const at::Tensor hm = TpCopyIn(in.tp, in.self_only ? h.reshape({h.size(0) * h.size(1), 1, h.size(2)}) : h);
+  at::Tensor mix = pl.mixer == ProxyMixer::kKDA ? Kda(s, W, hm, in.tp) : Mla(s, W, hm, sink, in.tp);
   at::Tensor y = x + mix.reshape(x.sizes());
   at::Tensor h2 = Rms(y, W["norm2"]);
-  if (pl.channel == ProxyChannel::kDense) return y + SwiGlu(W, "", h2);
+  if (pl.channel == ProxyChannel::kDense) return y + TpReduceOut(in.tp, SwiGlu(W, "", TpCopyIn(in.tp, h2)));
   return y + MoeForward(s, u, W, experts, expert_lora, lora_scale, h2, routing);
 }
 

@@ -20,6 +20,8 @@
 
 namespace onboard::backends {
 
+struct TpContext;  // tensor parallelism (backends/probe_tp.h)
+
 enum class Init { kNormal, kOnes, kZeros, kConst };
 
 struct ParamSlot {
@@ -70,6 +72,7 @@ struct MoeRouting {
   // Negative control random_router (probe_controls.h): != 0 = each token's top-k experts are
   // drawn at random from this seed (+ the layer); the gate weights stay the router's scores.
   uint64_t random_route_seed = 0;
+  const TpContext* tp = nullptr;  // shared experts: column/row-parallel over TP (null = no TP)
 };
 
 struct UnitInputs {
@@ -87,6 +90,8 @@ struct UnitInputs {
   // Negative control no_lookback (probe_controls.h): every token mixer sees each token alone
   // (a sequence of length 1), so nothing earlier in the sequence can reach a prediction.
   bool self_only = false;
+  // Tensor parallelism (probe_tp.h): the unit's weights are this TP rank's slices; null = no TP.
+  const TpContext* tp = nullptr;
 };
 
 // Forward of one unit given full (unsharded) flat buffers. x: tokens (embed) or hidden states.

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "backends/ordered_sum.h"
+#include "backends/probe_tp.h"
 #include "backends/proxy_weights.h"
 
 namespace onboard::backends {
@@ -203,7 +204,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   at::Tensor ypair = at::empty_like(yb).index_copy(0, perm, yb).view({b * T, k, yb.size(1)});
   at::Tensor y = (ypair * wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);       // [n, d]
   if (s.latent_dim > 0) y = W.Lin("lat_up", y);
-  if (s.num_shared > 0) y = y + SwiGlu(W, "sh_", x);
+  if (s.num_shared > 0) y = y + TpReduceOut(R.tp, SwiGlu(W, "sh_", TpCopyIn(R.tp, x)));  // TP: column / row
   return y.view({b, T, D});
 }
 

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "backends/probe.h"
+#include "backends/probe_layout_check.h"
 
 namespace onboard {
 namespace {
@@ -224,24 +225,8 @@ ModelIR ProxyToModelIR(const ProxySpec& s) {
 Status ProbeConfig::Validate(const ProxySpec& spec) const {
   auto num = [](double v) { std::ostringstream os; os << v; return os.str(); };
   if (ranks < 1 || ranks > 64) return Bad("ranks", "must be in [1, 64]", std::to_string(ranks));
-  const int64_t e = ep_degree(), f = fsdp_degree();
-  if (e < 1 || ranks % e != 0)
-    return Bad("ep", "ep=" + std::to_string(e) + " must divide ranks=" + std::to_string(ranks),
-               std::to_string(e));
-  if (f < 1 || ranks % f != 0)
-    return Bad("fsdp", "fsdp=" + std::to_string(f) + " must divide ranks=" + std::to_string(ranks),
-               std::to_string(f));
-  if (spec.num_experts % e != 0)
-    return Bad("ep", "ep=" + std::to_string(e) + " must divide num_experts=" +
-                         std::to_string(spec.num_experts), std::to_string(e));
+  ONBOARD_RETURN_IF_ERROR(ValidateParallelFactors(*this, spec));  // tp, fsdp, ep, batch (one error)
   if (steps < 1 || steps > 100000) return Bad("steps", "must be in [1, 100000]", std::to_string(steps));
-  if (batch < 1 || batch % ranks != 0)
-    return Bad("batch", "batch=" + std::to_string(batch) + " must be a positive multiple of ranks=" +
-                            std::to_string(ranks), std::to_string(batch));
-  if (micro_batch < 0 || (micro_batch > 0 && batch % (ranks * micro_batch) != 0))
-    return Bad("micro_batch", "batch=" + std::to_string(batch) + " must be a multiple of ranks=" +
-                                  std::to_string(ranks) + " * micro_batch=" + std::to_string(micro_batch),
-               std::to_string(micro_batch));
   if (seq < 4 || seq > 8192) return Bad("seq", "must be in [4, 8192]", std::to_string(seq));
   if (mode == FinetuneMode::kLoRA && (lora_rank < 1 || lora_rank > 256))
     return Bad("lora_rank", "must be in [1, 256] in lora mode", std::to_string(lora_rank));
@@ -286,6 +271,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   if (kda_kernel != "generated" && kda_kernel != "torch")
     return Bad("kda_kernel", "must be generated or torch", kda_kernel);
   if (!expert_placement.empty()) {
+    const int64_t e = ep_degree();
     if (static_cast<int64_t>(expert_placement.size()) != spec.num_experts)
       return Bad("expert_placement", "needs one EP rank per expert (" +
                                          std::to_string(spec.num_experts) + ")",

@@ -1,5 +1,5 @@
-// `onboard probe MODEL --ranks N [--ep E --fsdp F] [--steps S] [--mode lora|full] [--json] [--out DIR]`:
-// trains a scaled-down proxy of MODEL (same block pattern: KDA/MLA+DSA, latent MoE, shared experts)
+// `onboard probe MODEL --ranks N [--tp T] [--ep E --fsdp F] [--steps S] [--mode lora|full] [--json] [--out
+// DIR]`: trains a scaled-down proxy of MODEL (same block pattern: KDA/MLA+DSA, latent MoE, shared experts)
 // across N local processes with FSDP + expert parallelism over c10d (Gloo on CPU), and reports the
 // loss curve, time per collective, expert load, peak memory and the cost model's prediction.
 // Exit codes: 0 converged, 7 (check failed) diverged / NaN / not converged, 2 bad input,
@@ -95,6 +95,9 @@ OnboardCommand kProbe{
       sub.add_option("--ranks", o->cfg.ranks, "processes on this machine")->capture_default_str();
       sub.add_option("--ep", o->cfg.ep, "expert-parallel degree (default: ranks)");
       sub.add_option("--fsdp", o->cfg.fsdp, "FSDP shard degree (default: ranks)");
+      sub.add_option("--tp", o->cfg.tp,
+                     "tensor-parallel degree: groups of T consecutive ranks split heads, MLP widths "
+                     "and vocab (Megatron-style); ep and fsdp then divide ranks/T (default 1)");
       sub.add_option("--steps", o->steps, "optimizer steps (default: full 400; lora 150 adapter steps)");
       sub.add_option("--mode", o->mode, "full | lora")->capture_default_str();
       sub.add_option("--lora-rank", o->cfg.lora_rank, "LoRA rank")->capture_default_str();

@@ -23,12 +23,15 @@ TEST(ApplyPlanToProbe, DemoPlanKeepsEpAndShardingAndExplainsTheRest) {
   p.recompute = {{"MoE", Recompute::kSelective}, {"KDA", Recompute::kNone}};
   auto L = ApplyPlanToProbe(p, 4, 2, 16);
   ASSERT_TRUE(L.ok()) << L.status().ToString();
-  EXPECT_EQ(L->ep, 4);
-  EXPECT_EQ(L->fsdp, 4);
+  EXPECT_EQ(L->tp, 2);  // tp=4 x ep=128 on 128 devices -> tp=2 x ep=2 on 4 ranks (issue 17)
+  EXPECT_EQ(L->ep, 2);
+  EXPECT_EQ(L->fsdp, 2);
   EXPECT_EQ(L->replicas, 1);
-  EXPECT_EQ(L->micro_steps, 2);
+  EXPECT_EQ(L->micro_steps, 4);  // each TP group trains 2 ranks x 2 sequences
   EXPECT_EQ(L->micro_batch, 1);
-  for (const char* f : {"tp", "sequence_parallel", "recompute", "micro_batches"}) {
+  ASSERT_NE(Find(*L, "tp"), nullptr);
+  EXPECT_TRUE(Find(*L, "tp")->reason.empty()) << Find(*L, "tp")->reason;  // scaled, structure kept
+  for (const char* f : {"sequence_parallel", "recompute", "micro_batches"}) {
     ASSERT_NE(Find(*L, f), nullptr) << f;
     EXPECT_FALSE(Find(*L, f)->reason.empty()) << f;
   }
@@ -86,6 +89,28 @@ TEST(ApplyPlanToProbe, PlanTheProbeCanRunIsKeptWhole) {
   for (const auto& f : L->factors) EXPECT_TRUE(f.reason.empty()) << f.factor << ": " << f.reason;
   EXPECT_EQ(L->micro_steps, 2);
   EXPECT_EQ(L->micro_batch, 2);
+}
+
+// A tp the proxy's heads do not divide is lowered, and the factor says which size ruled it out.
+TEST(ApplyPlanToProbe, TpThatDoesNotDivideTheProxyHeadsIsAdjustedWithAReason) {
+  Plan p;
+  p.deg.tp = 4;
+  p.deg.dp_shard = 8;
+  ProxySpec proxy;  // defaults: 2 KDA heads, 2 MLA heads, 2 indexer heads, vocab 256
+  proxy.layers = {{ProxyMixer::kKDA, ProxyChannel::kDense}, {ProxyMixer::kMLA, ProxyChannel::kMoE}};
+  auto L = ApplyPlanToProbe(p, 8, 2, 8, &proxy);  // ranks allow tp=4; the heads do not
+  ASSERT_TRUE(L.ok()) << L.status().ToString();
+  EXPECT_EQ(L->tp, 2);
+  EXPECT_EQ(L->fsdp, 4);
+  ASSERT_NE(Find(*L, "tp"), nullptr);
+  EXPECT_NE(Find(*L, "tp")->reason.find("tp=4 does not divide the proxy's"), std::string::npos)
+      << Find(*L, "tp")->reason;
+  proxy.kda_heads = 3;  // no tp >= 2 fits: runs tp=1, and says why
+  auto one = ApplyPlanToProbe(p, 8, 2, 8, &proxy);
+  ASSERT_TRUE(one.ok());
+  EXPECT_EQ(one->tp, 1);
+  EXPECT_EQ(one->fsdp, 8);
+  EXPECT_NE(Find(*one, "tp")->reason.find("kda_heads=3"), std::string::npos) << Find(*one, "tp")->reason;
 }
 
 TEST(ApplyPlanToProbe, BadRanksAreInputErrors) {
