@@ -95,6 +95,12 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
   c->control = j.value("control", std::string());
+  c->recompute.clear();
+  for (const auto& [kind, v] : j.value("recompute", json::object()).items()) {
+    Expected<Recompute> r = ParseRecomputePolicy(v.get<std::string>(), "probe config", "recompute." + kind);
+    if (!r.ok()) throw std::invalid_argument(r.status().message());
+    c->recompute[kind] = *r;
+  }
 }
 // clang-format on
 
@@ -109,6 +115,9 @@ json SpecJson(const ProxySpec& s) {
 json ConfigJson(const ProbeConfig& c) {
   json j = ConfigJsonCore(c);
   j["control"] = c.control;
+  json rc = json::object();  // recompute per block kind (issue 17)
+  for (const auto& [kind, r] : c.recompute) rc[kind] = RecomputeName(r);
+  j["recompute"] = rc;
   return j;
 }
 
@@ -137,6 +146,18 @@ std::string ProbeResultToJson(const ProbeResult& r) {
   json pred = {{"available", r.prediction.available}, {"topology", r.prediction.topology},
                {"step_s", r.prediction.step_s}, {"memory_bytes", r.prediction.memory_bytes},
                {"comm_s", r.prediction.comm_s}, {"notes", r.prediction.notes}};
+  // Measured beside predicted per collective kind and for live-tensor memory (issue 17).
+  json coll = json::array();
+  for (const CollectiveComparison& c : r.prediction.collectives)
+    coll.push_back({{"kind", c.kind}, {"term", c.term}, {"measured_s", c.measured_s},
+                    {"predicted_s", c.predicted_s}, {"ratio", c.ratio}});
+  const MemoryComparison& m = r.prediction.memory;
+  pred["collectives"] = coll;
+  pred["memory"] = {{"weights", m.weights}, {"grads", m.grads}, {"optimizer", m.optimizer},
+                    {"activations", m.activations}, {"a2a_buffers", m.a2a_buffers},
+                    {"workspace", m.workspace}, {"predicted_bytes", m.predicted},
+                    {"measured_live_peak_bytes", m.measured}, {"ratio", m.ratio},
+                    {"rank_live_peak_bytes", r.rank_live_peak_bytes}, {"dtype_note", m.dtype_note}};
   return json{{"spec", SpecJson(r.spec)}, {"config", ConfigJson(r.config)},
               {"params", {{"total", r.params.total}, {"expert", r.params.expert},
                           {"lora", r.params.lora}, {"trainable", r.params.trainable}}},

@@ -87,6 +87,10 @@ struct UnitInputs {
   // Negative control no_lookback (probe_controls.h): every token mixer sees each token alone
   // (a sequence of length 1), so nothing earlier in the sequence can reach a prediction.
   bool self_only = false;
+  // Recompute of a layer unit's two regions (fsdp_unit.h): kFull = the region is checkpointed
+  // (checkpoint_fn.h); kSelective (token mixer only) = its core attention is; kNone = kept.
+  Recompute mixer_recompute = Recompute::kNone;
+  Recompute channel_recompute = Recompute::kNone;
 };
 
 // Forward of one unit given full (unsharded) flat buffers. x: tokens (embed) or hidden states.
