@@ -15,11 +15,14 @@ struct BodyHolder : torch::CustomClassHolder {
 
 class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
  public:
-  static variable_list forward(AutogradContext* ctx, variable_list inputs, int64_t holder_ptr) {
+  // inputs: a TensorList, so that autograd sees each tensor as an input (a std::vector would
+  // be taken as one non-tensor argument: custom_function.h ExtractVariables).
+  static variable_list forward(AutogradContext* ctx, at::TensorList inputs, int64_t holder_ptr) {
     auto* h = reinterpret_cast<BodyHolder*>(holder_ptr);
     ctx->saved_data["body"] = c10::IValue::make_capsule(c10::intrusive_ptr<BodyHolder>::reclaim(h));
-    ctx->save_for_backward(inputs);
-    return h->body(inputs);  // autograd is off inside a custom function's forward
+    const std::vector<at::Tensor> in = inputs.vec();
+    ctx->save_for_backward(in);
+    return h->body(in);  // autograd is off inside a custom function's forward
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -70,7 +73,7 @@ std::vector<at::Tensor> Checkpoint(CheckpointBody body, const std::vector<at::Te
   auto holder = c10::make_intrusive<BodyHolder>();
   holder->body = std::move(body);
   holder->routing = &routing;
-  return CheckpointFn::apply(inputs, reinterpret_cast<int64_t>(holder.release()));
+  return CheckpointFn::apply(at::TensorList(inputs), reinterpret_cast<int64_t>(holder.release()));
 }
 
 }  // namespace onboard::backends

@@ -2,6 +2,7 @@
 #include "backends/tensor_memory_compat.h"
 
 #include <c10/core/CPUAllocator.h>
+#include <c10/core/impl/alloc_cpu.h>
 
 #include <atomic>
 #include <limits>
@@ -15,36 +16,31 @@ namespace {
 std::atomic<int64_t> g_live{0};
 std::atomic<int64_t> g_peak{0};
 
-// One allocation: the inner allocator's DataPtr and its size, freed together.
-struct Counted {
-  at::DataPtr inner;
-  int64_t bytes = 0;
-};
+// Each allocation carries its size in a header in front of the data (kHeader keeps the data at
+// c10's 64-byte alignment), so the raw deleter can uncount it: raw_allocate works too.
+constexpr size_t kHeader = 64;
 
-void DeleteCounted(void* ctx) {
-  auto* c = static_cast<Counted*>(ctx);
-  g_live.fetch_sub(c->bytes);
-  delete c;
+void RawDelete(void* data) {
+  if (data == nullptr) return;
+  char* base = static_cast<char*>(data) - kHeader;
+  g_live.fetch_sub(*reinterpret_cast<int64_t*>(base));
+  c10::free_cpu(base);
 }
 
 class CountingAllocator final : public at::Allocator {
  public:
-  explicit CountingAllocator(at::Allocator* inner) : inner_(inner) {}
   at::DataPtr allocate(size_t n) const override {
-    at::DataPtr p = inner_->allocate(n);
-    void* data = p.get();
-    const at::Device dev = p.device();
-    auto* c = new Counted{std::move(p), static_cast<int64_t>(n)};
-    const int64_t live = g_live.fetch_add(c->bytes) + c->bytes;
+    if (n == 0) return {nullptr, nullptr, &RawDelete, at::Device(at::kCPU)};
+    char* base = static_cast<char*>(c10::alloc_cpu(n + kHeader));
+    *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(n);
+    const int64_t live = g_live.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
     int64_t peak = g_peak.load();
     while (live > peak && !g_peak.compare_exchange_weak(peak, live)) {
     }
-    return {data, c, &DeleteCounted, dev};
+    void* data = base + kHeader;
+    return {data, data, &RawDelete, at::Device(at::kCPU)};
   }
-  at::DeleterFnPtr raw_deleter() const override { return nullptr; }  // contexts differ from data
-
- private:
-  at::Allocator* inner_;
+  at::DeleterFnPtr raw_deleter() const override { return &RawDelete; }
 };
 
 }  // namespace
@@ -53,7 +49,7 @@ bool InstallLiveTensorCounter() {
   static std::once_flag once;
   static CountingAllocator* counting = nullptr;
   std::call_once(once, [] {
-    counting = new CountingAllocator(c10::GetCPUAllocator());  // lives as long as the process
+    counting = new CountingAllocator();  // lives as long as the process
     c10::SetCPUAllocator(counting, std::numeric_limits<uint8_t>::max());
   });
   return c10::GetCPUAllocator() == counting;

@@ -1,8 +1,8 @@
 // INTERNAL to backends/ (includes LibTorch). The LibTorch-version-sensitive memory calls of the
 // probe, in one place:
-//   - a tracking CPU allocator: c10::SetCPUAllocator installs a wrapper around the allocator in
-//     place (c10::GetCPUAllocator) that counts the bytes of live CPU tensor storages (current and
-//     high-water mark). It counts tensor storages only: not Gloo's buffers, not malloc overhead,
+//   - a tracking CPU allocator: c10::SetCPUAllocator installs an allocator over c10::alloc_cpu /
+//     free_cpu (what LibTorch's default CPU allocator uses) that counts the bytes of live CPU
+//     tensor storages (current and high-water mark). It counts tensor storages only: not Gloo's buffers, not malloc overhead,
 //     not the runtime's own memory (that is what RSS adds). Storages allocated before it was
 //     installed are freed through their own deleter and never counted.
 //   - freeing and refilling a tensor's storage in place (FSDP's reshard-after-forward: autograd's
