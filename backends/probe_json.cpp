@@ -96,10 +96,11 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
   c->control = j.value("control", std::string());
   c->recompute.clear();
-  for (const auto& [kind, v] : j.value("recompute", json::object()).items()) {
-    Expected<Recompute> r = ParseRecomputePolicy(v.get<std::string>(), "probe config", "recompute." + kind);
+  const json rc = j.value("recompute", json::object());  // named: items() of a temporary dangles
+  for (auto it = rc.begin(); it != rc.end(); ++it) {
+    Expected<Recompute> r = ParseRecomputePolicy(it->get<std::string>(), "probe config", "recompute." + it.key());
     if (!r.ok()) throw std::invalid_argument(r.status().message());
-    c->recompute[kind] = *r;
+    c->recompute[it.key()] = *r;
   }
 }
 // clang-format on
