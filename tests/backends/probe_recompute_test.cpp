@@ -15,7 +15,7 @@ using testing_probe::SmallConfig;
 using testing_probe::SmallSpec;
 using testing_probe::TempDir;
 
-ProbeResult Run(const std::map<std::string, Recompute>& rc, const std::string& name, int64_t micro_batch = 0) {
+ProbeResult RunWith(const std::map<std::string, Recompute>& rc, const std::string& name, int64_t micro_batch = 0) {
   ProbeConfig c = SmallConfig(2, TempDir(name));
   c.steps = 6;
   c.recompute = rc;
@@ -41,11 +41,11 @@ int64_t LivePeak(const ProbeResult& r) {
 }
 
 TEST(ProbeRecompute, LossCurveBitIdenticalAcrossPolicies) {
-  const ProbeResult full = Run({}, "rc-full");
-  const ProbeResult none = Run({{"*", Recompute::kNone}}, "rc-none");
-  const ProbeResult sel = Run({{"*", Recompute::kSelective}}, "rc-sel");
+  const ProbeResult full = RunWith({}, "rc-full");
+  const ProbeResult none = RunWith({{"*", Recompute::kNone}}, "rc-none");
+  const ProbeResult sel = RunWith({{"*", Recompute::kSelective}}, "rc-sel");
   const ProbeResult mixed =
-      Run({{"KDA", Recompute::kSelective}, {"DSA", Recompute::kNone}, {"MoE", Recompute::kFull},
+      RunWith({{"KDA", Recompute::kSelective}, {"DSA", Recompute::kNone}, {"MoE", Recompute::kFull},
            {"MLP", Recompute::kNone}}, "rc-mixed");
   ASSERT_EQ(full.steps.size(), 6u);
   EXPECT_EQ(DifferingSteps(none, full), 0);
@@ -53,7 +53,7 @@ TEST(ProbeRecompute, LossCurveBitIdenticalAcrossPolicies) {
   EXPECT_EQ(DifferingSteps(mixed, full), 0);
   EXPECT_EQ(none.steps.back().expert_load, full.steps.back().expert_load);  // counted once per forward
   // Negative control: the same step split into 2 micro-batches per rank sums in another order.
-  const ProbeResult split = Run({{"*", Recompute::kNone}}, "rc-split", 2);
+  const ProbeResult split = RunWith({{"*", Recompute::kNone}}, "rc-split", 2);
   EXPECT_GT(DifferingSteps(split, none), 0) << "the bit-identity check cannot see a summation-order change";
   // What is kept for backward differs: per rank, every rank measured.
   ASSERT_EQ(full.rank_live_peak_bytes.size(), 2u);
