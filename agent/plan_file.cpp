@@ -5,7 +5,6 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-
 namespace onboard::agent {
 namespace {
 
@@ -22,7 +21,8 @@ struct PlanFields {
     if (!it->is_number_integer()) return BadInput(origin, path + key, "must be an integer", it->dump());
     const int64_t v = it->get<int64_t>();
     if (v < lo || v > hi)
-      return BadInput(origin, path + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+      return BadInput(origin, path + key,
+                      "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
                       std::to_string(v));
     *out = v;
     return Status::Ok();
@@ -69,15 +69,20 @@ Status ReadPlanObject(const json& j, const std::string& origin, const std::strin
   // Step 3: recompute per block kind: {"KDA": "full", ...}.
   auto rc = j.find("recompute");
   if (rc == j.end()) return Status::Ok();
-  if (!rc->is_object()) return BadInput(origin, path + "recompute", "must be an object of kind: policy", rc->dump());
+  if (!rc->is_object())
+    return BadInput(origin, path + "recompute", "must be an object of kind: policy", rc->dump());
   for (auto it = rc->begin(); it != rc->end(); ++it) {
     const std::string field = path + "recompute." + it.key();
     if (!it->is_string()) return BadInput(origin, field, "must be none, selective or full", it->dump());
     const std::string v = it->get<std::string>();
-    if (v == "none") p->recompute[it.key()] = Recompute::kNone;
-    else if (v == "selective") p->recompute[it.key()] = Recompute::kSelective;
-    else if (v == "full") p->recompute[it.key()] = Recompute::kFull;
-    else return BadInput(origin, field, "must be none, selective or full", v);
+    if (v == "none")
+      p->recompute[it.key()] = Recompute::kNone;
+    else if (v == "selective")
+      p->recompute[it.key()] = Recompute::kSelective;
+    else if (v == "full")
+      p->recompute[it.key()] = Recompute::kFull;
+    else
+      return BadInput(origin, field, "must be none, selective or full", v);
   }
   return Status::Ok();
 }
@@ -104,7 +109,8 @@ Expected<Plan> ParsePlanJson(const std::string& text, const std::string& origin)
     obj = &j["plan"];
     path = "plan.";
   }
-  if (!obj->is_object()) return BadInput(origin, path.empty() ? "plan" : path.substr(0, path.size() - 1), "must be an object");
+  if (!obj->is_object())
+    return BadInput(origin, path.empty() ? "plan" : path.substr(0, path.size() - 1), "must be an object");
   Plan p;
   ONBOARD_RETURN_IF_ERROR(ReadPlanObject(*obj, origin, path, &p));
   return p;

@@ -38,8 +38,9 @@ void Unsupported(const Plan& plan, ProbeLayout& L) {
 // Step 5: recompute per block kind onto the proxy's kinds.
 void RecomputePolicies(const Plan& plan, ProbeLayout& L) {
   static const std::map<std::string, std::string> kAs = {
-      {"KDA", "KDA"}, {"MLA", "MLA"}, {"DSA", "DSA"}, {"MoE", "MoE"}, {"MLP", "MLP"}, {"*", "*"},
-      {"GatedDeltaNet", "KDA"}, {"LinearAttention", "KDA"}, {"MHA", "MLA"}, {"GQA", "MLA"}, {"SlidingWindow", "MLA"}};
+      {"KDA", "KDA"}, {"MLA", "MLA"}, {"DSA", "DSA"},           {"MoE", "MoE"},
+      {"MLP", "MLP"}, {"*", "*"},     {"GatedDeltaNet", "KDA"}, {"LinearAttention", "KDA"},
+      {"MHA", "MLA"}, {"GQA", "MLA"}, {"SlidingWindow", "MLA"}};
   L.recompute = {{"*", Recompute::kNone}};  // the plan's default for kinds it does not name
   std::string reason;
   for (const auto& [kind, r] : plan.recompute) {
@@ -48,12 +49,14 @@ void RecomputePolicies(const Plan& plan, ProbeLayout& L) {
       reason += (reason.empty() ? "" : "; ") + kind + " is no block kind of the proxy: dropped";
       continue;
     }
-    if (it->second != kind) reason += (reason.empty() ? "" : "; ") + kind + " runs as the proxy's " + it->second;
+    if (it->second != kind)
+      reason += (reason.empty() ? "" : "; ") + kind + " runs as the proxy's " + it->second;
     if (it->second != kind && plan.recompute.count(it->second) > 0) continue;  // the plan names it itself
     L.recompute[it->second] = r;
   }
   std::string probe;
-  for (const auto& [kind, r] : L.recompute) probe += (probe.empty() ? "" : ",") + kind + "=" + RecomputeName(r);
+  for (const auto& [kind, r] : L.recompute)
+    probe += (probe.empty() ? "" : ",") + kind + "=" + RecomputeName(r);
   L.factors.push_back({"recompute", RecomputeSummary(plan), probe, reason});
 }
 
@@ -117,10 +120,14 @@ nlohmann::json ProbeLayout::ToJson() const {
   for (const auto& x : factors)
     f.push_back({{"factor", x.factor}, {"plan", x.plan}, {"probe", x.probe}, {"kept", x.reason.empty()},
                  {"reason", x.reason}});
-  return {{"ranks", ranks},           {"ep", ep},
-          {"fsdp", fsdp},             {"replicas", replicas},
-          {"micro_steps", micro_steps}, {"micro_batch", micro_batch},
-          {"recompute", rc},          {"factors", f}};
+  return {{"ranks", ranks},
+          {"ep", ep},
+          {"fsdp", fsdp},
+          {"replicas", replicas},
+          {"micro_steps", micro_steps},
+          {"micro_batch", micro_batch},
+          {"recompute", rc},
+          {"factors", f}};
 }
 
 Expected<ProbeLayout> ApplyPlanToProbe(const Plan& plan, int64_t ranks, int64_t sequences_per_rank,

@@ -38,10 +38,14 @@ bool RecomputeUnit(const UnitRunner& r) {
 // Gathered buffer i (1..4 = dense, lora, experts, expert_lora) of the unit from its shard.
 at::Tensor GatherBuffer(const UnitRunner& r, size_t i, const at::Tensor& shard) {
   switch (i) {
-    case 1: return Gather(r.fsdp, shard, r.unit->dense.numel);
-    case 2: return Gather(r.fsdp, shard, r.unit->lora.numel);
-    case 3: return Gather(r.expert_fsdp, shard, LocalExpertNumel(r, false));
-    default: return Gather(r.expert_fsdp, shard, LocalExpertNumel(r, true));
+    case 1:
+      return Gather(r.fsdp, shard, r.unit->dense.numel);
+    case 2:
+      return Gather(r.fsdp, shard, r.unit->lora.numel);
+    case 3:
+      return Gather(r.expert_fsdp, shard, LocalExpertNumel(r, false));
+    default:
+      return Gather(r.expert_fsdp, shard, LocalExpertNumel(r, true));
   }
 }
 
@@ -77,8 +81,8 @@ variable_list GradsAt(const at::Tensor& out, const at::Tensor& g_out, const std:
 class KeptUnitFn : public torch::autograd::Function<KeptUnitFn> {
  public:
   static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, const at::Tensor& dense,
-                            const at::Tensor& lora, const at::Tensor& experts,
-                            const at::Tensor& expert_lora, int64_t runner_ptr) {
+                            const at::Tensor& lora, const at::Tensor& experts, const at::Tensor& expert_lora,
+                            int64_t runner_ptr) {
     auto* r = reinterpret_cast<UnitRunner*>(runner_ptr);
     ctx->saved_data["runner"] = runner_ptr;
     ctx->save_for_backward({dense, lora, experts, expert_lora});
@@ -102,7 +106,8 @@ class KeptUnitFn : public torch::autograd::Function<KeptUnitFn> {
     }
     // Step 2: reshard after forward: the gathered bytes go; the graph's saved views stay.
     for (size_t i = 1; i < 5; ++i)
-      if (leaves[i].numel() > 0 && !leaves[i].storage().is_alias_of(shards[i].storage())) FreeStorage(leaves[i]);
+      if (leaves[i].numel() > 0 && !leaves[i].storage().is_alias_of(shards[i].storage()))
+        FreeStorage(leaves[i]);
     ctx->saved_data["out"] = out;
     for (size_t i = 0; i < 5; ++i) ctx->saved_data["leaf" + std::to_string(i)] = leaves[i];
     return out.detach();

@@ -14,8 +14,9 @@
 //   backward: all-gather into those storages again (RefillStorage), backpropagate the kept graph,
 //             reduce-scatter as above.
 // Both paths issue the same collectives (2 all-gathers + 1 reduce-scatter per unit and buffer) and
-// compute the same values in the same order: the loss curve is bit-identical across policies. Routed experts: EP partitions them over the ep group;
-// each rank's local-experts buffer is sharded the same way over its EP replicas (expert_fsdp).
+// compute the same values in the same order: the loss curve is bit-identical across policies.
+// Routed experts: EP partitions them over the ep group; each rank's local-experts buffer is
+// sharded the same way over its EP replicas (expert_fsdp).
 #pragma once
 
 #include <torch/torch.h>

@@ -242,24 +242,24 @@ struct ProbeStep {
 
 // Comparison of the measurement with the cost model (search/planner.h EvaluatePlan) for the same
 // proxy layout on a topology of this machine (measured GEMM FLOP/s and loopback bandwidth).
-// One collective kind measured beside the cost model's term for it (backends/probe_collectives.cpp
+// One collective kind measured beside the cost model's term for it (backends/probe_comparison.cpp
 // holds the table of kinds: one row per kind, so new kinds slot in there).
 struct CollectiveComparison {
-  std::string kind;                  // "fsdp_ag_rs", "ep_a2a", "all_reduce", ...
-  std::string term;                  // cost-model time term it is set beside ("comm.fsdp")
-  double measured_s = 0;             // per step: mean over the steps after the first, max over ranks
-  double predicted_s = 0;            // the term's total (exposed + overlapped) seconds per step
-  double ratio = 0;                  // measured / predicted (0 when nothing predicted)
+  std::string kind;        // "fsdp_ag_rs", "ep_a2a", "all_reduce", ...
+  std::string term;        // cost-model time term it is set beside ("comm.fsdp")
+  double measured_s = 0;   // per step: mean over the steps after the first, max over ranks
+  double predicted_s = 0;  // the term's total (exposed + overlapped) seconds per step
+  double ratio = 0;        // measured / predicted (0 when nothing predicted)
 };
 
 // The memory model's per-rank breakdown (search/memory_model.cpp) for the probe's layout, in the
 // probe's dtype, beside the measured live-tensor peak.
 struct MemoryComparison {
   double weights = 0, grads = 0, optimizer = 0, activations = 0, a2a_buffers = 0, workspace = 0;
-  double predicted = 0;              // sum of the above
-  double measured = 0;               // max over ranks and steps of the live-tensor peak
-  double ratio = 0;                  // measured / predicted
-  std::string dtype_note;            // how bf16 model terms were converted to the probe's dtype
+  double predicted = 0;    // sum of the above
+  double measured = 0;     // max over ranks and steps of the live-tensor peak
+  double ratio = 0;        // measured / predicted
+  std::string dtype_note;  // how bf16 model terms were converted to the probe's dtype
 };
 
 struct ProbePrediction {

@@ -23,7 +23,7 @@ namespace {
 
 struct CollectiveKind {
   const char* kind;
-  const char* term;                         // search/cost_model.cpp time term
+  const char* term;  // search/cost_model.cpp time term
   double (*measured)(const CollectiveTimes&);
 };
 

@@ -36,16 +36,18 @@ void FormatComparisons(const ProbeResult& r, std::ostringstream& os) {
   const double mib = 1.0 / 1048576.0;
   os << "\nlive-tensor peak per rank (MiB, tracking allocator; recompute ";
   std::string rc;
-  for (const auto& [kind, pol] : r.config.recompute) rc += (rc.empty() ? "" : ",") + kind + "=" + RecomputeName(pol);
+  for (const auto& [kind, pol] : r.config.recompute)
+    rc += (rc.empty() ? "" : ",") + kind + "=" + RecomputeName(pol);
   os << (rc.empty() ? "full (default)" : rc) << "):";
   for (size_t k = 0; k < r.rank_live_peak_bytes.size(); ++k)
-    os << F(" r%.0f ", static_cast<double>(k)) << F("%.2f", static_cast<double>(r.rank_live_peak_bytes[k]) * mib);
+    os << F(" r%.0f ", static_cast<double>(k))
+       << F("%.2f", static_cast<double>(r.rank_live_peak_bytes[k]) * mib);
   os << "\n  memory model (" << m.dtype_note << "):\n";
-  os << "    weights " << F("%.2f", m.weights * mib) << ", grads " << F("%.2f", m.grads * mib) << ", optimizer "
-     << F("%.2f", m.optimizer * mib) << ", activations " << F("%.2f", m.activations * mib) << ", a2a buffers "
-     << F("%.2f", m.a2a_buffers * mib) << ", workspace " << F("%.2f", m.workspace * mib) << " = "
-     << F("%.2f", m.predicted * mib) << " MiB predicted; " << F("%.2f", m.measured * mib) << " MiB measured"
-     << (m.ratio > 0 ? F(" (ratio %.3f)", m.ratio) : std::string()) << "\n";
+  os << "    weights " << F("%.2f", m.weights * mib) << ", grads " << F("%.2f", m.grads * mib)
+     << ", optimizer " << F("%.2f", m.optimizer * mib) << ", activations " << F("%.2f", m.activations * mib)
+     << ", a2a buffers " << F("%.2f", m.a2a_buffers * mib) << ", workspace " << F("%.2f", m.workspace * mib)
+     << " = " << F("%.2f", m.predicted * mib) << " MiB predicted; " << F("%.2f", m.measured * mib)
+     << " MiB measured" << (m.ratio > 0 ? F(" (ratio %.3f)", m.ratio) : std::string()) << "\n";
 }
 
 }  // namespace

@@ -150,15 +150,24 @@ std::string ProbeResultToJson(const ProbeResult& r) {
   // Measured beside predicted per collective kind and for live-tensor memory (issue 17).
   json coll = json::array();
   for (const CollectiveComparison& c : r.prediction.collectives)
-    coll.push_back({{"kind", c.kind}, {"term", c.term}, {"measured_s", c.measured_s},
-                    {"predicted_s", c.predicted_s}, {"ratio", c.ratio}});
+    coll.push_back({{"kind", c.kind},
+                    {"term", c.term},
+                    {"measured_s", c.measured_s},
+                    {"predicted_s", c.predicted_s},
+                    {"ratio", c.ratio}});
   const MemoryComparison& m = r.prediction.memory;
   pred["collectives"] = coll;
-  pred["memory"] = {{"weights", m.weights}, {"grads", m.grads}, {"optimizer", m.optimizer},
-                    {"activations", m.activations}, {"a2a_buffers", m.a2a_buffers},
-                    {"workspace", m.workspace}, {"predicted_bytes", m.predicted},
-                    {"measured_live_peak_bytes", m.measured}, {"ratio", m.ratio},
-                    {"rank_live_peak_bytes", r.rank_live_peak_bytes}, {"dtype_note", m.dtype_note}};
+  pred["memory"] = {{"weights", m.weights},
+                    {"grads", m.grads},
+                    {"optimizer", m.optimizer},
+                    {"activations", m.activations},
+                    {"a2a_buffers", m.a2a_buffers},
+                    {"workspace", m.workspace},
+                    {"predicted_bytes", m.predicted},
+                    {"measured_live_peak_bytes", m.measured},
+                    {"ratio", m.ratio},
+                    {"rank_live_peak_bytes", r.rank_live_peak_bytes},
+                    {"dtype_note", m.dtype_note}};
   return json{{"spec", SpecJson(r.spec)}, {"config", ConfigJson(r.config)},
               {"params", {{"total", r.params.total}, {"expert", r.params.expert},
                           {"lora", r.params.lora}, {"trainable", r.params.trainable}}},

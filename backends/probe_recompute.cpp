@@ -70,8 +70,8 @@ Status ParseRecomputeList(const std::string& text, std::map<std::string, Recompu
     if (kind.empty())
       return BadInput("--recompute", "recompute", "kind must be one of KDA, MLA, DSA, MoE, MLP or *",
                       item.substr(0, eq));
-    ONBOARD_ASSIGN_OR_RETURN(Recompute r, ParseRecomputePolicy(item.substr(eq + 1), "--recompute",
-                                                               "recompute." + kind));
+    ONBOARD_ASSIGN_OR_RETURN(Recompute r,
+                             ParseRecomputePolicy(item.substr(eq + 1), "--recompute", "recompute." + kind));
     (*out)[kind] = r;
   }
   return Status::Ok();

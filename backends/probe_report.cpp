@@ -289,8 +289,8 @@ void FinishProbeResult(ProbeResult* r) {
   MeasureCollectives(r->steps, &r->prediction.collectives);
   MeasureMemory(r->rank_live_peak_bytes, &r->prediction.memory);
   if (r->prediction.available && r->prediction.memory.measured > 0) {
-    Expected<MemoryReport> live = CheckMemory(r->prediction.memory.measured, r->prediction.memory.predicted,
-                                              kLiveMemoryTolerance);
+    Expected<MemoryReport> live =
+        CheckMemory(r->prediction.memory.measured, r->prediction.memory.predicted, kLiveMemoryTolerance);
     if (live.ok()) r->checks.push_back(live->message + " [measured = live-tensor peak, tracking allocator]");
   }
 }

@@ -143,7 +143,7 @@ ProbeStep StepRecord(const WorkerState& st, int64_t step, double loss, double gn
   s.compute_s = step_s - s.comm.total();
   s.tokens_per_s = step_s > 0 ? static_cast<double>(st.cfg.batch * st.cfg.seq) / step_s : 0;
   s.peak_rss_bytes = PeakRssBytes();
-  s.live_peak_bytes = st.dev.is_cpu() ? LiveTensorPeakBytes() : 0;  // CPU storages only
+  s.live_peak_bytes = st.dev.is_cpu() ? LiveTensorPeakBytes() : 0;              // CPU storages only
   for (const auto& [layer, counts] : st.load) s.expert_load.push_back(counts);  // MoE layers in order
   for (const auto& [layer, v] : indexer_kl) s.indexer_kl.push_back(v);          // MLA layers in order
   return s;

@@ -34,12 +34,14 @@ at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h, MoeRou
   at::Tensor graw = heads(W.Lin("g_proj", h) + W["dt_bias"]);
   at::Tensor g = s.gate_lower_bound * at::sigmoid(W["A_log"].exp().view({nh, 1}) * graw);
   at::Tensor beta = at::sigmoid(W.Lin("beta_proj", h));  // [b,T,nh]
-  at::Tensor o;  // [b,T,nh,K]
+  at::Tensor o;                                          // [b,T,nh,K]
   if (ckpt_core != nullptr) {
     const int64_t chunk = s.chunk;
-    o = Checkpoint([chunk](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
+    o = Checkpoint(
+        [chunk](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
           return {KdaCore(a[0], a[1], a[2], a[3], a[4], chunk, ProcessKdaImpl())};
-        }, {q, k, v, g, beta}, *ckpt_core)[0];
+        },
+        {q, k, v, g, beta}, *ckpt_core)[0];
   } else {
     o = KdaCore(q, k, v, g, beta, s.chunk, ProcessKdaImpl());
   }
@@ -114,10 +116,10 @@ struct IndexerKlSink {
 std::vector<at::Tensor> CoreAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
                                       const at::Tensor& keep) {
   at::Tensor scores = at::matmul(q.transpose(1, 2), k.transpose(1, 2).transpose(-1, -2)) /
-                      std::sqrt(double(q.size(-1)));                          // [b,nh,T,T]
+                      std::sqrt(double(q.size(-1)));  // [b,nh,T,T]
   scores = scores.masked_fill(keep.logical_not().unsqueeze(1), -INFINITY);
-  at::Tensor attn = at::softmax(scores, -1);                                  // [b,nh,T,T]
-  return {at::matmul(attn, v.transpose(1, 2)).transpose(1, 2), attn};         // [b,T,nh,dv]
+  at::Tensor attn = at::softmax(scores, -1);                           // [b,nh,T,T]
+  return {at::matmul(attn, v.transpose(1, 2)).transpose(1, 2), attn};  // [b,T,nh,dv]
 }
 
 at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const IndexerKlSink& sink,
@@ -185,8 +187,8 @@ at::Tensor MixerBlock(const ProxySpec& s, const UnitLayout& u, const at::Tensor&
   if (u.lora.numel > 0) AddViews(W, u.lora, lora);
   const ProxyLayer& pl = s.layers[static_cast<size_t>(u.layer)];
   at::Tensor h = Rms(x, W["norm1"]);
-  IndexerKlSink sink{s.indexer_kl_weight, in.inv_global_tokens,
-                     routing.record ? in.indexer_kl : nullptr, u.layer};
+  IndexerKlSink sink{s.indexer_kl_weight, in.inv_global_tokens, routing.record ? in.indexer_kl : nullptr,
+                     u.layer};
   MoeRouting* ckpt = in.mixer_recompute == Recompute::kSelective ? &routing : nullptr;
   // no_lookback control: each token is its own sequence in the mixer ([b*T, 1, D]).
   const at::Tensor hm = in.self_only ? h.reshape({h.size(0) * h.size(1), 1, h.size(2)}) : h;
@@ -232,7 +234,8 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
   }
   // Step 1: token mixer (+ residual), step 2: channel mixer (+ residual); either region is
   // checkpointed when its block kind's policy is full (the unit keeps its graph otherwise).
-  auto mixer = [&s, &u, lora_scale, &routing, in](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
+  auto mixer = [&s, &u, lora_scale, &routing,
+                in](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
     return {MixerBlock(s, u, a[0], a[1], a[2], lora_scale, routing, in)};
   };
   at::Tensor y = in.mixer_recompute == Recompute::kFull ? Checkpoint(mixer, {x, dense, lora}, routing)[0]

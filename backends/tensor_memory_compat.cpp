@@ -35,8 +35,7 @@ class CountingAllocator final : public at::Allocator {
     *reinterpret_cast<int64_t*>(base) = static_cast<int64_t>(n);
     const int64_t live = g_live.fetch_add(static_cast<int64_t>(n)) + static_cast<int64_t>(n);
     int64_t peak = g_peak.load();
-    while (live > peak && !g_peak.compare_exchange_weak(peak, live)) {
-    }
+    while (live > peak && !g_peak.compare_exchange_weak(peak, live)) {}
     void* data = base + kHeader;
     return {data, data, &RawDelete, at::Device(at::kCPU)};
   }

@@ -2,9 +2,10 @@
 // probe, in one place:
 //   - a tracking CPU allocator: c10::SetCPUAllocator installs an allocator over c10::alloc_cpu /
 //     free_cpu (what LibTorch's default CPU allocator uses) that counts the bytes of live CPU
-//     tensor storages (current and high-water mark). It counts tensor storages only: not Gloo's buffers, not malloc overhead,
-//     not the runtime's own memory (that is what RSS adds). Storages allocated before it was
-//     installed are freed through their own deleter and never counted.
+//     tensor storages (current and high-water mark). It counts tensor storages only: not
+//     Gloo's buffers, not malloc overhead, not the runtime's own memory (that is what RSS
+//     adds). Storages allocated before it was installed are freed through their own deleter
+//     and never counted.
 //   - freeing and refilling a tensor's storage in place (FSDP's reshard-after-forward: autograd's
 //     saved views of a gathered buffer stay valid, the bytes go away until the backward re-gather).
 // Units: bytes.

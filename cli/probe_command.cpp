@@ -35,8 +35,8 @@ struct ProbeOptions {
   double lr = -1;            // -1 = the mode's default
   std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
   bool json = false;
-  std::string recompute;      // --recompute KIND=POLICY,... (issue 17)
-  std::string plan_file;      // --plan plan.json (issue 17)
+  std::string recompute;  // --recompute KIND=POLICY,... (issue 17)
+  std::string plan_file;  // --plan plan.json (issue 17)
 };
 
 // --plan: the plan scaled to the probe's ranks (ep, fsdp, micro-batches, recompute), each factor
@@ -47,7 +47,8 @@ Status ApplyPlanFile(const ProbeOptions& o, const ProxySpec& spec, ProbeConfig* 
   if (cfg->ranks < 1 || cfg->batch % cfg->ranks != 0)
     return BadInput("--batch", "batch", "must be a positive multiple of ranks=" + std::to_string(cfg->ranks),
                     std::to_string(cfg->batch));
-  Expected<agent::ProbeLayout> L = agent::ApplyPlanToProbe(*plan, cfg->ranks, cfg->batch / cfg->ranks, spec.num_experts);
+  Expected<agent::ProbeLayout> L =
+      agent::ApplyPlanToProbe(*plan, cfg->ranks, cfg->batch / cfg->ranks, spec.num_experts);
   if (!L.ok()) return L.status();
   cfg->ep = L->ep;
   cfg->fsdp = L->fsdp;
@@ -56,8 +57,8 @@ Status ApplyPlanFile(const ProbeOptions& o, const ProxySpec& spec, ProbeConfig* 
   std::ostream& os = o.json ? std::cerr : std::cout;
   os << "plan " << o.plan_file << " -> probe on " << cfg->ranks << " ranks:\n";
   for (const agent::ProbeFactor& f : L->factors)
-    os << "  " << f.factor << ": plan " << f.plan << " -> probe " << f.probe << (f.reason.empty() ? "" : " (" + f.reason + ")")
-       << "\n";
+    os << "  " << f.factor << ": plan " << f.plan << " -> probe " << f.probe
+       << (f.reason.empty() ? "" : " (" + f.reason + ")") << "\n";
   return Status::Ok();
 }
 
@@ -175,8 +176,9 @@ OnboardCommand kProbe{
       sub.add_option("--recompute", o->recompute,
                      "recompute per block kind, e.g. KDA=selective,MoE=none (kinds KDA, MLA, DSA, MoE, "
                      "MLP, * = the rest; default full)");
-      sub.add_option("--plan", o->plan_file,
-                     "plan JSON (`onboard plan --json`): its ep, fsdp, micro-batches and recompute, scaled to --ranks");
+      sub.add_option(
+          "--plan", o->plan_file,
+          "plan JSON (`onboard plan --json`): its ep, fsdp, micro-batches and recompute, scaled to --ranks");
       sub.add_flag("--json", o->json, "print the result as JSON");
       return [o] { return RunProbeCommand(*o); };
     }};

@@ -34,7 +34,8 @@ std::string Refusal(const std::string& text) {
 }
 
 TEST(PlanFile, BadPlansNameFileAndField) {
-  const std::string ok = R"("dp_replicate":1,"dp_shard":2,"tp":1,"pp":1,"micro_batch":1,"num_micro_batches":2)";
+  const std::string ok =
+      R"("dp_replicate":1,"dp_shard":2,"tp":1,"pp":1,"micro_batch":1,"num_micro_batches":2)";
   EXPECT_TRUE(ParsePlanJson("{" + ok + R"(,"ep":2})", "plan.json").ok());
   std::string m = Refusal("{" + ok + "}");  // ep missing
   EXPECT_NE(m.find("plan.json"), std::string::npos) << m;

@@ -45,7 +45,8 @@ TEST(ApplyPlanToProbe, DemoPlanKeepsEpAndShardingAndExplainsTheRest) {
 // A plan kind the proxy runs as another kind says so; one it has no block for is dropped, said.
 TEST(ApplyPlanToProbe, RecomputeKindsMapOntoTheProxy) {
   Plan p;
-  p.recompute = {{"GQA", Recompute::kFull}, {"GatedDeltaNet", Recompute::kSelective}, {"Mamba", Recompute::kFull}};
+  p.recompute = {
+      {"GQA", Recompute::kFull}, {"GatedDeltaNet", Recompute::kSelective}, {"Mamba", Recompute::kFull}};
   auto L = ApplyPlanToProbe(p, 2, 2, 8);
   ASSERT_TRUE(L.ok());
   EXPECT_EQ(L->recompute.at("MLA"), Recompute::kFull);

@@ -15,7 +15,8 @@ using testing_probe::SmallConfig;
 using testing_probe::SmallSpec;
 using testing_probe::TempDir;
 
-ProbeResult RunWith(const std::map<std::string, Recompute>& rc, const std::string& name, int64_t micro_batch = 0) {
+ProbeResult RunWith(const std::map<std::string, Recompute>& rc, const std::string& name,
+                    int64_t micro_batch = 0) {
   ProbeConfig c = SmallConfig(2, TempDir(name));
   c.steps = 6;
   c.recompute = rc;
@@ -44,9 +45,11 @@ TEST(ProbeRecompute, LossCurveBitIdenticalAcrossPolicies) {
   const ProbeResult full = RunWith({}, "rc-full");
   const ProbeResult none = RunWith({{"*", Recompute::kNone}}, "rc-none");
   const ProbeResult sel = RunWith({{"*", Recompute::kSelective}}, "rc-sel");
-  const ProbeResult mixed =
-      RunWith({{"KDA", Recompute::kSelective}, {"DSA", Recompute::kNone}, {"MoE", Recompute::kFull},
-           {"MLP", Recompute::kNone}}, "rc-mixed");
+  const ProbeResult mixed = RunWith({{"KDA", Recompute::kSelective},
+                                     {"DSA", Recompute::kNone},
+                                     {"MoE", Recompute::kFull},
+                                     {"MLP", Recompute::kNone}},
+                                    "rc-mixed");
   ASSERT_EQ(full.steps.size(), 6u);
   EXPECT_EQ(DifferingSteps(none, full), 0);
   EXPECT_EQ(DifferingSteps(sel, full), 0);

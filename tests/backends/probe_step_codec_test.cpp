@@ -85,8 +85,8 @@ TEST(ProbeStepCodec, RoundTripKeepsEveryField) {
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"accuracy", "comm", "compute_s", "expert_load", "grad_norm",
-                                            "indexer_kl", "live_peak_bytes", "loss", "lr", "peak_rss_bytes", "step", "step_s",
-                                            "tokens_per_s"}));
+                                            "indexer_kl", "live_peak_bytes", "loss", "lr", "peak_rss_bytes",
+                                            "step", "step_s", "tokens_per_s"}));
 }
 
 TEST(ProbeStepCodec, UnknownKeyIsRefused) {

@@ -39,7 +39,7 @@ TEST(LiveTensorCounter, FreeAndRefillStorageUnderAView) {
   EXPECT_EQ(view.sizes(), (at::IntArrayRef{4}));
   RefillStorage(buf, at::arange(kMiB / 4, at::kFloat) * 2);
   EXPECT_EQ(LiveTensorBytes(), live);
-  EXPECT_EQ(view[0].item<float>(), 16.0f);  // the view sees the new bytes
+  EXPECT_EQ(view[0].item<float>(), 16.0f);                           // the view sees the new bytes
   EXPECT_ANY_THROW(RefillStorage(buf, at::zeros({8}, at::kFloat)));  // not freed, other size
 }
 

@@ -26,7 +26,8 @@ TEST(ProbePlanCli, BadPlanFileExits2NamingFileAndField) {
   auto r = RunOnboard("probe " + kModel + " --plan /nonexistent/plan.json --ranks 2");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("/nonexistent/plan.json"), std::string::npos) << r.out;
-  const std::string bad = TempFile("bad.json", R"({"best":{"plan":{"dp_replicate":1,"dp_shard":2,"tp":"4"}}})");
+  const std::string bad =
+      TempFile("bad.json", R"({"best":{"plan":{"dp_replicate":1,"dp_shard":2,"tp":"4"}}})");
   r = RunOnboard("probe " + kModel + " --plan " + bad + " --ranks 2");
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find(bad), std::string::npos) << r.out;
@@ -48,7 +49,8 @@ TEST(ProbePlanCli, PlanScaledToTheRanksAndRun) {
   EXPECT_NE(r.out.find("-> probe on 2 ranks"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("ep: plan 128 -> probe 2"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("recompute: plan none -> probe *=none,DSA=none,KDA=none,MLP=none,MoE=none"),
-            std::string::npos) << r.out;
+            std::string::npos)
+      << r.out;
   EXPECT_NE(r.out.find("per collective"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("live-tensor peak per rank"), std::string::npos) << r.out;
 }
