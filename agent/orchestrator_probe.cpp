@@ -39,6 +39,7 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.fsdp = L.fsdp;
   c.tp = L.tp;  // tensor parallelism (issue 17)
   c.micro_batch = L.micro_batch;
+  c.recompute = L.recompute;  // the plan's recompute per block kind (issue 17, ApplyPlanToProbe Step 5)
   c.steps = static_cast<int64_t>(std::llround(static_cast<double>(s.steps) * st.knobs.probe_steps_scale));
   c.warmup = std::min<int64_t>(5, std::max<int64_t>(1, c.steps / 4));
   c.mode = st.req.mode;

@@ -36,9 +36,31 @@ void Unsupported(const Plan& plan, ProbeLayout& L) {
     L.factors.push_back({"pp", Str(d.pp), "1", "the probe has no pipeline schedule yet: runs every layer on every rank"});
   if (d.interleave > 1)
     L.factors.push_back({"interleave", Str(d.interleave), "1", "needs pipeline parallelism, which the probe lacks"});
-  const std::string rc = RecomputeSummary(plan);
-  if (rc != "none")
-    L.factors.push_back({"recompute", rc, "none", "the probe keeps every activation (no checkpointing yet)"});
+}
+
+// Step 5: recompute per block kind onto the proxy's kinds.
+void RecomputePolicies(const Plan& plan, ProbeLayout& L) {
+  static const std::map<std::string, std::string> kAs = {
+      {"KDA", "KDA"}, {"MLA", "MLA"}, {"DSA", "DSA"},           {"MoE", "MoE"},
+      {"MLP", "MLP"}, {"*", "*"},     {"GatedDeltaNet", "KDA"}, {"LinearAttention", "KDA"},
+      {"MHA", "MLA"}, {"GQA", "MLA"}, {"SlidingWindow", "MLA"}};
+  L.recompute = {{"*", Recompute::kNone}};  // the plan's default for kinds it does not name
+  std::string reason;
+  for (const auto& [kind, r] : plan.recompute) {
+    auto it = kAs.find(kind);
+    if (it == kAs.end()) {
+      reason += (reason.empty() ? "" : "; ") + kind + " is no block kind of the proxy: dropped";
+      continue;
+    }
+    if (it->second != kind)
+      reason += (reason.empty() ? "" : "; ") + kind + " runs as the proxy's " + it->second;
+    if (it->second != kind && plan.recompute.count(it->second) > 0) continue;  // the plan names it itself
+    L.recompute[it->second] = r;
+  }
+  std::string probe;
+  for (const auto& [kind, r] : L.recompute)
+    probe += (probe.empty() ? "" : ",") + kind + "=" + RecomputeName(r);
+  L.factors.push_back({"recompute", RecomputeSummary(plan), probe, reason});
 }
 
 // Step 1b: tensor parallelism, scaled down: the largest t <= the plan's tp that divides the ranks
@@ -127,6 +149,8 @@ void MicroBatches(const Plan& plan, int64_t sequences_per_rank, ProbeLayout& L) 
 }  // namespace
 
 nlohmann::json ProbeLayout::ToJson() const {
+  nlohmann::json rc = nlohmann::json::object();
+  for (const auto& [kind, r] : recompute) rc[kind] = RecomputeName(r);
   nlohmann::json f = nlohmann::json::array();
   for (const auto& x : factors)
     f.push_back({{"factor", x.factor}, {"plan", x.plan}, {"probe", x.probe}, {"kept", x.reason.empty()},
@@ -138,6 +162,7 @@ nlohmann::json ProbeLayout::ToJson() const {
           {"replicas", replicas},
           {"micro_steps", micro_steps},
           {"micro_batch", micro_batch},
+          {"recompute", rc},
           {"factors", f}};
 }
 
@@ -153,6 +178,7 @@ Expected<ProbeLayout> ApplyPlanToProbe(const Plan& plan, int64_t ranks, int64_t 
   DataParallel(plan, L);
   ExpertParallel(plan, proxy_experts, L);
   MicroBatches(plan, sequences_per_rank * L.tp, L);  // a TP group trains its ranks' sequences together
+  RecomputePolicies(plan, L);
   return L;
 }
 

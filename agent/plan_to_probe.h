@@ -2,8 +2,8 @@
 // probe can run it, and saying for every factor it could not keep what it did instead and why.
 //
 // Order (one step per factor family, each independent of the later ones):
-//   Step 1: factors the probe does not run yet (sequence parallelism, pp + interleave,
-//           recompute): run as 1 / none, each with its reason.
+//   Step 1: factors the probe does not run yet (sequence parallelism, pp + interleave): run
+//           as 1 / off, each with its reason.
 //   Step 1b: tensor parallelism: the largest tp <= the plan's that divides the ranks and every
 //           proxy size TP splits (heads, MLP widths, vocab), at most ranks/2 when the plan also
 //           has data or expert parallelism (tp=4 x ep=128 on 128 devices -> tp=2 x ep=2 on 4
@@ -16,10 +16,15 @@
 //           experts (ep = 1 when the plan has none).
 //   Step 4: micro-batches: the plan's accumulation, capped by the sequences each rank gets per step
 //           (the probe's work per step stays the same; it is split into more micro-steps).
+//   Step 5: recompute per block kind: the plan's policies onto the proxy's kinds (KDA, MLA, DSA,
+//           MoE, MLP kept as named; GatedDeltaNet / LinearAttention -> KDA and MHA / GQA /
+//           SlidingWindow -> MLA, the proxy's mixers for them, with that reason); kinds the plan
+//           leaves out recompute none there ("*" = none unless the plan names "*").
 // Units: ranks, sequences.
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -45,6 +50,7 @@ struct ProbeLayout {
   int64_t replicas = 1;         // HSDP replicas
   int64_t micro_steps = 1;      // micro-batches per rank per step
   int64_t micro_batch = 1;      // sequences per micro-batch on each rank
+  std::map<std::string, Recompute> recompute;  // ProbeConfig::recompute: block kind -> policy
   std::vector<ProbeFactor> factors;  // every factor, kept or adjusted
   nlohmann::json ToJson() const;
 };

@@ -183,12 +183,28 @@ struct ProbeConfig {
   int64_t tp_degree() const { return tp > 1 ? tp : 1; }
   int64_t data_ranks() const { return ranks / tp_degree(); }  // data-parallel ranks
   // ---- end tensor parallelism ----
+  // ---- Recompute per block kind (issue 17; backends/probe_recompute.cpp) ----
+  // Block kind as the plan names it (Plan::recompute keys: "KDA", "MLA", "DSA", "MoE", "MLP";
+  // "*" = every kind not named) -> policy. A kind absent, with no "*", recomputes "full" (FSDP +
+  // full activation checkpointing per layer, the probe's behaviour before policies existed).
+  std::map<std::string, Recompute> recompute;
+  Recompute recompute_for(const std::string& kind) const;
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
   int64_t ep_degree() const { return ep > 0 ? ep : data_ranks(); }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }
   int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / data_ranks(); }
   int64_t micro_steps() const { return batch / (data_ranks() * micro_batch_size()); }  // per rank per step
 };
+
+// Recompute per block kind (backends/probe_recompute.cpp): the plan's kind names of proxy layer
+// `layer` ("KDA" | "MLA" | "DSA"; "MoE" | "MLP"), the `--recompute KIND=POLICY,...` list (kinds
+// case-insensitive, canonicalised) and the check of ProbeConfig::recompute's keys.
+std::string ProxyMixerKind(const ProxySpec& spec, size_t layer);
+std::string ProxyChannelKind(const ProxySpec& spec, size_t layer);
+Expected<Recompute> ParseRecomputePolicy(const std::string& text, const std::string& where,
+                                         const std::string& field);
+Status ParseRecomputeList(const std::string& text, std::map<std::string, Recompute>* out);
+Status ValidateRecompute(const ProbeConfig& config);
 
 inline constexpr const char* kControlNoLookback = "no_lookback";
 inline constexpr const char* kControlRandomRouter = "random_router";
@@ -226,6 +242,9 @@ struct ProbeStep {
   CollectiveTimes comm;              // max over ranks
   double compute_s = 0;              // step_s - comm.total() on the slowest rank
   int64_t peak_rss_bytes = 0;        // max over ranks of the RSS high-water mark (getrusage)
+  // Max over ranks of the step's live-tensor high-water mark: bytes of live CPU tensor storages
+  // (tracking allocator, backends/tensor_memory_compat.h), not RSS; 0 = not measured (CUDA).
+  int64_t live_peak_bytes = 0;
   // expert_load[l][e]: tokens routed to expert e in MoE layer l (global, forward pass only).
   std::vector<std::vector<int64_t>> expert_load;
   // indexer_kl[l]: DSA indexer KL(main attention || indexer) of the l-th MLA layer with an indexer,
@@ -235,8 +254,30 @@ struct ProbeStep {
 
 // Comparison of the measurement with the cost model (search/planner.h EvaluatePlan) for the same
 // proxy layout on a topology of this machine (measured GEMM FLOP/s and loopback bandwidth).
+// One collective kind measured beside the cost model's term for it (backends/probe_comparison.cpp
+// holds the table of kinds: one row per kind, so new kinds slot in there).
+struct CollectiveComparison {
+  std::string kind;        // "fsdp_ag_rs", "ep_a2a", "all_reduce", ...
+  std::string term;        // cost-model time term it is set beside ("comm.fsdp")
+  double measured_s = 0;   // per step: mean over the steps after the first, max over ranks
+  double predicted_s = 0;  // the term's total (exposed + overlapped) seconds per step
+  double ratio = 0;        // measured / predicted (0 when nothing predicted)
+};
+
+// The memory model's per-rank breakdown (search/memory_model.cpp) for the probe's layout, in the
+// probe's dtype, beside the measured live-tensor peak.
+struct MemoryComparison {
+  double weights = 0, grads = 0, optimizer = 0, activations = 0, a2a_buffers = 0, workspace = 0;
+  double predicted = 0;    // sum of the above
+  double measured = 0;     // max over ranks and steps of the live-tensor peak
+  double ratio = 0;        // measured / predicted
+  std::string dtype_note;  // how bf16 model terms were converted to the probe's dtype
+};
+
 struct ProbePrediction {
   bool available = false;
+  std::vector<CollectiveComparison> collectives;
+  MemoryComparison memory;
   std::string topology;              // how the topology was obtained
   double step_s = 0;                 // predicted
   double memory_bytes = 0;           // predicted per-rank peak
@@ -261,6 +302,7 @@ struct ProbeResult {
   double loss_target = 0;            // max loss for "converged"
   ProbePrediction prediction;
   int64_t baseline_rss_bytes = 0;    // max over ranks of RSS before the model was built (runtime)
+  std::vector<int64_t> rank_live_peak_bytes;  // per rank: max over steps of its live-tensor peak
   std::string backend;               // c10d backend of the world group: "gloo" | "nccl" | "local"
   std::string torch_version;         // LibTorch the workers were built against
   // Validator verdicts (validators/convergence.h, validators/probe_checks.h), one line each.

@@ -40,6 +40,35 @@ void FormatTpComm(const ProbeResult& r, std::ostringstream& os) {
      << "% of the step)\n";
 }
 
+// Per collective kind and the live-tensor memory, measured beside the cost / memory model.
+void FormatComparisons(const ProbeResult& r, std::ostringstream& os) {
+  const ProbePrediction& p = r.prediction;
+  os << "\nper collective (ms per step; measured: mean of the steps after the first, max over ranks):\n";
+  os << "  kind         cost-model term   measured  predicted   ratio\n";
+  for (const CollectiveComparison& c : p.collectives) {
+    char line[160];
+    std::snprintf(line, sizeof line, "  %-12s %-16s %9.3f %10.3f", c.kind.c_str(), c.term.c_str(),
+                  c.measured_s * 1e3, c.predicted_s * 1e3);
+    os << line << (c.ratio > 0 ? F("  %6.2fx", c.ratio) : std::string("       -")) << "\n";
+  }
+  const MemoryComparison& m = p.memory;
+  const double mib = 1.0 / 1048576.0;
+  os << "\nlive-tensor peak per rank (MiB, tracking allocator; recompute ";
+  std::string rc;
+  for (const auto& [kind, pol] : r.config.recompute)
+    rc += (rc.empty() ? "" : ",") + kind + "=" + RecomputeName(pol);
+  os << (rc.empty() ? "full (default)" : rc) << "):";
+  for (size_t k = 0; k < r.rank_live_peak_bytes.size(); ++k)
+    os << F(" r%.0f ", static_cast<double>(k))
+       << F("%.2f", static_cast<double>(r.rank_live_peak_bytes[k]) * mib);
+  os << "\n  memory model (" << m.dtype_note << "):\n";
+  os << "    weights " << F("%.2f", m.weights * mib) << ", grads " << F("%.2f", m.grads * mib)
+     << ", optimizer " << F("%.2f", m.optimizer * mib) << ", activations " << F("%.2f", m.activations * mib)
+     << ", a2a buffers " << F("%.2f", m.a2a_buffers * mib) << ", workspace " << F("%.2f", m.workspace * mib)
+     << " = " << F("%.2f", m.predicted * mib) << " MiB predicted; " << F("%.2f", m.measured * mib)
+     << " MiB measured" << (m.ratio > 0 ? F(" (ratio %.3f)", m.ratio) : std::string()) << "\n";
+}
+
 }  // namespace
 
 std::string FormatProbeResult(const ProbeResult& r) {
@@ -103,6 +132,7 @@ std::string FormatProbeResult(const ProbeResult& r) {
   os << "  (memory measured = peak RSS high-water mark (getrusage) minus RSS before the model was built: "
      << F("%.1f", static_cast<double>(r.baseline_rss_bytes) / 1048576.0) << " MiB of LibTorch runtime)\n";
   for (const std::string& note : r.prediction.notes) os << "  note: " << note << "\n";
+  FormatComparisons(r, os);
   os << "\nverdict: " << r.convergence << "\n";
   for (const std::string& line : r.checks) os << "  " << line << "\n";
   os << "logs and per-rank JSON: " << r.out_dir << F(" (wall %.1f s)", r.wall_s) << "\n";

@@ -96,6 +96,13 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
   c->control = j.value("control", std::string());
   c->tp = j.value("tp", int64_t{1});  // tensor parallelism (issue 17); absent in older files
+  c->recompute.clear();
+  const json rc = j.value("recompute", json::object());  // named: items() of a temporary dangles
+  for (auto it = rc.begin(); it != rc.end(); ++it) {
+    Expected<Recompute> r = ParseRecomputePolicy(it->get<std::string>(), "probe config", "recompute." + it.key());
+    if (!r.ok()) throw std::invalid_argument(r.status().message());
+    c->recompute[it.key()] = *r;
+  }
 }
 // clang-format on
 
@@ -111,6 +118,9 @@ json ConfigJson(const ProbeConfig& c) {
   json j = ConfigJsonCore(c);
   j["control"] = c.control;
   j["tp"] = c.tp_degree();  // tensor parallelism (issue 17)
+  json rc = json::object();  // recompute per block kind (issue 17)
+  for (const auto& [kind, r] : c.recompute) rc[kind] = RecomputeName(r);
+  j["recompute"] = rc;
   return j;
 }
 
@@ -139,6 +149,27 @@ std::string ProbeResultToJson(const ProbeResult& r) {
   json pred = {{"available", r.prediction.available}, {"topology", r.prediction.topology},
                {"step_s", r.prediction.step_s}, {"memory_bytes", r.prediction.memory_bytes},
                {"comm_s", r.prediction.comm_s}, {"notes", r.prediction.notes}};
+  // Measured beside predicted per collective kind and for live-tensor memory (issue 17).
+  json coll = json::array();
+  for (const CollectiveComparison& c : r.prediction.collectives)
+    coll.push_back({{"kind", c.kind},
+                    {"term", c.term},
+                    {"measured_s", c.measured_s},
+                    {"predicted_s", c.predicted_s},
+                    {"ratio", c.ratio}});
+  const MemoryComparison& m = r.prediction.memory;
+  pred["collectives"] = coll;
+  pred["memory"] = {{"weights", m.weights},
+                    {"grads", m.grads},
+                    {"optimizer", m.optimizer},
+                    {"activations", m.activations},
+                    {"a2a_buffers", m.a2a_buffers},
+                    {"workspace", m.workspace},
+                    {"predicted_bytes", m.predicted},
+                    {"measured_live_peak_bytes", m.measured},
+                    {"ratio", m.ratio},
+                    {"rank_live_peak_bytes", r.rank_live_peak_bytes},
+                    {"dtype_note", m.dtype_note}};
   return json{{"spec", SpecJson(r.spec)}, {"config", ConfigJson(r.config)},
               {"params", {{"total", r.params.total}, {"expert", r.params.expert},
                           {"lora", r.params.lora}, {"trainable", r.params.trainable}}},

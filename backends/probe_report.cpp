@@ -105,6 +105,7 @@ Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankF
     s->comm.tp_all_gather_s = std::max(s->comm.tp_all_gather_s, b.comm.tp_all_gather_s);
     s->compute_s = std::max(s->compute_s, b.compute_s);
     s->peak_rss_bytes = std::max(s->peak_rss_bytes, b.peak_rss_bytes);
+    s->live_peak_bytes = std::max(s->live_peak_bytes, b.live_peak_bytes);
     if (k == 0) continue;
     for (size_t l = 0; l < a.expert_load.size(); ++l) {
       if (b.expert_load[l].size() != a.expert_load[l].size())
@@ -140,6 +141,9 @@ Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* r) {
   for (size_t k = 0; k < ranks.size(); ++k) {
     ONBOARD_RETURN_IF_ERROR(ReadSteps(ranks[k].j, ranks[k].path, "steps", &steps[k]));
     n = std::min(n, steps[k].size());
+    int64_t live = 0;  // this rank's live-tensor peak over its steps
+    for (const ProbeStep& st : steps[k]) live = std::max(live, st.live_peak_bytes);
+    r->rank_live_peak_bytes.push_back(live);
     int64_t rss = 0;
     ONBOARD_RETURN_IF_ERROR(Get(ranks[k].j, ranks[k].path, "baseline_rss_bytes", &rss));
     r->baseline_rss_bytes = std::max(r->baseline_rss_bytes, rss);
@@ -190,13 +194,13 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   plan.deg.tp = cfg.tp_degree();  // tensor parallelism (issue 17)
   plan.deg.ep = cfg.ep_degree();
   plan.deg.expert_fsdp = std::max<int64_t>(1, cfg.fsdp_degree() / cfg.ep_degree());
-  plan.micro_batch = cfg.batch / cfg.data_ranks();
-  plan.num_micro_batches = 1;
+  plan.micro_batch = cfg.micro_batch_size();
+  plan.num_micro_batches = cfg.micro_steps();
   plan.seq = cfg.seq;
   plan.global_batch = cfg.batch;
   plan.mode = cfg.mode;
   plan.lora_rank = cfg.lora_rank;
-  for (const char* k : {"KDA", "MLA", "DSA", "MoE", "MLP"}) plan.recompute[k] = Recompute::kFull;
+  for (const char* k : {"KDA", "MLA", "DSA", "MoE", "MLP"}) plan.recompute[k] = cfg.recompute_for(k);
   Expected<PlanEstimate> est = EvaluatePlan(req, plan);
   if (!est.ok()) {
     p.notes.push_back("cost model: " + est.status().message());
@@ -206,6 +210,8 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   p.step_s = est->step_s;
   p.memory_bytes = est->memory.total;
   p.comm_s = est->exposed_comm_s;
+  p.collectives = PredictedCollectives(est->time_terms);
+  p.memory = PredictedMemory(est->memory, cfg, spec.vocab);
   p.notes.push_back("cost model assumes bf16 weights/activations; the probe runs fp32");
   for (const std::string& n : est->notes) p.notes.push_back(n);
   return p;
@@ -281,6 +287,14 @@ void FinishProbeResult(ProbeResult* r) {
     if (mem.ok())
       r->checks.push_back(mem->message + " [measured = peak RSS high-water mark minus RSS before the "
                                          "model was built]");
+  }
+  // Step 5: per collective kind and live-tensor memory, measured beside predicted.
+  MeasureCollectives(r->steps, &r->prediction.collectives);
+  MeasureMemory(r->rank_live_peak_bytes, &r->prediction.memory);
+  if (r->prediction.available && r->prediction.memory.measured > 0) {
+    Expected<MemoryReport> live =
+        CheckMemory(r->prediction.memory.measured, r->prediction.memory.predicted, kLiveMemoryTolerance);
+    if (live.ok()) r->checks.push_back(live->message + " [measured = live-tensor peak, tracking allocator]");
   }
 }
 

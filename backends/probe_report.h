@@ -8,6 +8,7 @@
 
 #include "backends/probe.h"
 #include "core/topology.h"
+#include "search/planner.h"
 
 namespace onboard::backends {
 
@@ -36,7 +37,18 @@ std::string TaskFloor(const ProbeConfig& config, double* floor_nats, double* bas
 Topology MeasureThisMachine(int64_t ranks, int64_t threads_per_rank);
 
 // search/planner.h EvaluatePlan for the proxy layout (dp_shard = fsdp, dp_replicate = ranks/fsdp,
-// ep, full recompute, micro batch = batch/ranks) on `topo`.
+// ep, the config's recompute per block kind, its micro-batch and micro-steps) on `topo`.
 ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& config, const Topology& topo);
+
+// Measured beside predicted (probe_comparison.cpp). PredictedCollectives: one row per collective
+// kind the probe times, with the cost model's term for it; MeasureCollectives fills the measured
+// side and the ratio from the merged steps. PredictedMemory: the memory model's breakdown in the
+// probe's dtype; MeasureMemory: the max over ranks of their live-tensor peaks, and the ratio.
+// Issue 17 item 7's target: the live-tensor peak within 15% of the memory model (either way).
+inline constexpr double kLiveMemoryTolerance = 1.15;
+std::vector<CollectiveComparison> PredictedCollectives(const std::vector<TimeTerm>& terms);
+void MeasureCollectives(const std::vector<ProbeStep>& steps, std::vector<CollectiveComparison>* rows);
+MemoryComparison PredictedMemory(const MemoryBreakdown& model, const ProbeConfig& config, int64_t vocab);
+void MeasureMemory(const std::vector<int64_t>& rank_peaks, MemoryComparison* memory);
 
 }  // namespace onboard::backends

@@ -137,6 +137,7 @@ const std::vector<FieldCodec<ProbeStep>>& StepFields() {
       NumberField("tokens_per_s", &S::tokens_per_s, false),
       NumberField("compute_s", &S::compute_s, false),
       CountField("peak_rss_bytes", &S::peak_rss_bytes),
+      CountField("live_peak_bytes", &S::live_peak_bytes),
       {"comm", [](const S& s) { return WriteObject(CommFields(), s.comm); },
        [](const json& v, const std::string& w, const std::string& f, S* s) {
          return ReadObject(CommFields(), v, w, f, &s->comm);

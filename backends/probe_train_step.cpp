@@ -20,6 +20,7 @@
 #include "backends/probe_controls.h"
 #include "backends/probe_schedule.h"
 #include "backends/probe_worker_state.h"
+#include "backends/tensor_memory_compat.h"
 
 namespace onboard::backends {
 namespace {
@@ -53,6 +54,14 @@ void ForEachTrainable(std::vector<UnitState>& state, Fn&& fn) {
   }
 }
 
+// The recompute policies of a layer unit's token-mixer and channel kinds (ProbeConfig::recompute).
+void SetRecompute(const WorkerState& st, UnitRunner* r) {
+  if (r->unit->kind != UnitKind::kLayer) return;
+  const size_t l = static_cast<size_t>(r->unit->layer);
+  r->mixer = st.cfg.recompute_for(ProxyMixerKind(st.spec, l));
+  r->channel = st.cfg.recompute_for(ProxyChannelKind(st.spec, l));
+}
+
 // Step 1: the rank's micro-steps, forward + backward, gradients into `acc`. Returns the sum of the
 // fp32 micro-batch losses (exact in fp64, any order).
 double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
@@ -70,6 +79,7 @@ double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, con
     at::Tensor x = batch.tokens;
     for (size_t u = 0; u < st.units.size(); ++u) {
       runners[u] = {&st.tp.local, &st.units[u], &g.fsdp, &g.erep, &st.routing, &inputs, scale};
+      SetRecompute(st, &runners[u]);
       UnitState& s = st.state[u];
       x = RunFsdpUnit(&runners[u], x, s.dense.p, s.lora.p, s.expert.p, s.expert_lora.p);
     }
@@ -140,6 +150,7 @@ ProbeStep StepRecord(const WorkerState& st, int64_t step, double loss, double gn
   s.compute_s = step_s - s.comm.total();
   s.tokens_per_s = step_s > 0 ? static_cast<double>(st.cfg.batch * st.cfg.seq) / step_s : 0;
   s.peak_rss_bytes = PeakRssBytes();
+  s.live_peak_bytes = st.dev.is_cpu() ? LiveTensorPeakBytes() : 0;              // CPU storages only
   for (const auto& [layer, counts] : st.load) s.expert_load.push_back(counts);  // MoE layers in order
   for (const auto& [layer, v] : indexer_kl) s.indexer_kl.push_back(v);          // MLA layers in order
   return s;
@@ -150,6 +161,7 @@ ProbeStep StepRecord(const WorkerState& st, int64_t step, double loss, double gn
 ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
                     int64_t step, double scale) {
   CommClock() = CollectiveTimes{};
+  ResetLiveTensorPeak();
   st.load.clear();
   const auto t0 = std::chrono::steady_clock::now();
   UnitInputs inputs;

@@ -17,6 +17,7 @@
 #include "backends/probe_schedule.h"
 #include "backends/probe_step_codec.h"
 #include "backends/probe_worker_state.h"
+#include "backends/tensor_memory_compat.h"
 
 namespace onboard {
 namespace {
@@ -159,6 +160,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   st.rank = a.rank;
   st.world = a.world;
   ConfigureProcess(cfg, st.rank);
+  backends::InstallLiveTensorCounter();  // live-tensor peak per step (before any tensor exists)
   ONBOARD_RETURN_IF_ERROR(RankDevice(a, cfg, &st.dev));
 
   // Step 2: rendezvous and process groups.

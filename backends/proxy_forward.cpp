@@ -6,10 +6,11 @@
 #include <cmath>
 #include <map>
 
+#include "backends/checkpoint_fn.h"
 #include "backends/kda_chunked.h"
 #include "backends/kda_generated.h"
-#include "backends/probe_tp.h"
 #include "backends/proxy_model.h"
+#include "backends/probe_tp.h"
 #include "backends/proxy_weights.h"
 
 namespace onboard::backends {
@@ -21,8 +22,12 @@ at::Tensor ConvSilu(const at::Tensor& y, const at::Tensor& w) {
   at::Tensor c = at::conv1d(y.transpose(1, 2), w.unsqueeze(1), {}, 1, kw - 1, 1, w.size(0));
   return at::silu(c.narrow(2, 0, T).transpose(1, 2));
 }
+// Selective recompute (Megatron's core_attn): the token mixer's core (KDA's chunked recurrence;
+// MLA's scores, mask, softmax and attention x values) is checkpointed from its inputs q, k, v (and
+// gates): the projections' outputs stay saved, the core's internals are recomputed in backward.
 // TP (probe_tp.h): h is the column-parallel input (TpCopyIn), nh the local heads; o_proj is row-parallel.
-at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h, const TpContext* tp) {
+at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h, const TpContext* tp,
+               MoeRouting* ckpt_core) {
   const int64_t b = h.size(0), T = h.size(1), nh = s.kda_heads, K = s.kda_head_dim;
   auto heads = [&](const at::Tensor& t) { return t.view({b, T, nh, K}); };
   at::Tensor q = heads(ConvSilu(W.Lin("q_proj", h), W["conv_q"]));  // raw: KdaCore normalises
@@ -32,7 +37,17 @@ at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
   at::Tensor graw = heads(W.Lin("g_proj", h) + W["dt_bias"]);
   at::Tensor g = s.gate_lower_bound * at::sigmoid(W["A_log"].exp().view({nh, 1}) * graw);
   at::Tensor beta = at::sigmoid(W.Lin("beta_proj", h));  // [b,T,nh]
-  at::Tensor o = KdaCore(q, k, v, g, beta, s.chunk, ProcessKdaImpl());  // [b,T,nh,K]
+  at::Tensor o;                                          // [b,T,nh,K]
+  if (ckpt_core != nullptr) {
+    const int64_t chunk = s.chunk;
+    o = Checkpoint(
+        [chunk](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
+          return {KdaCore(a[0], a[1], a[2], a[3], a[4], chunk, ProcessKdaImpl())};
+        },
+        {q, k, v, g, beta}, *ckpt_core)[0];
+  } else {
+    o = KdaCore(q, k, v, g, beta, s.chunk, ProcessKdaImpl());
+  }
   o = Rms(o, W["o_norm"]) * heads(at::sigmoid(W.Lin("gate_b", W.Lin("gate_a", h))));
   return TpReduceOut(tp, W.Lin("o_proj", o.reshape({b, T, nh * K})));
 }
@@ -100,9 +115,20 @@ struct IndexerKlSink {
   int64_t layer = -1;
 };
 
+// Main attention over the kept keys: {o [b,T,nh,dv], attn [b,nh,T,T]} from q, k [b,T,nh,dn+dr],
+// v [b,T,nh,dv] and keep [b,T,T] (bool).
+std::vector<at::Tensor> CoreAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
+                                      const at::Tensor& keep) {
+  at::Tensor scores = at::matmul(q.transpose(1, 2), k.transpose(1, 2).transpose(-1, -2)) /
+                      std::sqrt(double(q.size(-1)));  // [b,nh,T,T]
+  scores = scores.masked_fill(keep.logical_not().unsqueeze(1), -INFINITY);
+  at::Tensor attn = at::softmax(scores, -1);                           // [b,nh,T,T]
+  return {at::matmul(attn, v.transpose(1, 2)).transpose(1, 2), attn};  // [b,T,nh,dv]
+}
+
 // TP (probe_tp.h): h is the column-parallel input, nh / the indexer's heads local; o_proj row-parallel.
 at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const IndexerKlSink& sink,
-               const TpContext* tp) {
+               const TpContext* tp, MoeRouting* ckpt_core) {
   const int64_t b = h.size(0), T = h.size(1), nh = s.mla_heads;
   const int64_t dn = s.qk_nope_dim, dr = s.qk_rope_dim, dv = s.v_head_dim;
   at::Tensor q = s.q_lora_rank > 0 ? W.Lin("q_b", Rms(W.Lin("q_a", h), W["q_a_norm"]))
@@ -120,8 +146,6 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
     k = at::cat({k, kr}, -1);
   }
   at::Tensor v = kv.narrow(-1, dn, dv);
-  at::Tensor scores = at::matmul(q.transpose(1, 2), k.transpose(1, 2).transpose(-1, -2)) /
-                      std::sqrt(double(dn + dr));                              // [b,nh,T,T]
   at::Tensor keep = at::ones({T, T}, h.options().dtype(at::kBool)).tril().expand({b, T, T});
   // Step 1: DSA lightning indexer, top-k causal keys. The selection is not differentiable: the LM
   // loss never reaches the indexer. Its input is detached, so only the KL of Step 3 trains it.
@@ -140,10 +164,13 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
                          .narrow(-1, 0, s.index_topk);
     keep = keep.logical_and(at::zeros_like(keep).scatter(-1, top, true));
   }
-  // Step 2: main attention over the selected keys.
-  scores = scores.masked_fill(keep.logical_not().unsqueeze(1), -INFINITY);
-  at::Tensor attn = at::softmax(scores, -1);                                  // [b,nh,T,T]
-  at::Tensor o = at::matmul(attn, v.transpose(1, 2)).transpose(1, 2);         // [b,T,nh,dv]
+  // Step 2: main attention over the selected keys (checkpointed under selective recompute).
+  std::vector<at::Tensor> core =
+      ckpt_core != nullptr
+          ? Checkpoint([](const std::vector<at::Tensor>& a) { return CoreAttention(a[0], a[1], a[2], a[3]); },
+                       {q, k, v, keep}, *ckpt_core)
+          : CoreAttention(q, k, v, keep);
+  at::Tensor o = core[0], attn = core[1];
   if (s.mla_output_gate) o = o * at::sigmoid(W.Lin("gate", h)).view({b, T, nh, dv});
   at::Tensor out = TpReduceOut(tp, W.Lin("o_proj", o.reshape({b, T, nh * dv})));
   // Step 3: indexer KL (sum over local queries / global counted tokens) recorded and, scaled by
@@ -154,6 +181,39 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
     if (kl_grad && kl.requires_grad()) out = AuxLossScaler::apply(out, kl * sink.weight);
   }
   return out;
+}
+
+// x + token mixer(norm1(x)) of layer unit u, weights viewed from the flat buffers.
+at::Tensor MixerBlock(const ProxySpec& s, const UnitLayout& u, const at::Tensor& x, const at::Tensor& dense,
+                      const at::Tensor& lora, double lora_scale, MoeRouting& routing, const UnitInputs& in) {
+  Weights W;
+  W.lora_scale = lora_scale;
+  AddViews(W, u.dense, dense);
+  if (u.lora.numel > 0) AddViews(W, u.lora, lora);
+  const ProxyLayer& pl = s.layers[static_cast<size_t>(u.layer)];
+  at::Tensor h = Rms(x, W["norm1"]);
+  IndexerKlSink sink{s.indexer_kl_weight, in.inv_global_tokens, routing.record ? in.indexer_kl : nullptr,
+                     u.layer};
+  MoeRouting* ckpt = in.mixer_recompute == Recompute::kSelective ? &routing : nullptr;
+  // no_lookback control: each token is its own sequence in the mixer ([b*T, 1, D]).
+  // TP: the mixer is one column-parallel ... row-parallel region (probe_tp.h).
+  const at::Tensor hm = TpCopyIn(in.tp, in.self_only ? h.reshape({h.size(0) * h.size(1), 1, h.size(2)}) : h);
+  at::Tensor mix = pl.mixer == ProxyMixer::kKDA ? Kda(s, W, hm, in.tp, ckpt) : Mla(s, W, hm, sink, in.tp, ckpt);
+  return x + mix.reshape(x.sizes());
+}
+
+// y + channel mixer(norm2(y)) (SwiGLU MLP or MoE) of layer unit u.
+at::Tensor ChannelBlock(const ProxySpec& s, const UnitLayout& u, const at::Tensor& y, const at::Tensor& dense,
+                        const at::Tensor& lora, const at::Tensor& experts, const at::Tensor& expert_lora,
+                        double lora_scale, MoeRouting& routing, const TpContext* tp) {
+  Weights W;
+  W.lora_scale = lora_scale;
+  AddViews(W, u.dense, dense);
+  if (u.lora.numel > 0) AddViews(W, u.lora, lora);
+  at::Tensor h2 = Rms(y, W["norm2"]);
+  if (s.layers[static_cast<size_t>(u.layer)].channel == ProxyChannel::kDense)
+    return y + TpReduceOut(tp, SwiGlu(W, "", TpCopyIn(tp, h2)));
+  return y + MoeForward(s, u, W, experts, expert_lora, lora_scale, h2, routing);
 }
 
 }  // namespace
@@ -183,18 +243,19 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
     }
     return (nll * *in.loss_mask).sum() * in.inv_global_tokens;
   }
-  const ProxyLayer& pl = s.layers[static_cast<size_t>(u.layer)];
-  at::Tensor h = Rms(x, W["norm1"]);
-  IndexerKlSink sink{s.indexer_kl_weight, in.inv_global_tokens,
-                     routing.record ? in.indexer_kl : nullptr, u.layer};
-  // no_lookback control: each token is its own sequence in the mixer ([b*T, 1, D]).
-  // TP: the mixer is one column-parallel ... row-parallel region (probe_tp.h).
-  const at::Tensor hm = TpCopyIn(in.tp, in.self_only ? h.reshape({h.size(0) * h.size(1), 1, h.size(2)}) : h);
-  at::Tensor mix = pl.mixer == ProxyMixer::kKDA ? Kda(s, W, hm, in.tp) : Mla(s, W, hm, sink, in.tp);
-  at::Tensor y = x + mix.reshape(x.sizes());
-  at::Tensor h2 = Rms(y, W["norm2"]);
-  if (pl.channel == ProxyChannel::kDense) return y + TpReduceOut(in.tp, SwiGlu(W, "", TpCopyIn(in.tp, h2)));
-  return y + MoeForward(s, u, W, experts, expert_lora, lora_scale, h2, routing);
+  // Step 1: token mixer (+ residual), step 2: channel mixer (+ residual); either region is
+  // checkpointed when its block kind's policy is full (the unit keeps its graph otherwise).
+  auto mixer = [&s, &u, lora_scale, &routing,
+                in](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
+    return {MixerBlock(s, u, a[0], a[1], a[2], lora_scale, routing, in)};
+  };
+  at::Tensor y = in.mixer_recompute == Recompute::kFull ? Checkpoint(mixer, {x, dense, lora}, routing)[0]
+                                                        : mixer({x, dense, lora})[0];
+  auto channel = [&s, &u, lora_scale, &routing, tp = in.tp](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
+    return {ChannelBlock(s, u, a[0], a[1], a[2], a[3], a[4], lora_scale, routing, tp)};
+  };
+  const std::vector<at::Tensor> cin = {y, dense, lora, experts, expert_lora};
+  return in.channel_recompute == Recompute::kFull ? Checkpoint(channel, cin, routing)[0] : channel(cin)[0];
 }
 
 }  // namespace onboard::backends

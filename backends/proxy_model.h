@@ -92,6 +92,10 @@ struct UnitInputs {
   bool self_only = false;
   // Tensor parallelism (probe_tp.h): the unit's weights are this TP rank's slices; null = no TP.
   const TpContext* tp = nullptr;
+  // Recompute of a layer unit's two regions (fsdp_unit.h): kFull = the region is checkpointed
+  // (checkpoint_fn.h); kSelective (token mixer only) = its core attention is; kNone = kept.
+  Recompute mixer_recompute = Recompute::kNone;
+  Recompute channel_recompute = Recompute::kNone;
 };
 
 // Forward of one unit given full (unsharded) flat buffers. x: tokens (embed) or hidden states.

@@ -246,6 +246,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   if (task == ProbeTask::kText && text_file.empty())
     return Bad("text_file", "text task needs a file", "");
   if (dtype != "fp32" && dtype != "fp64") return Bad("dtype", "must be fp32 or fp64", dtype);
+  ONBOARD_RETURN_IF_ERROR(ValidateRecompute(*this));
   if (!(timeout_s > 0)) return Bad("timeout", "must be > 0 seconds", num(timeout_s));
   if (!(collective_timeout_s > 0))
     return Bad("collective_timeout", "must be > 0 seconds", num(collective_timeout_s));

@@ -1,5 +1,7 @@
-// `onboard probe MODEL --ranks N [--tp T] [--ep E --fsdp F] [--steps S] [--mode lora|full] [--json] [--out
-// DIR]`: trains a scaled-down proxy of MODEL (same block pattern: KDA/MLA+DSA, latent MoE, shared experts)
+// `onboard probe MODEL --ranks N [--tp T] [--ep E --fsdp F] [--recompute KIND=none|selective|full,...]
+//  [--steps S] [--mode lora|full] [--json] [--out DIR]`, or `onboard probe MODEL --plan plan.json
+//  --ranks N` (the plan scaled down by ApplyPlanToProbe, agent/plan_to_probe.h):
+// trains a scaled-down proxy of MODEL (same block pattern: KDA/MLA+DSA, latent MoE, shared experts)
 // across N local processes with FSDP + expert parallelism over c10d (Gloo on CPU), and reports the
 // loss curve, time per collective, expert load, peak memory and the cost model's prediction.
 // Exit codes: 0 converged, 7 (check failed) diverged / NaN / not converged, 2 bad input,
@@ -11,6 +13,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "agent/plan_file.h"
+#include "agent/plan_to_probe.h"
 #include "backends/backend_entry.h"
 #include "cli/command_registry.h"
 #include "parsers/load_model.h"
@@ -31,7 +35,32 @@ struct ProbeOptions {
   double lr = -1;            // -1 = the mode's default
   std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
   bool json = false;
+  std::string recompute;  // --recompute KIND=POLICY,... (issue 17)
+  std::string plan_file;  // --plan plan.json (issue 17)
 };
+
+// --plan: the plan scaled to the probe's ranks (ep, fsdp, micro-batches, recompute), each factor
+// printed with what the probe runs and why (stderr under --json, so stdout stays one document).
+Status ApplyPlanFile(const ProbeOptions& o, const ProxySpec& spec, ProbeConfig* cfg) {
+  Expected<Plan> plan = agent::LoadPlanFile(o.plan_file);
+  if (!plan.ok()) return plan.status();
+  if (cfg->ranks < 1 || cfg->batch % cfg->ranks != 0)
+    return BadInput("--batch", "batch", "must be a positive multiple of ranks=" + std::to_string(cfg->ranks),
+                    std::to_string(cfg->batch));
+  Expected<agent::ProbeLayout> L =
+      agent::ApplyPlanToProbe(*plan, cfg->ranks, cfg->batch / cfg->ranks, spec.num_experts);
+  if (!L.ok()) return L.status();
+  cfg->ep = L->ep;
+  cfg->fsdp = L->fsdp;
+  cfg->micro_batch = L->micro_batch;
+  cfg->recompute = L->recompute;
+  std::ostream& os = o.json ? std::cerr : std::cout;
+  os << "plan " << o.plan_file << " -> probe on " << cfg->ranks << " ranks:\n";
+  for (const agent::ProbeFactor& f : L->factors)
+    os << "  " << f.factor << ": plan " << f.plan << " -> probe " << f.probe
+       << (f.reason.empty() ? "" : " (" + f.reason + ")") << "\n";
+  return Status::Ok();
+}
 
 Status ParsePlacement(const std::string& text, std::vector<int64_t>* out) {
   std::stringstream ss(text);
@@ -77,6 +106,14 @@ int RunProbeCommand(ProbeOptions o) {
   if (!model.ok()) return ReportError("probe", model.status());
   ProxySpec spec = ProxyFromModel(*model, o.blocks);
   if (o.balance_rate >= 0) spec.balance_rate = o.balance_rate;
+  if (!o.plan_file.empty()) {
+    Status st = ApplyPlanFile(o, spec, &o.cfg);
+    if (!st.ok()) return ReportError("probe", st);
+  }
+  if (!o.recompute.empty()) {  // explicit kinds override the plan's
+    Status st = ParseRecomputeList(o.recompute, &o.cfg.recompute);
+    if (!st.ok()) return ReportError("probe", st);
+  }
   Expected<ProbeResult> r = backend::RunProbeSpec(spec, o.cfg);
   if (!r.ok()) return ReportError("probe", r.status());
   if (o.json) std::cout << ProbeResultToJson(*r) << "\n";
@@ -139,6 +176,12 @@ OnboardCommand kProbe{
       sub.add_option("--control", o->cfg.control,
                      "negative control that must fail the learning verdict: no_lookback | "
                      "random_router | frozen_lora (lora mode)");
+      sub.add_option("--recompute", o->recompute,
+                     "recompute per block kind, e.g. KDA=selective,MoE=none (kinds KDA, MLA, DSA, MoE, "
+                     "MLP, * = the rest; default full)");
+      sub.add_option(
+          "--plan", o->plan_file,
+          "plan JSON (`onboard plan --json`): its ep, fsdp, micro-batches and recompute, scaled to --ranks");
       sub.add_flag("--json", o->json, "print the result as JSON");
       return [o] { return RunProbeCommand(*o); };
     }};

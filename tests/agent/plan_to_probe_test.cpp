@@ -31,14 +31,33 @@ TEST(ApplyPlanToProbe, DemoPlanKeepsEpAndShardingAndExplainsTheRest) {
   EXPECT_EQ(L->micro_batch, 1);
   ASSERT_NE(Find(*L, "tp"), nullptr);
   EXPECT_TRUE(Find(*L, "tp")->reason.empty()) << Find(*L, "tp")->reason;  // scaled, structure kept
-  for (const char* f : {"sequence_parallel", "recompute", "micro_batches"}) {
+  for (const char* f : {"sequence_parallel", "micro_batches"}) {
     ASSERT_NE(Find(*L, f), nullptr) << f;
     EXPECT_FALSE(Find(*L, f)->reason.empty()) << f;
   }
+  // Recompute is kept per block kind; kinds the plan leaves out recompute none (its default).
   EXPECT_EQ(Find(*L, "recompute")->plan, "MoE=selective");
+  EXPECT_EQ(Find(*L, "recompute")->probe, "*=none,KDA=none,MoE=selective");
+  EXPECT_TRUE(Find(*L, "recompute")->reason.empty());
+  EXPECT_EQ(L->recompute.at("MoE"), Recompute::kSelective);
   EXPECT_TRUE(Find(*L, "ep")->reason.empty());
   EXPECT_EQ(Find(*L, "pp"), nullptr);  // pp=1 in the plan: nothing to say
   EXPECT_EQ(L->ToJson()["factors"].size(), L->factors.size());
+}
+
+// A plan kind the proxy runs as another kind says so; one it has no block for is dropped, said.
+TEST(ApplyPlanToProbe, RecomputeKindsMapOntoTheProxy) {
+  Plan p;
+  p.recompute = {
+      {"GQA", Recompute::kFull}, {"GatedDeltaNet", Recompute::kSelective}, {"Mamba", Recompute::kFull}};
+  auto L = ApplyPlanToProbe(p, 2, 2, 8);
+  ASSERT_TRUE(L.ok());
+  EXPECT_EQ(L->recompute.at("MLA"), Recompute::kFull);
+  EXPECT_EQ(L->recompute.at("KDA"), Recompute::kSelective);
+  EXPECT_EQ(L->recompute.count("Mamba"), 0u);
+  const std::string why = Find(*L, "recompute")->reason;
+  EXPECT_NE(why.find("GQA runs as the proxy's MLA"), std::string::npos) << why;
+  EXPECT_NE(why.find("Mamba is no block kind of the proxy"), std::string::npos) << why;
 }
 
 TEST(ApplyPlanToProbe, HybridShardingKeepsReplicas) {

@@ -36,6 +36,7 @@ ProbeStep FullStep(int64_t step) {
   s.comm = {1e-4, 2e-4, 3.5e-4, 4e-5};
   s.compute_s = 0.0161;
   s.peak_rss_bytes = 123456789012;
+  s.live_peak_bytes = 98765432;
   s.expert_load = {{1, 2, 3, 0}, {7, 0, 0, 9}};
   s.indexer_kl = {0.25, std::numeric_limits<double>::infinity()};
   return s;
@@ -74,6 +75,7 @@ TEST(ProbeStepCodec, RoundTripKeepsEveryField) {
   EXPECT_EQ(b->comm.all_reduce_s, a.comm.all_reduce_s);
   EXPECT_EQ(b->compute_s, a.compute_s);
   EXPECT_EQ(b->peak_rss_bytes, a.peak_rss_bytes);
+  EXPECT_EQ(b->live_peak_bytes, a.live_peak_bytes);
   EXPECT_EQ(b->expert_load, a.expert_load);
   ASSERT_EQ(b->indexer_kl.size(), 2u);
   EXPECT_EQ(b->indexer_kl[0], 0.25);
@@ -83,8 +85,8 @@ TEST(ProbeStepCodec, RoundTripKeepsEveryField) {
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
   EXPECT_EQ(keys, (std::vector<std::string>{"accuracy", "comm", "compute_s", "expert_load", "grad_norm",
-                                            "indexer_kl", "loss", "lr", "peak_rss_bytes", "step", "step_s",
-                                            "tokens_per_s"}));
+                                            "indexer_kl", "live_peak_bytes", "loss", "lr", "peak_rss_bytes",
+                                            "step", "step_s", "tokens_per_s"}));
 }
 
 TEST(ProbeStepCodec, UnknownKeyIsRefused) {

@@ -1,0 +1,127 @@
+// LoadPlanFile (see plan_file.h): the fields of PlanJson, each checked for type and range.
+#include "agent/plan_file.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace onboard::agent {
+namespace {
+
+using nlohmann::json;
+
+// Typed access to the plan object's keys; errors name origin and path + key.
+struct PlanFields {
+  const json& j;
+  const std::string& origin;
+  const std::string& path;
+  Status Int(const char* key, int64_t lo, int64_t hi, int64_t* out, bool required = false) const {
+    auto it = j.find(key);
+    if (it == j.end()) return required ? BadInput(origin, path + key, "missing") : Status::Ok();
+    if (!it->is_number_integer()) return BadInput(origin, path + key, "must be an integer", it->dump());
+    const int64_t v = it->get<int64_t>();
+    if (v < lo || v > hi)
+      return BadInput(origin, path + key,
+                      "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
+                      std::to_string(v));
+    *out = v;
+    return Status::Ok();
+  }
+  Status Bool(const char* key, bool* out) const {
+    auto it = j.find(key);
+    if (it == j.end()) return Status::Ok();
+    if (!it->is_boolean()) return BadInput(origin, path + key, "must be true or false", it->dump());
+    *out = it->get<bool>();
+    return Status::Ok();
+  }
+  Status Str(const char* key, std::string* out) const {
+    auto it = j.find(key);
+    if (it == j.end()) return Status::Ok();
+    if (!it->is_string()) return BadInput(origin, path + key, "must be a string", it->dump());
+    *out = it->get<std::string>();
+    return Status::Ok();
+  }
+};
+
+// Step 2: degrees, batch and mode of the plan object at `path` ("best.plan.").
+Status ReadPlanObject(const json& j, const std::string& origin, const std::string& path, Plan* p) {
+  const PlanFields f{j, origin, path};
+  constexpr int64_t kMax = int64_t{1} << 20;
+  ONBOARD_RETURN_IF_ERROR(f.Int("dp_replicate", 1, kMax, &p->deg.dp_replicate, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("dp_shard", 1, kMax, &p->deg.dp_shard, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("tp", 1, kMax, &p->deg.tp, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("pp", 1, kMax, &p->deg.pp, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("ep", 1, kMax, &p->deg.ep, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("expert_fsdp", 1, kMax, &p->deg.expert_fsdp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("interleave", 1, 1024, &p->deg.interleave));
+  ONBOARD_RETURN_IF_ERROR(f.Int("cp", 1, kMax, &p->deg.cp));
+  ONBOARD_RETURN_IF_ERROR(f.Bool("sequence_parallel", &p->deg.sequence_parallel));
+  ONBOARD_RETURN_IF_ERROR(f.Int("micro_batch", 1, kMax, &p->micro_batch, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("num_micro_batches", 1, kMax, &p->num_micro_batches, true));
+  ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, kMax, &p->seq));
+  ONBOARD_RETURN_IF_ERROR(f.Int("global_batch", 0, int64_t{1} << 40, &p->global_batch));
+  ONBOARD_RETURN_IF_ERROR(f.Int("zero_stage", 0, 3, &p->zero_stage));
+  ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 0, 4096, &p->lora_rank));
+  std::string mode = "full";
+  ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
+  if (mode != "full" && mode != "lora") return BadInput(origin, path + "mode", "must be full or lora", mode);
+  p->mode = mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  // Step 3: recompute per block kind: {"KDA": "full", ...}.
+  auto rc = j.find("recompute");
+  if (rc == j.end()) return Status::Ok();
+  if (!rc->is_object())
+    return BadInput(origin, path + "recompute", "must be an object of kind: policy", rc->dump());
+  for (auto it = rc->begin(); it != rc->end(); ++it) {
+    const std::string field = path + "recompute." + it.key();
+    if (!it->is_string()) return BadInput(origin, field, "must be none, selective or full", it->dump());
+    const std::string v = it->get<std::string>();
+    if (v == "none")
+      p->recompute[it.key()] = Recompute::kNone;
+    else if (v == "selective")
+      p->recompute[it.key()] = Recompute::kSelective;
+    else if (v == "full")
+      p->recompute[it.key()] = Recompute::kFull;
+    else
+      return BadInput(origin, field, "must be none, selective or full", v);
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<Plan> ParsePlanJson(const std::string& text, const std::string& origin) {
+  // Step 1: the document and where its plan object is.
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::exception& e) {
+    return BadInput(origin, "json", std::string("not JSON: ") + e.what());
+  }
+  if (!j.is_object()) return BadInput(origin, "plan", "must be a JSON object", j.dump().substr(0, 40));
+  const json* obj = &j;
+  std::string path;
+  if (j.contains("best")) {
+    if (!j["best"].is_object() || !j["best"].contains("plan"))
+      return BadInput(origin, "best.plan", "missing (a search result without a best plan)");
+    obj = &j["best"]["plan"];
+    path = "best.plan.";
+  } else if (j.contains("plan")) {
+    obj = &j["plan"];
+    path = "plan.";
+  }
+  if (!obj->is_object())
+    return BadInput(origin, path.empty() ? "plan" : path.substr(0, path.size() - 1), "must be an object");
+  Plan p;
+  ONBOARD_RETURN_IF_ERROR(ReadPlanObject(*obj, origin, path, &p));
+  return p;
+}
+
+Expected<Plan> LoadPlanFile(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) return BadInput(path, "plan", "cannot read the plan file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ParsePlanJson(ss.str(), path);
+}
+
+}  // namespace onboard::agent

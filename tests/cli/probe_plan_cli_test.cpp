@@ -1,0 +1,59 @@
+// `onboard probe MODEL --plan plan.json --ranks N`: the plan goes through ApplyPlanToProbe (each
+// factor printed with what the probe runs); a bad plan file or --recompute list is one line
+// naming the file / flag and field, exit 2, before any worker starts.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+
+#include "tests/cli/onboard_runner.h"
+
+namespace onboard {
+namespace {
+
+using clitest::RunOnboard;
+
+const std::string kModel = std::string(ONBOARD_SOURCE_DIR) + "/tests/data/hf/flagship.config.json";
+const std::string kPlan = std::string(ONBOARD_SOURCE_DIR) + "/tests/data/plans/seed_lora_atlas128.json";
+
+std::string TempFile(const std::string& name, const std::string& text) {
+  const std::string path = "/tmp/onboard-probe-plan-" + std::to_string(getpid()) + "-" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(ProbePlanCli, BadPlanFileExits2NamingFileAndField) {
+  auto r = RunOnboard("probe " + kModel + " --plan /nonexistent/plan.json --ranks 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("/nonexistent/plan.json"), std::string::npos) << r.out;
+  const std::string bad =
+      TempFile("bad.json", R"({"best":{"plan":{"dp_replicate":1,"dp_shard":2,"tp":"4"}}})");
+  r = RunOnboard("probe " + kModel + " --plan " + bad + " --ranks 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(bad), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("best.plan.tp"), std::string::npos) << r.out;
+  r = RunOnboard("probe " + kModel + " --ranks 2 --recompute MoE=sometimes");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("recompute.MoE"), std::string::npos) << r.out;
+  r = RunOnboard("probe " + kModel + " --ranks 2 --recompute attention=full");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("attention"), std::string::npos) << r.out;
+}
+
+TEST(ProbePlanCli, PlanScaledToTheRanksAndRun) {
+  const std::string out = "/tmp/onboard-probe-plan-" + std::to_string(getpid()) + "-run";
+  auto r = RunOnboard("probe " + kModel + " --plan " + kPlan +
+                          " --ranks 2 --steps 3 --batch 8 --seq 16 --mode full --out " + out,
+                      clitest::Capture::kStdout);
+  EXPECT_TRUE(r.code == 0 || r.code == 7) << r.out;  // 3 steps: it runs, it need not converge
+  EXPECT_NE(r.out.find("-> probe on 2 ranks"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ep: plan 128 -> probe 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recompute: plan none -> probe *=none,DSA=none,KDA=none,MLP=none,MoE=none"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("per collective"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("live-tensor peak per rank"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace onboard
