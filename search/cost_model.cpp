@@ -49,8 +49,8 @@
 //   optimizer        = local params * (adam_bytes_per_param | adam_bytes_bf16_state) / HBM
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
-#include <sstream>
 
 #include "search/cost_model.h"
 
@@ -73,11 +73,12 @@ struct LayerTime {
   }
 };
 
+// `v` to `prec` significant digits, as an ostream with precision(prec) prints it (%g; snprintf
+// because a stream per number was a tenth of the search's time).
 std::string Fmt(double v, int prec = 3) {
-  std::ostringstream os;
-  os.precision(prec);
-  os << v;
-  return os.str();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+  return buf;
 }
 
 class TimeModel {
@@ -314,10 +315,15 @@ std::vector<int64_t> StageStarts(const Plan& p, const std::vector<LayerTime>& lt
   return BalancedSplit(cost, chunks);
 }
 
-std::vector<LayerTime> AllLayers(const TimeModel& tm, size_t n) {
+// Every layer's time: one Layer() per class of equal layers (ModelProfile::class_first), copied to
+// the others (same inputs, same arithmetic, same answer; the search's hot path).
+std::vector<LayerTime> AllLayers(const TimeModel& tm, const ModelProfile& prof) {
+  std::vector<LayerTime> per_class;
+  per_class.reserve(prof.class_first.size());
+  for (size_t first : prof.class_first) per_class.push_back(tm.Layer(first));
   std::vector<LayerTime> lt;
-  lt.reserve(n);
-  for (size_t i = 0; i < n; ++i) lt.push_back(tm.Layer(i));
+  lt.reserve(prof.layers.size());
+  for (const LayerProfile& lp : prof.layers) lt.push_back(per_class[lp.class_id]);
   return lt;
 }
 
@@ -326,20 +332,27 @@ std::vector<LayerTime> AllLayers(const TimeModel& tm, size_t n) {
 std::vector<int64_t> PlanStageStarts(const CostContext& c, const Plan& p) {
   if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1) return StageStarts(p, {});
   TimeModel tm(c, p);
-  return StageStarts(p, AllLayers(tm, c.prof.layers.size()));
+  return StageStarts(p, AllLayers(tm, c.prof));
 }
 
 double RecomputeSeconds(const CostContext& c, const Plan& p, const std::string& kind, Recompute level) {
   Plan q = p;
   q.recompute[kind] = level;
   TimeModel tm(c, q);
+  // One Layer() per class of equal layers that holds `kind`, summed over the layers in order.
+  const auto kind_it = std::find(c.prof.kinds.begin(), c.prof.kinds.end(), kind);
+  if (kind_it == c.prof.kinds.end()) return 0;
+  const size_t id = static_cast<size_t>(kind_it - c.prof.kinds.begin());
+  std::vector<LayerTime> per_class(c.prof.class_first.size());
+  for (size_t k = 0; k < per_class.size(); ++k) {
+    const LayerProfile& first = c.prof.layers[c.prof.class_first[k]];
+    if (first.mixer_kind_id == id || first.channel_kind_id == id) per_class[k] = tm.Layer(c.prof.class_first[k]);
+  }
   double s = 0;
-  for (size_t i = 0; i < c.prof.layers.size(); ++i) {
-    const LayerProfile& lp = c.prof.layers[i];
-    if (lp.mixer_kind != kind && lp.channel_kind != kind) continue;
-    const LayerTime x = tm.Layer(i);
-    if (lp.mixer_kind == kind) s += x.mixer.rc + x.mixer.tp;
-    if (lp.channel_kind == kind) s += x.channel.rc + x.channel.tp + x.channel.a2a;
+  for (const LayerProfile& lp : c.prof.layers) {
+    const LayerTime& x = per_class[lp.class_id];
+    if (lp.mixer_kind_id == id) s += x.mixer.rc + x.mixer.tp;
+    if (lp.channel_kind_id == id) s += x.channel.rc + x.channel.tp + x.channel.a2a;
   }
   return s;
 }
@@ -350,7 +363,7 @@ MemoryBreakdown EstimatePlanMemory(const CostContext& c, const Plan& p) {
   if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1)
     return EstimateMemory(c, p, StageStarts(p, {}), nullptr);
   TimeModel tm(c, p);
-  const auto lt = AllLayers(tm, c.prof.layers.size());
+  const auto lt = AllLayers(tm, c.prof);
   return EstimateMemory(c, p, StageStarts(p, lt), nullptr);
 }
 
@@ -361,7 +374,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const CostCalibration& cal = req.calibration;
   const ParallelDegrees& d = p.deg;
   TimeModel tm(c, p);
-  const auto lt = AllLayers(tm, c.prof.layers.size());
+  const auto lt = AllLayers(tm, c.prof);
   const auto starts = StageStarts(p, lt);
   int mem_stage = 0;
   e.memory = EstimateMemory(c, p, starts, &mem_stage);
@@ -377,16 +390,19 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     double dense = 0, expert = 0, lora = 0;
     int64_t layers = 0;
     std::map<std::string, double> by_kind;
+    std::vector<double> kind_s;        // fwd+bwd seconds per ModelProfile::kinds entry (< 0: none)
   };
   std::vector<Stage> st(d.pp);
+  for (Stage& s : st) s.kind_s.assign(c.prof.kinds.size(), -1.0);
+  auto add_kind = [](Stage& s, size_t id, double secs) { s.kind_s[id] = (s.kind_s[id] < 0 ? 0.0 : s.kind_s[id]) + secs; };
   for (size_t ch = 0; ch < starts.size(); ++ch) {
     Stage& s = st[ch % d.pp];
     const int64_t end = ch + 1 < starts.size() ? starts[ch + 1] : L;
     for (int64_t l = starts[ch]; l < end; ++l) {
       const LayerTime& x = lt[l];
       const LayerProfile& lp = c.prof.layers[l];
-      s.by_kind[lp.mixer_kind] += x.mixer.fwd + x.mixer.bwd;
-      s.by_kind[lp.channel_kind] += x.channel.fwd + x.channel.bwd;
+      add_kind(s, lp.mixer_kind_id, x.mixer.fwd + x.mixer.bwd);
+      add_kind(s, lp.channel_kind_id, x.channel.fwd + x.channel.bwd);
       s.compute += x.mixer.fwd + x.mixer.bwd + x.channel.fwd + x.channel.bwd;
       s.bwd += x.mixer.bwd + x.channel.bwd;
       s.rc += x.mixer.rc + x.channel.rc;
@@ -402,6 +418,9 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       ++s.layers;
     }
   }
+  for (Stage& s : st)  // by kind name (the terms' order), summed per layer in layer order as above
+    for (size_t id = 0; id < s.kind_s.size(); ++id)
+      if (s.kind_s[id] >= 0) s.by_kind[c.prof.kinds[id]] = s.kind_s[id];
   st.front().dense += (c.prof.embed_params + c.prof.vision_params) / t;
   st.back().dense += (c.prof.head_params + c.prof.other_params) / t;
   const double head = tm.HeadTime();

@@ -106,6 +106,23 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   const int64_t L = static_cast<int64_t>(prof.layers.size());
   const double cap = req.topology.device.hbm_gib * 1073741824.0;
   const std::vector<Recompute> pol = KindPolicies(c, p);
+  // Per class of equal layers (ModelProfile::class_first), computed once: parameters on a device,
+  // kept activation bytes per token, the largest gathered layer and the dispatch buffer.
+  struct PerClass {
+    double dense, expert, lora, act, routed, gathered, dispatch;
+  };
+  std::vector<PerClass> cls(prof.class_first.size());
+  for (size_t k = 0; k < cls.size(); ++k) {
+    const LayerProfile& lp = prof.layers[prof.class_first[k]];
+    PerClass& x = cls[k];
+    x.dense = lp.dense_params / t;
+    x.expert = lp.expert_params / ep;
+    x.lora = static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
+    x.act = LayerActBytesPerToken(c, p, prof.class_first[k], &x.routed, &pol);
+    x.gathered = 2 * (lp.dense_params / t + lp.expert_params / ep);
+    x.dispatch = lp.top_k > 0 ? T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 * req.expert_imbalance
+                              : 0;
+  }
   MemoryBreakdown worst;
   worst.total = -1;
   for (int64_t s = 0; s < d.pp; ++s) {
@@ -118,16 +135,13 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       const int64_t end = ch + 1 < starts.size() ? starts[ch + 1] : L;
       chunk_act.push_back(0);
       for (int64_t l = starts[ch]; l < end; ++l) {
-        const LayerProfile& lp = prof.layers[l];
-        dense += lp.dense_params / t;
-        expert += lp.expert_params / ep;
-        lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
-        double routed = 0;
-        chunk_act.back() += LayerActBytesPerToken(c, p, l, &routed, &pol) + routed;
-        largest_layer = std::max(largest_layer, 2 * (lp.dense_params / t + lp.expert_params / ep));
-        if (lp.top_k > 0)
-          dispatch = std::max(dispatch, T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 *
-                                            req.expert_imbalance);
+        const PerClass& x = cls[prof.layers[l].class_id];
+        dense += x.dense;
+        expert += x.expert;
+        lora += x.lora;
+        chunk_act.back() += x.act + x.routed;
+        largest_layer = std::max(largest_layer, x.gathered);
+        dispatch = std::max(dispatch, x.dispatch);
       }
     }
     const bool first = s == 0, last = s == d.pp - 1;
