@@ -45,8 +45,8 @@ int main() {
     int64_t seq;
     bool full;
   };
-  std::printf("%-26s %7s %7s %10s %8s %6s %12s %12s %9s %8s %9s  %s\n", "topology", "seq", "threads", "wall_s", "cpu_s",
-              "load", "memchecked", "costed", "costed/s", "speedup", "target", "best");
+  std::printf("%-26s %7s %7s %10s %8s %6s %12s %12s %9s %8s %9s  %s\n", "topology", "seq", "threads",
+              "wall_s", "cpu_s", "load", "memchecked", "costed", "costed/s", "speedup", "target", "best");
   for (const Case& c : {Case{"atlas-950-superpod-128", 2.0, 4096, false}, Case{"atlas-950-superpod-8192", 20.0, 4096, false},
                         Case{"atlas-950-superpod-8192", 5.0, 1 << 20, true}, Case{"gb300-nvl72-8192", 5.0, 1 << 20, true}}) {
     auto topo = LoadTopologyFile(src + "/examples/topologies/" + c.topo + ".json");
@@ -77,12 +77,15 @@ int main() {
       std::snprintf(target, sizeof target, "%.2fx", wall / c.target_s);
       std::printf("%-26s %7lld %7d %10.3f %8.3f %6.1f %12lld %12lld %9.0f %7.2fx %9s  %s\n", c.topo,
                   static_cast<long long>(c.seq), threads, wall, cpu, load,
-                  static_cast<long long>(r->candidates_enumerated), static_cast<long long>(r->candidates_evaluated),
+                  static_cast<long long>(r->candidates_enumerated),
+                  static_cast<long long>(r->candidates_evaluated),
                   static_cast<double>(r->candidates_evaluated) / wall, base / wall, target,
                   r->feasible ? PlanSummary(r->best.plan).c_str() : "nothing fits");
     }
   }
-  std::printf("target column: wall / target (128 devices: 2 s, 8192 devices: 20 s, 8192 with CP at 1M: 5 s); < 1 meets it;\n"
-              "cpu_s: process CPU seconds of the search (all threads), load: 1-min load average before it\n");
+  std::printf(
+      "target column: wall / target (128 devices: 2 s, 8192 devices: 20 s, 8192 with CP at 1M: 5 s); < 1 "
+      "meets it;\n"
+      "cpu_s: process CPU seconds of the search (all threads), load: 1-min load average before it\n");
   return 0;
 }

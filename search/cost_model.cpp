@@ -380,7 +380,8 @@ double RecomputeSeconds(const CostContext& c, const Plan& p, const std::string& 
   std::vector<LayerTime> per_class(c.prof.class_first.size());
   for (size_t k = 0; k < per_class.size(); ++k) {
     const LayerProfile& first = c.prof.layers[c.prof.class_first[k]];
-    if (first.mixer_kind_id == id || first.channel_kind_id == id) per_class[k] = tm.Layer(c.prof.class_first[k]);
+    if (first.mixer_kind_id == id || first.channel_kind_id == id)
+      per_class[k] = tm.Layer(c.prof.class_first[k]);
   }
   double s = 0;
   for (const LayerProfile& lp : c.prof.layers) {
@@ -427,11 +428,13 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     double dense = 0, expert = 0, lora = 0;
     int64_t layers = 0;
     std::map<std::string, double> by_kind;
-    std::vector<double> kind_s;        // fwd+bwd seconds per ModelProfile::kinds entry (< 0: none)
+    std::vector<double> kind_s;  // fwd+bwd seconds per ModelProfile::kinds entry (< 0: none)
   };
   std::vector<Stage> st(d.pp);
   for (Stage& s : st) s.kind_s.assign(c.prof.kinds.size(), -1.0);
-  auto add_kind = [](Stage& s, size_t id, double secs) { s.kind_s[id] = (s.kind_s[id] < 0 ? 0.0 : s.kind_s[id]) + secs; };
+  auto add_kind = [](Stage& s, size_t id, double secs) {
+    s.kind_s[id] = (s.kind_s[id] < 0 ? 0.0 : s.kind_s[id]) + secs;
+  };
   for (size_t ch = 0; ch < starts.size(); ++ch) {
     Stage& s = st[ch % d.pp];
     const int64_t end = ch + 1 < starts.size() ? starts[ch + 1] : L;

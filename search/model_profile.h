@@ -66,7 +66,7 @@ struct LayerProfile {
                                  // chip (search/fusion_cost.h); charged in act_mixer only when unfused
   // Layers whose profiles are equal in every field above cost the same under any plan: the cost model
   // computes one per class (ModelProfile::class_first) and copies it (BuildProfile fills these).
-  size_t class_id = 0;              // index into ModelProfile::class_first
+  size_t class_id = 0;  // index into ModelProfile::class_first
 };
 
 // True when every field above (not class_id) is equal. A new LayerProfile field must be added here:

@@ -31,7 +31,10 @@ std::vector<int64_t> BalancedSplit(const std::vector<double>& layer_cost, int64_
   };
   for (int it = 0; it < 40 && hi - lo > 1e-12 * hi; ++it) {
     const double mid = 0.5 * (lo + hi);
-    if (fits_in_chunks(mid)) hi = mid; else lo = mid;
+    if (fits_in_chunks(mid))
+      hi = mid;
+    else
+      lo = mid;
   }
   // Step 2: cut greedily at cap `hi`, keeping at least one layer for every remaining chunk.
   std::vector<int64_t> starts{0};

@@ -155,8 +155,8 @@ bool ChooseRecompute(const CostContext& c, const std::vector<std::vector<Recompu
   return true;
 }
 
-void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recompute>>& levels, const Layout& lay,
-                    Worker* w) {
+void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recompute>>& levels,
+                    const Layout& lay, Worker* w) {
   const PlanRequest& req = *c.req;
   const PlanConstraints& cons = req.constraints;
   const int64_t L = static_cast<int64_t>(c.prof.layers.size());

@@ -107,7 +107,8 @@ TEST(LayerClasses, EstimatesEqualThePerLayerAnswerBitForBit) {
     ExpectSameEstimate(EstimatePlan(c, k.plan), EstimatePlan(flat, k.plan), what);
     EXPECT_EQ(PlanStageStarts(c, k.plan), PlanStageStarts(flat, k.plan)) << what;
     for (const std::string& kind : c.prof.kinds)
-      EXPECT_EQ(RecomputeSeconds(c, k.plan, kind, Recompute::kFull), RecomputeSeconds(flat, k.plan, kind, Recompute::kFull))
+      EXPECT_EQ(RecomputeSeconds(c, k.plan, kind, Recompute::kFull),
+                RecomputeSeconds(flat, k.plan, kind, Recompute::kFull))
           << what << " " << kind;
   }
 }
