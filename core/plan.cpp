@@ -25,6 +25,10 @@ const char* EpDispatcherName(EpDispatcher d) {
   return d == EpDispatcher::kDeepEP ? "deepep" : d == EpDispatcher::kHybridEP ? "hybridep" : "alltoall";
 }
 
+const char* PipelineScheduleName(PipelineSchedule s) {
+  return s == PipelineSchedule::kDualPipe ? "dualpipe" : "1f1b";
+}
+
 namespace {
 Status Bad(const std::string& msg) { return Status(ErrorCode::kBadInput, msg); }
 std::string S(int64_t v) { return std::to_string(v); }
@@ -34,10 +38,10 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
                     int64_t num_layers) {
   const ParallelDegrees& d = p.deg;
   if (d.dp_replicate < 1 || d.dp_shard < 1 || d.cp < 1 || d.tp < 1 || d.pp < 1 || d.ep < 1 ||
-      d.expert_fsdp < 1 || d.interleave < 1)
-    return Bad("every degree must be >= 1: dp_replicate=" + S(d.dp_replicate) + " dp_shard=" +
-               S(d.dp_shard) + " cp=" + S(d.cp) + " tp=" + S(d.tp) + " pp=" + S(d.pp) + " ep=" + S(d.ep) +
-               " expert_fsdp=" + S(d.expert_fsdp) + " interleave=" + S(d.interleave));
+      d.expert_fsdp < 1 || d.interleave < 1 || d.etp < 1)
+    return Bad("every degree must be >= 1: dp_replicate=" + S(d.dp_replicate) + " dp_shard=" + S(d.dp_shard) +
+               " cp=" + S(d.cp) + " tp=" + S(d.tp) + " pp=" + S(d.pp) + " ep=" + S(d.ep) +
+               " expert_fsdp=" + S(d.expert_fsdp) + " interleave=" + S(d.interleave) + " etp=" + S(d.etp));
   if (d.world() != world)
     return Bad("dp_replicate*dp_shard*cp*tp*pp=" + S(d.dp_replicate) + "*" + S(d.dp_shard) + "*" + S(d.cp) +
                "*" + S(d.tp) + "*" + S(d.pp) + "=" + S(d.world()) + " must equal the device count " + S(world));
@@ -45,16 +49,28 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
     return Bad("tp=" + S(d.tp) + " must divide attention heads=" + S(num_heads));
   const int64_t ep_space = d.dp_shard * d.cp * d.tp;
   if (num_experts > 0) {
-    if (ep_space % d.ep != 0)
-      return Bad("ep=" + S(d.ep) + " must divide dp_shard*cp*tp=" + S(d.dp_shard) + "*" + S(d.cp) + "*" + S(d.tp) +
-                 "=" + S(ep_space));
+    const std::string eps = d.etp == 1 ? "ep=" + S(d.ep) : "ep*etp=" + S(d.ep) + "*" + S(d.etp);
+    if (ep_space % (d.ep * d.etp) != 0)
+      return Bad(eps + " must divide dp_shard*cp*tp=" + S(d.dp_shard) + "*" + S(d.cp) + "*" + S(d.tp) + "=" +
+                 S(ep_space));
     if (num_experts % d.ep != 0)
       return Bad("ep=" + S(d.ep) + " must divide experts=" + S(num_experts));
-    if (d.expert_fsdp * d.ep != ep_space)
-      return Bad("expert_fsdp=" + S(d.expert_fsdp) + " must equal dp_shard*cp*tp/ep=" + S(ep_space) + "/" +
-                 S(d.ep) + "=" + S(ep_space / d.ep));
-  } else if (d.ep != 1) {
-    return Bad("ep=" + S(d.ep) + " needs a model with routed experts (experts=0)");
+    if (d.expert_fsdp * d.ep * d.etp != ep_space)
+      return Bad("expert_fsdp=" + S(d.expert_fsdp) + " must equal dp_shard*cp*tp/" +
+                 (d.etp == 1 ? "ep" : "(ep*etp)") + "=" + S(ep_space) + "/" + S(d.ep * d.etp) + "=" +
+                 S(ep_space / (d.ep * d.etp)));
+  } else if (d.ep != 1 || d.etp != 1) {
+    return Bad(std::string(d.ep != 1 ? "ep=" + S(d.ep) : "etp=" + S(d.etp)) +
+               " needs a model with routed experts (experts=0)");
+  }
+  if (p.pipeline_schedule == PipelineSchedule::kDualPipe) {  // DualPipe: two stages per rank, both ends
+    if (d.pp < 2 || d.pp % 2 != 0)
+      return Bad("pipeline_schedule=dualpipe needs an even pp >= 2 (pp=" + S(d.pp) + ")");
+    if (d.interleave != 1)
+      return Bad("pipeline_schedule=dualpipe needs interleave=1 (interleave=" + S(d.interleave) + ")");
+    if (p.num_micro_batches < 2 * d.pp)
+      return Bad("pipeline_schedule=dualpipe needs num_micro_batches=" + S(p.num_micro_batches) +
+                 " >= 2*pp=" + S(2 * d.pp));
   }
   if (num_layers > 0 && d.pp * d.interleave > num_layers)
     return Bad("pp*interleave=" + S(d.pp) + "*" + S(d.interleave) + " exceeds layers=" + S(num_layers));

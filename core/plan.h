@@ -31,6 +31,12 @@ const char* CudaGraphName(CudaGraph g);
 enum class EpDispatcher { kAllToAll, kDeepEP, kHybridEP };
 const char* EpDispatcherName(EpDispatcher d);
 
+// Pipeline schedule (issue 13): Megatron-Core 1F1B (interleaved when interleave > 1), or DualPipe
+// (DeepSeek-V3 report sec. 3.2.1: micro-batches fed from both ends, each rank holds stages s and
+// p-1-s, a forward and a backward chunk overlapped so EP all-to-all and PP sends hide).
+enum class PipelineSchedule { k1F1B, kDualPipe };
+const char* PipelineScheduleName(PipelineSchedule s);
+
 struct ParallelDegrees {
   int64_t dp_replicate = 1;     // HSDP replicas (pure DP when dp_shard == 1)
   int64_t dp_shard = 1;         // FSDP shard degree
@@ -43,6 +49,8 @@ struct ParallelDegrees {
   int64_t cp = 1;               // (last, so positional initialisers keep their meaning)
                                 // context parallel: each sequence split over cp ranks (ring/all-gather KV,
                                 // KDA state hand-off, DSA indexer); rank order tp, cp, dp_shard, dp_replicate, pp
+  int64_t etp = 1;              // expert tensor parallel (issue 13): each routed expert's FFN split over etp
+                                // ranks; ep * etp * expert_fsdp = dp_shard * cp * tp (Megatron MoE folding)
   int64_t world() const { return dp_replicate * dp_shard * cp * tp * pp; }
 };
 
@@ -65,6 +73,10 @@ struct Plan {
   int64_t mtp_layers = 0;                       // multi-token-prediction layers trained (on the last stage)
   CudaGraph cuda_graph = CudaGraph::kNone;
   EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;
+  // issue 13 (cost model): schedule and TP communication overlap.
+  PipelineSchedule pipeline_schedule = PipelineSchedule::k1F1B;
+  bool tp_comm_overlap = false;                 // TE userbuffers: TP all-gather / reduce-scatter pipelined
+                                                // with the GEMMs they feed (Megatron --tp-comm-overlap)
   std::vector<int64_t> stage_layer_starts;      // first layer of each pipeline (virtual) stage (pp*interleave entries)
   int64_t zero_stage = 3;       // 0: replicated optimizer (DDP); 1: optimizer sharded over dp (ZeRO-1);
                                 // 3: FSDP, weights+grads+optimizer sharded over dp_shard (default)

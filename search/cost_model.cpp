@@ -25,6 +25,11 @@
 //   recompute        : full = one more forward of the block (incl. its TP collective, EP a2a);
 //                      selective = attention core (softmax) / KDA conv+gates / MLA up-projections
 //   TP               : per block 1 all-reduce fwd + 1 bwd of T*h*2 bytes (SP: RS+AG, same bytes)
+//   TP comm overlap  : (tp_comm_overlap, TE userbuffers) per collective c beside the pass's GEMMs g:
+//                      exposed = c/t + max(0, c - c/t - g) + tp_overlap_sm_tax * min(c - c/t, g)
+//   expert TP (etp)  : each expert's FFN split over etp ranks: the rank runs R*etp copies (all-gathered)
+//                      at width I/etp, E/e experts there; + AG of the copies and RS of the outputs over
+//                      the etp group fwd, RS + AG bwd (bf16, R*w*etp elements), counted with the EP comm
 //   EP all-to-all    : per MoE layer dispatch + combine, fwd (fp8 or bf16 dispatch, bf16 combine) and
 //                      bwd (bf16 both), R*w bytes/elem each; NVLink inside the domain, then IB with
 //                      per-node de-duplication (DeepEP/HybridEP: a token crosses to a node once);
@@ -42,6 +47,10 @@
 //                      + exposed FSDP per mb
 //   step             = m * t_mb + bubble + p2p + exposed DP sync + optimizer
 //   bubble           = (p-1)/v * t_mb                      (1F1B: (p-1)/(m+p-1) of the step)
+//   DualPipe         : bubble = (p/2 - 1)(F&B + B - 3W), F&B = t_mb, B = W = (bwd + recompute)/2
+//                      (DeepSeek-V3 report Table 2); EP all-to-all overlapped with the paired chunk
+//                      (as overlap_ep_comm, with its SM tax); PP sends hidden; rank r = mean of stages
+//                      r and p-1-r in time, their sum in parameters
 //   FSDP per mb      = AG weights fwd + AG bwd + RS grads; exposed = max(0, comm - compute) + comm/layers
 //   DP sync per step = replica all-reduce (HSDP) / DDP all-reduce / ZeRO-1 (distributed optimizer)
 //                      RS of grads (fp32; bf16 with grad_dtype bf16 or the precision-aware optimizer) + AG
@@ -49,8 +58,8 @@
 //   optimizer        = local params * (adam_bytes_per_param | adam_bytes_bf16_state) / HBM
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <map>
-#include <sstream>
 
 #include "search/cost_model.h"
 
@@ -59,7 +68,7 @@ namespace {
 
 struct BlockTime {
   double fwd = 0, bwd = 0, rc = 0;   // compute, seconds per micro-batch
-  double tp = 0;                     // exposed TP comm (fwd + bwd + recompute)
+  double tp = 0, tp_total = 0;       // TP comm (fwd + bwd + recompute): exposed, and in all
   double a2a = 0;                    // EP all-to-all (fwd + bwd + recompute)
   double cp = 0, cp_total = 0;       // CP exchange: exposed after overlap with the core, and in all
   double host = 0;                   // exposed host launch / dispatcher-sync time
@@ -73,11 +82,12 @@ struct LayerTime {
   }
 };
 
+// `v` to `prec` significant digits, as an ostream with precision(prec) prints it (%g; snprintf
+// because a stream per number was a tenth of the search's time).
 std::string Fmt(double v, int prec = 3) {
-  std::ostringstream os;
-  os.precision(prec);
-  os << v;
-  return os.str();
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.*g", prec, v);
+  return buf;
 }
 
 class TimeModel {
@@ -111,6 +121,16 @@ class TimeModel {
 
   // fp8 quantisation of `elems` GEMM input elements (one pass).
   double Quant(double elems) const { return c_.fp8 ? c_.k.fp8_quant_bytes * elems / hbm_ : 0; }
+
+  // Exposed seconds of one block's TP all-reduce (SP: all-gather + reduce-scatter) in a pass whose
+  // GEMMs take `gemm` s. Not overlapped: all of it. tp_comm_overlap (TE userbuffers): the collective is
+  // split into t chunks pipelined with the GEMM, so one chunk (c/t) stays exposed, plus what the GEMM
+  // cannot cover, plus the SMs the pipelined reduce-scatter takes from the GEMM it overlaps.
+  double TpExposed(double gemm) const {
+    const double c = tp_ar_.seconds;
+    if (!p_.tp_comm_overlap || c <= 0) return c;
+    return c / t_ + std::max(0.0, c - c / t_ - gemm) + c_.k.tp_overlap_sm_tax * std::min(c - c / t_, gemm);
+  }
 
   LayerTime Layer(size_t l) const {
     LayerTime out;
@@ -193,7 +213,8 @@ class TimeModel {
         mx->rc = k.kda_selective_share * mel;
       }
     }
-    mx->tp = (2 + (rm == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
+    mx->tp = TpExposed(mg) + TpExposed(bwd_gemm * mg) + (rm == Recompute::kFull ? TpExposed(mg) : 0);
+    mx->tp_total = (2 + (rm == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
     ContextParallel(lp, core_f, rm == Recompute::kFull, mx);
   }
 
@@ -248,33 +269,47 @@ class TimeModel {
     if (lp.top_k > 0 && lp.experts > 0) {
       const double imb = c_.req->expert_imbalance;
       const double R = T_ / t_ * static_cast<double>(lp.top_k) * imb;
+      // Expert TP (etp ranks share each expert, Megatron MoE folding): the dispatched copies are
+      // all-gathered over the etp group, so a rank runs Rg = R * etp copies at expert width / etp.
+      const double etp = static_cast<double>(p_.deg.etp), Rg = R * etp;
       const double per_rank = static_cast<double>(lp.experts) / static_cast<double>(p_.deg.ep);
-      const double m_e = R / per_rank;
+      const double m_e = Rg / per_rank;
       const double padded = std::ceil(m_e / k.gemm_tile_m) * k.gemm_tile_m / std::max(m_e, 1.0);
-      const double wbytes = per_rank * lp.expert_params_each * c_.base_weight_bytes;
-      routed = Gemm(R * 2 * lp.expert_params_each * padded, m_e, lp.expert_inter, lp.dispatch_width, wbytes,
+      const double each = lp.expert_params_each / etp;  // this rank's share of one expert
+      const double wbytes = per_rank * each * c_.base_weight_bytes;
+      routed = Gemm(Rg * 2 * each * padded, m_e, lp.expert_inter / etp, lp.dispatch_width, wbytes,
                     k.grouped_gemm_eff * c_.req->calibration.grouped_gemm_efficiency);
       const double sort = !flex_ && p_.deg.ep > 1 && per_rank > 1 ? k.sort_chunks_passes : 0.0;
-      moe_mem = (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) +
-                 (k.permute_passes + sort) * R * lp.dispatch_width * 2) /
-                hbm_;
-      quant += Quant(T_ / t_ * imb * lp.routed_gemm_inputs);
+      moe_mem =
+          (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) +
+           (k.permute_passes + sort) * R * lp.dispatch_width * 2 + sort * (Rg - R) * lp.dispatch_width * 2) /
+          hbm_;  // permute before the dispatch (R copies), the sort after the ETP gather (Rg)
+      quant += Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
+      const double elems = R * lp.dispatch_width;
       if (p_.deg.ep > 1) {
         const double f = CrossNodeFactor(lp);
-        auto a2a = [&](double bytes) { return Coll(Collective::kAllToAll, p_.deg.ep, 1, bytes, f); };
-        const double elems = R * lp.dispatch_width;
+        auto a2a = [&](double bytes) { return Coll(Collective::kAllToAll, p_.deg.ep, p_.deg.etp, bytes, f); };
         a2a_f = a2a(elems * dispatch_bytes_) + a2a(elems * k.combine_bytes);
         a2a_b = 2 * a2a(elems * k.combine_bytes);
       }
+      if (p_.deg.etp > 1) {  // ETP: all-gather the received tokens, reduce-scatter the outputs (bf16);
+                             // backward: reduce-scatter dX, all-gather dY (MoEAlltoAllTokenDispatcher)
+        const double ag = Coll(Collective::kAllGather, p_.deg.etp, 1, etp * elems * k.combine_bytes);
+        const double rs = Coll(Collective::kReduceScatter, p_.deg.etp, 1, etp * elems * k.combine_bytes);
+        a2a_f += ag + rs;
+        a2a_b += ag + rs;
+      }
     }
-    const double ch_bytes = (lp.act_norms / 2 + 2 * h + lp.dropout_mask_bytes / 2) / rep_div + lp.act_channel / t_ +
-                            lp.act_routed * c_.req->expert_imbalance / t_;
+    const double ch_bytes = (lp.act_norms / 2 + 2 * h + lp.dropout_mask_bytes / 2) / rep_div +
+                            lp.act_channel / t_ +
+                            RoutedActBytes(lp, p_.deg.etp) * c_.req->expert_imbalance / t_;
     const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
     ch->fwd = cg + routed + cel + moe_mem + quant;
     ch->bwd = bwd_gemm * (cg + routed) + 2 * (cel + moe_mem) + quant;
     if (rc == Recompute::kFull) ch->rc = ch->fwd;
     else if (rc == Recompute::kSelective) ch->rc = cel;  // expert activation functions (moe_act)
-    ch->tp = (2 + (rc == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
+    ch->tp = TpExposed(cg) + TpExposed(bwd_gemm * cg) + (rc == Recompute::kFull ? TpExposed(cg) : 0);
+    ch->tp_total = (2 + (rc == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
     ch->a2a = a2a_f + a2a_b + (rc == Recompute::kFull ? a2a_f : 0);
   }
 
@@ -284,7 +319,7 @@ class TimeModel {
   double CrossNodeFactor(const LayerProfile& lp) const {
     const Topology& topo = c_.req->topology;
     const double dom = static_cast<double>(topo.tiers.front().group_size);
-    const double nodes = static_cast<double>(p_.deg.ep) / dom;
+    const double nodes = static_cast<double>(p_.deg.ep * p_.deg.etp) / dom;  // the EP group's span
     if (nodes <= 1 || !flex_) return lp.cross_node_fraction;
     const double kk = static_cast<double>(lp.top_k);
     const double distinct = nodes * (1 - std::pow(1 - 1 / nodes, kk));
@@ -314,10 +349,15 @@ std::vector<int64_t> StageStarts(const Plan& p, const std::vector<LayerTime>& lt
   return BalancedSplit(cost, chunks);
 }
 
-std::vector<LayerTime> AllLayers(const TimeModel& tm, size_t n) {
+// Every layer's time: one Layer() per class of equal layers (ModelProfile::class_first), copied to
+// the others (same inputs, same arithmetic, same answer; the search's hot path).
+std::vector<LayerTime> AllLayers(const TimeModel& tm, const ModelProfile& prof) {
+  std::vector<LayerTime> per_class;
+  per_class.reserve(prof.class_first.size());
+  for (size_t first : prof.class_first) per_class.push_back(tm.Layer(first));
   std::vector<LayerTime> lt;
-  lt.reserve(n);
-  for (size_t i = 0; i < n; ++i) lt.push_back(tm.Layer(i));
+  lt.reserve(prof.layers.size());
+  for (const LayerProfile& lp : prof.layers) lt.push_back(per_class[lp.class_id]);
   return lt;
 }
 
@@ -326,20 +366,28 @@ std::vector<LayerTime> AllLayers(const TimeModel& tm, size_t n) {
 std::vector<int64_t> PlanStageStarts(const CostContext& c, const Plan& p) {
   if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1) return StageStarts(p, {});
   TimeModel tm(c, p);
-  return StageStarts(p, AllLayers(tm, c.prof.layers.size()));
+  return StageStarts(p, AllLayers(tm, c.prof));
 }
 
 double RecomputeSeconds(const CostContext& c, const Plan& p, const std::string& kind, Recompute level) {
   Plan q = p;
   q.recompute[kind] = level;
   TimeModel tm(c, q);
+  // One Layer() per class of equal layers that holds `kind`, summed over the layers in order.
+  const auto kind_it = std::find(c.prof.kinds.begin(), c.prof.kinds.end(), kind);
+  if (kind_it == c.prof.kinds.end()) return 0;
+  const size_t id = static_cast<size_t>(kind_it - c.prof.kinds.begin());
+  std::vector<LayerTime> per_class(c.prof.class_first.size());
+  for (size_t k = 0; k < per_class.size(); ++k) {
+    const LayerProfile& first = c.prof.layers[c.prof.class_first[k]];
+    if (first.mixer_kind_id == id || first.channel_kind_id == id)
+      per_class[k] = tm.Layer(c.prof.class_first[k]);
+  }
   double s = 0;
-  for (size_t i = 0; i < c.prof.layers.size(); ++i) {
-    const LayerProfile& lp = c.prof.layers[i];
-    if (lp.mixer_kind != kind && lp.channel_kind != kind) continue;
-    const LayerTime x = tm.Layer(i);
-    if (lp.mixer_kind == kind) s += x.mixer.rc + x.mixer.tp;
-    if (lp.channel_kind == kind) s += x.channel.rc + x.channel.tp + x.channel.a2a;
+  for (const LayerProfile& lp : c.prof.layers) {
+    const LayerTime& x = per_class[lp.class_id];
+    if (lp.mixer_kind_id == id) s += x.mixer.rc + x.mixer.tp;
+    if (lp.channel_kind_id == id) s += x.channel.rc + x.channel.tp + x.channel.a2a;
   }
   return s;
 }
@@ -350,7 +398,7 @@ MemoryBreakdown EstimatePlanMemory(const CostContext& c, const Plan& p) {
   if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1)
     return EstimateMemory(c, p, StageStarts(p, {}), nullptr);
   TimeModel tm(c, p);
-  const auto lt = AllLayers(tm, c.prof.layers.size());
+  const auto lt = AllLayers(tm, c.prof);
   return EstimateMemory(c, p, StageStarts(p, lt), nullptr);
 }
 
@@ -361,36 +409,45 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const CostCalibration& cal = req.calibration;
   const ParallelDegrees& d = p.deg;
   TimeModel tm(c, p);
-  const auto lt = AllLayers(tm, c.prof.layers.size());
+  const auto lt = AllLayers(tm, c.prof);
   const auto starts = StageStarts(p, lt);
+  const bool dualpipe = p.pipeline_schedule == PipelineSchedule::kDualPipe;
   int mem_stage = 0;
   e.memory = EstimateMemory(c, p, starts, &mem_stage);
   e.fits = e.memory.total <= e.memory.usable();
   // Step 1: per-stage time per micro-batch (compute + exposed TP/EP) and FSDP traffic.
   const int64_t L = static_cast<int64_t>(c.prof.layers.size());
-  const double t = static_cast<double>(d.tp), ep = static_cast<double>(d.ep);
+  const double t = static_cast<double>(d.tp),
+               ep = static_cast<double>(d.ep * d.etp);  // experts split ep x etp
   const bool lora = p.mode == FinetuneMode::kLoRA;
   const double gbytes = lora ? c.base_weight_bytes : 2.0;
   struct Stage {
-    double compute = 0, rc = 0, tp = 0, a2a = 0, a2a_exposed = 0, fsdp = 0, fsdp_exposed = 0, bwd = 0;
+    double compute = 0, rc = 0, tp = 0, tp_total = 0, a2a = 0, a2a_exposed = 0, fsdp = 0, fsdp_exposed = 0,
+           bwd = 0;
     double cp = 0, cp_total = 0, host = 0, fwd = 0;
     double dense = 0, expert = 0, lora = 0;
     int64_t layers = 0;
     std::map<std::string, double> by_kind;
+    std::vector<double> kind_s;  // fwd+bwd seconds per ModelProfile::kinds entry (< 0: none)
   };
   std::vector<Stage> st(d.pp);
+  for (Stage& s : st) s.kind_s.assign(c.prof.kinds.size(), -1.0);
+  auto add_kind = [](Stage& s, size_t id, double secs) {
+    s.kind_s[id] = (s.kind_s[id] < 0 ? 0.0 : s.kind_s[id]) + secs;
+  };
   for (size_t ch = 0; ch < starts.size(); ++ch) {
     Stage& s = st[ch % d.pp];
     const int64_t end = ch + 1 < starts.size() ? starts[ch + 1] : L;
     for (int64_t l = starts[ch]; l < end; ++l) {
       const LayerTime& x = lt[l];
       const LayerProfile& lp = c.prof.layers[l];
-      s.by_kind[lp.mixer_kind] += x.mixer.fwd + x.mixer.bwd;
-      s.by_kind[lp.channel_kind] += x.channel.fwd + x.channel.bwd;
+      add_kind(s, lp.mixer_kind_id, x.mixer.fwd + x.mixer.bwd);
+      add_kind(s, lp.channel_kind_id, x.channel.fwd + x.channel.bwd);
       s.compute += x.mixer.fwd + x.mixer.bwd + x.channel.fwd + x.channel.bwd;
       s.bwd += x.mixer.bwd + x.channel.bwd;
       s.rc += x.mixer.rc + x.channel.rc;
       s.tp += x.mixer.tp + x.channel.tp;
+      s.tp_total += x.mixer.tp_total + x.channel.tp_total;
       s.a2a += x.channel.a2a;
       s.cp += x.mixer.cp;
       s.cp_total += x.mixer.cp_total;
@@ -402,6 +459,9 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       ++s.layers;
     }
   }
+  for (Stage& s : st)  // by kind name (the terms' order), summed per layer in layer order as above
+    for (size_t id = 0; id < s.kind_s.size(); ++id)
+      if (s.kind_s[id] >= 0) s.by_kind[c.prof.kinds[id]] = s.kind_s[id];
   st.front().dense += (c.prof.embed_params + c.prof.vision_params) / t;
   st.back().dense += (c.prof.head_params + c.prof.other_params) / t;
   const double head = tm.HeadTime();
@@ -422,6 +482,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     s.bwd += mtp * (x.mixer.bwd + x.channel.bwd);
     s.rc += mtp * (x.mixer.rc + x.channel.rc);
     s.tp += mtp * (x.mixer.tp + x.channel.tp);
+    s.tp_total += mtp * (x.mixer.tp_total + x.channel.tp_total);
     s.a2a += mtp * x.channel.a2a;
     s.cp += mtp * x.mixer.cp;
     s.cp_total += mtp * x.mixer.cp_total;
@@ -445,9 +506,11 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       fsdp_tier = rs.tier;
     }
     if (p.zero_stage >= 3 && d.expert_fsdp > 1 && s.expert > 0) {
-      const CommCost ag = CollectiveCost(topo, cal, Collective::kAllGather, d.expert_fsdp, d.ep, s.expert * gbytes);
+      const CommCost ag =
+          CollectiveCost(topo, cal, Collective::kAllGather, d.expert_fsdp, d.ep * d.etp, s.expert * gbytes);
       const double rs = lora ? 0
-                             : CollectiveCost(topo, cal, Collective::kReduceScatter, d.expert_fsdp, d.ep, s.expert * 4)
+                             : CollectiveCost(topo, cal, Collective::kReduceScatter, d.expert_fsdp,
+                                              d.ep * d.etp, s.expert * 4)
                                    .seconds;
       s.fsdp += fsdp_per_mb * (fsdp_ags * ag.seconds + rs);
       efsdp_tier = ag.tier;
@@ -455,10 +518,29 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     const double busy = s.compute + s.rc;
     // EP all-to-all overlapped with another micro-batch's compute when the framework does so.
     // Overlap still costs the SMs the comm kernels hold while they run.
-    s.a2a_exposed = req.overlap_ep_comm ? std::max(0.0, s.a2a - busy) + c.k.a2a_overlap_sm_tax * std::min(s.a2a, busy)
-                                        : s.a2a;
+    s.a2a_exposed = req.overlap_ep_comm || dualpipe
+                        ? std::max(0.0, s.a2a - busy) + c.k.a2a_overlap_sm_tax * std::min(s.a2a, busy)
+                        : s.a2a;
     s.fsdp_exposed = std::max(0.0, s.fsdp - busy) + (s.layers > 0 ? s.fsdp / static_cast<double>(s.layers) : 0);
     s.fsdp_exposed = std::min(s.fsdp_exposed, s.fsdp);
+  }
+  if (dualpipe) {
+    // DualPipe: rank r runs stage r for half the micro-batches and stage p-1-r for the other half
+    // (time: the mean of the two) and holds both stages' parameters (their sum).
+    std::vector<Stage> ranks(st.size());
+    for (size_t r = 0; r < st.size(); ++r) {
+      const Stage &a = st[r], &b = st[st.size() - 1 - r];
+      Stage& x = ranks[r];
+      for (auto f : {&Stage::compute, &Stage::rc, &Stage::tp, &Stage::tp_total, &Stage::a2a,
+                     &Stage::a2a_exposed, &Stage::fsdp, &Stage::fsdp_exposed, &Stage::bwd, &Stage::cp,
+                     &Stage::cp_total, &Stage::host, &Stage::fwd})
+        x.*f = (a.*f + b.*f) / 2;
+      for (auto f : {&Stage::dense, &Stage::expert, &Stage::lora}) x.*f = a.*f + b.*f;
+      x.layers = a.layers + b.layers;
+      for (const Stage* y : {&a, &b})
+        for (const auto& [kind, secs] : y->by_kind) x.by_kind[kind] += secs / 2;
+    }
+    st = std::move(ranks);
   }
   size_t crit = 0;
   auto mb_time = [](const Stage& s) {
@@ -471,7 +553,12 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double m = static_cast<double>(p.num_micro_batches);
   const double pp = static_cast<double>(d.pp), v = static_cast<double>(d.interleave);
   // Step 2: pipeline bubble and point-to-point.
-  const double bubble = d.pp > 1 ? (pp - 1) / v * t_mb : 0;
+  // DualPipe (DeepSeek-V3 report Table 2): bubble = (p/2 - 1) * (F&B + B - 3W), F&B = one overlapped
+  // forward+backward pair (t_mb), B = W = half the backward (input and weight gradients).
+  const double w_half = (cs.bwd + cs.rc) / 2;
+  const double bubble = d.pp <= 1  ? 0
+                        : dualpipe ? (pp / 2 - 1) * std::max(0.0, t_mb + w_half - 3 * w_half)
+                                   : (pp - 1) / v * t_mb;
   double p2p = 0;
   std::string p2p_tier;
   if (d.pp > 1) {
@@ -480,6 +567,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     p2p = (m * 2 * v + 2 * (pp - 1)) * one.seconds;
     p2p_tier = one.tier;
   }
+  const double p2p_exposed = dualpipe ? 0.0 : p2p;  // DualPipe hides PP sends in the overlapped pairs
   // Step 3: data-parallel gradient sync once per step, overlapped with the last backward; the
   // distributed optimizer's parameter all-gather overlaps the next step's first forward.
   double sync = 0, gather = 0;
@@ -504,8 +592,9 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     if (p.zero_stage == 1) gather += CollectiveCost(topo, cal, Collective::kAllGather, dcp, d.tp, 2 * grad_dense).seconds;
     const int64_t edp = d.expert_fsdp * d.dp_replicate;
     if (grad_exp > 0 && edp > 1) {
-      sync += CollectiveCost(topo, cal, kind, edp, d.ep, gb * grad_exp).seconds;
-      if (p.zero_stage == 1) gather += CollectiveCost(topo, cal, Collective::kAllGather, edp, d.ep, 2 * grad_exp).seconds;
+      sync += CollectiveCost(topo, cal, kind, edp, d.ep * d.etp, gb * grad_exp).seconds;
+      if (p.zero_stage == 1)
+        gather += CollectiveCost(topo, cal, Collective::kAllGather, edp, d.ep * d.etp, 2 * grad_exp).seconds;
     }
   }
   const double sync_exposed = std::max(0.0, sync - cs.bwd) + std::max(0.0, gather - cs.fwd);
@@ -532,21 +621,27 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       mstr + " x " + Fmt(cs.host * 1e3) + " ms host launch / MoE dispatcher sync not hidden (cuda_graph=" +
           CudaGraphName(p.cuda_graph) + ")");
   add("recompute", m * cs.rc, m * cs.rc, "", mstr + " x " + Fmt(cs.rc * 1e3) + " ms extra forward");
-  add("comm.tp", m * cs.tp, m * cs.tp, tm.tp_ar().tier,
+  add("comm.tp", m * cs.tp_total, m * cs.tp, tm.tp_ar().tier,
       mstr + " x " + Fmt(cs.tp / std::max(tm.tp_ar().seconds, 1e-30), 3) + " all-reduces x " +
-          Fmt(tm.tp_ar().seconds * 1e3) + " ms (tp=" + std::to_string(d.tp) + ", not overlapped)");
+          Fmt(tm.tp_ar().seconds * 1e3) + " ms (tp=" + std::to_string(d.tp) +
+          (p.tp_comm_overlap ? ", exposed share with tp_comm_overlap)" : ", not overlapped)"));
   add("comm.cp", m * cs.cp_total, m * cs.cp, d.cp > 1 ? topo.tiers[TierForStridedGroup(topo, d.cp, d.tp)].name : "",
       mstr + " x " + Fmt(cs.cp_total * 1e3) + " ms CP exchange (cp=" + std::to_string(d.cp) + ", " +
           CpCommName(p.cp_comm) + "; KDA state / DSA gathers), " + Fmt(cs.cp * 1e3) + " ms not hidden by attention");
-  add("comm.ep_a2a", m * cs.a2a, m * cs.a2a_exposed, d.ep > 1 ? topo.tiers[TierForGroup(topo, d.ep)].name : "",
-      mstr + " x " + Fmt(cs.a2a * 1e3) + " ms (dispatch+combine fwd+bwd per MoE layer, ep=" + std::to_string(d.ep) +
-          ", imbalance " + Fmt(req.expert_imbalance) +
-          (req.overlap_ep_comm ? ", overlapped with compute)" : ", not overlapped)"));
+  add("comm.ep_a2a", m * cs.a2a, m * cs.a2a_exposed,
+      d.ep > 1 ? topo.tiers[TierForGroup(topo, d.ep)].name : "",
+      mstr + " x " + Fmt(cs.a2a * 1e3) + " ms (dispatch+combine fwd+bwd per MoE layer, ep=" +
+          std::to_string(d.ep) + ", imbalance " + Fmt(req.expert_imbalance) +
+          (req.overlap_ep_comm || dualpipe ? ", overlapped with compute)" : ", not overlapped)"));
   add("comm.fsdp", m * cs.fsdp, m * cs.fsdp_exposed, fsdp_tier.empty() ? efsdp_tier : fsdp_tier,
       mstr + " x (AG fwd + AG bwd + RS; with PP: AG + RS once per step) = " + Fmt(cs.fsdp * 1e3) + " ms, overlapped with " +
           Fmt((cs.compute + cs.rc) * 1e3) + " ms compute");
-  add("bubble", bubble, bubble, "", "(p-1)/v * t_mb = " + Fmt(pp - 1) + "/" + Fmt(v) + " * " + Fmt(t_mb * 1e3) + " ms");
-  add("comm.pp_p2p", p2p, p2p, p2p_tier, "(m*2v + 2(p-1)) sends of T*h*2/t bytes");
+  add("bubble", bubble, bubble, "",
+      dualpipe ? "DualPipe (p/2-1)(F&B + B - 3W) = " + Fmt(pp / 2 - 1) + " * (" + Fmt(t_mb * 1e3) + " - " +
+                     Fmt(2 * w_half * 1e3) + ") ms"
+               : "(p-1)/v * t_mb = " + Fmt(pp - 1) + "/" + Fmt(v) + " * " + Fmt(t_mb * 1e3) + " ms");
+  add("comm.pp_p2p", p2p, p2p_exposed, p2p_tier,
+      std::string("(m*2v + 2(p-1)) sends of T*h*2/t bytes") + (dualpipe ? ", hidden by DualPipe" : ""));
   add("comm.dp_sync", sync, sync_exposed, sync_tier,
       "grad sync once per step, overlapped with the last backward (param all-gather: with the first forward)");
   add("optimizer", optimizer, optimizer, "", Fmt(local_params / 1e9) + " G local params x " +
@@ -576,6 +671,11 @@ Status CheckPlanAgainstModel(const CostContext& c, const Plan& p) {
                                             std::to_string(c.prof.seq));
   if (p.global_batch < 1)
     return Status(ErrorCode::kBadInput, "global_batch=" + std::to_string(p.global_batch) + " must be >= 1");
+  for (const LayerProfile& lp : c.prof.layers)  // expert TP splits each expert's FFN width
+    if (p.deg.etp > 1 && lp.top_k > 0 && std::fmod(lp.expert_inter, static_cast<double>(p.deg.etp)) != 0)
+      return Status(ErrorCode::kBadInput, "etp=" + std::to_string(p.deg.etp) +
+                                              " must divide the expert FFN width " +
+                                              std::to_string(static_cast<int64_t>(lp.expert_inter)));
   return Status::Ok();
 }
 

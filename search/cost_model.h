@@ -64,6 +64,11 @@ struct CostConstants {
   double moe_sync_s_per_layer = 2.0e-3; // per MoE layer: the dispatcher's device-to-host sync of token
                                         // counts stalls the GPU while the host launches what follows
                                         // (removed by full-iteration graphs; calibrated)
+  double tp_overlap_sm_tax = 0.10;  // tp_comm_overlap: the GEMM a TP collective overlaps loses this share of
+                                    // the overlapped time: TE userbuffers pipeline the reduce-scatter on
+                                    // 16-32 of 132-148 SMs (PipelineOverlapCfg num_sm in Megatron-Bridge's
+                                    // userbuffers_* configs), the all-gather ring exchange on copy
+                                    // engines (0 SMs): ~0.1 of the pair (derived, not calibrated)
   double a2a_overlap_sm_tax = 0.20;     // overlapped EP comm slows compute by the SMs it occupies:
                                         // DeepEP normal kernels use 24 SMs of 132 (H100) / 148 (B200),
                                         // plus the memory traffic they share (calibrated)
@@ -133,6 +138,12 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
 Recompute PolicyFor(const Plan& p, const std::string& kind);
 // PolicyFor of every ModelProfile::kinds entry, indexed like it (LayerProfile::*_kind_id).
 std::vector<Recompute> KindPolicies(const CostContext& c, const Plan& p);
+// Routed-expert bytes kept, and GEMM input elements, per token under expert TP: the dispatched
+// tokens are all-gathered over the etp ranks (etp copies of the w-wide input, top_k per token), each
+// rank keeping 1/etp of the expert width: act_routed + top_k*2*w*(etp-1), routed_gemm_inputs +
+// top_k*w*(etp-1).
+double RoutedActBytes(const LayerProfile& lp, int64_t etp);
+double RoutedGemmInputs(const LayerProfile& lp, int64_t etp);
 // Tokens of one micro-batch on one device: micro_batch * seq / cp.
 double TokensPerRank(const Plan& p);
 

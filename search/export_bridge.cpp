@@ -80,7 +80,8 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
   }
   os << "    model.context_parallel_size = " << PlanContextParallel(p) << "\n";
   os << "    model.expert_model_parallel_size = " << p.deg.ep << "\n";
-  os << "    model.expert_tensor_parallel_size = " << (m.experts > 0 ? "1" : "None") << "\n";
+  os << "    model.expert_tensor_parallel_size = "
+     << (m.experts > 0 ? std::to_string(p.deg.etp) : std::string("None")) << "\n";
   if (m.experts > 0) os << "    model.moe_token_dispatcher_type = \"alltoall\"\n";
   os << "    model.seq_length = " << p.seq << "\n";
   os << "    cfg.dataset.seq_length = " << p.seq << "\n";

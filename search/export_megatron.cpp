@@ -191,7 +191,8 @@ void AddPipeline(const ExportModel& m, const Plan& p, const ModelIR& ir, Megatro
   // DSAttention's context parallelism gathers the keys (allgather only; TransformerConfig.__post_init__)
   if (m.n_dsa > 0 && PlanContextParallel(p) > 1) a->Add("--cp-comm-type", "allgather");
   a->Add("--expert-model-parallel-size", S(p.deg.ep));
-  a->Add("--expert-tensor-parallel-size", "1");
+  a->Add("--expert-tensor-parallel-size", S(p.deg.etp));
+  if (p.tp_comm_overlap && p.deg.tp > 1) a->Add("--tp-comm-overlap");
   if (p.deg.tp > 1 && p.deg.sequence_parallel) a->Add("--sequence-parallel");
   if (m.mtp_layers > 0) a->Add("--mtp-num-layers", S(m.mtp_layers));
   if (p.deg.pp <= 1 || m.layers < p.deg.pp * p.deg.interleave) return;   // no layers: fragment without a model

@@ -72,6 +72,7 @@ const std::map<std::string, MegatronFlagSpec>& MegatronKnownFlags() {
       {"--expert-model-parallel-size", {K::kOne, {}}},
       {"--expert-tensor-parallel-size", {K::kOne, {}}},
       {"--sequence-parallel", {K::kSwitch, {}}},
+      {"--tp-comm-overlap", {K::kSwitch, {}}},
       {"--pipeline-model-parallel-layout", {K::kOne, {}}},
       {"--num-virtual-stages-per-pipeline-rank", {K::kOne, {}}},
       {"--num-layers-per-virtual-pipeline-stage", {K::kOne, {}}},

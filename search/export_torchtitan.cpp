@@ -167,7 +167,7 @@ void V02Parallelism(std::ostringstream& os, const Plan& p, const std::vector<std
     os << "]\n";
   }
   os << "expert_parallel_degree = " << p.deg.ep << "\n";
-  os << "expert_tensor_parallel_degree = 1\n";
+  os << "expert_tensor_parallel_degree = " << p.deg.etp << "\n";
 }
 void V02ActivationCheckpoint(std::ostringstream& os, const Plan& p) {
   const Recompute r = StrongestRecompute(p);

@@ -26,9 +26,9 @@ Expected<Recompute> ParseRecompute(const std::string& s, const Fields& f, const 
 Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers) {
   *layout_layers = -1;
   constexpr int64_t kMax = int64_t{1} << 20;
-  int64_t dp = 0, fsdp = 0, etp = 1;
+  int64_t dp = 0, fsdp = 0;
   // Step 1: degrees. "vp" is Megatron's name for interleave; "fsdp" > 0 shards weights (zero 3) over
-  // that many of the dp ranks; experts are never tensor-split here (etp must be 1).
+  // that many of the dp ranks; "etp" splits each routed expert over that many ranks.
   ONBOARD_RETURN_IF_ERROR(f.Int("tp", 1, kMax, &p->deg.tp));
   ONBOARD_RETURN_IF_ERROR(f.Int("pp", 1, kMax, &p->deg.pp));
   ONBOARD_RETURN_IF_ERROR(f.Int("cp", 1, kMax, &p->deg.cp));
@@ -37,7 +37,7 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   ONBOARD_RETURN_IF_ERROR(f.Int("dp_shard", 1, kMax, &p->deg.dp_shard));
   ONBOARD_RETURN_IF_ERROR(f.Int("dp_replicate", 1, kMax, &p->deg.dp_replicate));
   ONBOARD_RETURN_IF_ERROR(f.Int("ep", 1, kMax, &p->deg.ep));
-  ONBOARD_RETURN_IF_ERROR(f.Int("etp", 1, 1, &etp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("etp", 1, kMax, &p->deg.etp));
   ONBOARD_RETURN_IF_ERROR(f.Int("interleave", 1, 1024, &p->deg.interleave));
   ONBOARD_RETURN_IF_ERROR(f.Int("vp", 1, 1024, &p->deg.interleave));
   ONBOARD_RETURN_IF_ERROR(f.Bool("sequence_parallel", &p->deg.sequence_parallel));
@@ -63,7 +63,12 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   if (!cp_comm.empty() && cp_comm != "ring" && cp_comm != "allgather")
     return BadInput(f.origin(), f.path() + "cp_comm", "must be ring or allgather", cp_comm);
   p->cp_comm = cp_comm == "allgather" ? CpComm::kAllGather : CpComm::kRing;
-  std::string graph, dispatcher;
+  std::string graph, dispatcher, schedule;
+  ONBOARD_RETURN_IF_ERROR(f.Str("pipeline_schedule", &schedule));
+  if (!schedule.empty() && schedule != "1f1b" && schedule != "dualpipe")
+    return BadInput(f.origin(), f.path() + "pipeline_schedule", "must be 1f1b or dualpipe", schedule);
+  p->pipeline_schedule = schedule == "dualpipe" ? PipelineSchedule::kDualPipe : PipelineSchedule::k1F1B;
+  ONBOARD_RETURN_IF_ERROR(f.Bool("tp_comm_overlap", &p->tp_comm_overlap));
   ONBOARD_RETURN_IF_ERROR(f.Str("cuda_graph", &graph));
   if (!graph.empty() && graph != "none" && graph != "layers" && graph != "full")
     return BadInput(f.origin(), f.path() + "cuda_graph", "must be none, layers or full", graph);
@@ -97,7 +102,8 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
     else if (sharding == "fsdp") p->zero_stage = 3;
     else return BadInput(f.origin(), f.path() + "optimizer_sharding", "must be none, zero1 or fsdp", sharding);
   }
-  p->deg.expert_fsdp = std::max<int64_t>(1, p->deg.dp_shard * p->deg.cp * p->deg.tp / p->deg.ep);
+  p->deg.expert_fsdp =
+      std::max<int64_t>(1, p->deg.dp_shard * p->deg.cp * p->deg.tp / (p->deg.ep * p->deg.etp));
   const int64_t dpt = p->deg.dp_replicate * p->deg.dp_shard;
   p->num_micro_batches = std::max<int64_t>(1, p->global_batch / std::max<int64_t>(1, p->micro_batch * dpt));
   if (p->global_batch == 0) p->global_batch = p->micro_batch * p->num_micro_batches * dpt;

@@ -7,7 +7,7 @@
 // Rules (one per field):
 //   dp                : gpus / (tp*pp*cp) (checked); fsdp > 0 shards weights (zero 3) over fsdp ranks,
 //                       else Megatron's distributed optimizer (zero 1) unless the optimizer text says
-//                       otherwise. vp/cp/ep null = 1. etp must be 1 or null.
+//                       otherwise. vp/cp/ep/etp null = 1; expert_fsdp = dp_shard*cp*tp/(ep*etp).
 //   precision         : first word: mxfp8 | fp8 (per-tensor / block scaling) | bf16.
 //   recompute         : "none..." = none; recompute_modules=[...] (or the recipe's list) per module:
 //                       mla_up_proj -> MLA selective, core_attn -> every mixer selective, mlp -> MLP full,
@@ -23,7 +23,10 @@
 //                       mixtral_8x7b.py sets plugins.grad_reduce_in_fp32 = False), or a recipe text says
 //                       grad_reduce_in_fp32=False; else fp32.
 //   mtp               : recipe.mtp_layers, else the m's of the pipeline layout, else run.mtp_layers, else
-//                       the config's num_nextn_predict_layers (Megatron-Bridge base recipes train them).
+//                       none for NeMo AutoModel (NVIDIA-NeMo/Automodel@05e09029:nemo_automodel/components/
+//                       models/deepseek_v3/model.py: DeepseekV3ForCausalLM builds num_hidden_layers blocks
+//                       and the head, no MTP module), else the config's num_nextn_predict_layers
+//                       (Megatron-Bridge base recipes train them).
 //   pp_layout         : recipe.preset_fields.pp_layout or recipe.model_overrides.
 //                       pipeline_model_parallel_layout;
 //                       without one, when the L decoder layers do not divide into pp*vp chunks but L+2
@@ -32,6 +35,12 @@
 //                       first and the last chunk hold one decoder layer less; Megatron-Bridge sets both
 //                       for Llama-3.1-405B, recipes/llama/llama3.py): the only even split Megatron accepts.
 //   overlap           : recipe.preset_fields.moe_a2a_overlap.
+//   TP comm overlap   : tp > 1 and the recipe names Megatron-Bridge's scripts/performance/configs/llama/
+//                       llama31_llm_pretrain.py (it keeps llama31_405b_pretrain_config's
+//                       CommOverlapConfig(tp_comm_overlap=True), recipes/llama/llama3.py, except for nvfp4),
+//                       or a recipe text says tp_comm_overlap=True; else not overlapped (the Qwen3 H100
+//                       preset sets CommOverlapConfig(tp_comm_overlap=False); DeepSeek-V3's sets nothing).
+//   schedule          : "DualPipe" in the framework text = pipeline_schedule dualpipe (DeepSeek-V3).
 //   cuda graphs       : cuda_graph_impl full_iteration = full; transformer_engine/local with a non-empty
 //                       cuda_graph_scope, or "cuda_graphs=1" in the recipe note = layers; else none.
 //   dispatcher        : recipe.preset_fields.moe_flex_dispatcher_backend (deepep | hybridep), else "DeepEP"
@@ -191,7 +200,7 @@ Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
   for (auto [k, v] : {std::pair<const char*, int64_t>{"tp", tp}, {"pp", pp}, {"vp", vp}, {"cp", cp}, {"ep", ep},
                       {"global_batch", gb}, {"seq", seq}})
     if (v < 1) return BadInput(f.origin(), f.path() + k, "must be >= 1", std::to_string(v));
-  if (etp != 1) return BadInput(f.origin(), f.path() + "etp", "only etp=1 (experts not tensor-split) is modelled", std::to_string(etp));
+  if (etp < 1) return BadInput(f.origin(), f.path() + "etp", "must be >= 1", std::to_string(etp));
   const int64_t gpus = run->topology.num_devices;
   if (gpus % (tp * pp * cp) != 0 || (dp > 0 && dp != gpus / (tp * pp * cp)))
     return BadInput(f.origin(), f.path() + "dp", "must equal gpus/(tp*pp*cp)=" + std::to_string(gpus / (tp * pp * cp)),
@@ -206,6 +215,7 @@ Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
   p.deg.interleave = vp;
   p.deg.cp = cp;
   p.deg.ep = ep;
+  p.deg.etp = etp;
   p.deg.sequence_parallel = tp > 1;  // Megatron-Bridge/NeMo enable SP with TP in these recipes
   if (fsdp > 0) {
     if (dp % fsdp != 0) return BadInput(f.origin(), f.path() + "fsdp", "must divide dp=" + std::to_string(dp), std::to_string(fsdp));
@@ -216,7 +226,7 @@ Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
     p.deg.dp_shard = dp;
     p.zero_stage = 1;
   }
-  p.deg.expert_fsdp = std::max<int64_t>(1, p.deg.dp_shard * cp * tp / ep);
+  p.deg.expert_fsdp = std::max<int64_t>(1, p.deg.dp_shard * cp * tp / (ep * etp));
   p.micro_batch = mb;
   p.seq = seq;
   p.global_batch = gb;
@@ -247,6 +257,15 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
                            recipe_text.find(":scripts/performance/configs/") != std::string::npos;
   if (bridge_perf || recipe_text.find("grad_reduce_in_fp32=False") != std::string::npos)
     run->plan.grad_dtype = "bf16";
+  const bool llama_perf =
+      bridge_perf && recipe_text.find("configs/llama/llama31_llm_pretrain.py") != std::string::npos;
+  if (run->plan.deg.tp > 1 && (llama_perf || recipe_text.find("tp_comm_overlap=True") != std::string::npos)) {
+    run->plan.tp_comm_overlap = true;
+    run->assumptions.push_back(
+        "recipe keeps tp_comm_overlap=True: TP all-gather/reduce-scatter overlapped with GEMMs");
+  }
+  if (r.value("framework", std::string()).find("DualPipe") != std::string::npos)
+    run->plan.pipeline_schedule = PipelineSchedule::kDualPipe;
   if (run->plan.zero_stage != 3 && (opt.empty() || opt.find("not stated") != std::string::npos))
     run->assumptions.push_back("optimizer not stated: Megatron distributed optimizer (zero 1), fp32 state");
 }
@@ -328,6 +347,10 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   if (rec != r.end() && rec->is_object() && rec->contains("mtp_layers") && (*rec)["mtp_layers"].is_number_integer())
     mtp = (*rec)["mtp_layers"].get<int64_t>();
   if (mtp < 0 && r.contains("mtp_layers") && r["mtp_layers"].is_number_integer()) mtp = r["mtp_layers"].get<int64_t>();
+  if (mtp < 0 && r.value("framework", std::string()).find("AutoModel") != std::string::npos) {
+    mtp = 0;
+    run.assumptions.push_back("NeMo AutoModel: no MTP layers (its DeepseekV3ForCausalLM builds none)");
+  }
   if (mtp < 0 && run.model.mtp_layers > 0) {
     mtp = run.model.mtp_layers;
     run.assumptions.push_back("MTP not stated: the config's " + std::to_string(mtp) + " layer(s) trained");

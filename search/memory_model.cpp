@@ -25,6 +25,10 @@
 // MTP layers (last stage): one more decoder layer each (params, activations) + its h x 2h projection
 //   and its own fp32 logits.
 // Workspace: reserved + 2 gathered layers under FSDP (prefetch) + fp32 logits and their grad.
+// DualPipe (DeepSeek-V3 report sec. 3.2.1, Table 2): rank s holds stages s and p-1-s: both stages'
+//   parameters, grads and optimizer state (2x), and p+1 micro-batches of one stage's activations.
+// Expert TP (etp): routed experts / (ep*etp); the ETP group's gathered tokens: etp x the dispatch buffer
+//   and the routed input copies (RoutedActBytes).
 #include <algorithm>
 
 #include "search/cost_model.h"
@@ -73,11 +77,21 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
     } else {
       rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
       split += std::max(0.0, lp.act_channel - fp8_saved * lp.channel_gemm_inputs);
-      routed = std::max(0.0, lp.act_routed - fp8_saved * lp.routed_gemm_inputs) * c.req->expert_imbalance / t;
+      routed = std::max(0.0, RoutedActBytes(lp, p.deg.etp) - fp8_saved * RoutedGemmInputs(lp, p.deg.etp)) *
+               c.req->expert_imbalance / t;
     }
   }
   if (routed_out) *routed_out = routed;
   return rep / rep_div + split / t;
+}
+
+double RoutedActBytes(const LayerProfile& lp, int64_t etp) {
+  return lp.act_routed + static_cast<double>(lp.top_k) * 2 * lp.dispatch_width * static_cast<double>(etp - 1);
+}
+
+double RoutedGemmInputs(const LayerProfile& lp, int64_t etp) {
+  return lp.routed_gemm_inputs +
+         static_cast<double>(lp.top_k) * lp.dispatch_width * static_cast<double>(etp - 1);
 }
 
 double TokensPerRank(const Plan& p) {
@@ -99,50 +113,91 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   const ParallelDegrees& d = p.deg;
   const ModelProfile& prof = c.prof;
   const PlanRequest& req = *c.req;
-  const double t = static_cast<double>(d.tp), ep = static_cast<double>(d.ep);
+  const double t = static_cast<double>(d.tp),
+               ep = static_cast<double>(d.ep * d.etp);  // experts split ep x etp
   const double dp = static_cast<double>(d.dp_shard * d.dp_replicate);
   const double ds = static_cast<double>(d.dp_shard), fe = static_cast<double>(d.expert_fsdp);
   const double T = TokensPerRank(p);
   const int64_t L = static_cast<int64_t>(prof.layers.size());
   const double cap = req.topology.device.hbm_gib * 1073741824.0;
   const std::vector<Recompute> pol = KindPolicies(c, p);
-  MemoryBreakdown worst;
-  worst.total = -1;
-  for (int64_t s = 0; s < d.pp; ++s) {
-    // Step 1: parameters on this stage (dense / t, experts / ep).
-    double dense = 0, expert = 0, lora = 0, largest_layer = 0;
-    double dispatch = 0;
+  // Per class of equal layers (ModelProfile::class_first), computed once: parameters on a device,
+  // kept activation bytes per token, the largest gathered layer and the dispatch buffer.
+  struct PerClass {
+    double dense, expert, lora, act, routed, gathered, dispatch;
+  };
+  std::vector<PerClass> cls(prof.class_first.size());
+  for (size_t k = 0; k < cls.size(); ++k) {
+    const LayerProfile& lp = prof.layers[prof.class_first[k]];
+    PerClass& x = cls[k];
+    x.dense = lp.dense_params / t;
+    x.expert = lp.expert_params / ep;
+    x.lora = static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
+    x.act = LayerActBytesPerToken(c, p, prof.class_first[k], &x.routed, &pol);
+    x.gathered = 2 * (lp.dense_params / t + lp.expert_params / ep);
+    x.dispatch = lp.top_k > 0
+                     ? T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 * req.expert_imbalance *
+                           static_cast<double>(d.etp)  // ETP: the gathered copies
+                     : 0;
+  }
+  // Step 1: parameters and per-chunk activations of each pipeline stage (dense / t, experts / ep).
+  struct StageParts {
+    double dense = 0, expert = 0, lora = 0, largest_layer = 0, dispatch = 0, mtp = 0;
+    bool last = false;
     std::vector<double> chunk_act;  // activation bytes per token one micro-batch leaves on each chunk
+  };
+  std::vector<StageParts> parts(d.pp);
+  for (int64_t s = 0; s < d.pp; ++s) {
+    StageParts& sp = parts[s];
     for (size_t ch = 0; ch < starts.size(); ++ch) {
       if (static_cast<int64_t>(ch) % d.pp != s) continue;
       const int64_t end = ch + 1 < starts.size() ? starts[ch + 1] : L;
-      chunk_act.push_back(0);
+      sp.chunk_act.push_back(0);
       for (int64_t l = starts[ch]; l < end; ++l) {
-        const LayerProfile& lp = prof.layers[l];
-        dense += lp.dense_params / t;
-        expert += lp.expert_params / ep;
-        lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
-        double routed = 0;
-        chunk_act.back() += LayerActBytesPerToken(c, p, l, &routed, &pol) + routed;
-        largest_layer = std::max(largest_layer, 2 * (lp.dense_params / t + lp.expert_params / ep));
-        if (lp.top_k > 0)
-          dispatch = std::max(dispatch, T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 *
-                                            req.expert_imbalance);
+        const PerClass& x = cls[prof.layers[l].class_id];
+        sp.dense += x.dense;
+        sp.expert += x.expert;
+        sp.lora += x.lora;
+        sp.chunk_act.back() += x.act + x.routed;
+        sp.largest_layer = std::max(sp.largest_layer, x.gathered);
+        sp.dispatch = std::max(sp.dispatch, x.dispatch);
       }
     }
-    const bool first = s == 0, last = s == d.pp - 1;
-    if (first) dense += (prof.embed_params + prof.vision_params) / t;
-    if (last) dense += (prof.head_params + prof.other_params) / t;
-    const double mtp = last ? static_cast<double>(p.mtp_layers) : 0;
-    if (mtp > 0 && L > 0) {
+    const bool first = s == 0;
+    sp.last = s == d.pp - 1;
+    if (first) sp.dense += (prof.embed_params + prof.vision_params) / t;
+    if (sp.last) sp.dense += (prof.head_params + prof.other_params) / t;
+    sp.mtp = sp.last ? static_cast<double>(p.mtp_layers) : 0;
+    if (sp.mtp > 0 && L > 0) {
       const LayerProfile& lp = prof.layers[L - 1];
-      dense += mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
-      expert += mtp * lp.expert_params / ep;
+      sp.dense += sp.mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
+      sp.expert += sp.mtp * lp.expert_params / ep;
       double routed = 0;
       const double one = LayerActBytesPerToken(c, p, static_cast<size_t>(L - 1), &routed, &pol);
-      if (chunk_act.empty()) chunk_act.push_back(0);
-      chunk_act.back() += mtp * (one + routed);  // MTP runs after the last chunk's layers
+      if (sp.chunk_act.empty()) sp.chunk_act.push_back(0);
+      sp.chunk_act.back() += sp.mtp * (one + routed);  // MTP runs after the last chunk's layers
     }
+  }
+  const bool dualpipe = p.pipeline_schedule == PipelineSchedule::kDualPipe;
+  MemoryBreakdown worst;
+  worst.total = -1;
+  for (int64_t s = 0; s < d.pp; ++s) {
+    // DualPipe: rank s also holds stage p-1-s (parameters 2x, DeepSeek-V3 report Table 2).
+    StageParts sp = parts[s];
+    if (dualpipe) {
+      const StageParts& mirror = parts[d.pp - 1 - s];
+      sp.dense += mirror.dense;
+      sp.expert += mirror.expert;
+      sp.lora += mirror.lora;
+      sp.largest_layer = std::max(sp.largest_layer, mirror.largest_layer);
+      sp.dispatch = std::max(sp.dispatch, mirror.dispatch);
+      sp.mtp += mirror.mtp;
+      sp.last = sp.last || mirror.last;
+    }
+    const double dense = sp.dense, expert = sp.expert, lora = sp.lora, largest_layer = sp.largest_layer;
+    const double dispatch = sp.dispatch, mtp = sp.mtp;
+    const bool last = sp.last;
+    const std::vector<double>& chunk_act = sp.chunk_act;
     // Step 2: weights, grads, optimizer by mode and sharding.
     MemoryBreakdown mb;
     const double dense_shard = p.zero_stage >= 3 ? ds : 1.0;
@@ -168,8 +223,15 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     // Step 3: activations of the micro-batches in flight on this stage.
     double held = 0;
     for (double a : chunk_act) held += a;  // no PP: one micro-batch
-    if (d.pp > 1 && static_cast<int64_t>(chunk_act.size()) == d.interleave)
+    if (dualpipe) {
+      // DualPipe holds p+1 micro-batches of one stage's activations (DeepSeek-V3 report Table 2),
+      // here half of them on each of the rank's two stages.
+      double mirror = 0;
+      for (double a : parts[d.pp - 1 - s].chunk_act) mirror += a;
+      held = (static_cast<double>(d.pp) + 1) / 2 * (held + mirror);
+    } else if (d.pp > 1 && static_cast<int64_t>(chunk_act.size()) == d.interleave) {
       held = PeakHeldActivations(d.pp, d.interleave, p.num_micro_batches, s, chunk_act);
+    }
     mb.activations = T * held;
     mb.a2a_buffers = c.k.a2a_buffers * dispatch;
     // Step 4: workspace.

@@ -3,6 +3,7 @@
 #include "search/model_profile.h"
 
 #include <algorithm>
+#include <tuple>
 
 #include "search/fusion_cost.h"
 
@@ -38,7 +39,25 @@ void MixerExtras(const AttentionSpec& a, double h, LayerProfile* lp) {
     lp->dsa_gather_elems = static_cast<double>(a.index_head_dim) + kvl + static_cast<double>(a.qk_rope_head_dim);
 }
 
+// Every field of LayerProfile but class_id, for SameLayerCost.
+auto CostFields(const LayerProfile& x) {
+  return std::tie(x.mixer, x.channel, x.mixer_kind, x.channel_kind, x.mixer_kind_id, x.channel_kind_id,
+                  x.softmax, x.heads, x.params, x.dense_params, x.expert_params, x.expert_params_each,
+                  x.lora_params_per_rank, x.dense_gemm_flops, x.mixer_gemm_flops, x.core_flops,
+                  x.routed_flops, x.experts, x.top_k, x.dispatch_width, x.expert_inter, x.cross_node_fraction,
+                  x.act_norms, x.act_inputs, x.act_mixer, x.act_mixer_selective, x.act_channel, x.act_routed,
+                  x.scores_bytes_per_key, x.dropout_mask_bytes, x.hidden, x.mla_up_flops, x.mixer_gemm_inputs,
+                  x.channel_gemm_inputs, x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems,
+                  x.kda_state_elems, x.dsa_gather_elems, x.fused_mixer_bytes);
+}
+// 2 enums + 2 strings + bool (+ 7 padding) + 3 int64 + 3 size_t + 30 doubles = 368 bytes on LP64
+// libstdc++: a new field changes the size; add it to CostFields, then update this number.
+static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 368,
+              "LayerProfile changed: update CostFields and this size");
+
 }  // namespace
+
+bool SameLayerCost(const LayerProfile& a, const LayerProfile& b) { return CostFields(a) == CostFields(b); }
 
 ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention) {
   const ModelStats st = ComputeStats(model, seq);
@@ -122,6 +141,14 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     p.min_heads = p.min_heads == 0 ? lp.heads : std::min(p.min_heads, lp.heads);
     p.experts = std::max(p.experts, lp.experts);
     p.expert_params += lp.expert_params;
+    // Step 4: the class of equal layers this one joins (or opens).
+    lp.class_id = p.class_first.size();
+    for (size_t c = 0; c < p.class_first.size(); ++c)
+      if (SameLayerCost(p.layers[p.class_first[c]], lp)) {
+        lp.class_id = c;
+        break;
+      }
+    if (lp.class_id == p.class_first.size()) p.class_first.push_back(p.layers.size());
     p.layers.push_back(lp);
   }
   p.embed_params = static_cast<double>(st.embedding_params);

@@ -64,7 +64,14 @@ struct LayerProfile {
   double dsa_gather_elems = 0;      // DSA: indexer key + compressed KV (latent + rope) elements per token
   double fused_mixer_bytes = 0;  // KDA prologue / DSA indexer: HBM bytes per token the fused kernels keep on
                                  // chip (search/fusion_cost.h); charged in act_mixer only when unfused
+  // Layers whose profiles are equal in every field above cost the same under any plan: the cost model
+  // computes one per class (ModelProfile::class_first) and copies it (BuildProfile fills these).
+  size_t class_id = 0;  // index into ModelProfile::class_first
 };
+
+// True when every field above (not class_id) is equal. A new LayerProfile field must be added here:
+// a static_assert on the struct's size in model_profile.cpp says so.
+bool SameLayerCost(const LayerProfile& a, const LayerProfile& b);
 
 struct ModelProfile {
   std::vector<LayerProfile> layers;
@@ -79,6 +86,7 @@ struct ModelProfile {
   double dropout = 0;
   bool unfused_attention = false;   // softmax kernels materialise s x s scores
   std::vector<std::string> kinds;   // block kinds present, in first-seen order
+  std::vector<size_t> class_first;  // first layer of each class of equal layers (LayerProfile::class_id)
 };
 
 // Builds the profile. `dropout` > 0 adds Korthikanti's 1-byte masks; `unfused_attention` adds the

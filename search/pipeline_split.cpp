@@ -16,21 +16,25 @@ std::vector<int64_t> BalancedSplit(const std::vector<double>& layer_cost, int64_
     lo = std::max(lo, c);
     hi += c;
   }
-  auto parts_needed = [&](double cap) {
+  // Does a greedy cut at `cap` need at most `chunks` parts? (Stops at the first part too many.)
+  auto fits_in_chunks = [&](double cap) {
     int64_t parts = 1;
     double acc = 0;
     for (double c : layer_cost) {
       if (acc + c > cap && acc > 0) {
-        ++parts;
+        if (++parts > chunks) return false;
         acc = 0;
       }
       acc += c;
     }
-    return parts;
+    return true;
   };
   for (int it = 0; it < 40 && hi - lo > 1e-12 * hi; ++it) {
     const double mid = 0.5 * (lo + hi);
-    if (parts_needed(mid) <= chunks) hi = mid; else lo = mid;
+    if (fits_in_chunks(mid))
+      hi = mid;
+    else
+      lo = mid;
   }
   // Step 2: cut greedily at cap `hi`, keeping at least one layer for every remaining chunk.
   std::vector<int64_t> starts{0};

@@ -89,45 +89,53 @@ std::vector<Recompute> Levels(const CostContext& c, const std::string& kind) {
   return {Recompute::kNone, Recompute::kFull};
 }
 
-// Greedy recompute: escalate the kind that saves the most bytes per extra second until it fits.
-// Returns false when even the strongest allowed policy everywhere does not fit (plan then holds it).
-bool ChooseRecompute(const CostContext& c, Plan* plan, MemoryBreakdown* mem, Worker* w) {
-  const auto& kinds = c.prof.kinds;
-  std::map<std::string, std::vector<Recompute>> levels;
-  std::map<std::string, size_t> at;
+// The recompute levels the search may give each block kind (indexed like ModelProfile::kinds),
+// weakest first; one level where the request forces a policy. The same for every layout.
+std::vector<std::vector<Recompute>> AllowedLevels(const CostContext& c) {
+  std::vector<std::vector<Recompute>> levels;
   const std::string& forced = c.req->constraints.recompute;
-  for (const auto& k : kinds) {
+  for (const auto& k : c.prof.kinds) {
     std::vector<Recompute> lv = Levels(c, k);
     if (!forced.empty()) {
       const Recompute r = forced == "full" ? Recompute::kFull : forced == "selective" ? Recompute::kSelective : Recompute::kNone;
       lv = {std::find(lv.begin(), lv.end(), r) != lv.end() ? r : (r == Recompute::kSelective ? lv.front() : lv.back())};
     }
-    levels[k] = lv;
-    at[k] = 0;
+    levels.push_back(lv);
   }
+  return levels;
+}
+
+// Greedy recompute: escalate the kind that saves the most bytes per extra second until it fits.
+// Returns false when even the strongest allowed policy everywhere does not fit (plan then holds it).
+// `levels` = AllowedLevels(c); kinds are visited in ModelProfile::kinds order (ties: the first).
+bool ChooseRecompute(const CostContext& c, const std::vector<std::vector<Recompute>>& levels, Plan* plan,
+                     MemoryBreakdown* mem, Worker* w) {
+  const auto& kinds = c.prof.kinds;
+  const size_t K = kinds.size();
+  std::vector<size_t> at(K, 0);
   // Step 1: prune on memory before costing time: the strongest policy must fit at all.
-  for (const auto& k : kinds) plan->recompute[k] = levels[k].back();
+  for (size_t k = 0; k < K; ++k) plan->recompute[kinds[k]] = levels[k].back();
   const auto starts = PlanStageStarts(c, *plan);
   *mem = EstimateMemory(c, *plan, starts, nullptr);
   ++w->enumerated;
   if (mem->total > mem->usable()) return false;
-  for (const auto& k : kinds) plan->recompute[k] = levels[k][0];
+  for (size_t k = 0; k < K; ++k) plan->recompute[kinds[k]] = levels[k][0];
   *mem = EstimateMemory(c, *plan, starts, nullptr);
   ++w->enumerated;
   if (mem->total <= mem->usable()) return true;
   // Step 2: extra forward seconds of every (kind, level), computed once.
-  std::map<std::string, std::vector<double>> extra;
-  for (const auto& k : kinds)
-    for (Recompute r : levels[k]) extra[k].push_back(RecomputeSeconds(c, *plan, k, r));
+  std::vector<std::vector<double>> extra(K);
+  for (size_t k = 0; k < K; ++k)
+    for (Recompute r : levels[k]) extra[k].push_back(RecomputeSeconds(c, *plan, kinds[k], r));
   // Step 3: escalate greedily.
   while (mem->total > mem->usable()) {
-    std::string best;
+    size_t best = K;
     double best_ratio = -1;
     MemoryBreakdown best_mem;
-    for (const auto& k : kinds) {
+    for (size_t k = 0; k < K; ++k) {
       if (at[k] + 1 >= levels[k].size()) continue;
       Plan q = *plan;
-      q.recompute[k] = levels[k][at[k] + 1];
+      q.recompute[kinds[k]] = levels[k][at[k] + 1];
       const MemoryBreakdown m2 = EstimateMemory(c, q, starts, nullptr);
       ++w->enumerated;
       const double saved = mem->total - m2.total;
@@ -139,15 +147,16 @@ bool ChooseRecompute(const CostContext& c, Plan* plan, MemoryBreakdown* mem, Wor
         best_mem = m2;
       }
     }
-    if (best.empty()) return false;
+    if (best == K) return false;
     ++at[best];
-    plan->recompute[best] = levels[best][at[best]];
+    plan->recompute[kinds[best]] = levels[best][at[best]];
     *mem = best_mem;
   }
   return true;
 }
 
-void EvaluateLayout(const CostContext& c, const Layout& lay, Worker* w) {
+void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recompute>>& levels,
+                    const Layout& lay, Worker* w) {
   const PlanRequest& req = *c.req;
   const PlanConstraints& cons = req.constraints;
   const int64_t L = static_cast<int64_t>(c.prof.layers.size());
@@ -197,7 +206,7 @@ void EvaluateLayout(const CostContext& c, const Layout& lay, Worker* w) {
         continue;
       }
       MemoryBreakdown mem;
-      if (!ChooseRecompute(c, &p, &mem, w)) {
+      if (!ChooseRecompute(c, levels, &p, &mem, w)) {
         const double over = mem.total - mem.usable();
         const std::string msg = PlanSummary(p) + ": needs " + Gib(mem.total) + " GiB per device, has " +
                                 Gib(mem.usable()) + " (" + Gib(mem.capacity) + " less " + Gib(mem.margin) + " margin)";
@@ -301,12 +310,13 @@ Expected<SearchResult> SearchPlans(const PlanRequest& req) {
   SearchResult r;
   Rejects rej;
   const std::vector<Layout> layouts = EnumerateLayouts(c, &rej);
+  const std::vector<std::vector<Recompute>> levels = AllowedLevels(c);
   // Step 1: cost layouts on worker threads (std::thread), each with its own results.
   const int nthreads = std::max(1, std::min<int>(req.threads, static_cast<int>(layouts.size())));
   std::vector<Worker> workers(nthreads);
   std::atomic<size_t> next{0};
   auto run = [&](Worker* w) {
-    for (size_t i = next++; i < layouts.size(); i = next++) EvaluateLayout(c, layouts[i], w);
+    for (size_t i = next++; i < layouts.size(); i = next++) EvaluateLayout(c, levels, layouts[i], w);
   };
   std::vector<std::thread> pool;
   for (int i = 1; i < nthreads; ++i) pool.emplace_back(run, &workers[i]);

@@ -55,9 +55,12 @@ std::string PlanSummary(const Plan& p) {
   if (p.deg.cp > 1) os << " cp=" << p.deg.cp;
   os << " tp=" << p.deg.tp << " pp=" << p.deg.pp;
   if (p.deg.interleave > 1) os << " v=" << p.deg.interleave;
-  os << " ep=" << p.deg.ep << " efsdp=" << p.deg.expert_fsdp;
+  os << " ep=" << p.deg.ep;
+  if (p.deg.etp > 1) os << " etp=" << p.deg.etp;
+  os << " efsdp=" << p.deg.expert_fsdp;
   os << " mb=" << p.micro_batch << "x" << p.num_micro_batches;
   if (p.deg.sequence_parallel) os << " sp";
+  if (p.pipeline_schedule == PipelineSchedule::kDualPipe) os << " dualpipe";
   std::string rc;
   for (const auto& [k, v] : p.recompute)
     if (v != Recompute::kNone) rc += (rc.empty() ? "" : ",") + k + ":" + RecomputeName(v);

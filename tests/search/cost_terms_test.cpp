@@ -199,11 +199,12 @@ TEST(MeasuredRunsReader, BadInputsNameTheField) {
   } cases[] = {
       {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4|(t*4|)*13tmL"}})", "needs pp*vp=16"},
       {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4m|(t*4|)*14tL"}})", "runs[0].recipe.pp_layout"},
-      {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4L|(t*4|)*14tm"}})", "L (loss) must be in the last chunk"},
+      {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4L|(t*4|)*14tm"}})",
+       "L (loss) must be in the last chunk"},
       {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4|(t*4|)*14t*2mL"}})", "places 62 decoder layers"},
       {R"(,"recipe":{"preset_fields":{"pp_layout":"Et*4|(t*4|*14tmL"}})", "unclosed"},
       {R"(,"recipe":{"preset_fields":{"pp_layout":"Xt*4|(t*4|)*14tmL"}})", "unknown symbol"},
-      {R"(,"etp":2)", "runs[0].etp"},
+      {R"(,"etp":0)", "runs[0].etp"},
   };
   for (const Case& c : cases) {
     auto r = ParseOne(c.fields);

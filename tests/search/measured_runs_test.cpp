@@ -46,10 +46,10 @@ TEST(MeasuredRuns, TableMatchesGolden) {
   EXPECT_EQ(t.text, want.str());
 }
 
-constexpr double kMeanAbsErrReached = 0.118;  // target 0.10 (reached 11.6%)
+constexpr double kMeanAbsErrReached = 0.114;  // target 0.10 (reached 11.3%)
 constexpr double kMaxAbsErrReached =
     0.52;                              // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +51.1%, recipe not pinned)
-constexpr int kWithin20Reached = 26;   // of 30; target 30
+constexpr int kWithin20Reached = 27;   // of 30; target 30
 constexpr int kNotFittingReached = 0;  // target 0: met (Llama-405B GB200 fits with the bf16 grad buffer
                                        // and the replayed interleaved schedule)
 
