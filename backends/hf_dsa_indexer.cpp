@@ -45,7 +45,8 @@ torch::Tensor HfDsaSelectedKeys(const HfForwardConfig& c, const AttentionSpec& a
   // Step 3: causal mask, top-k (ties: earlier key first), selected AND causal.
   const torch::Tensor future = torch::arange(s).unsqueeze(0) > torch::arange(s).unsqueeze(1);
   index = index.masked_fill(future, -std::numeric_limits<double>::infinity());
-  const torch::Tensor order = std::get<1>(torch::sort(index, /*stable=*/true, /*dim=*/-1, /*descending=*/true));
+  const torch::Tensor order =
+      std::get<1>(torch::sort(index, /*stable=*/true, /*dim=*/-1, /*descending=*/true));
   const torch::Tensor top = order.narrow(1, 0, std::min(a.index_topk, s));
   const torch::Tensor chosen = torch::zeros({s, s}, torch::kBool).scatter_(1, top, true);
   return chosen.logical_and(future.logical_not());
