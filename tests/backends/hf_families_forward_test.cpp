@@ -94,9 +94,12 @@ TEST(HfFamilies, DeepSeekV32IndexerTopKMatchesReference) {
 TEST(HfFamilies, DeepSeekV32ReferenceWithoutIndexerOrInterleavedIndexerRopeFails) {
   const hftest::Checkpoint c = hftest::MakeDeepSeekV32();
   EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.dense_dsa = true; })), kWrongAtLeast);
-  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_interleave = true; })), kWrongAtLeast);
-  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_no_k_bias = true; })), kWrongAtLeast);
-  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_ties_last = true; })), kWrongAtLeast);
+  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_interleave = true; })),
+            kWrongAtLeast);
+  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_no_k_bias = true; })),
+            kWrongAtLeast);
+  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_ties_last = true; })),
+            kWrongAtLeast);
 }
 
 // Kimi-Linear: KDA layers (short convs, low-rank softplus decay, delta rule, gated norm) and an MLA

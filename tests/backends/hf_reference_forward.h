@@ -336,8 +336,9 @@ class Reference {
   static std::vector<int64_t> TopK(const Vec& s, int64_t k, bool ties_last = false) {
     std::vector<int64_t> idx(s.size());
     std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(),
-                     [&](int64_t a, int64_t b) { return s[a] > s[b] || (ties_last && s[a] == s[b] && a > b); });
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+      return s[a] > s[b] || (ties_last && s[a] == s[b] && a > b);
+    });
     idx.resize(size_t(k));
     return idx;
   }
