@@ -6,6 +6,9 @@
 //     rest passes; scores[s,h,t] = relu(q[s,h].k[t] / sqrt(dI));
 //   weight[s,h] = weights_proj(x)[s,h] / sqrt(nI); index[s,t] = sum_h weight[s,h] scores[s,h,t];
 //   causal mask (-inf), top-min(index_topk, S) keys per query; attention keeps causal AND selected.
+//   Ties: a key whose every head dot is negative scores exactly 0, so equal scores are common when
+//   nI is small; the reference engines' topk leaves their order open, here the earlier key wins
+//   (a stable descending sort), so the selection is deterministic and matches the tests' reference.
 // Shapes: x [S, hidden]; q [S, nI, dI]; k [S, dI]; index [S, S]. Units: positions in tokens.
 #include <cmath>
 #include <limits>
@@ -39,10 +42,12 @@ torch::Tensor HfDsaSelectedKeys(const HfForwardConfig& c, const AttentionSpec& a
   const torch::Tensor scores = torch::relu(torch::einsum("shd,td->sht", {q, k}) / std::sqrt(double(dI)));
   const torch::Tensor weight = HfApplyLinear(x, w.idx_weights) / std::sqrt(double(nI));  // [S, nI]
   torch::Tensor index = torch::einsum("sh,sht->st", {weight, scores});
-  // Step 3: causal mask, top-k, selected AND causal.
+  // Step 3: causal mask, top-k (ties: earlier key first), selected AND causal.
   const torch::Tensor future = torch::arange(s).unsqueeze(0) > torch::arange(s).unsqueeze(1);
   index = index.masked_fill(future, -std::numeric_limits<double>::infinity());
-  const torch::Tensor top = std::get<1>(index.topk(std::min(a.index_topk, s), -1));
+  const torch::Tensor order =
+      std::get<1>(torch::sort(index, /*stable=*/true, /*dim=*/-1, /*descending=*/true));
+  const torch::Tensor top = order.narrow(1, 0, std::min(a.index_topk, s));
   const torch::Tensor chosen = torch::zeros({s, s}, torch::kBool).scatter_(1, top, true);
   return chosen.logical_and(future.logical_not());
 }

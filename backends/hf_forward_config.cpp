@@ -29,7 +29,7 @@ constexpr LayoutRow kLayouts[] = {
     {"qwen3_moe", HfLayout::kLlama, false},
     {"mixtral", HfLayout::kMixtral, true},
     {"deepseek_v3", HfLayout::kDeepSeekV3, true},
-    // deepseek_v32 is left out: its indexer forward (hf_dsa_indexer.cpp) does not yet match the reference.
+    {"deepseek_v32", HfLayout::kDeepSeekV3, true},
     {"kimi_k2", HfLayout::kDeepSeekV3, true},
     {"glm4_moe", HfLayout::kGlm4Moe, true},
     {"gpt_oss", HfLayout::kGptOss, true},

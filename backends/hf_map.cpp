@@ -66,6 +66,7 @@ Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsC
                     std::to_string(s.layers.first) + "-" + std::to_string(last));
   HfWeightReader r(ckpt, dtype);
   r.OwnExperts(s.expert_begin, s.expert_end);
+  r.OwnTpSlice(s.tp, s.tp_rank);
   HfModelWeights w;
   // Step 1: embedding (first stage), final norm + head (last stage; tied: the embedding itself).
   const bool tied = c.ir.tied_embeddings && !ckpt.Has("lm_head.weight");

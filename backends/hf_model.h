@@ -73,6 +73,12 @@ struct HfModelWeights {
   std::vector<std::string> dtypes_seen;   // distinct checkpoint dtype names read
 };
 
+// hf_tp_slice.cpp: how a tensor-parallel rank holds checkpoint tensor `name` (the names TpShardLayer's fields
+// come from): whole, its 1/tp of the rows (column-parallel weights and biases, sinks), its 1/tp of the
+// columns (row-parallel weights), or on rank 0 only (row-parallel biases).
+enum class HfTpSplit { kWhole, kRows, kCols, kRank0 };
+HfTpSplit HfTpSplitOf(const std::string& name);
+
 // Reads tensors by name with the expected shape, dequantised to `dtype` (F32/F64 checkpoints of that
 // dtype alias the mapping; BF16/F16 convert; F8_E4M3 with `<name>_scale_inv` block-dequantises).
 class HfWeightReader {
@@ -94,6 +100,12 @@ class HfWeightReader {
     expert_end_ = end;
   }
   bool OwnsExpert(int64_t e) const { return e >= expert_begin_ && (expert_end_ < 0 || e < expert_end_); }
+  // Tensor-parallel rank `rank` of `tp`: Read then hands out only this rank's rows / columns of the
+  // tensors HfTpSplitOf splits, read from the mapping as a window (nothing else of them is touched).
+  void OwnTpSlice(int64_t tp, int64_t rank) {
+    tp_ = tp;
+    tp_rank_ = rank;
+  }
   const std::vector<std::string>& used() const { return used_; }
   const std::vector<std::string>& dtypes() const { return dtypes_; }
   torch::ScalarType dtype() const { return dtype_; }
@@ -105,6 +117,8 @@ class HfWeightReader {
   std::vector<std::string> used_;
   std::vector<std::string> dtypes_;
   int64_t expert_begin_ = 0, expert_end_ = -1;
+  int64_t tp_ = 1, tp_rank_ = 0;
+  [[nodiscard]] Expected<torch::Tensor> ReadTpWindow(const TensorInfo& t, HfTpSplit split);
 };
 
 // hf_map_llama.cpp: q/k/v/o (+ biases, + q_norm/k_norm) under `prefix` ("model.layers.3.self_attn").
@@ -155,6 +169,7 @@ struct HfRankSlice {
   bool embedding = true;
   bool head = true;
   int64_t expert_begin = 0, expert_end = -1;  // [begin, end), end < 0 = all
+  int64_t tp = 1, tp_rank = 0;                // tensor-parallel rank: its rows / columns only
 };
 // Rank (stage, ep_index) of `pp` stages split at `stage_starts` (first layer of each stage) and `ep`
 // expert groups of num_experts / ep experts each.

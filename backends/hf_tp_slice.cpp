@@ -9,7 +9,11 @@
 //     Megatron also TP-splits the shared experts, which this slice does not do yet).
 //   Megatron fuses q/k/v as linear_qkv with rows ordered per query group [q heads of the group, k, v]
 //   and fc1 as [gate shard; up shard]; MegatronQkvShard / MegatronFc1Shard give those per rank.
+//   HfTpSplitOf states the same split by checkpoint name, for loading a rank's slice straight from the
+//   mapping (HfWeightReader::OwnTpSlice); HfTpLoad.* checks the two agree bit for bit.
 // Shapes: linears [out, in]; H heads, KV groups, d head dim, I intermediate. Units: rows/columns.
+#include <cctype>
+
 #include "backends/hf_model.h"
 
 namespace onboard {
@@ -33,7 +37,35 @@ HfMlpWeights MlpShard(const HfMlpWeights& m, int64_t tp, int64_t rank) {
   return {Rows(m.gate, tp, rank), Rows(m.up, tp, rank), Cols(m.down, tp, rank)};
 }
 
+// The same split by checkpoint name, "model.layers.N." + one of these (a dense MLP only: MoE experts,
+// shared experts and routers are named below mlp.experts / mlp.shared_expert(s) / mlp.gate and stay whole).
+struct SplitRow {
+  const char* tail;
+  HfTpSplit split;
+};
+constexpr SplitRow kTpSplits[] = {
+    {"self_attn.q_proj.weight", HfTpSplit::kRows},   {"self_attn.q_proj.bias", HfTpSplit::kRows},
+    {"self_attn.k_proj.weight", HfTpSplit::kRows},   {"self_attn.k_proj.bias", HfTpSplit::kRows},
+    {"self_attn.v_proj.weight", HfTpSplit::kRows},   {"self_attn.v_proj.bias", HfTpSplit::kRows},
+    {"self_attn.q_b_proj.weight", HfTpSplit::kRows}, {"self_attn.kv_b_proj.weight", HfTpSplit::kRows},
+    {"self_attn.sinks", HfTpSplit::kRows},           {"self_attn.o_proj.weight", HfTpSplit::kCols},
+    {"self_attn.o_proj.bias", HfTpSplit::kRank0},    {"mlp.gate_proj.weight", HfTpSplit::kRows},
+    {"mlp.up_proj.weight", HfTpSplit::kRows},        {"mlp.down_proj.weight", HfTpSplit::kCols},
+};
+
 }  // namespace
+
+HfTpSplit HfTpSplitOf(const std::string& name) {
+  const std::string layers = "model.layers.";
+  if (name.compare(0, layers.size(), layers) != 0) return HfTpSplit::kWhole;
+  size_t i = layers.size();
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i]))) ++i;
+  if (i == layers.size() || i >= name.size() || name[i] != '.') return HfTpSplit::kWhole;
+  const std::string tail = name.substr(i + 1);
+  for (const SplitRow& r : kTpSplits)
+    if (tail == r.tail) return r.split;
+  return HfTpSplit::kWhole;
+}
 
 Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp) {
   const AttentionSpec& a = l.attn;

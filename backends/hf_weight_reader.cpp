@@ -17,15 +17,18 @@ Status Decode(const WeightRef& w, const WeightRef* scale_inv, torch::Tensor* out
 }  // namespace
 
 Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std::vector<int64_t>& shape) {
-  // Step 1: presence and shape, named in the error with the expected value.
-  if (!ckpt_.Has(name))
+  // Step 1: presence and shape (from the header: no bytes touched yet), named with the expected value.
+  const TensorInfo* info = ckpt_.inventory().Find(name);
+  if (info == nullptr)
     return BadInput(ckpt_.dir(), name, "tensor is missing from the checkpoint (expected shape " + ShapeText(shape) + ")");
-  ONBOARD_ASSIGN_OR_RETURN(WeightRef w, ckpt_.Get(name));
-  if (w.info->shape != shape)
-    return BadInput(w.info->file, name + ".shape", "expected " + ShapeText(shape), ShapeText(w.info->shape));
+  if (info->shape != shape)
+    return BadInput(info->file, name + ".shape", "expected " + ShapeText(shape), ShapeText(info->shape));
   used_.push_back(name);
-  if (std::find(dtypes_.begin(), dtypes_.end(), w.info->dtype_name) == dtypes_.end())
-    dtypes_.push_back(w.info->dtype_name);
+  if (std::find(dtypes_.begin(), dtypes_.end(), info->dtype_name) == dtypes_.end())
+    dtypes_.push_back(info->dtype_name);
+  const HfTpSplit split = tp_ > 1 ? HfTpSplitOf(name) : HfTpSplit::kWhole;
+  if (split != HfTpSplit::kWhole) return ReadTpWindow(*info, split);
+  ONBOARD_ASSIGN_OR_RETURN(WeightRef w, ckpt_.Get(name));
 
   // Step 2: block-fp8 scales beside the weight (DeepSeek: "<name>_scale_inv").
   std::optional<WeightRef> scale;
@@ -45,6 +48,34 @@ Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std:
   torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
   const WeightRef* s = scale ? &*scale : nullptr;
   ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? Decode<double>(w, s, &out) : Decode<float>(w, s, &out));
+  return out;
+}
+
+Expected<torch::Tensor> HfWeightReader::ReadTpWindow(const TensorInfo& t, HfTpSplit split) {
+  // Step 1: this rank's rows (dim 0) or columns (dim 1) of [R, C]; a rank-0-only tensor elsewhere: none.
+  if (split == HfTpSplit::kRank0 && tp_rank_ != 0) return torch::Tensor();
+  const int64_t rows = t.shape[0], cols = rows == 0 ? 0 : t.numel() / rows;
+  const bool by_cols = split == HfTpSplit::kCols;
+  const int64_t n = split == HfTpSplit::kRank0 ? 1 : tp_, extent = by_cols ? cols : rows;
+  if (extent % n != 0)
+    return BadInput(t.file, t.name + ".shape", "must divide by tp=" + std::to_string(tp_),
+                    ShapeText(t.shape));
+  const int64_t len = extent / n, begin = split == HfTpSplit::kRank0 ? 0 : tp_rank_ * len;
+  ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, by_cols ? ckpt_.GetWindow(t.name, 0, rows, begin, len)
+                                                   : ckpt_.GetWindow(t.name, begin, len, 0, cols));
+  // Step 2: block-fp8 scales (whole: 1/16384 of the weight), then decode the window only.
+  std::optional<WeightRef> scale;
+  const std::string scale_name = t.name + "_scale_inv";
+  if (t.dtype_name == "F8_E4M3" && ckpt_.Has(scale_name)) {
+    ONBOARD_ASSIGN_OR_RETURN(scale, ckpt_.Get(scale_name));
+    used_.push_back(scale_name);
+  }
+  std::vector<int64_t> shape = t.shape;
+  shape[by_cols ? 1 : 0] = len;
+  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
+  const WeightRef* s = scale ? &*scale : nullptr;
+  ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? DecodeWindow<double>(w, s, out.data_ptr<double>())
+                                                   : DecodeWindow<float>(w, s, out.data_ptr<float>()));
   return out;
 }
 

@@ -64,11 +64,11 @@ float Fp8E4M3ToFloat(uint8_t v) {
   return sign ? -mag : mag;
 }
 
+namespace {
+
+// n elements of dtype `dt` from p -> out; false for a dtype this decoder does not know.
 template <typename T>
-Status DecodePlain(const WeightRef& w, T* out) {
-  const std::string& dt = w.info->dtype_name;
-  const int64_t n = w.info->numel();
-  const uint8_t* p = w.bytes.data;
+bool DecodeElements(const std::string& dt, const uint8_t* p, int64_t n, T* out) {
   if (dt == "F32") {
     for (int64_t i = 0; i < n; ++i) out[i] = T(LoadLE<float>(p + 4 * i));
   } else if (dt == "F64") {
@@ -80,7 +80,48 @@ Status DecodePlain(const WeightRef& w, T* out) {
   } else if (dt == "F8_E4M3") {
     for (int64_t i = 0; i < n; ++i) out[i] = T(Fp8E4M3ToFloat(p[i]));
   } else {
-    return WrongDType(w, "F64, F32, BF16, F16 or F8_E4M3");
+    return false;
+  }
+  return true;
+}
+
+constexpr const char* kPlainDtypes = "F64, F32, BF16, F16 or F8_E4M3";
+
+// scale_inv must be [ceil(R/B), ceil(C/B)] for weight [R, C] (F32/BF16).
+Status CheckBlockScales(const TensorInfo& w, const WeightRef& s) {
+  if (s.info->dtype_name != "F32" && s.info->dtype_name != "BF16") return WrongDType(s, "F32 or BF16");
+  if (w.shape.size() != 2)
+    return BadInput(w.file, w.name + ".shape", "fp8 weight must be 2-D", ShapeText(w.shape));
+  const std::vector<int64_t> want = {(w.shape[0] + kFp8BlockSize - 1) / kFp8BlockSize,
+                                     (w.shape[1] + kFp8BlockSize - 1) / kFp8BlockSize};
+  if (s.info->shape != want)
+    return BadInput(s.info->file, s.info->name + ".shape",
+                    "expected " + ShapeText(want) + " for weight " + ShapeText(w.shape),
+                    ShapeText(s.info->shape));
+  return Status::Ok();
+}
+
+}  // namespace
+
+template <typename T>
+Status DecodePlain(const WeightRef& w, T* out) {
+  if (!DecodeElements(w.info->dtype_name, w.bytes.data, w.info->numel(), out))
+    return WrongDType(w, kPlainDtypes);
+  return Status::Ok();
+}
+
+template <typename T>
+Status DecodeWindow(const WeightWindow& w, const WeightRef* s, T* out) {
+  const WeightRef whole{w.info, {}};
+  if (s && w.info->dtype_name != "F8_E4M3") return WrongDType(whole, "F8_E4M3");
+  if (s) ONBOARD_RETURN_IF_ERROR(CheckBlockScales(*w.info, *s));
+  for (int64_t i = 0; i < w.nr; ++i) {
+    T* dst = out + i * w.nc;
+    if (!DecodeElements(w.info->dtype_name, w.rows[size_t(i)].data, w.nc, dst))
+      return WrongDType(whole, kPlainDtypes);
+    if (!s) continue;
+    const int64_t srow = ((w.r0 + i) / kFp8BlockSize) * s->info->shape[1];
+    for (int64_t j = 0; j < w.nc; ++j) dst[j] *= T(ScaleAt(*s, srow + (w.c0 + j) / kFp8BlockSize));
   }
   return Status::Ok();
 }
@@ -88,17 +129,13 @@ Status DecodePlain(const WeightRef& w, T* out) {
 template <typename T>
 Status DequantFp8Blocks(const WeightRef& w, const WeightRef& s, T* out) {
   if (w.info->dtype_name != "F8_E4M3") return WrongDType(w, "F8_E4M3");
-  if (s.info->dtype_name != "F32" && s.info->dtype_name != "BF16") return WrongDType(s, "F32 or BF16");
   // Step 1: shapes: weight [R, C], scale_inv [ceil(R/B), ceil(C/B)].
-  if (w.info->shape.size() != 2) return BadInput(w.info->file, w.info->name + ".shape", "fp8 weight must be 2-D", ShapeText(w.info->shape));
+  ONBOARD_RETURN_IF_ERROR(CheckBlockScales(*w.info, s));
   const int64_t rows = w.info->shape[0], cols = w.info->shape[1];
-  const std::vector<int64_t> want = {(rows + kFp8BlockSize - 1) / kFp8BlockSize, (cols + kFp8BlockSize - 1) / kFp8BlockSize};
-  if (s.info->shape != want)
-    return BadInput(s.info->file, s.info->name + ".shape", "expected " + ShapeText(want) + " for weight " + ShapeText(w.info->shape),
-                    ShapeText(s.info->shape));
+  const int64_t scale_cols = s.info->shape[1];
   // Step 2: out = fp8 value * its block's scale.
   for (int64_t r = 0; r < rows; ++r) {
-    const int64_t srow = (r / kFp8BlockSize) * want[1];
+    const int64_t srow = (r / kFp8BlockSize) * scale_cols;
     for (int64_t c = 0; c < cols; ++c)
       out[r * cols + c] = T(Fp8E4M3ToFloat(w.bytes.data[r * cols + c])) * T(ScaleAt(s, srow + c / kFp8BlockSize));
   }
@@ -133,6 +170,8 @@ Status DequantMxfp4(const WeightRef& b, const WeightRef& s, T* out) {
 
 template Status DecodePlain<float>(const WeightRef&, float*);
 template Status DecodePlain<double>(const WeightRef&, double*);
+template Status DecodeWindow<float>(const WeightWindow&, const WeightRef*, float*);
+template Status DecodeWindow<double>(const WeightWindow&, const WeightRef*, double*);
 template Status DequantFp8Blocks<float>(const WeightRef&, const WeightRef&, float*);
 template Status DequantFp8Blocks<double>(const WeightRef&, const WeightRef&, double*);
 template Status DequantMxfp4<float>(const WeightRef&, const WeightRef&, float*);

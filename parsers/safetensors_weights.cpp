@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <iterator>
 
 namespace onboard {
 namespace {
@@ -101,11 +102,50 @@ Expected<WeightRef> SafetensorsCheckpoint::Get(const std::string& name) const {
   auto it = shard_of_file_.find(t->file);
   ONBOARD_ASSERT(it != shard_of_file_.end(), "tensor's shard was not mapped: " + t->file);
   ONBOARD_ASSIGN_OR_RETURN(ConstByteSpan span, shards_[it->second]->TensorBytes(name));
-  if (!(*seen_)[name]) {
-    (*seen_)[name] = true;
-    *touched_ += span.size;
-  }
+  Touch(name, 0, span.size);
   return WeightRef{t, span};
+}
+
+Expected<WeightWindow> SafetensorsCheckpoint::GetWindow(const std::string& name, int64_t r0, int64_t nr,
+                                                        int64_t c0, int64_t nc) const {
+  const TensorInfo* t = inventory_.Find(name);
+  if (t == nullptr) return BadInput(dir_, name, "tensor is missing from the checkpoint");
+  auto it = shard_of_file_.find(t->file);
+  ONBOARD_ASSERT(it != shard_of_file_.end(), "tensor's shard was not mapped: " + t->file);
+  ONBOARD_ASSIGN_OR_RETURN(ConstByteSpan span, shards_[it->second]->TensorBytes(name));
+  // Step 1: the window inside [R, C]; the element size from the span (the header parser checked it).
+  const int64_t rows = t->shape.empty() ? 1 : t->shape[0];
+  const int64_t cols = rows == 0 ? 0 : t->numel() / rows;
+  if (r0 < 0 || nr < 0 || c0 < 0 || nc < 0 || r0 + nr > rows || c0 + nc > cols)
+    return BadInput(t->file, name,
+                    "window rows " + std::to_string(r0) + "+" + std::to_string(nr) + ", cols " +
+                        std::to_string(c0) + "+" + std::to_string(nc) + " leaves the tensor",
+                    ShapeText(t->shape));
+  const uint64_t elem = t->numel() == 0 ? 0 : span.size / uint64_t(t->numel());
+  // Step 2: one span per row (one for whole rows), each counted as touched.
+  WeightWindow w{t, r0, nr, c0, nc, {}};
+  for (int64_t r = r0; r < r0 + nr; ++r) {
+    const uint64_t begin = (uint64_t(r) * uint64_t(cols) + uint64_t(c0)) * elem, size = uint64_t(nc) * elem;
+    w.rows.push_back(ConstByteSpan{span.data + begin, size});
+    Touch(name, begin, begin + size);
+  }
+  return w;
+}
+
+void SafetensorsCheckpoint::Touch(const std::string& name, uint64_t begin, uint64_t end) const {
+  // Step: add [begin, end) minus what is already there, then merge the overlapping intervals.
+  Intervals& iv = (*seen_)[name];
+  uint64_t fresh = end - begin;
+  auto i = iv.upper_bound(begin);
+  if (i != iv.begin() && std::prev(i)->second >= begin) --i;
+  while (i != iv.end() && i->first <= end) {
+    fresh -= std::min(end, i->second) - std::max(begin, i->first);
+    begin = std::min(begin, i->first);
+    end = std::max(end, i->second);
+    i = iv.erase(i);
+  }
+  iv[begin] = end;
+  *touched_ += fresh;
 }
 
 }  // namespace onboard

@@ -32,6 +32,14 @@ struct WeightRef {
   ConstByteSpan bytes;
 };
 
+// A window of a tensor viewed as [R, C] (R = shape[0], C = the other dims' product; 1-D: C = 1):
+// rows [r0, r0 + nr), columns [c0, c0 + nc); `rows[i]` holds the nc elements of row r0 + i only.
+struct WeightWindow {
+  const TensorInfo* info = nullptr;
+  int64_t r0 = 0, nr = 0, c0 = 0, nc = 0;
+  std::vector<ConstByteSpan> rows;
+};
+
 class SafetensorsCheckpoint {
  public:
   // Maps every shard of `dir` (index or single file). kNotFound when the directory has neither.
@@ -42,7 +50,11 @@ class SafetensorsCheckpoint {
   bool Has(const std::string& name) const { return inventory_.Find(name) != nullptr; }
   // The tensor's bytes; a name not in the checkpoint is kBadInput naming the directory and tensor.
   [[nodiscard]] Expected<WeightRef> Get(const std::string& name) const;
-  // Step: bytes of the distinct tensors handed out by Get so far.
+  // Only the window's bytes (a tensor-parallel rank's rows or columns); kBadInput naming the tensor
+  // when the window leaves the tensor.
+  [[nodiscard]] Expected<WeightWindow> GetWindow(const std::string& name, int64_t r0, int64_t nr, int64_t c0,
+                                                 int64_t nc) const;
+  // Distinct bytes handed out by Get / GetWindow so far (a byte handed out twice counts once).
   uint64_t touched_bytes() const { return touched_->load(); }
   uint64_t data_bytes() const { return inventory_.DataBytes(); }
 
@@ -52,7 +64,11 @@ class SafetensorsCheckpoint {
   std::vector<std::unique_ptr<MappedTensorFile>> shards_;     // by shard file name order
   std::map<std::string, size_t> shard_of_file_;               // TensorInfo::file -> shards_ index
   std::shared_ptr<std::atomic<uint64_t>> touched_ = std::make_shared<std::atomic<uint64_t>>(0);
-  std::shared_ptr<std::map<std::string, bool>> seen_ = std::make_shared<std::map<std::string, bool>>();
+  // Per tensor: the byte intervals [begin, end) handed out, merged (offsets inside the tensor).
+  using Intervals = std::map<uint64_t, uint64_t>;
+  std::shared_ptr<std::map<std::string, Intervals>> seen_ =
+      std::make_shared<std::map<std::string, Intervals>>();
+  void Touch(const std::string& name, uint64_t begin, uint64_t end) const;
 };
 
 // ---- Dequantisation (safetensors_dequant.cpp) -------------------------------------------------
@@ -67,6 +83,10 @@ float F16ToFloat(uint16_t v);
 // F64, F32, BF16, F16, F8_E4M3 (without scales) -> T.
 template <typename T>
 [[nodiscard]] Status DecodePlain(const WeightRef& w, T* out);
+// The window's elements -> out [nr, nc]; with `scale_inv` (F8_E4M3 [R, C] weights) each element times
+// its 128x128 block's scale, as DequantFp8Blocks.
+template <typename T>
+[[nodiscard]] Status DecodeWindow(const WeightWindow& w, const WeightRef* scale_inv, T* out);
 
 // DeepSeek block FP8: weight F8_E4M3 [rows, cols], scale_inv F32/BF16 [ceil(rows/B), ceil(cols/B)];
 // out[r][c] = fp8(w[r][c]) * scale_inv[r / B][c / B] with B = kFp8BlockSize.

@@ -80,6 +80,28 @@ TEST(HfFamilies, GptOssBrokenMxfp4IsNamed) {
   }
 }
 
+// DeepSeek-V3.2: MLA restricted to the indexer's top-3 keys per query (7 tokens, so most queries drop keys).
+// With 2 indexer heads a key often scores exactly 0 (relu of two negative dots); equal scores take the
+// earlier key first on both sides (the 1.39 logit gap before that rule was torch::topk's tie order).
+TEST(HfFamilies, DeepSeekV32IndexerTopKMatchesReference) {
+  const hftest::Checkpoint c = hftest::MakeDeepSeekV32();
+  EXPECT_LT(MaxDiff(c, torch::kDouble), kF64Tol);
+  EXPECT_LT(MaxDiff(c, torch::kFloat), kF32Tol);
+}
+
+// The comparison can fail: dense MLA (no selection), the indexer rotated in MLA's interleaved pairs, k_norm
+// without its bias, or ties given to the later key.
+TEST(HfFamilies, DeepSeekV32ReferenceWithoutIndexerOrInterleavedIndexerRopeFails) {
+  const hftest::Checkpoint c = hftest::MakeDeepSeekV32();
+  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.dense_dsa = true; })), kWrongAtLeast);
+  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_interleave = true; })),
+            kWrongAtLeast);
+  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_no_k_bias = true; })),
+            kWrongAtLeast);
+  EXPECT_GT(MaxDiff(c, torch::kDouble, With([](RefOverrides& o) { o.indexer_ties_last = true; })),
+            kWrongAtLeast);
+}
+
 // Kimi-Linear: KDA layers (short convs, low-rank softplus decay, delta rule, gated norm) and an MLA
 // layer without RoPE, block_sparse_moe sigmoid routing.
 TEST(HfFamilies, KimiLinearKdaAndMlaMatchReference) {

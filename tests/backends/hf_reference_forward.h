@@ -33,6 +33,8 @@ struct RefOverrides {           // deliberate errors, to show the comparison can
   double rotary_fraction = -1;      // replaces partial_rotary_factor when > 0
   bool dense_dsa = false;           // deepseek_v32: attend to every causal key (no indexer)
   bool indexer_interleave = false;  // deepseek_v32: rotate indexer q/k in pairs (the MLA layout)
+  bool indexer_ties_last = false;   // deepseek_v32: equal index scores pick the later key first
+  bool indexer_no_k_bias = false;   // deepseek_v32: k_norm without its bias
   bool kda_no_conv = false;         // kimi_linear: skip the short convolutions (SiLU of the projection)
   bool kda_drop_dt_bias = false;    // kimi_linear: decay gate without dt_bias
 };
@@ -181,7 +183,8 @@ class Reference {
 
   // DeepSeek-V3.2 indexer: per query t, the top-min(index_topk, t+1) causal keys of
   // sum_h w[t][h] relu(q[t][h].k[j] / sqrt(dI)), w = weights_proj x / sqrt(nI); q = wq_b(q_resid) and
-  // k = LayerNorm(wk x) rotated half-split on their first qk_rope_head_dim dims.
+  // k = LayerNorm(wk x) rotated half-split on their first qk_rope_head_dim dims. A key whose every
+  // head dot is negative scores exactly 0, so equal scores are common: the earlier key wins the tie.
   std::vector<std::vector<int64_t>> Indexer(const std::string& p, const Mat& x, const Mat& q_resid) const {
     const int64_t nI = cfg_["index_n_heads"], dI = cfg_["index_head_dim"], dr = cfg_["qk_rope_head_dim"];
     const int64_t topk = cfg_["index_topk"];
@@ -195,7 +198,7 @@ class Reference {
       for (double e : k) var += (e - mean) * (e - mean) / double(dI);
       for (int64_t i = 0; i < dI; ++i)
         k[i] = (k[i] - mean) / std::sqrt(var + 1e-6) * c_.W(ip + "k_norm.weight")[i] +
-               c_.W(ip + "k_norm.bias")[i];
+               (o_.indexer_no_k_bias ? 0.0 : c_.W(ip + "k_norm.bias")[i]);
       Rope(k, 0, dr, int64_t(t), o_.indexer_interleave);
       ks.push_back(k);
       const Vec qf = MatVec(ip + "wq_b.weight", q_resid[t], nI * dI);
@@ -215,7 +218,7 @@ class Reference {
           const double dot = std::inner_product(qs[t][h].begin(), qs[t][h].end(), ks[j].begin(), 0.0);
           score[j] += ws[t][h] / std::sqrt(double(nI)) * std::max(0.0, dot / std::sqrt(double(dI)));
         }
-      keep.push_back(TopK(score, std::min<int64_t>(topk, int64_t(t + 1))));
+      keep.push_back(TopK(score, std::min<int64_t>(topk, int64_t(t + 1)), o_.indexer_ties_last));
     }
     return keep;
   }
@@ -329,11 +332,13 @@ class Reference {
     return MatVec(p + "." + d + ".weight", a, int64_t(x.size()));
   }
 
-  // Indices of the k largest values (ties: lower index first).
-  static std::vector<int64_t> TopK(const Vec& s, int64_t k) {
+  // Indices of the k largest values (ties: lower index first, or higher with `ties_last`).
+  static std::vector<int64_t> TopK(const Vec& s, int64_t k, bool ties_last = false) {
     std::vector<int64_t> idx(s.size());
     std::iota(idx.begin(), idx.end(), 0);
-    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return s[a] > s[b]; });
+    std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) {
+      return s[a] > s[b] || (ties_last && s[a] == s[b] && a > b);
+    });
     idx.resize(size_t(k));
     return idx;
   }
