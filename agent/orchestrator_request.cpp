@@ -37,7 +37,9 @@ Status RunRequest::Validate() const {
   // steps, seq, batch, lr, clip), on the layout every plan can fall back to (ep = fsdp = 1).
   ProbeConfig recipe = ProbeRecipe(*this);
   recipe.ep = recipe.fsdp = 1;
-  if (Status st = recipe.Validate(ProxySpec{}); !st.ok())
+  ProxySpec any_proxy;  // the checks that depend on the model (experts, layers) run per round
+  any_proxy.layers = {ProxyLayer{}};
+  if (Status st = recipe.Validate(any_proxy); !st.ok())
     return Status(st.code(), "run request probe settings: " + st.message());
   return thresholds.Validate();
 }
