@@ -9,6 +9,7 @@
 
 #include "agent/orchestrator.h"
 #include "agent/orchestrator_stages.h"
+#include "agent/probe_recipe.h"
 
 namespace onboard::agent {
 namespace {
@@ -49,9 +50,12 @@ class StageRunner {
   const CancelToken& cancel_;
 };
 
+// The rules' starting lr and clip: the probe recipe's (agent/probe_recipe.h), with the request's
+// overrides.
 void InitKnobs(RunState& st) {
-  st.knobs.learning_rate = st.req.probe.learning_rate;
-  st.knobs.grad_clip = st.req.probe.grad_clip;
+  const ProbeConfig recipe = ProbeRecipe(st.req);
+  st.knobs.learning_rate = recipe.lr;
+  st.knobs.grad_clip = recipe.clip;
 }
 
 std::string ReplanReason(const std::vector<Decision>& ds) {

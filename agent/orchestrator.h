@@ -18,6 +18,7 @@
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,14 +32,18 @@ namespace onboard::agent {
 // ---- Request --------------------------------------------------------------------------------
 
 // Short distributed training probes (backends/probe.h) run by the loop on a small proxy of the model.
+// The training recipe (steps, seq, batch, lr, warm-up, clip, LoRA base phase) is the probe's own,
+// DefaultProbeConfig(mode) (backends/probe_schedule.cpp), the one home of those numbers, so
+// `onboard run` trains what `onboard probe` trains. The optional fields below override it when set
+// (agent/probe_recipe.h says how); unset, the recipe's value is used.
 struct ProbeSettings {
   int ranks = 2;                 // processes in the c10d/Gloo group (CPU); EP = ranks when it divides
-  int steps = 12;                // optimizer steps per probe round
-  int64_t seq = 32;              // tokens per proxy sequence
-  int64_t micro_batch = 2;       // sequences per rank per step
+  std::optional<int> steps;      // recorded optimizer steps per probe round (LoRA: adapter steps)
+  std::optional<int64_t> seq;    // tokens per proxy sequence
+  std::optional<int64_t> micro_batch;  // sequences per rank per step (the recipe's: batch / ranks)
   int64_t proxy_blocks = 1;      // proxy depth in blocks of 4 layers (keeps the mixer pattern, e.g. K,K,K,M)
-  double learning_rate = 3e-3;   // starting LR; the divergence rule lowers it
-  double grad_clip = 1.0;        // starting clip norm; the divergence rule tightens it
+  std::optional<double> learning_rate;  // peak LR (LoRA: the adapters'); the divergence rule lowers it
+  std::optional<double> grad_clip;      // clip norm; the divergence rule tightens it
   uint64_t seed = 1234;
   double timeout_s = 300;        // per probe round
   std::string worker_binary;     // `onboard` executable for probe workers ("" = this executable)

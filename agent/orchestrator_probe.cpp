@@ -7,6 +7,7 @@
 
 #include "agent/orchestrator_stages.h"
 #include "agent/plan_to_probe.h"
+#include "agent/probe_recipe.h"
 #include "backends/backend_entry.h"
 #include "report/report_format.h"
 
@@ -15,9 +16,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// The probe's layout: the chosen plan scaled to the probe's ranks (agent/plan_to_probe.h); before
-// any plan, the plan of a pure FSDP + EP job over all ranks.
-ProbeLayout ProbeLayoutFor(const RunState& st, const ProxySpec& spec) {
+// The probe's layout: the chosen plan scaled to the probe's ranks (agent/plan_to_probe.h), on the
+// recipe's sequences per rank; before any plan, the plan of a pure FSDP + EP job over all ranks.
+ProbeLayout ProbeLayoutFor(const RunState& st, const ProxySpec& spec, const ProbeConfig& recipe) {
   const ProbeSettings& s = st.req.probe;
   Plan plan;
   if (const PlanRound* p = st.final_plan()) {
@@ -26,39 +27,30 @@ ProbeLayout ProbeLayoutFor(const RunState& st, const ProxySpec& spec) {
     plan.deg.dp_shard = s.ranks;
     plan.deg.ep = s.ranks;
   }
-  auto L = ApplyPlanToProbe(plan, s.ranks, s.micro_batch, spec.num_experts, &spec);
+  auto L = ApplyPlanToProbe(plan, s.ranks, recipe.batch / recipe.ranks, spec.num_experts, &spec);
   ONBOARD_ASSERT(L.ok(), "probe settings were validated: " + L.status().message());
   return std::move(L).value();
 }
 
-ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const ProbeLayout& L, int round) {
-  const ProbeSettings& s = st.req.probe;
-  ProbeConfig c;
-  c.ranks = s.ranks;
+// Round `round`'s probe: the recipe (agent/probe_recipe.h) on the round's layout, with what the
+// rules changed (knobs: lr, clip, step scale, expert placement, kernel fallbacks).
+ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const ProbeConfig& recipe,
+                            const ProbeLayout& L, int round) {
+  ProbeConfig c = recipe;
   c.ep = L.ep;
   c.fsdp = L.fsdp;
   c.tp = L.tp;  // tensor parallelism (issue 17)
   c.micro_batch = L.micro_batch;
   c.recompute = L.recompute;  // the plan's recompute per block kind (issue 17, ApplyPlanToProbe Step 5)
-  c.steps = static_cast<int64_t>(std::llround(static_cast<double>(s.steps) * st.knobs.probe_steps_scale));
-  c.warmup = std::min<int64_t>(5, std::max<int64_t>(1, c.steps / 4));
-  c.mode = st.req.mode;
-  c.lora_rank = std::min<int64_t>(st.req.lora_rank, 8);
-  // LoRA adapters start at B = 0 and move ~lr per Adam step: they take the larger rate of the
-  // probe's LoRA recipe (DefaultProbeConfig: adapters at 3x the full rate, the base phase at 1x).
-  const double lora_scale =
-      DefaultProbeConfig(FinetuneMode::kLoRA).lr / DefaultProbeConfig(FinetuneMode::kFull).lr;
-  c.lr = st.knobs.learning_rate * (c.mode == FinetuneMode::kLoRA ? lora_scale : 1.0);
+  // The learning rule scales the recorded steps (LoRA: the adapter phase; the base phase is the
+  // recipe's, or follows the steps when they were overridden).
+  c.steps =
+      static_cast<int64_t>(std::llround(static_cast<double>(recipe.steps) * st.knobs.probe_steps_scale));
+  c.lr = st.knobs.learning_rate;
   c.clip = st.knobs.grad_clip;
-  c.seed = s.seed;
-  c.seq = s.seq;
-  c.batch = s.micro_batch * s.ranks;
   if (static_cast<int64_t>(st.knobs.expert_placement.size()) == spec.num_experts)
     c.expert_placement = st.knobs.expert_placement;
-  c.timeout_s = s.timeout_s;
   c.out_dir = (fs::path(st.req.out_dir) / "probe" / ("round" + std::to_string(round))).string();
-  c.worker_binary = s.worker_binary;
-  c.threads_per_rank = 1;
   // A failed KDA kernel check (rules_kernel_fallback.cpp) runs the probe on the reference ops.
   for (const auto& [kernel, op] : st.knobs.kernel_fallbacks)
     if (kernel.rfind("kda", 0) == 0) c.kda_kernel = "torch";
@@ -96,8 +88,9 @@ Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const Can
   pr.round = round;
   pr.knobs = st.knobs;
   ProxySpec spec = ProxyFromModel(st.model, st.req.probe.proxy_blocks);
-  pr.layout = ProbeLayoutFor(st, spec);
-  ProbeConfig cfg = MakeProbeConfig(st, spec, pr.layout, round);
+  const ProbeConfig recipe = ProbeRecipe(st.req);
+  pr.layout = ProbeLayoutFor(st, spec, recipe);
+  ProbeConfig cfg = MakeProbeConfig(st, spec, recipe, pr.layout, round);
   pr.log_dir = cfg.out_dir;
   std::error_code ec;
   fs::create_directories(cfg.out_dir, ec);

@@ -5,6 +5,7 @@
 
 #include "agent/orchestrator.h"
 #include "agent/orchestrator_state.h"
+#include "agent/probe_recipe.h"
 #include "search/plan_request_checks.h"
 
 namespace onboard::agent {
@@ -29,13 +30,17 @@ Status RunRequest::Validate() const {
   ONBOARD_RETURN_IF_ERROR(Range("max_rounds", max_rounds, 1, 20));
   ONBOARD_RETURN_IF_ERROR(Range("threads", threads, 1, 256));
   ONBOARD_RETURN_IF_ERROR(Range("probe.ranks", probe.ranks, 1, 64));
-  ONBOARD_RETURN_IF_ERROR(Range("probe.steps", probe.steps, 1, 100000));
-  ONBOARD_RETURN_IF_ERROR(Range("probe.seq", probe.seq, 2, 1 << 16));
-  ONBOARD_RETURN_IF_ERROR(Range("probe.micro_batch", probe.micro_batch, 1, 4096));
   ONBOARD_RETURN_IF_ERROR(Range("probe.proxy_blocks", probe.proxy_blocks, 1, 64));
-  ONBOARD_RETURN_IF_ERROR(Range("probe.learning_rate", probe.learning_rate, 1e-9, 10));
-  ONBOARD_RETURN_IF_ERROR(Range("probe.grad_clip", probe.grad_clip, 0, 1e6));
+  if (probe.micro_batch) ONBOARD_RETURN_IF_ERROR(Range("probe.micro_batch", *probe.micro_batch, 1, 4096));
   ONBOARD_RETURN_IF_ERROR(Range("probe.timeout_s", probe.timeout_s, 1, 86400));
+  // The recipe with the overrides is checked by the probe's own Validate (one home of its limits:
+  // steps, seq, batch, lr, clip), on the layout every plan can fall back to (ep = fsdp = 1).
+  ProbeConfig recipe = ProbeRecipe(*this);
+  recipe.ep = recipe.fsdp = 1;
+  ProxySpec any_proxy;  // the checks that depend on the model (experts, layers) run per round
+  any_proxy.layers = {ProxyLayer{}};
+  if (Status st = recipe.Validate(any_proxy); !st.ok())
+    return Status(st.code(), "run request probe settings: " + st.message());
   return thresholds.Validate();
 }
 

@@ -134,16 +134,22 @@ void ExpertParallel(const Plan& plan, int64_t proxy_experts, ProbeLayout& L) {
 // Step 4: micro-batches.
 void MicroBatches(const Plan& plan, int64_t sequences_per_rank, ProbeLayout& L) {
   const int64_t want = std::max<int64_t>(1, plan.num_micro_batches);
+  const int64_t cap = std::min(sequences_per_rank, kMaxProbeMicroSteps);
   int64_t m = 1;
-  for (int64_t c = std::min(want, sequences_per_rank); c >= 1; --c)
+  for (int64_t c = std::min(want, cap); c >= 1; --c)
     if (sequences_per_rank % c == 0) {
       m = c;
       break;
     }
   L.micro_steps = m;
   L.micro_batch = sequences_per_rank / m;
-  L.factors.push_back({"micro_batches", Str(want), Str(m),
-                       m == want ? "" : "capped by the " + Str(sequences_per_rank) + " sequences each rank trains on per step"});
+  std::string reason;
+  if (m != want && want > kMaxProbeMicroSteps && sequences_per_rank >= kMaxProbeMicroSteps)
+    reason = "capped at " + Str(kMaxProbeMicroSteps) +
+             " micro-steps: they run the accumulation path; each more is a whole forward/backward";
+  else if (m != want)
+    reason = "capped by the " + Str(sequences_per_rank) + " sequences each rank trains on per step";
+  L.factors.push_back({"micro_batches", Str(want), Str(m), reason});
 }
 
 }  // namespace

@@ -15,7 +15,8 @@
 //   Step 3: expert parallelism: the largest ep <= the plan's that divides the ranks and the proxy's
 //           experts (ep = 1 when the plan has none).
 //   Step 4: micro-batches: the plan's accumulation, capped by the sequences each rank gets per step
-//           (the probe's work per step stays the same; it is split into more micro-steps).
+//           and by kMaxProbeMicroSteps (the probe's work per step stays the same; it is split into
+//           more micro-steps).
 //   Step 5: recompute per block kind: the plan's policies onto the proxy's kinds (KDA, MLA, DSA,
 //           MoE, MLP kept as named; GatedDeltaNet / LinearAttention -> KDA and MHA / GQA /
 //           SlidingWindow -> MLA, the proxy's mixers for them, with that reason); kinds the plan
@@ -34,6 +35,13 @@
 #include "core/status.h"
 
 namespace onboard::agent {
+
+// Most micro-steps a probe step is split into. Two already run the gradient accumulation path
+// (sum over micro-batches, one optimizer step); each more costs a whole forward/backward with its
+// collectives on a smaller batch. Measured (flagship proxy, 2 ranks, 16 sequences per rank, 20
+// steps, shared 2 cores at load ~9): 1 micro-step 179 ms/step, 4 micro-steps 551 ms, 16 (the demo
+// plan's 32 capped by the sequences) 1624 ms: 9x, which a 550-step probe round cannot afford.
+inline constexpr int64_t kMaxProbeMicroSteps = 2;
 
 struct ProbeFactor {
   std::string factor;   // "tp", "pp", "ep", "fsdp", "replicas", "micro_batches", "recompute", ...

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include "agent/probe_recipe.h"
 #include "agent/report_fusions.h"
+#include "backends/probe_schedule.h"
 
 namespace onboard::agent {
 namespace {
@@ -17,6 +19,27 @@ namespace fs = std::filesystem;
 json Num(double v) {
   if (std::isfinite(v)) return v;
   return std::isnan(v) ? "NaN" : (v > 0 ? "Inf" : "-Inf");
+}
+
+// The probe settings as the rounds train them: the recipe with the request's overrides
+// (agent/probe_recipe.h); lr and clip are where the rules start from.
+json ProbeSettingsJson(const RunRequest& r) {
+  const ProbeConfig c = ProbeRecipe(r);
+  json j = {{"enabled", r.probe.enabled},
+            {"ranks", r.probe.ranks},
+            {"steps", c.steps},
+            {"seq", c.seq},
+            {"batch", c.batch},
+            {"warmup", c.warmup},
+            {"proxy_blocks", r.probe.proxy_blocks},
+            {"learning_rate", c.lr},
+            {"grad_clip", c.clip},
+            {"seed", r.probe.seed}};
+  if (r.mode == FinetuneMode::kLoRA) {
+    j["lora_rank"] = c.lora_rank;
+    j["base_steps"] = backends::LoraBaseSteps(c);
+  }
+  return j;
 }
 
 json RequestJson(const RunRequest& r) {
@@ -35,16 +58,7 @@ json RequestJson(const RunRequest& r) {
       {"templates_override", r.templates_override.empty()
                                  ? json(nullptr)
                                  : json(fs::path(r.templates_override).filename().string())},
-      {"probe",
-       {{"enabled", r.probe.enabled},
-        {"ranks", r.probe.ranks},
-        {"steps", r.probe.steps},
-        {"seq", r.probe.seq},
-        {"micro_batch", r.probe.micro_batch},
-        {"proxy_blocks", r.probe.proxy_blocks},
-        {"learning_rate", r.probe.learning_rate},
-        {"grad_clip", r.probe.grad_clip},
-        {"seed", r.probe.seed}}},
+      {"probe", ProbeSettingsJson(r)},
       {"thresholds",
        {{"divergence_factor", r.thresholds.divergence_factor},
         {"expert_imbalance", r.thresholds.expert_imbalance},

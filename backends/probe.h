@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <string>
 #include <vector>
@@ -300,6 +301,11 @@ struct ProbeResult {
   double skill_target = 0;           // min accuracy
   double final_loss = 0;             // mean of the last steps' losses
   double loss_target = 0;            // max loss for "converged"
+  // Text task (backends/probe_text_split.h; NaN for copy): the loss on the held-out split, which no
+  // step trained on, and its baselines there: unigram (= baseline_nats) and the best interpolated
+  // bigram, which the held-out loss must be below (skill_metric "held_out_loss").
+  double held_out_loss = std::numeric_limits<double>::quiet_NaN();
+  double bigram_nats = std::numeric_limits<double>::quiet_NaN();
   ProbePrediction prediction;
   int64_t baseline_rss_bytes = 0;    // max over ranks of RSS before the model was built (runtime)
   std::vector<int64_t> rank_live_peak_bytes;  // per rank: max over steps of its live-tensor peak

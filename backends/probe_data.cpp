@@ -36,9 +36,12 @@ ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t s
     std::stringstream ss;
     ss << f.rdbuf();
     text_ = ss.str();
-    if (static_cast<int64_t>(text_.size()) < cfg_.seq + 2)
-      status_ = BadInput(cfg_.text_file, "text_file", "needs at least seq+2=" +
-                         std::to_string(cfg_.seq + 2) + " bytes", std::to_string(text_.size()));
+    Expected<TextSplit> split =
+        SplitText(cfg_.text_file, static_cast<int64_t>(text_.size()), cfg_.seq, cfg_.ranks);
+    if (!split.ok())
+      status_ = split.status();
+    else
+      split_ = *split;
   }
   if (cfg_.task == ProbeTask::kCopy && kFirstSymbol + symbol_offset_ + cfg_.copy_symbols > 256)
     status_ = BadInput("probe", "copy_symbols", "'a' + symbol offset " + std::to_string(symbol_offset_) +
@@ -79,7 +82,7 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
       for (int64_t t = 2 * h + 2; t <= T; ++t) sa[i][t] = kFirstSymbol + uni(rng);  // even seq: 1 filler
       for (int64_t t = h + 1; t <= 2 * h; ++t) ma[i][t] = 1.0f;  // targets t+1: the copied half
     } else {
-      std::uniform_int_distribution<int64_t> off(0, static_cast<int64_t>(text_.size()) - T - 1);
+      std::uniform_int_distribution<int64_t> off(0, split_.train_end - T - 1);  // train split only
       const int64_t o = off(rng);
       for (int64_t t = 0; t <= T; ++t) sa[i][t] = static_cast<unsigned char>(text_[static_cast<size_t>(o + t)]);
       for (int64_t t = 0; t < T; ++t) ma[i][t] = 1.0f;
@@ -89,9 +92,16 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
           mask.to(at::typeMetaToScalarType(at::get_default_dtype()))};
 }
 
-int64_t LoraBaseSteps(const ProbeConfig& config) {
-  if (config.base_steps >= 0) return config.base_steps;
-  return static_cast<int64_t>(std::ceil(kLoraBaseFraction * static_cast<double>(config.steps)));
+Batch ProbeData::GetHeldOut(int64_t first, int64_t count) const {
+  const int64_t T = cfg_.seq;
+  at::Tensor seqs = at::zeros({count, T + 1}, at::kLong);
+  auto sa = seqs.accessor<int64_t, 2>();
+  for (int64_t i = 0; i < count; ++i) {
+    const int64_t o = split_.held_begin + (first + i) * T;  // window w: bytes [hb + w*T, hb + (w+1)*T]
+    for (int64_t t = 0; t <= T; ++t) sa[i][t] = static_cast<unsigned char>(text_[static_cast<size_t>(o + t)]);
+  }
+  at::Tensor mask = at::ones({count, T}, at::typeMetaToScalarType(at::get_default_dtype()));
+  return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(), mask};
 }
 
 int64_t LoraSourceSymbolOffset(const ProbeConfig& config) {

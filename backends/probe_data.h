@@ -9,8 +9,9 @@
 //         No-learning baseline: the targets' unigram entropy ln(copy_symbols) nats (uniform marginal).
 //         symbol_offset shifts the alphabet (LoRA's base phase trains on the next copy_symbols
 //         letters: a related source task whose symbols the target task does not use).
-//   text: windows of seq+1 bytes from a file at seeded offsets, byte-level tokens; every position
-//         counts. No known floor.
+//   text: windows of seq+1 bytes at seeded offsets in the file's train split, byte-level tokens;
+//         every position counts. The held-out tail (probe_text_split.h) is never trained on:
+//         GetHeldOut reads its fixed windows. No known floor.
 // Shapes: tokens, targets [b, seq] int64; mask [b, seq] float (1 = counted in the loss).
 #pragma once
 
@@ -19,6 +20,7 @@
 #include <string>
 
 #include "backends/probe.h"
+#include "backends/probe_text_split.h"
 
 namespace onboard::backends {
 
@@ -39,20 +41,20 @@ class ProbeData {
   // Sequences [first, first + count) of the global batch of `step`.
   Batch Get(int64_t step, int64_t first, int64_t count) const;
   int64_t CountedTokensPerStep() const;   // over the global batch
+  // Text task: held-out windows [first, first + count) of HeldOutWindows() (probe_text_split.h).
+  Batch GetHeldOut(int64_t first, int64_t count) const;
+  int64_t HeldOutWindows() const { return split_.held_windows; }
 
  private:
   ProbeConfig cfg_;
   int64_t symbol_offset_ = 0;
   double unshifted_share_ = 0.0;
   std::string text_;
+  TextSplit split_;
   Status status_;
 };
 
-// LoRA base phase (mode lora): full training of the base for this many steps on the source task
-// before the `steps` recorded adapter steps: ProbeConfig::base_steps (`onboard probe --base-steps N`),
-// or when it is -1 the default ceil(kLoraBaseFraction * steps). 0 = adapters on the random base.
-constexpr double kLoraBaseFraction = 0.6;
-int64_t LoraBaseSteps(const ProbeConfig& config);
+// LoRA base phase length: LoraBaseSteps (backends/probe_schedule.h).
 // Source task of the base phase: copy over the next copy_symbols letters after the target's
 // (less when they would pass byte 255), with the target's own letters as a rare minority
 // (kLoraSourceTargetShare of the symbols): a base pretrained on a related distribution in which

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "backends/probe_data.h"
+#include "backends/probe_schedule.h"
 #include "backends/probe_step_codec.h"
 #include "backends/probe_step_series.h"
+#include "backends/probe_text_split.h"
 #include "search/planner.h"
 #include "validators/convergence.h"
 #include "validators/learning_verdict.h"
@@ -65,6 +68,13 @@ Status BasePhaseNote(const RankFile& r0, ProbeResult* r) {
   ONBOARD_RETURN_IF_ERROR(Get(bp, where, "symbol_offset", &offset));
   ONBOARD_RETURN_IF_ERROR(Get(bp, where, "target_share", &share));
   if (bs.empty()) return Status::Ok();
+  int64_t planned = 0;
+  bool competent = false;
+  ONBOARD_RETURN_IF_ERROR(Get(bp, where, "planned_steps", &planned));
+  ONBOARD_RETURN_IF_ERROR(Get(bp, where, "competent", &competent));
+  double acc = 0;
+  const size_t w = std::min<size_t>(static_cast<size_t>(LearningCriteria{}.window), bs.size());
+  for (size_t i = bs.size() - w; i < bs.size(); ++i) acc += bs[i].accuracy / static_cast<double>(w);
   auto mean3 = [&](bool last) {
     double sum = 0;
     const size_t n = std::min<size_t>(3, bs.size());
@@ -73,11 +83,14 @@ Status BasePhaseNote(const RankFile& r0, ProbeResult* r) {
   };
   double secs = 0;
   for (const ProbeStep& st : bs) secs += st.step_s;
-  r->spec.notes.push_back("LoRA base phase (not in the curve): " + std::to_string(bs.size()) +
-                          " full-training steps on the source task (copy over letters shifted by " +
-                          std::to_string(offset) + ", " + Fmt(100 * share) + "% target letters), loss " +
-                          Fmt(mean3(false)) + " -> " + Fmt(mean3(true)) + " (mean of first/last 3), " +
-                          Fmt(secs) + " s; then base frozen, adapters trained on the target task");
+  r->spec.notes.push_back(
+      "LoRA base phase (not in the curve): " + std::to_string(bs.size()) +
+      " full-training steps on the source task (copy over letters shifted by " + std::to_string(offset) +
+      ", " + Fmt(100 * share) + "% target letters), loss " + Fmt(mean3(false)) + " -> " + Fmt(mean3(true)) +
+      " (mean of first/last 3), " + "source accuracy " + Fmt(100 * acc) + "% (" +
+      (competent ? "competent" : "NOT competent") + " after " + std::to_string(bs.size()) + " of planned " +
+      std::to_string(planned) + " steps, at most " + std::to_string(planned * kLoraBaseMaxFactor) + "), " +
+      Fmt(secs) + " s; then base frozen, adapters trained on the target task");
   return Status::Ok();
 }
 
@@ -135,6 +148,9 @@ Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* r) {
   ONBOARD_RETURN_IF_ERROR(Get(p, pw, "lora", &r->params.lora));
   ONBOARD_RETURN_IF_ERROR(Get(p, pw, "trainable", &r->params.trainable));
   ONBOARD_RETURN_IF_ERROR(BasePhaseNote(r0, r));
+  json held;  // text task: {"loss", "windows"}; null otherwise
+  ONBOARD_RETURN_IF_ERROR(Get(r0.j, r0.path, "held_out", &held));
+  if (!held.is_null()) ONBOARD_RETURN_IF_ERROR(Get(held, r0.path + " held_out", "loss", &r->held_out_loss));
   // Step 2: every rank's step records.
   std::vector<std::vector<ProbeStep>> steps(ranks.size());
   size_t n = std::numeric_limits<size_t>::max();
@@ -160,12 +176,30 @@ Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* r) {
   return Status::Ok();
 }
 
+// Text: the held-out baselines from the file (probe_text_split.h); a file that cannot be read
+// again leaves them NaN (the verdict then cannot pass).
+std::string TextTaskFloor(const ProbeConfig& c, ProbeResult* r) {
+  r->floor_nats = std::numeric_limits<double>::quiet_NaN();
+  r->baseline_nats = r->bigram_nats = std::numeric_limits<double>::quiet_NaN();
+  std::ifstream f(c.text_file, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string text = ss.str();
+  Expected<TextSplit> split = SplitText(c.text_file, static_cast<int64_t>(text.size()), c.seq, c.ranks);
+  if (!f || !split.ok())
+    return "text task (byte-level " + c.text_file + "): no baselines (" +
+           (split.ok() ? std::string("unreadable") : split.status().message()) + ")";
+  const TextBaselines b = ComputeTextBaselines(text, *split);
+  r->baseline_nats = b.unigram_nats;
+  r->bigram_nats = b.bigram_nats;
+  return "text task (byte-level " + c.text_file + ", train " + std::to_string(split->train_end) +
+         " bytes, held out " + std::to_string(split->held_out_targets()) + " target bytes in " +
+         std::to_string(split->held_windows) + " windows): no known floor; held-out unigram " +
+         Fmt(b.unigram_nats) + " nats, bigram " + Fmt(b.bigram_nats) + " nats (lambda " +
+         Fmt(b.bigram_lambda, 2) + "); uniform bytes = ln(256) = 5.55 nats";
+}
+
 std::string TaskFloor(const ProbeConfig& c, double* floor_nats, double* baseline_nats) {
-  if (c.task == ProbeTask::kText) {
-    *floor_nats = std::numeric_limits<double>::quiet_NaN();
-    *baseline_nats = std::log(256.0);
-    return "text task (byte-level " + c.text_file + "): no known floor; uniform bytes = ln(256) = 5.55 nats";
-  }
   *floor_nats = 0.0;
   *baseline_nats = std::log(static_cast<double>(c.copy_symbols));  // uniform targets: unigram entropy
   return "copy task (" + std::to_string(CopyHalf(c.seq)) + " distinct of " + std::to_string(c.copy_symbols) +
@@ -218,7 +252,9 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
 }
 
 void FinishProbeResult(ProbeResult* r) {
-  r->task_floor = TaskFloor(r->config, &r->floor_nats, &r->baseline_nats);
+  const bool text = r->config.task == ProbeTask::kText;
+  r->task_floor =
+      text ? TextTaskFloor(r->config, r) : TaskFloor(r->config, &r->floor_nats, &r->baseline_nats);
   std::vector<double> losses, accuracies;
   std::vector<std::vector<int64_t>> load;
   int64_t peak = 0;
@@ -236,17 +272,18 @@ void FinishProbeResult(ProbeResult* r) {
   // Step 1: learning verdict: the loss curve, then the task's baselines and skill metric.
   LearningCriteria crit;
   crit.curve.target_fraction = r->config.converge_fraction;
-  TaskBaselines base{r->baseline_nats, r->floor_nats, r->config.task == ProbeTask::kCopy};
-  if (!base.has_accuracy) {  // text: no skill metric yet; judged on the curve and the uniform bound
-    base.no_learning_nats = r->baseline_nats;
+  TaskBaselines base{r->baseline_nats, r->floor_nats, !text};
+  if (text) {  // text: the held-out loss against the held-out bigram (a NaN bigram: never converged)
+    base.bigram_nats = std::isfinite(r->bigram_nats) ? r->bigram_nats : -1.0;
     accuracies.clear();
   }
-  Expected<LearningReport> conv = CheckLearning(losses, accuracies, base, crit);
+  Expected<LearningReport> conv = CheckLearning(losses, accuracies, base, crit, r->held_out_loss);
   r->convergence = conv.ok() ? ConvergenceVerdictName(conv->verdict) : "not_converged";
   r->checks.push_back(conv.ok() ? conv->message : conv.status().message());
-  r->skill_metric = base.has_accuracy ? "copy_accuracy" : "";
-  r->skill = conv.ok() && base.has_accuracy ? conv->final_accuracy : std::numeric_limits<double>::quiet_NaN();
-  r->skill_target = crit.min_accuracy;
+  r->skill_metric = text ? "held_out_loss" : "copy_accuracy";
+  r->skill =
+      text ? r->held_out_loss : (conv.ok() ? conv->final_accuracy : std::numeric_limits<double>::quiet_NaN());
+  r->skill_target = text ? (conv.ok() ? conv->loss_target : r->bigram_nats) : crit.min_accuracy;
   r->final_loss = conv.ok() ? conv->final_loss : std::numeric_limits<double>::quiet_NaN();
   r->loss_target = conv.ok() ? conv->loss_target : std::numeric_limits<double>::quiet_NaN();
   // Step 2: where the step time goes.

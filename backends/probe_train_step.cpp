@@ -62,6 +62,25 @@ void SetRecompute(const WorkerState& st, UnitRunner* r) {
   r->channel = st.cfg.recompute_for(ProxyChannelKind(st.spec, l));
 }
 
+// Step 1 helper: the forward of every unit on `batch` (moved to the rank's device in place);
+// returns the scalar loss (sum over counted tokens x inputs.inv_global_tokens). `inputs` points
+// into `batch`, and FSDP's backward recomputes the forward: the caller keeps `batch` alive until
+// after the backward.
+at::Tensor ForwardLoss(WorkerState& st, ProbeGroups& g, Batch& batch, double scale, UnitInputs& inputs,
+                       std::vector<UnitRunner>& runners) {
+  if (!st.dev.is_cpu()) batch = {batch.tokens.to(st.dev), batch.targets.to(st.dev), batch.mask.to(st.dev)};
+  inputs.targets = &batch.targets;
+  inputs.loss_mask = &batch.mask;
+  at::Tensor x = batch.tokens;
+  for (size_t u = 0; u < st.units.size(); ++u) {
+    runners[u] = {&st.tp.local, &st.units[u], &g.fsdp, &g.erep, &st.routing, &inputs, scale};
+    SetRecompute(st, &runners[u]);
+    UnitState& s = st.state[u];
+    x = RunFsdpUnit(&runners[u], x, s.dense.p, s.lora.p, s.expert.p, s.expert_lora.p);
+  }
+  return x;
+}
+
 // Step 1: the rank's micro-steps, forward + backward, gradients into `acc`. Returns the sum of the
 // fp32 micro-batch losses (exact in fp64, any order).
 double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
@@ -73,16 +92,7 @@ double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, con
   for (int64_t i = 0; i < micro_steps; ++i) {
     ApplyControl(phase, &phase != &st.cfg, step, i * N + r, &inputs, &st.routing);  // --control
     Batch batch = data.Get(step, (i * N + r) * mb, mb);
-    if (!st.dev.is_cpu()) batch = {batch.tokens.to(st.dev), batch.targets.to(st.dev), batch.mask.to(st.dev)};
-    inputs.targets = &batch.targets;
-    inputs.loss_mask = &batch.mask;
-    at::Tensor x = batch.tokens;
-    for (size_t u = 0; u < st.units.size(); ++u) {
-      runners[u] = {&st.tp.local, &st.units[u], &g.fsdp, &g.erep, &st.routing, &inputs, scale};
-      SetRecompute(st, &runners[u]);
-      UnitState& s = st.state[u];
-      x = RunFsdpUnit(&runners[u], x, s.dense.p, s.lora.p, s.expert.p, s.expert_lora.p);
-    }
+    at::Tensor x = ForwardLoss(st, g, batch, scale, inputs, runners);
     local_loss += x.item<double>();
     x.backward();
     ForEachTrainable(st.state, [&](size_t u, size_t k, Buffer* b) {
@@ -196,6 +206,30 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   // Step 5: the record.
   const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return StepRecord(st, step, loss, gnorm, lr, accuracy, step_s, indexer_kl);
+}
+
+double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, double scale) {
+  at::NoGradGuard no_grad;
+  // Step 1: rank r's contiguous block of W / N held-out windows, in chunks of the micro-batch size
+  // (the same count of forwards on every rank: the units' collectives pair up).
+  const int64_t W = data.HeldOutWindows(), per_rank = W / st.world, mb = st.cfg.micro_batch_size();
+  UnitInputs inputs;
+  std::map<int64_t, double> indexer_kl;
+  double correct = 0;
+  inputs.indexer_kl = &indexer_kl;
+  inputs.correct = &correct;
+  inputs.inv_global_tokens = 1.0 / static_cast<double>(W * st.cfg.seq);
+  std::vector<UnitRunner> runners(st.units.size());
+  double local = 0;
+  for (int64_t start = 0; start < per_rank; start += mb) {
+    ApplyControl(st.cfg, 0, st.cfg.steps, st.rank, &inputs, &st.routing);  // a control removes it here too
+    Batch batch = data.GetHeldOut(st.rank * per_rank + start, std::min(mb, per_rank - start));
+    local += ForwardLoss(st, g, batch, scale, inputs, runners).item<double>();
+  }
+  // Step 2: the global mean (each rank's sum is already scaled by 1 / (W x seq)).
+  at::Tensor red = at::tensor({local}, at::kDouble).to(st.dev);
+  g.world.AllReduceSum(red);
+  return red[0].item<double>();
 }
 
 }  // namespace onboard::backends

@@ -18,6 +18,7 @@
 #include "backends/probe_step_codec.h"
 #include "backends/probe_worker_state.h"
 #include "backends/tensor_memory_compat.h"
+#include "validators/learning_verdict.h"
 
 namespace onboard {
 namespace {
@@ -111,8 +112,21 @@ class StepStream {
   std::ofstream f_;
 };
 
-// Step 4a (LoRA): base phase. Full training of the base for base_steps on the related source
-// task (copy over the next copy_symbols letters), then freeze it and train only the adapters.
+// Step 4a helper: the base is competent on its copy source task (probe_schedule.h): the mean
+// accuracy of the last LearningCriteria::window steps reaches min_accuracy. Every rank sees the
+// same reduced accuracies, so all stop at the same step.
+bool BaseCompetent(const ProbeConfig& c, const std::vector<ProbeStep>& steps) {
+  const LearningCriteria bar;
+  const size_t w = static_cast<size_t>(bar.window);
+  if (c.task != ProbeTask::kCopy || steps.size() < w) return false;
+  double sum = 0;
+  for (size_t i = steps.size() - w; i < steps.size(); ++i) sum += steps[i].accuracy;
+  return sum / static_cast<double>(w) >= bar.min_accuracy;
+}
+
+// Step 4a (LoRA): base phase. Full training of the base on the related source task (copy over
+// the next copy_symbols letters) until it is competent, at most kLoraBaseMaxFactor x base_steps;
+// then freeze it and train only the adapters.
 Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
   const int64_t symbol_offset = backends::LoraSourceSymbolOffset(st.cfg);
   std::vector<ProbeStep> steps;
@@ -122,19 +136,23 @@ Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
   if (st.base_steps <= 0) return Status::Ok();
   ProbeConfig bcfg = st.cfg;
   bcfg.mode = FinetuneMode::kFull;
-  bcfg.steps = st.base_steps;
+  bcfg.steps = st.base_steps * backends::kLoraBaseMaxFactor;  // the schedule spans the maximum
   bcfg.warmup = std::min(st.cfg.warmup, std::max<int64_t>(1, st.base_steps / 4));
   bcfg.lr = st.cfg.lr / backends::kLoraLrScale;                    // full training of the base: the full-mode rate
   if (bcfg.control == kControlFrozenLora) bcfg.control.clear();  // the base itself trains
   backends::ProbeData source(st.spec, bcfg, symbol_offset, backends::kLoraSourceTargetShare);
   ONBOARD_RETURN_IF_ERROR(source.status());
-  for (int64_t step = 0; step < st.base_steps; ++step) {
+  bool competent = false;
+  for (int64_t step = 0; step < bcfg.steps && !competent; ++step) {
     steps.push_back(backends::TrainStep(st, g, source, bcfg, step, 0.0));
     PrintStep(st.rank, "base_step", steps.back());
     if (!std::isfinite(steps.back().loss))
       return Status(ErrorCode::kInternal, "LoRA base phase diverged at step " + std::to_string(step));
+    competent = BaseCompetent(bcfg, steps);
   }
   (*base_phase)["steps"] = StepsJson(steps);
+  (*base_phase)["planned_steps"] = st.base_steps;
+  (*base_phase)["competent"] = competent;
   backends::FreezeBaseForAdapters(&st);
   return Status::Ok();
 }
@@ -195,6 +213,11 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     ONBOARD_RETURN_IF_ERROR(stream.Append(steps.back()));
     if (!std::isfinite(steps.back().loss)) break;  // every rank sees the same reduced loss: all stop together
   }
+  // Step 4c (text): the loss on the held-out split, which no step trained on.
+  json held_out = nullptr;
+  if (cfg.task == ProbeTask::kText)
+    held_out = {{"loss", backends::HeldOutLoss(st, g, data, st.lora_scale)},
+                {"windows", data.HeldOutWindows()}};
   g.world.Barrier();  // nobody leaves (and tears down a store it serves) while others still talk
 
   // Step 5: result file.
@@ -211,7 +234,8 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
                 {"lora", counts.lora},
                 {"trainable", counts.trainable}}},
               {"steps", StepsJson(steps)},
-              {"base_phase", base_phase}};
+              {"base_phase", base_phase},
+              {"held_out", held_out}};
   return WriteResult(a.out_file, out);
 }
 

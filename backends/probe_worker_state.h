@@ -28,6 +28,7 @@
 
 #include "backends/c10d_compat.h"
 #include "backends/probe_data.h"
+#include "backends/probe_schedule.h"
 #include "backends/probe_tp.h"
 #include "backends/proxy_model.h"
 
@@ -105,5 +106,9 @@ void FreezeBaseForAdapters(WorkerState* st);
 // scale `lora_scale`. Returns this rank's step record (probe_train_step.cpp).
 ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
                     int64_t step, double lora_scale);
+
+// Text task: mean loss (nats per target byte, global over the ranks) of the current weights on the
+// held-out windows (probe_text_split.h), forward only, never trained on. Every rank calls it.
+double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, double lora_scale);
 
 }  // namespace onboard::backends

@@ -17,8 +17,9 @@ namespace {
 struct RunOptions {
   std::string model, topology, mode = "lora", out, templates, templates_dir, base_dtype = "bf16";
   int64_t lora_rank = 16, seq = 4096, global_batch = 0;
-  int max_rounds = 3, probe_ranks = 2, probe_steps = 12, threads = 2;
-  double lr = 3e-3;
+  int max_rounds = 3, probe_ranks = 2, threads = 2;
+  int probe_steps = 0;  // 0 = the probe recipe's (DefaultProbeConfig)
+  double lr = 0;        // 0 = the probe recipe's
   bool no_probe = false, no_kernels = false, json = false;
 };
 
@@ -89,8 +90,8 @@ int RunRun(const RunOptions& o) {
   req.max_rounds = o.max_rounds;
   req.threads = o.threads;
   req.probe.ranks = o.probe_ranks;
-  req.probe.steps = o.probe_steps;
-  req.probe.learning_rate = o.lr;
+  if (o.probe_steps != 0) req.probe.steps = o.probe_steps;
+  if (o.lr != 0) req.probe.learning_rate = o.lr;
   req.probe.enabled = !o.no_probe;
   req.generate_kernels = !o.no_kernels;
 
@@ -133,8 +134,13 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                                      "template data directory (default $ONBOARD_TEMPLATES_DIR or built-in)");
                       sub.add_option("--max-rounds", o->max_rounds, "probe/adjust rounds")->capture_default_str();
                       sub.add_option("--probe-ranks", o->probe_ranks, "probe processes")->capture_default_str();
-                      sub.add_option("--probe-steps", o->probe_steps, "steps per probe round")->capture_default_str();
-                      sub.add_option("--probe-lr", o->lr, "starting probe learning rate")->capture_default_str();
+                      sub.add_option(
+                          "--probe-steps", o->probe_steps,
+                          "steps per probe round (LoRA: adapter steps; default: the probe recipe's, "
+                          "as `onboard probe`)");
+                      sub.add_option("--probe-lr", o->lr,
+                                     "starting probe peak learning rate (LoRA: the adapters'; default: the "
+                                     "probe recipe's, as `onboard probe`)");
                       sub.add_option("--threads", o->threads, "plan search threads")->capture_default_str();
                       sub.add_flag("--no-probe", o->no_probe, "skip the training probes");
                       sub.add_flag("--no-kernels", o->no_kernels, "skip kernel generation and checks");

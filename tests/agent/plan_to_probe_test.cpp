@@ -13,6 +13,27 @@ const ProbeFactor* Find(const ProbeLayout& L, const std::string& name) {
   return nullptr;
 }
 
+// The probe recipe's 16 sequences per rank under the demo plan's 32 micro-batches: two micro-steps
+// (the accumulation path) of 8, not 16 of 1 (9x the step time, plan_to_probe.h); the factor says why.
+TEST(ApplyPlanToProbe, MicroStepsAreCappedWhereEachMoreCostsAWholeForwardBackward) {
+  Plan p;
+  p.deg.dp_shard = 2;
+  p.deg.ep = 2;
+  p.num_micro_batches = 32;
+  auto L = ApplyPlanToProbe(p, 2, 16, 8);
+  ASSERT_TRUE(L.ok()) << L.status().ToString();
+  EXPECT_EQ(L->micro_steps, kMaxProbeMicroSteps);
+  EXPECT_EQ(L->micro_batch, 16 / kMaxProbeMicroSteps);
+  ASSERT_NE(Find(*L, "micro_batches"), nullptr);
+  EXPECT_NE(Find(*L, "micro_batches")->reason.find("capped at 2 micro-steps"), std::string::npos)
+      << Find(*L, "micro_batches")->reason;
+  p.num_micro_batches = 1;  // a plan without accumulation keeps one micro-step, with nothing to say
+  L = ApplyPlanToProbe(p, 2, 16, 8);
+  ASSERT_TRUE(L.ok());
+  EXPECT_EQ(L->micro_steps, 1);
+  EXPECT_TRUE(Find(*L, "micro_batches")->reason.empty());
+}
+
 TEST(ApplyPlanToProbe, DemoPlanKeepsEpAndShardingAndExplainsTheRest) {
   Plan p;  // the demo's chosen plan: tp=4 x fsdp=32 x ep=128, 32 micro-batches, sequence parallel
   p.deg.tp = 4;

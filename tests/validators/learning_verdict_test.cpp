@@ -82,6 +82,27 @@ TEST(LearningVerdict, SpikeBelowTheBaselineIsNotADivergence) {
   EXPECT_EQ(CheckLearning(l, acc, kCopy32, {})->verdict, ConvergenceVerdict::kDiverged);
 }
 
+// Text: the held-out loss decides, against the held-out bigram (strictly below). The same falling
+// training curve passes with a held-out loss under the bigram, is not_learned between bigram and
+// unigram (e.g. a model that learned byte pairs only), and never passes without a held-out loss.
+TEST(LearningVerdict, TextNeedsTheHeldOutLossBelowTheBigram) {
+  TaskBaselines text{3.2, std::numeric_limits<double>::quiet_NaN(), false};
+  text.bigram_nats = 2.5;
+  const std::vector<double> l = Decay(40, 5.5, 1.0);  // the training loss fell far below both
+  auto r = CheckLearning(l, {}, text, {}, 2.3);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->verdict, ConvergenceVerdict::kConverged) << r->message;
+  EXPECT_DOUBLE_EQ(r->final_loss, 2.3);
+  EXPECT_DOUBLE_EQ(r->loss_target, 2.5);
+  EXPECT_NE(r->message.find("held-out loss 2.3"), std::string::npos) << r->message;
+  EXPECT_EQ(CheckLearning(l, {}, text, {}, 2.5)->verdict, ConvergenceVerdict::kNotLearned);  // strict
+  EXPECT_EQ(CheckLearning(l, {}, text, {}, 2.9)->verdict, ConvergenceVerdict::kNotLearned);
+  EXPECT_NE(CheckLearning(l, {}, text, {})->verdict, ConvergenceVerdict::kConverged);  // not measured
+  // A flat curve at the uniform level with a held-out loss above the unigram: not converged.
+  EXPECT_EQ(CheckLearning(std::vector<double>(40, 5.5), {}, text, {}, 5.5)->verdict,
+            ConvergenceVerdict::kPlateau);
+}
+
 TEST(LearningVerdict, BadInputNamesTheField) {
   EXPECT_EQ(CheckLearning({1.0, 0.5}, {1.0}, kCopy32, {}).status().code(), ErrorCode::kBadInput);
   LearningCriteria c;

@@ -1,0 +1,34 @@
+// The agent's probe recipe (see probe_recipe.h).
+#include "agent/probe_recipe.h"
+
+#include <algorithm>
+
+namespace onboard::agent {
+
+ProbeConfig ProbeRecipe(const RunRequest& req) {
+  const ProbeSettings& s = req.probe;
+  // Step 1: the mode's recipe, the one home of the probe's training numbers.
+  ProbeConfig c = DefaultProbeConfig(req.mode);
+  c.ranks = s.ranks;
+  // Step 2: a shorter (or longer) run keeps the recipe's shape: warm-up at most a quarter of the
+  // steps, and a LoRA base phase in proportion to the adapter steps.
+  if (s.steps) {
+    c.steps = *s.steps;
+    c.warmup = std::min<int64_t>(c.warmup, std::max<int64_t>(1, c.steps / 4));
+    if (req.mode == FinetuneMode::kLoRA) c.base_steps = -1;
+  }
+  if (s.seq) c.seq = *s.seq;
+  // Step 3: the global batch as whole sequences per rank (the recipe's batch / ranks, >= 1).
+  const int64_t per_rank = s.micro_batch ? *s.micro_batch : std::max<int64_t>(1, c.batch / s.ranks);
+  c.batch = per_rank * s.ranks;
+  if (s.learning_rate) c.lr = *s.learning_rate;
+  if (s.grad_clip) c.clip = *s.grad_clip;
+  // Step 4: what is the run's, not the recipe's.
+  c.seed = s.seed;
+  c.timeout_s = s.timeout_s;
+  c.worker_binary = s.worker_binary;
+  c.threads_per_rank = 1;
+  return c;
+}
+
+}  // namespace onboard::agent

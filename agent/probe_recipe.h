@@ -1,0 +1,27 @@
+// The agent's probe recipe: the probe's own tuned recipe for the run's mode (DefaultProbeConfig,
+// backends/probe_schedule.cpp: steps, seq, batch, lr, warm-up, clip, LoRA base phase and adapter
+// rank), with the request's explicit overrides (agent::ProbeSettings) on top. It is the one place
+// the loop gets training numbers from: `onboard probe` and `onboard run` train the same recipe.
+// What the loop itself varies stays outside: the layout (agent/plan_to_probe.h), the knobs the
+// rules change (lr, clip, step scale, expert placement, kernel fallbacks) and the round's folder.
+//
+// Overrides (each unset field keeps the recipe's value):
+//   steps        recorded steps (LoRA: adapter steps); the warm-up is then at most a quarter of
+//                them (as the LoRA base phase does), and a LoRA base phase follows the steps
+//                (ProbeConfig::base_steps = -1: ceil(kLoraBaseFraction x steps), backends/probe_schedule.h)
+//   seq          tokens per sequence
+//   micro_batch  sequences per rank per step (the recipe: batch / ranks, at least 1)
+//   learning_rate, grad_clip   peak lr (LoRA: the adapters' rate) and clip norm
+// Units: steps, tokens, sequences; lr dimensionless.
+#pragma once
+
+#include "agent/orchestrator.h"
+#include "backends/probe.h"
+
+namespace onboard::agent {
+
+// The probe configuration every round starts from (ranks, recipe, overrides, seed, timeout and
+// worker binary). Layout fields (ep, fsdp, micro_batch) are left at their "all ranks" defaults.
+ProbeConfig ProbeRecipe(const RunRequest& req);
+
+}  // namespace onboard::agent
