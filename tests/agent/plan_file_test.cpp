@@ -20,10 +20,11 @@ TEST(PlanFile, ReadsTheSearchResultsBestPlan) {
   EXPECT_TRUE(p->deg.sequence_parallel);
   EXPECT_EQ(p->mode, FinetuneMode::kLoRA);
   EXPECT_EQ(p->recompute.at("KDA"), Recompute::kNone);
-  // Scaled to 4 ranks (the example): ep=4 of the proxy's 8 experts, recompute kept.
+  // Scaled to 4 ranks (the example): tp=2 x ep=2 of the proxy's 8 experts, recompute kept.
   Expected<ProbeLayout> L = ApplyPlanToProbe(*p, 4, 8, 8);
   ASSERT_TRUE(L.ok());
-  EXPECT_EQ(L->ep, 4);
+  EXPECT_EQ(L->tp, 2);
+  EXPECT_EQ(L->ep, 2);
   EXPECT_EQ(L->recompute.at("KDA"), Recompute::kNone);
 }
 

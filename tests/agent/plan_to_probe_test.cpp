@@ -48,8 +48,9 @@ TEST(ApplyPlanToProbe, DemoPlanKeepsEpAndShardingAndExplainsTheRest) {
   EXPECT_EQ(L->ep, 2);
   EXPECT_EQ(L->fsdp, 2);
   EXPECT_EQ(L->replicas, 1);
-  EXPECT_EQ(L->micro_steps, 4);  // each TP group trains 2 ranks x 2 sequences
-  EXPECT_EQ(L->micro_batch, 1);
+  // Each TP group trains 2 ranks x 2 sequences, in at most kMaxProbeMicroSteps = 2 micro-steps.
+  EXPECT_EQ(L->micro_steps, 2);
+  EXPECT_EQ(L->micro_batch, 2);
   ASSERT_NE(Find(*L, "tp"), nullptr);
   EXPECT_TRUE(Find(*L, "tp")->reason.empty()) << Find(*L, "tp")->reason;  // scaled, structure kept
   for (const char* f : {"sequence_parallel", "micro_batches"}) {

@@ -47,7 +47,9 @@ TEST(ProbePlanCli, PlanScaledToTheRanksAndRun) {
                       clitest::Capture::kStdout);
   EXPECT_TRUE(r.code == 0 || r.code == 7) << r.out;  // 3 steps: it runs, it need not converge
   EXPECT_NE(r.out.find("-> probe on 2 ranks"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("ep: plan 128 -> probe 2"), std::string::npos) << r.out;
+  // 2 ranks: the plan's tp=4 runs as tp=2, which leaves one data-parallel rank, so ep=1, said.
+  EXPECT_NE(r.out.find("tp: plan 4 -> probe 2"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ep: plan 128 -> probe 1 (no ep >= 2 divides"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("recompute: plan none -> probe *=none,DSA=none,KDA=none,MLP=none,MoE=none"),
             std::string::npos)
       << r.out;
