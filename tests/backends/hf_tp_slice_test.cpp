@@ -191,8 +191,9 @@ TEST(HfTpLoad, EachRankReadsOnlyItsRowsOrColumns) {
           cut.push_back(LayerTensors(TpShardLayer(cfg->ir.layers[i], full->layers[i], tp, r).weights));
           for (size_t k = 0; k < mine[i].size(); ++k) {
             ASSERT_EQ(mine[i][k].defined(), cut[i][k].defined()) << type << " layer " << i << " tensor " << k;
-            if (mine[i][k].defined())
+            if (mine[i][k].defined()) {
               EXPECT_TRUE(torch::equal(mine[i][k], cut[i][k])) << type << " layer " << i << " tensor " << k;
+            }
           }
         }
         // Step 2: bytes read from the mapping = bytes the rank holds (whole-then-slice would read more).
