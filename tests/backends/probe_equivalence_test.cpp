@@ -17,15 +17,11 @@
 namespace onboard {
 namespace {
 
+using testing_probe::Losses;
+using testing_probe::MaxRelDiff;
 using testing_probe::SmallConfig;
-using testing_probe::TempDir;
 using testing_probe::SmallSpec;
-
-std::vector<double> Losses(const ProbeResult& r) {
-  std::vector<double> l;
-  for (const ProbeStep& s : r.steps) l.push_back(s.loss);
-  return l;
-}
+using testing_probe::TempDir;
 
 void ExpectSameCurve(const std::vector<double>& a, const std::vector<double>& b, const std::string& what) {
   ASSERT_EQ(a.size(), b.size()) << what;
@@ -78,12 +74,6 @@ TEST(ProbeEquivalence, Fp32TwoProcessesMatchOneProcess) {
   Expected<ProbeResult> two = RunProbeSpec(spec, SmallConfig(2, TempDir("f2")));
   ASSERT_TRUE(two.ok()) << two.status().ToString();
   ExpectSameCurve(Losses(*two), Losses(*one), "2 ranks fp32");
-}
-
-double MaxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  return m;
 }
 
 // fp32 with a fixed micro-batch (2 sequences; 4 micro-batches per step): the one process

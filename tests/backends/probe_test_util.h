@@ -3,8 +3,11 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "backends/probe.h"
 
@@ -59,6 +62,21 @@ inline ProbeConfig SmallConfig(int64_t ranks, const std::string& out) {
   c.out_dir = out;
   c.worker_binary = std::string(ONBOARD_BINARY_DIR) + "/onboard";
   return c;
+}
+
+// The recorded loss curve of a probe (one value per step, nats).
+inline std::vector<double> Losses(const ProbeResult& r) {
+  std::vector<double> l;
+  for (const ProbeStep& s : r.steps) l.push_back(s.loss);
+  return l;
+}
+
+// Largest relative difference between two loss curves (infinite when their lengths differ).
+inline double MaxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = a.size() == b.size() ? 0 : INFINITY;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
+    m = std::max(m, std::abs(a[i] - b[i]) / std::abs(b[i]));
+  return m;
 }
 
 }  // namespace onboard::testing_probe

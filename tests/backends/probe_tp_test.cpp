@@ -21,22 +21,11 @@
 namespace onboard {
 namespace {
 
+using testing_probe::Losses;
+using testing_probe::MaxRelDiff;
 using testing_probe::SmallConfig;
 using testing_probe::SmallSpec;
 using testing_probe::TempDir;
-
-std::vector<double> Losses(const ProbeResult& r) {
-  std::vector<double> l;
-  for (const ProbeStep& s : r.steps) l.push_back(s.loss);
-  return l;
-}
-
-double MaxRelDiff(const std::vector<double>& a, const std::vector<double>& b) {
-  double m = a.size() == b.size() ? 0 : INFINITY;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    m = std::max(m, std::abs(a[i] - b[i]) / std::abs(b[i]));
-  return m;
-}
 
 // fp32, 2 sequences per micro-batch: 4 micro-batches per step on every layout.
 ProbeConfig Cfg(int64_t ranks, int64_t tp, const std::string& dir) {
