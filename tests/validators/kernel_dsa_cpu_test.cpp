@@ -66,13 +66,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{4, 2, 64, 64, 4, 64, 24, 8, 1, 150, false, true},       // T > k
                       Case{4, 2, 64, 64, 4, 64, 24, 8, 1, 11, false, true}));      // T < k
 
-// The indexer's streaming top-k prunes each query's candidates to TOPK whenever a key tile may no
-// longer fit (codegen/kernels/dsa_index_cpu.h). With index keys repeating every 5 positions the scores
-// take 5 values per query, so nearly every pruning cuts through a tie, which only the index order can
-// break: the selections must equal the reference's (score desc, index asc), T = 700 >> the 2*TOPK
-// candidates kept, across two batches.
-TEST(DsaKernelIndexTest, StreamingTopKBreaksTiesByIndexLikeTheReference) {
-  setenv("ONBOARD_KERNEL_CACHE", ONBOARD_BINARY_DIR "/kernel-cache", 0);
+// The 4-head, 64-wide DSA layer (top-24 of 8-key blocks) of the index and ABI tests below.
+DsaSpec SmallIndexSpec() {
   DsaSpec spec;
   spec.num_heads = 4;
   spec.num_kv_heads = 2;
@@ -81,6 +76,17 @@ TEST(DsaKernelIndexTest, StreamingTopKBreaksTiesByIndexLikeTheReference) {
   spec.index_head_dim = 64;
   spec.topk = 24;
   spec.block = 8;
+  return spec;
+}
+
+// The indexer's streaming top-k prunes each query's candidates to TOPK whenever a key tile may no
+// longer fit (codegen/kernels/dsa_index_cpu.h). With index keys repeating every 5 positions the scores
+// take 5 values per query, so nearly every pruning cuts through a tie, which only the index order can
+// break: the selections must equal the reference's (score desc, index asc), T = 700 >> the 2*TOPK
+// candidates kept, across two batches.
+TEST(DsaKernelIndexTest, StreamingTopKBreaksTiesByIndexLikeTheReference) {
+  setenv("ONBOARD_KERNEL_CACHE", ONBOARD_BINARY_DIR "/kernel-cache", 0);
+  DsaSpec spec = SmallIndexSpec();
   auto gen = codegen::GenerateDsa(spec, {});
   ASSERT_TRUE(gen.ok()) << gen.status().ToString();
   auto lib = codegen::LoadCpuKernel(*gen);
@@ -107,14 +113,7 @@ TEST(DsaKernelIndexTest, StreamingTopKBreaksTiesByIndexLikeTheReference) {
 // A null required pointer is refused (2), never dereferenced.
 TEST(DsaKernelAbiTest, NullPointersAndBadDimsAreRefused) {
   setenv("ONBOARD_KERNEL_CACHE", ONBOARD_BINARY_DIR "/kernel-cache", 0);
-  DsaSpec spec;
-  spec.num_heads = 4;
-  spec.num_kv_heads = 2;
-  spec.head_dim = spec.v_head_dim = 64;
-  spec.index_heads = 4;
-  spec.index_head_dim = 64;
-  spec.topk = 24;
-  spec.block = 8;
+  DsaSpec spec = SmallIndexSpec();
   spec.sink = true;
   auto gen = codegen::GenerateDsa(spec, {});
   ASSERT_TRUE(gen.ok());
