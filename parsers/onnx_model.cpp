@@ -8,6 +8,7 @@
 // Step 6  head (linear to vocab outside the layers; tied when it reads the embedding or a transposed
 //         copy of it), final norm, decoder vs encoder (causal mask: Trilu / Range comparisons).
 // Step 7  parameters no IR field models (head bias, pooler, embedding norm) -> ModelIR::extra_params.
+// Step 8  the IR's parameter count (ComputeStats) against the graph's: a gap is a warning.
 #include "parsers/onnx_model.h"
 
 #include <algorithm>
@@ -193,6 +194,7 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
   int last_layer_node = -1;
   for (const LayerNodes& ln : layers) {
     LayerFacts f = AnalyzeLayer(g, p, ln, ir.hidden);
+    if (f.error) return BadInput(origin, f.error->field, f.error->problem, f.error->value);
     f.spec.index = int64_t(ir.layers.size());
     ir.layers.push_back(f.spec);
     attributed.insert(f.params.begin(), f.params.end());
@@ -248,6 +250,11 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
   info.unique_params = p.total;
   info.shared_initializers = p.shared;
   if (!ModelSizeFitsInt64(ir)) return BadInput(origin, "graph.initializer", "parameter count overflows int64");
+  // Step 8: the IR's parameter formulas against the graph's weights; a gap is a module the formulas
+  // model otherwise (e.g. a KDA op without the dt_bias / o_norm the IR's KDA formula counts).
+  if (const int64_t modelled = ComputeStats(ir, 1).total_params; modelled != p.total)
+    ir.warnings.push_back("the IR's parameter formulas count " + std::to_string(modelled) + ", the graph's weights " +
+                          std::to_string(p.total) + " (IR - graph = " + std::to_string(modelled - p.total) + ")");
   return info;
 }
 

@@ -10,7 +10,9 @@ The graph is a real torch.onnx.export. Each layer is pre-norm (RMSNorm) -> q/k/v
 the KDA recurrence as ONE custom-domain op (com.onboard::ChunkKDA, what a fused kernel's symbolic()
 emits), fed by the per-channel decay gate g = -exp(A) * softplus(f_proj(h)) and the beta
 sigmoid(b_proj(h)) -> output gate sigmoid(g_proj(h)) * o -> o_proj -> residual -> RMSNorm -> SwiGLU.
-The truth file records, per layer, which sigmoid feeds the kernel and whether it may fuse:
+The truth file records the mixer every layer has ("mixer": heads, head dims, gate form, as the ONNX
+layer analysis must read them from the op and its projections) and, per layer, which sigmoid feeds
+the kernel and whether it may fuse:
   layer 0: beta's sigmoid is read only by the kernel            -> sigmoid->kernel fusable
   layer 1: beta also scales v before the kernel (a 2nd reader)  -> sigmoid->kernel blocked
   every layer: the output gate's sigmoid feeds a Mul, no kernel -> no sigmoid->kernel match
@@ -191,6 +193,10 @@ def main():
     torch.manual_seed(0)
     export(Model().eval(), "kda_gated_tiny", out_dir, {
         "kernel_op": "com.onboard::ChunkKDA",
+        # What the layer analysis must read from the op and its projections (every layer).
+        "mixer": {"kind": "KDA", "num_heads": HEADS, "head_dim": HEAD_DIM, "num_v_heads": HEADS,
+                  "v_head_dim": HEAD_DIM, "gate_form": "original", "full_rank_gate": True,
+                  "output_gate": True, "mlp": "swiglu", "intermediate_size": FFN},
         "sigmoid_into_kernel": [{"layer": 0, "fusable": True}, {"layer": 1, "fusable": False}],
     })
     torch.manual_seed(1)

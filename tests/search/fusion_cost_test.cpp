@@ -12,12 +12,14 @@
 namespace onboard {
 namespace {
 
+// The bytes of every term of kind `k` in layer i (the KDA prologue is three terms).
 double PlanTerm(const ModelIR& m, size_t i, FusionKind k, int64_t seq) {
   FusionOptions o;
   o.seq = seq;
+  double b = 0;
   for (const FusionTerm& t : PlanLayerFusions(m, m.layers[i], o).terms)
-    if (t.kind == k) return t.bytes_saved;
-  return 0;
+    if (t.kind == k) b += t.bytes_saved;
+  return b;
 }
 
 TEST(FusionCost, UnfusedKdaAndDsaLayersKeepHalfThePlanBytes) {
