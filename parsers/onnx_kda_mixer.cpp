@@ -17,8 +17,10 @@
 //         the bounded form (lower bound = the negative constant it is scaled by), neither = g is
 //         already the log decay; full-rank when g's linear reads the hidden state.
 // Step 4  output: o = the one linear downstream of the op; a Sigmoid upstream of o that the op does
-//         not read = the output gate; every linear upstream of o is the mixer's. A depthwise Conv on
-//         the q/k/v paths gives the short-conv width (its weight's last dim).
+//         not read = the output gate; every linear upstream of o is the mixer's, and so is every
+//         linear upstream of those (low-rank f_a -> f_b, g_a -> g_b). A depthwise Conv on the q/k/v
+//         paths gives the short-conv width (its weight's last dim). A head-wide norm in the layer is
+//         the mixer's o_norm (onnx_layer_analysis.cpp Step 2), not a q/k norm.
 // A malformed op (Step 1 and the width checks of Step 2) is an error naming the node and field; a
 // layer without the op is left to the softmax-attention step. Units: widths and dims in elements.
 #include <algorithm>
@@ -174,6 +176,16 @@ bool AnalyzeKdaMixer(const Ctx& c, const LayerNodes& layer, int64_t hidden, std:
     attn_nodes->insert(o_seen.begin(), o_seen.end());
     for (int n : o_seen)
       if (Op(c, n) == "Sigmoid" && !mixer_in.count(n)) a.output_gate = true;
+  }
+  // Low-rank projections (f_b(f_a(h)), g_b(g_a(h))): the linears feeding the mixer's linears are the
+  // mixer's too (the walk stops at the first linear of each path).
+  for (std::vector<int> todo(attn_linears->begin(), attn_linears->end()); !todo.empty();) {
+    const int l = todo.back();
+    todo.pop_back();
+    std::set<int> l_seen;
+    for (int up : LinearsUpstream(c, {c.g.node(l).input(0)}, &l_seen))
+      if (attn_linears->insert(up).second) todo.push_back(up);
+    attn_nodes->insert(l_seen.begin(), l_seen.end());
   }
   std::set<int> qkv_nodes = seen[0];
   qkv_nodes.insert(seen[1].begin(), seen[1].end());

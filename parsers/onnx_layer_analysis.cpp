@@ -204,9 +204,11 @@ LayerFacts AnalyzeLayer(const GraphIndex& g, const ParamTable& p, const LayerNod
     }
   }
 
-  // Step 2: norms (layer width = hidden; head_dim width inside attention = qk-norm).
+  // Step 2: norms (layer width = hidden; head_dim width inside attention = qk-norm, inside a KDA
+  // mixer = its per-head o_norm, which the IR's KDA formula counts).
   spec.norms = 0;
   for (const NormInstance& ni : FindNorms(c, layer.nodes)) {
+    if (kda && ni.width > 0 && ni.width == spec.attn.v_head_dim && ni.width != hidden) continue;
     if (ni.width > 0 && ni.width == spec.attn.head_dim && ni.width != hidden) {
       spec.attn.qk_norm = true;
       continue;

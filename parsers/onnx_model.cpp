@@ -240,7 +240,10 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
       if (IsParam(p, in)) attributed.insert(in);
     break;
   }
-  ir.family = HasCausalMask(g) ? "decoder" : "encoder";
+  // A KDA recurrence is causal by construction: its graph needs no mask.
+  const bool recurrent = std::any_of(ir.layers.begin(), ir.layers.end(),
+                                     [](const LayerSpec& l) { return l.attn.kind == MixerKind::kKDA; });
+  ir.family = HasCausalMask(g) || recurrent ? "decoder" : "encoder";
 
   // Step 7: parameters no field models.
   for (const auto& [name, n] : p.numel)

@@ -97,6 +97,17 @@ TEST(OnnxKdaMixer, ParameterFormulaGapIsAWarningWithBothCounts) {
   EXPECT_EQ(Warnings(llama->ir).find("parameter formulas"), std::string::npos) << Warnings(llama->ir);
 }
 
+// kda_kimi_tiny (the Kimi Linear layer: low-rank gate and output gate, o_norm): the low-rank gates'
+// first projections (f_a, g_a) belong to the mixer, not to the MLP, whose 3 linears alone remain.
+TEST(OnnxKdaMixer, LowRankGateProjectionsAreTheMixersNotTheMlps) {
+  auto info = AnalyzeOnnxFile(kData + "kda_kimi_tiny.onnx");
+  ASSERT_TRUE(info.ok()) << info.status().ToString();
+  std::string notes;
+  for (const auto& n : info->notes) notes += n + "\n";
+  EXPECT_NE(notes.find("layer 0: dense MLP, 3 linears, width 128"), std::string::npos) << notes;
+  EXPECT_NE(notes.find("gate bounded low-rank"), std::string::npos) << notes;
+}
+
 TEST(OnnxKdaMixer, GraphWithoutTheOpOrWithAnotherOpNameIsNoKda) {
   {
     onnx::ModelProto m = LoadKda();
