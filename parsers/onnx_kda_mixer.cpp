@@ -58,8 +58,8 @@ void ReadGate(const Ctx& c, const std::set<int>& g_nodes, const std::set<int>& g
         if (auto v = ConstScalar(c.g, in); v && *v < 0) a->gate_lower_bound = *v;
     }
   }
-  a->full_rank_gate = std::any_of(g_linears.begin(), g_linears.end(),
-                                  [&](int n) { return c.linears.at(n).in == hidden; });
+  a->full_rank_gate =
+      std::any_of(g_linears.begin(), g_linears.end(), [&](int n) { return c.linears.at(n).in == hidden; });
 }
 
 // Step 4: the short causal conv width from a Conv on the q/k/v paths (weight [C, 1, W]).
@@ -71,7 +71,6 @@ int64_t ConvWidth(const Ctx& c, const std::set<int>& qkv_nodes) {
   }
   return 0;
 }
-
 
 // Steps 1-2 for the op at `op`: its attributes and the q/k/v widths into `a`; false with f->error set
 // when the op is malformed. `seen`/`ups`: per input, the nodes walked and the linears found upstream.
@@ -113,7 +112,8 @@ bool ReadKdaShape(const Ctx& c, int op, std::set<int> (&seen)[kKdaInputs], std::
                 "disagrees with q width " + std::to_string(q.out) + " / num_heads " + std::to_string(H),
                 std::to_string(want));
   if (k.out != q.out)
-    return fail("input(1)", "k projection width must equal q's " + std::to_string(q.out), std::to_string(k.out));
+    return fail("input(1)", "k projection width must equal q's " + std::to_string(q.out),
+                std::to_string(k.out));
   if (v.out % HV != 0)
     return fail("attribute.num_v_heads", "does not divide the v projection width " + std::to_string(v.out),
                 std::to_string(HV));
@@ -139,8 +139,9 @@ bool AnalyzeKdaMixer(const Ctx& c, const LayerNodes& layer, int64_t hidden, std:
   for (int n : layer.nodes) {
     if (!IsKdaKernelOp(c.g.node(n))) continue;
     if (op >= 0) {
-      f->error = LayerError{"graph.node[" + c.g.node(n).name() + "].op_type", "a second KDA kernel op in one layer",
-                            c.g.node(op).name() + " and " + c.g.node(n).name()};
+      f->error =
+          LayerError{"graph.node[" + c.g.node(n).name() + "].op_type", "a second KDA kernel op in one layer",
+                     c.g.node(op).name() + " and " + c.g.node(n).name()};
       return true;
     }
     op = n;

@@ -25,7 +25,7 @@ bool IsNormNode(const GraphIndex& g, int n);
 
 // A malformed layer (e.g. a KDA kernel op without num_heads): the reader returns it as kBadInput.
 struct LayerError {
-  std::string field;    // "graph.node[/layers.0/self_attn/ChunkKDA].attribute.num_heads"
+  std::string field;  // "graph.node[/layers.0/self_attn/ChunkKDA].attribute.num_heads"
   std::string problem;
   std::string value;
 };

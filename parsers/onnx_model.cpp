@@ -256,8 +256,9 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
   // Step 8: the IR's parameter formulas against the graph's weights; a gap is a module the formulas
   // model otherwise (e.g. a KDA op without the dt_bias / o_norm the IR's KDA formula counts).
   if (const int64_t modelled = ComputeStats(ir, 1).total_params; modelled != p.total)
-    ir.warnings.push_back("the IR's parameter formulas count " + std::to_string(modelled) + ", the graph's weights " +
-                          std::to_string(p.total) + " (IR - graph = " + std::to_string(modelled - p.total) + ")");
+    ir.warnings.push_back("the IR's parameter formulas count " + std::to_string(modelled) +
+                          ", the graph's weights " + std::to_string(p.total) +
+                          " (IR - graph = " + std::to_string(modelled - p.total) + ")");
   return info;
 }
 

@@ -29,9 +29,11 @@ std::string CostValue(const json& f) {
   const json& c = f.at("cost_model");
   const double fs = JsonAt(c, "fused_step_s").get<double>(), us = JsonAt(c, "unfused_step_s").get<double>();
   return "In the cost model the final plan's step takes " + FmtSeconds(fs) + " with fused kernels and " +
-         FmtSeconds(us) + " unfused (softmax scores stored, KDA prologue and DSA indexer as separate kernels: " +
-         FmtPct(fs > 0 ? us / fs - 1 : 0) + " longer); activations " + FmtGiB(JsonAt(c, "fused_activation_bytes")) +
-         " vs " + FmtGiB(JsonAt(c, "unfused_activation_bytes")) + " per device.";
+         FmtSeconds(us) +
+         " unfused (softmax scores stored, KDA prologue and DSA indexer as separate kernels: " +
+         FmtPct(fs > 0 ? us / fs - 1 : 0) + " longer); activations " +
+         FmtGiB(JsonAt(c, "fused_activation_bytes")) + " vs " +
+         FmtGiB(JsonAt(c, "unfused_activation_bytes")) + " per device.";
 }
 
 // One table row per fusion term (and per chain the graph keeps unfused: `blocked` rows).

@@ -167,8 +167,10 @@ TEST(FusionPlanGraph, KdaExportPlansTheKdaPrologueAndBlocksOnlyTheSharedBetaSigm
   EXPECT_DOUBLE_EQ(kda_bytes(l1.terms, false), 2 * 64 * 4 + 2 * 128 * 2);
   ASSERT_EQ(CountKind(l1.blocked, FusionKind::kKdaPrologue), 1);
   EXPECT_TRUE(l1.blocked[0].beta_sigmoid);
-  EXPECT_NE(l1.blocked[0].blocked_by.find("/layers.1/self_attn/"), std::string::npos) << l1.blocked[0].blocked_by;
-  EXPECT_NE(FormatFusionPlan(*g).find("NOT fused: KDA prologue    beta sigmoid -> KDA kernel"), std::string::npos)
+  EXPECT_NE(l1.blocked[0].blocked_by.find("/layers.1/self_attn/"), std::string::npos)
+      << l1.blocked[0].blocked_by;
+  EXPECT_NE(FormatFusionPlan(*g).find("NOT fused: KDA prologue    beta sigmoid -> KDA kernel"),
+            std::string::npos)
       << FormatFusionPlan(*g);
 
   onnx::ModelProto mp = LoadProto(path);
