@@ -23,13 +23,16 @@ std::string Totals(const json& f) {
          JsonAt(f, "seq").dump() + ")";
 }
 
+// Seconds to 3 significant digits ("4.12 ms", "59.7 s"): close step times stay distinguishable.
+std::string Seconds3(double s) { return s < 1 ? FmtSig(s * 1e3) + " ms" : FmtSig(s) + " s"; }
+
 // "With fused kernels the final plan's step takes 1.23 s ..." (empty when the run has no cost values).
 std::string CostValue(const json& f) {
   if (!f.contains("cost_model")) return "";
   const json& c = f.at("cost_model");
   const double fs = JsonAt(c, "fused_step_s").get<double>(), us = JsonAt(c, "unfused_step_s").get<double>();
-  return "In the cost model the final plan's step takes " + FmtSeconds(fs) + " with fused kernels and " +
-         FmtSeconds(us) +
+  return "In the cost model the final plan's step takes " + Seconds3(fs) + " with fused kernels and " +
+         Seconds3(us) +
          " unfused (softmax scores stored, KDA prologue and DSA indexer as separate kernels: " +
          FmtPct(fs > 0 ? us / fs - 1 : 0) + " longer); activations " +
          FmtGiB(JsonAt(c, "fused_activation_bytes")) + " vs " +
