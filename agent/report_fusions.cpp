@@ -1,11 +1,35 @@
 // FusionsSection (see agent/report_fusions.h).
 #include "agent/report_fusions.h"
 
+#include "search/cost_model.h"
 #include "search/fusion_plan_graph.h"
 #include "search/fusion_plan_json.h"
 
 namespace onboard::agent {
+namespace {
 
+// Step 2: what the fusions are worth in the cost model (search/fusion_cost.h): the final plan's step
+// with fused kernels against the same plan with every fused attention-side kernel unfused (softmax
+// scores stored, the KDA prologue and the DSA indexer as separate kernels).
+void AddCostValue(const RunState& st, nlohmann::json* j) {
+  const PlanRound* pr = st.final_plan();
+  if (pr == nullptr || pr->request.attention_kernel == "unfused") return;
+  PlanRequest fused = pr->request;
+  fused.model = st.model;
+  PlanRequest unfused = fused;
+  unfused.attention_kernel = "unfused";
+  const Plan& p = pr->search.best.plan;
+  const PlanEstimate ef = EstimatePlan(MakeCostContext(fused), p);
+  const PlanEstimate eu = EstimatePlan(MakeCostContext(unfused), p);
+  (*j)["cost_model"] = {{"fused_step_s", ef.step_s},
+                        {"unfused_step_s", eu.step_s},
+                        {"fused_activation_bytes", ef.memory.activations},
+                        {"unfused_activation_bytes", eu.memory.activations}};
+}
+
+}  // namespace
+
+// Step 1: the plan (from the graph when there is one); Step 2: its value in the cost model.
 nlohmann::json FusionsSection(const RunState& st) {
   FusionOptions o;
   o.seq = st.req.seq;
@@ -19,6 +43,7 @@ nlohmann::json FusionsSection(const RunState& st) {
   }
   nlohmann::json j = FusionPlanJson(*plan, /*per_layer=*/false);
   j["source"] = from_graph ? "model IR + ONNX graph" : "model IR";
+  AddCostValue(st, &j);
   return j;
 }
 

@@ -1,5 +1,6 @@
 // AnalyzeLayer: one layer's attention, norms and channel (dense MLP or MoE) from graph structure.
 //
+// Step 1b a KDA kernel op (onnx_kda_mixer.cpp) makes the mixer KDA; Step 1 is then skipped.
 // Step 1  attention: a Softmax whose input is (through Add/Div/Mul/Where/Cast) a MatMul of two
 //         activations = scores. Projections: linears upstream of the scores/values = q,k,v (one = fused
 //         qkv); the first linear downstream of the Softmax = o. head_dim from the Reshape that splits q
@@ -84,10 +85,13 @@ LayerFacts AnalyzeLayer(const GraphIndex& g, const ParamTable& p, const LayerNod
   LayerSpec& spec = f.spec;
   spec.index = layer.index;
 
-  // Step 1: attention.
+  // Step 1: attention (Step 1b first: a KDA kernel op).
   std::set<int> attn_nodes, attn_linears;
   int softmax = -1, score = -1;
+  const bool kda = AnalyzeKdaMixer(c, layer, hidden, &attn_nodes, &attn_linears, &f);
+  if (f.error) return f;
   for (int n : layer.nodes) {
+    if (kda) break;
     if (Op(c, n) != "Softmax") continue;
     const int m = BackTo(c, g.node(n).input(0), {"MatMul"}, 5);
     if (m >= 0 && IsActivationMatMul(c, m)) {
@@ -96,7 +100,9 @@ LayerFacts AnalyzeLayer(const GraphIndex& g, const ParamTable& p, const LayerNod
       break;
     }
   }
-  if (softmax < 0) {
+  if (kda) {
+    // read by AnalyzeKdaMixer
+  } else if (softmax < 0) {
     f.warnings.push_back(tag + "no softmax attention found (Softmax over a MatMul of two activations)");
   } else {
     const std::set<int> o_set = LinearsDownstream(c, softmax, &attn_nodes);
@@ -198,9 +204,11 @@ LayerFacts AnalyzeLayer(const GraphIndex& g, const ParamTable& p, const LayerNod
     }
   }
 
-  // Step 2: norms (layer width = hidden; head_dim width inside attention = qk-norm).
+  // Step 2: norms (layer width = hidden; head_dim width inside attention = qk-norm, inside a KDA
+  // mixer = its per-head o_norm, which the IR's KDA formula counts).
   spec.norms = 0;
   for (const NormInstance& ni : FindNorms(c, layer.nodes)) {
+    if (kda && ni.width > 0 && ni.width == spec.attn.v_head_dim && ni.width != hidden) continue;
     if (ni.width > 0 && ni.width == spec.attn.head_dim && ni.width != hidden) {
       spec.attn.qk_norm = true;
       continue;

@@ -8,6 +8,7 @@
 // Step 6  head (linear to vocab outside the layers; tied when it reads the embedding or a transposed
 //         copy of it), final norm, decoder vs encoder (causal mask: Trilu / Range comparisons).
 // Step 7  parameters no IR field models (head bias, pooler, embedding norm) -> ModelIR::extra_params.
+// Step 8  the IR's parameter count (ComputeStats) against the graph's: a gap is a warning.
 #include "parsers/onnx_model.h"
 
 #include <algorithm>
@@ -193,6 +194,7 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
   int last_layer_node = -1;
   for (const LayerNodes& ln : layers) {
     LayerFacts f = AnalyzeLayer(g, p, ln, ir.hidden);
+    if (f.error) return BadInput(origin, f.error->field, f.error->problem, f.error->value);
     f.spec.index = int64_t(ir.layers.size());
     ir.layers.push_back(f.spec);
     attributed.insert(f.params.begin(), f.params.end());
@@ -238,7 +240,10 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
       if (IsParam(p, in)) attributed.insert(in);
     break;
   }
-  ir.family = HasCausalMask(g) ? "decoder" : "encoder";
+  // A KDA recurrence is causal by construction: its graph needs no mask.
+  const bool recurrent = std::any_of(ir.layers.begin(), ir.layers.end(),
+                                     [](const LayerSpec& l) { return l.attn.kind == MixerKind::kKDA; });
+  ir.family = HasCausalMask(g) || recurrent ? "decoder" : "encoder";
 
   // Step 7: parameters no field models.
   for (const auto& [name, n] : p.numel)
@@ -248,6 +253,12 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
   info.unique_params = p.total;
   info.shared_initializers = p.shared;
   if (!ModelSizeFitsInt64(ir)) return BadInput(origin, "graph.initializer", "parameter count overflows int64");
+  // Step 8: the IR's parameter formulas against the graph's weights; a gap is a module the formulas
+  // model otherwise (e.g. a KDA op without the dt_bias / o_norm the IR's KDA formula counts).
+  if (const int64_t modelled = ComputeStats(ir, 1).total_params; modelled != p.total)
+    ir.warnings.push_back("the IR's parameter formulas count " + std::to_string(modelled) +
+                          ", the graph's weights " + std::to_string(p.total) +
+                          " (IR - graph = " + std::to_string(modelled - p.total) + ")");
   return info;
 }
 

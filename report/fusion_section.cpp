@@ -23,6 +23,22 @@ std::string Totals(const json& f) {
          JsonAt(f, "seq").dump() + ")";
 }
 
+// Seconds to 3 significant digits ("4.12 ms", "59.7 s"): close step times stay distinguishable.
+std::string Seconds3(double s) { return s < 1 ? FmtSig(s * 1e3) + " ms" : FmtSig(s) + " s"; }
+
+// "With fused kernels the final plan's step takes 1.23 s ..." (empty when the run has no cost values).
+std::string CostValue(const json& f) {
+  if (!f.contains("cost_model")) return "";
+  const json& c = f.at("cost_model");
+  const double fs = JsonAt(c, "fused_step_s").get<double>(), us = JsonAt(c, "unfused_step_s").get<double>();
+  return "In the cost model the final plan's step takes " + Seconds3(fs) + " with fused kernels and " +
+         Seconds3(us) +
+         " unfused (softmax scores stored, KDA prologue and DSA indexer as separate kernels: " +
+         FmtPct(fs > 0 ? us / fs - 1 : 0) + " longer); activations " +
+         FmtGiB(JsonAt(c, "fused_activation_bytes")) + " vs " +
+         FmtGiB(JsonAt(c, "unfused_activation_bytes")) + " per device.";
+}
+
 // One table row per fusion term (and per chain the graph keeps unfused: `blocked` rows).
 struct Row {
   std::vector<std::string> cells;
@@ -57,7 +73,9 @@ void FusionsMarkdown(std::ostringstream& o, const json& r) {
     o << "-\n\n";
     return;
   }
-  o << "Fusing saves " << Totals(f) << ".\n\n|";
+  o << "Fusing saves " << Totals(f) << ".";
+  if (const std::string v = CostValue(f); !v.empty()) o << " " << v;
+  o << "\n\n|";
   for (const std::string& h : kHeader) o << " " << h << " |";
   o << "\n|";
   for (size_t i = 0; i < kHeader.size(); ++i) o << "---|";
@@ -77,7 +95,9 @@ void FusionsHtml(std::ostringstream& o, const json& r) {
     o << "<p>-</p>";
     return;
   }
-  o << "<p>Fusing saves " << XmlEscape(Totals(f)) << ".</p><table><tr>";
+  o << "<p>Fusing saves " << XmlEscape(Totals(f)) << ".";
+  if (const std::string v = CostValue(f); !v.empty()) o << " " << XmlEscape(v);
+  o << "</p><table><tr>";
   for (const std::string& h : kHeader) o << "<th>" << XmlEscape(h) << "</th>";
   o << "</tr>";
   for (const Row& row : Rows(f)) {

@@ -10,11 +10,19 @@ The graph is a real torch.onnx.export. Each layer is pre-norm (RMSNorm) -> q/k/v
 the KDA recurrence as ONE custom-domain op (com.onboard::ChunkKDA, what a fused kernel's symbolic()
 emits), fed by the per-channel decay gate g = -exp(A) * softplus(f_proj(h)) and the beta
 sigmoid(b_proj(h)) -> output gate sigmoid(g_proj(h)) * o -> o_proj -> residual -> RMSNorm -> SwiGLU.
-The truth file records, per layer, which sigmoid feeds the kernel and whether it may fuse:
+The truth file records the mixer every layer has ("mixer": heads, head dims, gate form, as the ONNX
+layer analysis must read them from the op and its projections) and, per layer, which sigmoid feeds
+the kernel and whether it may fuse:
   layer 0: beta's sigmoid is read only by the kernel            -> sigmoid->kernel fusable
   layer 1: beta also scales v before the kernel (a 2nd reader)  -> sigmoid->kernel blocked
   every layer: the output gate's sigmoid feeds a Mul, no kernel -> no sigmoid->kernel match
 Shapes: tokens [1, T=8], hidden 64, heads 2 x head_dim 32 (q/k/v widths 64), FFN 128, vocab 100.
+
+3. kda_kimi_tiny.onnx (+ .truth.json): the same decoder with the Kimi Linear KDA layer as the IR's KDA
+   parameter formula counts it (q/k/v short convs of width 4, low-rank decay gate f_b(f_a(h)) + dt_bias in
+   the bounded form -5 * sigmoid(exp(A_log) * (.)), per-head A_log, beta sigmoid, per-head o_norm, low-rank
+   output gate), so its truth is checked field by field and its parameter count exactly by
+   tests/parsers/onnx_fixtures_test.cpp.
 
 2. parallel_block_tiny.onnx (+ .truth.json): a parallel-residual decoder, x + attn(n1(x)) + mlp(n2(x)),
    whose forward computes the MLP branch FIRST, so in graph order the FFN's norm precedes the
@@ -32,6 +40,7 @@ import torch.nn.functional as F
 from torch import nn
 
 HIDDEN, HEADS, HEAD_DIM, FFN, VOCAB, LAYERS, SEQ = 64, 2, 32, 128, 100, 2, 8
+CONV, LOWER_BOUND = 4, -5.0  # kda_kimi_tiny: short conv width, bounded gate lower bound
 
 
 class ChunkKda(torch.autograd.Function):
@@ -92,6 +101,52 @@ class KdaAttention(nn.Module):
         return self.o_proj(o)
 
 
+class ShortConv(nn.Module):
+    """Causal depthwise conv over time (width CONV, no bias) + SiLU, on [B, T, C]."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.conv = nn.Conv1d(channels, channels, CONV, groups=channels, padding=CONV - 1, bias=False)
+
+    def forward(self, x):
+        t = x.shape[1]
+        return F.silu(self.conv(x.transpose(1, 2))[..., :t].transpose(1, 2))
+
+
+class KimiKdaAttention(nn.Module):
+    """The Kimi Linear KDA layer's parameters as the IR counts them: q/k/v short convs, a low-rank
+    decay gate f_b(f_a(h)) with dt_bias and a per-head A_log in the bounded form
+    LOWER_BOUND * sigmoid(exp(A_log) * (g + dt_bias)), beta sigmoid(b_proj(h)), a low-rank output
+    gate g_b(g_a(h)) applied after a per-head RMSNorm (o_norm, weight [V]), o_proj."""
+
+    def __init__(self):
+        super().__init__()
+        self.q_proj = nn.Linear(HIDDEN, HEADS * HEAD_DIM, bias=False)
+        self.k_proj = nn.Linear(HIDDEN, HEADS * HEAD_DIM, bias=False)
+        self.v_proj = nn.Linear(HIDDEN, HEADS * HEAD_DIM, bias=False)
+        self.q_conv, self.k_conv, self.v_conv = (ShortConv(HEADS * HEAD_DIM) for _ in range(3))
+        self.f_a_proj = nn.Linear(HIDDEN, HEAD_DIM, bias=False)
+        self.f_b_proj = nn.Linear(HEAD_DIM, HEADS * HEAD_DIM, bias=False)
+        self.dt_bias = nn.Parameter(torch.rand(HEADS * HEAD_DIM))
+        self.A_log = nn.Parameter(torch.rand(HEADS))
+        self.b_proj = nn.Linear(HIDDEN, HEADS, bias=False)
+        self.g_a_proj = nn.Linear(HIDDEN, HEAD_DIM, bias=False)
+        self.g_b_proj = nn.Linear(HEAD_DIM, HEADS * HEAD_DIM, bias=False)
+        self.o_norm_weight = nn.Parameter(torch.rand(HEAD_DIM) + 0.5)
+        self.o_proj = nn.Linear(HEADS * HEAD_DIM, HIDDEN, bias=False)
+
+    def forward(self, h):
+        b, t, _ = h.shape
+        q, k, v = self.q_conv(self.q_proj(h)), self.k_conv(self.k_proj(h)), self.v_conv(self.v_proj(h))
+        f = (self.f_b_proj(self.f_a_proj(h)) + self.dt_bias).view(b, t, HEADS, HEAD_DIM)
+        g = (LOWER_BOUND * torch.sigmoid(self.A_log.exp().view(HEADS, 1) * f)).reshape(b, t, HEADS * HEAD_DIM)
+        beta = torch.sigmoid(self.b_proj(h))
+        o = ChunkKda.apply(q, k, v, g, beta).view(b, t, HEADS, HEAD_DIM)
+        o = o * torch.rsqrt(o.pow(2).mean(-1, keepdim=True) + 1e-5) * self.o_norm_weight
+        o = o * torch.sigmoid(self.g_b_proj(self.g_a_proj(h))).view(b, t, HEADS, HEAD_DIM)
+        return self.o_proj(o.reshape(b, t, HEADS * HEAD_DIM))
+
+
 class Mlp(nn.Module):
     def __init__(self):
         super().__init__()
@@ -116,6 +171,12 @@ class Layer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
+class KimiLayer(Layer):
+    def __init__(self, index):
+        super().__init__(index)
+        self.self_attn = KimiKdaAttention()
+
+
 class Model(nn.Module):
     def __init__(self):
         super().__init__()
@@ -129,6 +190,15 @@ class Model(nn.Module):
         for layer in self.layers:
             x = layer(x)
         return self.lm_head(self.norm(x))
+
+
+class KimiModel(Model):
+    def __init__(self):
+        super().__init__()
+        self.layers = nn.ModuleList([KimiLayer(i) for i in range(LAYERS)])
+        for name, p in self.named_parameters():  # distinct norm weights: no merged initializers
+            if name.endswith("layernorm.weight") or name == "norm.weight":
+                p.data.uniform_(0.5, 1.5)
 
 
 class SoftmaxAttention(nn.Module):
@@ -191,6 +261,10 @@ def main():
     torch.manual_seed(0)
     export(Model().eval(), "kda_gated_tiny", out_dir, {
         "kernel_op": "com.onboard::ChunkKDA",
+        # What the layer analysis must read from the op and its projections (every layer).
+        "mixer": {"kind": "KDA", "num_heads": HEADS, "head_dim": HEAD_DIM, "num_v_heads": HEADS,
+                  "v_head_dim": HEAD_DIM, "gate_form": "original", "full_rank_gate": True,
+                  "output_gate": True, "mlp": "swiglu", "intermediate_size": FFN},
         "sigmoid_into_kernel": [{"layer": 0, "fusable": True}, {"layer": 1, "fusable": False}],
     })
     torch.manual_seed(1)
@@ -200,6 +274,16 @@ def main():
             {"layer": 1, "graph_order": ["mlp", "attention"], "fusable": {"attention": False, "mlp": True}},
         ],
     })
+
+    torch.manual_seed(2)
+    export(KimiModel().eval(), "kda_kimi_tiny", out_dir, {
+        "attention": "kda", "family": "decoder", "head_dim": HEAD_DIM, "num_heads": HEADS,
+        "num_kv_heads": HEADS, "intermediate_size": FFN, "mlp": "swiglu", "moe": None, "norm": "rmsnorm",
+        "kda": {"conv_kernel": CONV, "gate_form": "bounded", "gate_lower_bound": LOWER_BOUND,
+                "full_rank_gate": False, "output_gate": True, "num_v_heads": HEADS, "v_head_dim": HEAD_DIM,
+                "qk_norm": False},  # the head-wide norm is the o_norm
+    })
+
 
 if __name__ == "__main__":
     main()

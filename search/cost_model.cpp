@@ -41,7 +41,9 @@
 //                      softmax ring output correction: c steps x cp_correction_passes * T * out_elems/t
 //                      * 2 B / HBM fwd, 2x bwd (not hidden: it runs between the steps' kernels)
 //                      DSA: all-gather of indexer keys + latent KV (dsa_gather_elems * 2 B), RS bwd.
-//   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch
+//   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch, + 2 x
+//                      unfused_mixer_launches x launch_s_per_kernel (the unfused KDA prologue / DSA
+//                      indexer kernels, fwd + bwd: search/fusion_cost.h)
 // Per step:
 //   stage time/mb    = sum over its layers (+ head, MTP layers + their head on the last stage)
 //                      + exposed FSDP per mb
@@ -142,7 +144,9 @@ class TimeModel {
     const CostConstants& k = c_.k;
     const BlockTime &a = out.mixer, &b = out.channel;
     const double gpu = a.fwd + a.bwd + a.rc + b.fwd + b.bwd + b.rc;
-    const double launch = c_.host_fed && p_.cuda_graph == CudaGraph::kNone ? k.launch_s_per_layer : 0;
+    const double launch = c_.host_fed && p_.cuda_graph == CudaGraph::kNone
+                              ? k.launch_s_per_layer + 2 * lp.unfused_mixer_launches * k.launch_s_per_kernel
+                              : 0;
     const double sync =
         c_.host_fed && lp.top_k > 0 && p_.cuda_graph != CudaGraph::kFull ? k.moe_sync_s_per_layer : 0;
     out.channel.host = std::max(0.0, launch - gpu) + sync;

@@ -26,7 +26,10 @@ void ApplyMixerFusion(const ModelIR& model, const LayerSpec& layer, int64_t seq,
                       LayerProfile* lp) {
   const MixerFusionBytes b = MixerFusionBytesOf(model, layer, seq);
   lp->fused_mixer_bytes = b.moved;
-  if (unfused_kernels) lp->act_mixer += b.kept;
+  if (unfused_kernels) {
+    lp->act_mixer += b.kept;
+    lp->unfused_mixer_launches = b.launches;
+  }
 }
 
 }  // namespace onboard

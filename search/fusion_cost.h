@@ -12,7 +12,10 @@
 //   moved = plan bytes       (write + read, forward)
 // The cost model's elementwise term charges elementwise_passes (2) x kept bytes per token (search/
 // cost_model.cpp), which equals `moved`; the memory model counts `kept` with the mixer's activations.
-// Fused kernels (attention_kernel "flash", the default) keep and move none of it.
+// Launches: the unfused sequence runs each fused-away step as its own kernel, forward and backward, so
+// the cost model's host launch term adds 2 x launches x launch_s_per_kernel per layer per micro-batch
+// (exposed only where the host, not the GPU, is the bottleneck: search/cost_model.cpp Step 4).
+// Fused kernels (attention_kernel "flash", the default) keep, move and launch none of it.
 #pragma once
 
 #include <cstdint>
@@ -32,8 +35,9 @@ struct MixerFusionBytes {
 MixerFusionBytes MixerFusionBytesOf(const ModelIR& model, const LayerSpec& layer, int64_t seq);
 
 // Called once per layer by BuildProfile (search/model_profile.cpp): with unfused kernels, the kept
-// intermediates join lp->act_mixer (memory, and through it the elementwise traffic term); records
-// the fused-away bytes in lp->fused_mixer_bytes either way.
+// intermediates join lp->act_mixer (memory, and through it the elementwise traffic term) and the
+// launches lp->unfused_mixer_launches (the launch term); records the fused-away bytes in
+// lp->fused_mixer_bytes either way.
 void ApplyMixerFusion(const ModelIR& model, const LayerSpec& layer, int64_t seq, bool unfused_kernels,
                       LayerProfile* lp);
 

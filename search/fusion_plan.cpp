@@ -16,8 +16,10 @@
 //                          more launch and 2 (nq + nk) b (FlashAttention-style prologue). The IR has no
 //                          rotary flag: softmax attention is assumed rotary unless the model has learned
 //                          absolute positions (has_position_embedding)
-//   KDA prologue           gate (HV K, fp32), q/k L2 norm (2 H K), beta sigmoid (HV): 4 launches,
-//                          2 (HV K f + 2 H K b + HV b) (FlashKDA's in-kernel gate / norm / sigmoid)
+//   KDA prologue           three terms, as the kernel switches them (FlashKDA's use_gate_in_kernel,
+//                          use_qk_l2norm_in_kernel, use_beta_sigmoid_in_kernel): gate activation
+//                          1 launch, 2 HV K f (the log decay); q/k L2 norm 2 launches, 2 (2 H K) b;
+//                          beta sigmoid 1 launch, 2 HV b
 //   DSA indexer+top-k      one fp32 score per causal key per query, (seq + 1) / 2 keys on average:
 //                          1 launch, 2 f (seq + 1) / 2 (this project's CPU kernel: codegen/kernels)
 //   MoE unpermute+combine  expert outputs (k rows of width W) unpermuted then combined: 1 launch, 2 k W b
@@ -48,10 +50,14 @@ void AddAttentionTerms(const ModelIR& m, const AttentionSpec& a, const FusionOpt
   if (a.kind == MixerKind::kKDA) {
     const double H = static_cast<double>(a.num_heads), K = static_cast<double>(a.head_dim);
     const double HV = static_cast<double>(a.num_v_heads > 0 ? a.num_v_heads : a.num_heads);
-    out->push_back(Term(FusionKind::kKdaPrologue, "gate activation + q/k L2 norm + beta sigmoid -> KDA kernel", 4,
-                        2 * (HV * K * o.fp32_bytes + 2 * H * K * b + HV * b),
-                        "2 x (" + Num(HV * K) + " x " + Num(o.fp32_bytes) + " B + " + Num(2 * H * K) + " x " +
-                            Num(b) + " B + " + Num(HV) + " x " + Num(b) + " B) (gate, q/k, beta: write + read)"));
+    out->push_back(Term(FusionKind::kKdaPrologue, "gate activation -> KDA kernel", 1,
+                        2 * HV * K * o.fp32_bytes,
+                        "2 x " + Num(HV * K) + " x " + Num(o.fp32_bytes) + " B (log decay: write + read)"));
+    out->push_back(Term(FusionKind::kKdaPrologue, "q/k L2 norm -> KDA kernel", 2, 2 * 2 * H * K * b,
+                        "2 x " + Num(2 * H * K) + " x " + Num(b) + " B (normed q, k: write + read)"));
+    out->push_back(Term(FusionKind::kKdaPrologue, "beta sigmoid -> KDA kernel", 1, 2 * HV * b,
+                        "2 x " + Num(HV) + " x " + Num(b) + " B (beta: write + read)"));
+    out->back().beta_sigmoid = true;
     return;
   }
   if (!IsSoftmaxAttention(a.kind) || m.has_position_embedding) return;
@@ -241,8 +247,8 @@ std::string FormatFusionPlan(const FusionPlan& plan) {
       os << "layers " << l.layer + 1 << "-" << plan.layers[run.last].layer + 1 << " (each):\n";
     for (const FusionTerm& t : l.terms) {
       std::snprintf(line, sizeof(line), "  %-26s %-62s %2.0f launch%s %10.0f B/token = %s\n",
-                    FusionKindName(t.kind), t.chain.c_str(), t.launches_saved, t.launches_saved == 1 ? " " : "es",
-                    t.bytes_saved, t.formula.c_str());
+                    FusionKindName(t.kind), t.chain.c_str(), t.launches_saved,
+                    t.launches_saved == 1 ? "  " : "es", t.bytes_saved, t.formula.c_str());
       os << line;
     }
     std::snprintf(line, sizeof(line), "  %-26s %-62s %2.0f launches %10.0f B/token\n", "layer total", "",

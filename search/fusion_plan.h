@@ -34,7 +34,8 @@ enum class FusionKind {
   kRouterTopkPermute,    // router logits -> activation -> top-k -> permute indices in one kernel
   kResidualAdd,          // residual add in the epilogue of the GEMM that produces the branch output
   kRotaryAttention,      // rotary embedding applied while the attention kernel loads q/k
-  kKdaPrologue,          // KDA gate activation, q/k L2 norm and beta sigmoid inside the KDA kernel
+  kKdaPrologue,          // KDA gate activation, q/k L2 norm, beta sigmoid inside the KDA kernel (one
+                         // term each: the kernel switches them separately, codegen/kernel_spec.h)
   kDsaIndexerTopk,       // DSA indexer scores + top-k per query block, no score matrix in HBM
   kMoeUnpermuteCombine,  // MoE unpermute + weighted combine in one gather
   kSoftmaxAttention,     // QK^T -> scale/mask -> softmax -> PV in one kernel (only from graphs that
@@ -50,6 +51,8 @@ struct FusionTerm {
   std::string formula;           // "2 x 7168 x 2 B (write + read of the normed input)"
   std::string blocked_by;        // set on LayerFusion::blocked terms: why the graph keeps it unfused
   bool feeds_channel = false;    // kNormLinearPrologue: the norm before the MLP/MoE (else before the mixer)
+  bool beta_sigmoid = false;     // kKdaPrologue: the beta sigmoid part (the one a graph's sigmoid->kernel
+                                 // match confirms or blocks); the gate and q/k norm parts are separate terms
 };
 
 struct LayerFusion {

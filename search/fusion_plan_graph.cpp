@@ -14,12 +14,14 @@ void Block(LayerFusion* l, size_t i, const std::string& why) {
   l->terms.erase(l->terms.begin() + static_cast<std::ptrdiff_t>(i));
 }
 
-// Blocks every term of `kind` in the layer when any match of `pattern` there is blocked.
-void BlockKind(LayerFusion* l, FusionKind kind, const std::vector<const GraphFusionMatch*>& ms) {
+// Blocks every term of `kind` in the layer (only its beta-sigmoid part when `beta_only`) when any
+// match of `pattern` there is blocked.
+void BlockKind(LayerFusion* l, FusionKind kind, const std::vector<const GraphFusionMatch*>& ms,
+               bool beta_only = false) {
   for (const GraphFusionMatch* m : ms) {
     if (m->fusable) continue;
     for (size_t i = l->terms.size(); i-- > 0;)
-      if (l->terms[i].kind == kind) Block(l, i, m->blocker);
+      if (l->terms[i].kind == kind && (!beta_only || l->terms[i].beta_sigmoid)) Block(l, i, m->blocker);
     return;
   }
 }
@@ -68,7 +70,7 @@ FusionPlan ConfirmFusionsInGraph(FusionPlan plan, const ModelIR& model,
     // Step 2: confirm or block the IR terms.
     BlockNorms(&l, pats[GraphPattern::kNormLinear]);
     BlockKind(&l, FusionKind::kGatedActivation, pats[GraphPattern::kSiluMul]);
-    BlockKind(&l, FusionKind::kKdaPrologue, pats[GraphPattern::kSigmoidIntoKernel]);
+    BlockKind(&l, FusionKind::kKdaPrologue, pats[GraphPattern::kSigmoidIntoKernel], /*beta_only=*/true);
     // Step 3: softmax attention the graph materialises.
     const size_t li = static_cast<size_t>(l.layer);
     if (li >= model.layers.size()) continue;

@@ -6,7 +6,8 @@
 //                    term, channel -> the MLP/MoE-input term), whatever the graph order; a match
 //                    whose target the graph does not show (unknown) blocks nothing
 //   silu*mul         any blocked match blocks the layer's kGatedActivation terms
-//   sigmoid->kernel  any blocked match blocks the layer's kKdaPrologue term
+//   sigmoid->kernel  any blocked match blocks the layer's beta-sigmoid kKdaPrologue term (the gate
+//                    and q/k norm terms stay: the kernel switches each part on its own)
 //   softmax(QK^T)V   a fusable match adds a kSoftmaxAttention term (the graph materialises the
 //                    scores, which the IR plan does not assume): the scaled / masked scores and the
 //                    probabilities, H x seq elements per token each (full s x s: exporters mask, they

@@ -48,11 +48,11 @@ auto CostFields(const LayerProfile& x) {
                   x.act_norms, x.act_inputs, x.act_mixer, x.act_mixer_selective, x.act_channel, x.act_routed,
                   x.scores_bytes_per_key, x.dropout_mask_bytes, x.hidden, x.mla_up_flops, x.mixer_gemm_inputs,
                   x.channel_gemm_inputs, x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems,
-                  x.kda_state_elems, x.dsa_gather_elems, x.fused_mixer_bytes);
+                  x.kda_state_elems, x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches);
 }
-// 2 enums + 2 strings + bool (+ 7 padding) + 3 int64 + 3 size_t + 30 doubles = 368 bytes on LP64
+// 2 enums + 2 strings + bool (+ 7 padding) + 3 int64 + 3 size_t + 31 doubles = 376 bytes on LP64
 // libstdc++: a new field changes the size; add it to CostFields, then update this number.
-static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 368,
+static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 376,
               "LayerProfile changed: update CostFields and this size");
 
 }  // namespace

@@ -64,6 +64,8 @@ struct LayerProfile {
   double dsa_gather_elems = 0;      // DSA: indexer key + compressed KV (latent + rope) elements per token
   double fused_mixer_bytes = 0;  // KDA prologue / DSA indexer: HBM bytes per token the fused kernels keep on
                                  // chip (search/fusion_cost.h); charged in act_mixer only when unfused
+  double unfused_mixer_launches = 0;  // kernel launches per layer forward the unfused KDA prologue / DSA
+                                      // indexer adds (search/fusion_cost.h); 0 with fused kernels
   // Layers whose profiles are equal in every field above cost the same under any plan: the cost model
   // computes one per class (ModelProfile::class_first) and copies it (BuildProfile fills these).
   size_t class_id = 0;  // index into ModelProfile::class_first

@@ -46,6 +46,18 @@ std::optional<json> Observed(const OnnxModelInfo& info, const std::string& key) 
   if (key == "num_layers") return json(ir.layers.size());
   if (key == "vocab_size") return json(ir.vocab);
   if (key == "total_params") return json(info.unique_params);
+  if (key == "kda") {  // the KDA mixer's own fields (kda_kimi_tiny: read from a com.onboard::ChunkKDA op)
+    const AttentionSpec& a = l0.attn;
+    if (a.kind != MixerKind::kKDA) return json(nullptr);
+    return json{{"conv_kernel", a.conv_kernel},
+                {"gate_form", GateFormName(a.gate_form)},
+                {"gate_lower_bound", a.gate_lower_bound},
+                {"full_rank_gate", a.full_rank_gate},
+                {"output_gate", a.output_gate},
+                {"num_v_heads", a.num_v_heads},
+                {"v_head_dim", a.v_head_dim},
+                {"qk_norm", a.qk_norm}};
+  }
   if (key == "moe") {
     if (moe == nullptr) return json(nullptr);
     return json{{"num_experts", moe->moe.num_experts},
@@ -103,7 +115,8 @@ TEST_P(OnnxFixture, ReproducesEveryTruthField) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, OnnxFixture,
-                         ::testing::Values("bert_encoder_tiny", "llama_gqa_tiny", "mixtral_moe_tiny"));
+                         ::testing::Values("bert_encoder_tiny", "llama_gqa_tiny", "mixtral_moe_tiny",
+                                           "kda_kimi_tiny"));
 
 }  // namespace
 }  // namespace onboard

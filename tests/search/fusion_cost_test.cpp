@@ -12,12 +12,14 @@
 namespace onboard {
 namespace {
 
+// The bytes of every term of kind `k` in layer i (the KDA prologue is three terms).
 double PlanTerm(const ModelIR& m, size_t i, FusionKind k, int64_t seq) {
   FusionOptions o;
   o.seq = seq;
+  double b = 0;
   for (const FusionTerm& t : PlanLayerFusions(m, m.layers[i], o).terms)
-    if (t.kind == k) return t.bytes_saved;
-  return 0;
+    if (t.kind == k) b += t.bytes_saved;
+  return b;
 }
 
 TEST(FusionCost, UnfusedKdaAndDsaLayersKeepHalfThePlanBytes) {
@@ -74,6 +76,41 @@ TEST(FusionCost, UnfusedFlagshipStepIsSlowerByItsMixerTraffic) {
   ASSERT_GT(fused_bytes, 0);
   EXPECT_GT(eu.step_s, ef.step_s);
   EXPECT_GT(eu.memory.activations, ef.memory.activations);
+}
+
+// The launch term after fusion: a host-bound layout (the 2-layer KDA export, kda_gated_tiny.onnx,
+// one 128-token micro-batch per device, eager launches) pays the unfused prologue's 4 kernels per
+// layer forward and backward: 2 x 4 x launch_s_per_kernel x 2 layers more host time per micro-batch,
+// less whatever the unfused traffic adds to the GPU time the host hides behind. With CUDA graphs no
+// launch is exposed either way. Negative: without the launch term the unfused launch time is the
+// fused one or less (its GPU time only grows).
+TEST(FusionCost, UnfusedKdaPrologueAddsItsLaunchesWhereTheHostIsTheBottleneck) {
+  auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/onnx/kda_gated_tiny.onnx");
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  PlanRequest req;
+  req.model = *m;
+  req.topology = test::ShippedTopology("atlas-950-superpod-128");
+  req.mode = FinetuneMode::kFull;
+  req.seq = 128;
+  PlanRequest unf = req;
+  unf.attention_kernel = "unfused";
+  const CostContext cf = MakeCostContext(req), cu = MakeCostContext(unf);
+  for (const LayerProfile& lp : cu.prof.layers) EXPECT_EQ(lp.unfused_mixer_launches, 4);
+  for (const LayerProfile& lp : cf.prof.layers) EXPECT_EQ(lp.unfused_mixer_launches, 0);
+  Plan p = test::MakePlan({128, 1, 1, 1, 1, 1, 1, false}, req.seq, 1, 1);  // DP 128, one micro-batch
+  p.mode = FinetuneMode::kFull;
+  auto launch_s = [](const PlanEstimate& e) {
+    for (const TimeTerm& t : e.time_terms)
+      if (t.name == "launch") return t.exposed_s;
+    return 0.0;
+  };
+  const double fused = launch_s(EstimatePlan(cf, p)), unfused = launch_s(EstimatePlan(cu, p));
+  const double extra = 2 * 4 * CostConstants{}.launch_s_per_kernel * 2;  // fwd+bwd x 4 kernels x 2 layers
+  ASSERT_GT(fused, 0) << "this layout must be host-bound";
+  EXPECT_GT(unfused - fused, 0.5 * extra);
+  EXPECT_LE(unfused - fused, extra);
+  p.cuda_graph = CudaGraph::kFull;
+  EXPECT_EQ(launch_s(EstimatePlan(cu, p)), 0);
 }
 
 }  // namespace

@@ -12,12 +12,29 @@
 #include <onnx/onnx_pb.h>
 
 #include "parsers/load_model.h"
+#include "parsers/onnx_model.h"
 #include "search/fusion_plan_json.h"
 
 namespace onboard {
 namespace {
 
 const std::string kOnnx = std::string(ONBOARD_TEST_DATA) + "/onnx/";
+
+// The graph of `path` as a protobuf to edit (empty when unreadable).
+onnx::ModelProto LoadProto(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream os;
+  os << in.rdbuf();
+  onnx::ModelProto mp;
+  if (!mp.ParseFromString(os.str())) mp.Clear();
+  return mp;
+}
+
+// The plan of the model in `path`, checked against its graph.
+Expected<FusionPlan> GraphPlanOf(const std::string& path) {
+  ONBOARD_ASSIGN_OR_RETURN(ModelIR m, LoadModel(path));
+  return PlanFusionsForModelFile(m, path, FusionOptions{});
+}
 
 int CountKind(const std::vector<FusionTerm>& ts, FusionKind k) {
   int n = 0;
@@ -54,13 +71,8 @@ TEST(FusionPlanGraph, LlamaGraphConfirmsTheIrTermsAndAddsSoftmaxAttention) {
 
 TEST(FusionPlanGraph, SigmoidAlsoAGraphOutputBlocksLayerZerosGatedActivation) {
   // The negative fixture (the llama graph edited through the protobuf API).
-  onnx::ModelProto mp;
-  {
-    std::ifstream in(kOnnx + "llama_gqa_tiny.onnx", std::ios::binary);
-    std::ostringstream os;
-    os << in.rdbuf();
-    ASSERT_TRUE(mp.ParseFromString(os.str()));
-  }
+  onnx::ModelProto mp = LoadProto(kOnnx + "llama_gqa_tiny.onnx");
+  ASSERT_GT(mp.graph().node_size(), 0);
   std::string sig;
   for (const auto& n : mp.graph().node())
     if (n.name() == "/layers.0/mlp/Sigmoid") sig = n.output(0);
@@ -87,10 +99,7 @@ TEST(FusionPlanGraph, SigmoidAlsoAGraphOutputBlocksLayerZerosGatedActivation) {
 }
 
 TEST(FusionPlanGraph, PostNormEncoderLosesItsNormPrologues) {
-  const std::string path = kOnnx + "bert_encoder_tiny.onnx";
-  auto m = LoadModel(path);
-  ASSERT_TRUE(m.ok()) << m.status().ToString();
-  auto g = PlanFusionsForModelFile(*m, path, FusionOptions{});
+  auto g = GraphPlanOf(kOnnx + "bert_encoder_tiny.onnx");
   ASSERT_TRUE(g.ok()) << g.status().ToString();
   int blocked = 0;
   for (const LayerFusion& l : g->layers) blocked += CountKind(l.blocked, FusionKind::kNormLinearPrologue);
@@ -130,6 +139,49 @@ TEST(FusionPlanGraph, NormTermsAreMatchedByWhatTheNormFeeds) {
   auto gb = PlanFusionsForModelFile(*b, bert, FusionOptions{});
   ASSERT_TRUE(gb.ok()) << gb.status().ToString();
   for (const LayerFusion& l : gb->layers) EXPECT_EQ(BlockedNorms(l), V{"mlp"}) << "bert layer " << l.layer;
+}
+
+// The real KDA export (com.onboard::ChunkKDA, read as a KDA mixer by parsers/onnx_kda_mixer.cpp): each
+// layer's plan has the KDA prologue's three terms with 2 heads x 32 (gate 2 x 64 x 4 B, q/k 2 x 128 x
+// 2 B, beta 2 x 2 x 2 B). Layer 0's beta sigmoid is read only by the kernel: all three fuse. Layer 1's
+// beta also scales v: its beta term is blocked with the graph's reason, the gate and q/k terms stay.
+// Negative: the graph without the op has no KDA prologue term at all.
+TEST(FusionPlanGraph, KdaExportPlansTheKdaPrologueAndBlocksOnlyTheSharedBetaSigmoid) {
+  const std::string path = kOnnx + "kda_gated_tiny.onnx";
+  auto g = GraphPlanOf(path);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(g->layers.size(), 2u);
+  auto kda_bytes = [](const std::vector<FusionTerm>& ts, bool beta) {
+    double b = 0;
+    for (const FusionTerm& t : ts)
+      if (t.kind == FusionKind::kKdaPrologue && t.beta_sigmoid == beta) b += t.bytes_saved;
+    return b;
+  };
+  const LayerFusion& l0 = g->layers[0];
+  EXPECT_EQ(CountKind(l0.terms, FusionKind::kKdaPrologue), 3);
+  EXPECT_TRUE(l0.blocked.empty());
+  EXPECT_DOUBLE_EQ(kda_bytes(l0.terms, false), 2 * 64 * 4 + 2 * 128 * 2);
+  EXPECT_DOUBLE_EQ(kda_bytes(l0.terms, true), 2 * 2 * 2);
+  const LayerFusion& l1 = g->layers[1];
+  EXPECT_EQ(CountKind(l1.terms, FusionKind::kKdaPrologue), 2);
+  EXPECT_DOUBLE_EQ(kda_bytes(l1.terms, false), 2 * 64 * 4 + 2 * 128 * 2);
+  ASSERT_EQ(CountKind(l1.blocked, FusionKind::kKdaPrologue), 1);
+  EXPECT_TRUE(l1.blocked[0].beta_sigmoid);
+  EXPECT_NE(l1.blocked[0].blocked_by.find("/layers.1/self_attn/"), std::string::npos)
+      << l1.blocked[0].blocked_by;
+  EXPECT_NE(FormatFusionPlan(*g).find("NOT fused: KDA prologue    beta sigmoid -> KDA kernel"),
+            std::string::npos)
+      << FormatFusionPlan(*g);
+
+  onnx::ModelProto mp = LoadProto(path);
+  ASSERT_GT(mp.graph().node_size(), 0);
+  auto* nodes = mp.mutable_graph()->mutable_node();
+  for (int i = 0; i < nodes->size(); ++i)
+    if (nodes->Get(i).op_type() == "ChunkKDA") nodes->DeleteSubrange(i--, 1);
+  auto no_op = ParseOnnxBytes(mp.SerializeAsString(), "no_kda_op.onnx");
+  ASSERT_TRUE(no_op.ok()) << no_op.status().ToString();
+  for (const LayerFusion& l : PlanFusions(*no_op).layers)
+    EXPECT_EQ(CountKind(l.terms, FusionKind::kKdaPrologue), 0) << "layer " << l.layer;
 }
 
 TEST(FusionPlanGraph, ConfigModelsUseTheIrPlanOnly) {

@@ -55,6 +55,31 @@ TEST(KernelPrologueCheckTest, KernelThatSkipsTheSigmoidFails) {
   for (const auto& r : *rows) EXPECT_FALSE(r.pass) << r.against;
 }
 
+// Each in-kernel step switches on its own (the kernel spec's normalize_qk and beta_sigmoid, with the
+// gate): the fused kernel with only that subset still matches the unfused sequence of the same subset.
+// Negative: a kernel generated without the q/k norm while the spec asks for it fails. (Two new kernels
+// to build; the negative reuses the first, the unfused one is CpuBothGateForms'.)
+TEST(KernelPrologueCheckTest, EachStepSwitchesOnItsOwn) {
+  setenv("ONBOARD_KERNEL_CACHE", ONBOARD_BINARY_DIR "/kernel-cache", 0);
+  const auto cpu = validators::CpuKdaRunner(2);
+  for (const auto& [qk, beta] : {std::pair{false, true}, std::pair{true, false}}) {
+    KdaSpec s = Fused(GateForm::kOriginal);
+    s.normalize_qk = qk;
+    s.beta_sigmoid = beta;
+    auto rows = validators::CheckKdaPrologueFusion(s, {19}, 5, cpu);
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    ExpectAllPass(*rows);
+  }
+  validators::KdaRunner no_norm = [&](const KdaSpec& s, const validators::KdaInputs& in) {
+    KdaSpec b = s;
+    b.normalize_qk = false;
+    return cpu(b, in);
+  };
+  auto rows = validators::CheckKdaPrologueFusion(Fused(GateForm::kOriginal), {19}, 5, no_norm);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  for (const auto& r : *rows) EXPECT_FALSE(r.pass) << r.against;
+}
+
 TEST(KernelPrologueCheckTest, NothingToFuseIsBadInput) {
   auto rows = validators::CheckKdaPrologueFusion(Fused(GateForm::kNone), {5}, 1, validators::CpuKdaRunner(1));
   ASSERT_FALSE(rows.ok());
