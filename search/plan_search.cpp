@@ -1,8 +1,8 @@
 // SearchPlans: enumerate FSDP/HSDP x CP x TP x PP x EP x expert TP x micro-batch x interleave x
-// pipeline schedule (1F1B, DualPipe) layouts, reject the invalid ones with a reason, choose recompute per block kind greedily (least extra time per byte
-// saved until the plan fits), prune on memory before costing time, cost the rest, keep the best,
-// the runners-up, the time/memory Pareto front and a grouped summary of rejections.
-// Work is split over req.threads std::threads by layout index. Units: seconds, bytes.
+// pipeline schedule (1F1B, DualPipe) layouts, reject the invalid ones with a reason, choose recompute per
+// block kind greedily (least extra time per byte saved until the plan fits), prune on memory before costing
+// time, cost the rest, keep the best, the runners-up, the time/memory Pareto front and a grouped summary of
+// rejections. Work is split over req.threads std::threads by layout index. Units: seconds, bytes.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -168,7 +168,8 @@ void TryPlan(const CostContext& c, const std::vector<std::vector<Recompute>>& le
   if (!ChooseRecompute(c, levels, &p, &mem, w)) {
     const double over = mem.total - mem.usable();
     const std::string msg = PlanSummary(p) + ": needs " + Gib(mem.total) + " GiB per device, has " +
-                            Gib(mem.usable()) + " (" + Gib(mem.capacity) + " less " + Gib(mem.margin) + " margin)";
+                            Gib(mem.usable()) + " (" + Gib(mem.capacity) + " less " + Gib(mem.margin) +
+                            " margin)";
     w->rejects.Add("memory", msg, over);
     if (over < w->closest_over || (over == w->closest_over && msg < w->closest_msg)) {
       w->closest_over = over;
@@ -182,8 +183,8 @@ void TryPlan(const CostContext& c, const std::vector<std::vector<Recompute>>& le
   w->fitting.push_back(std::move(cand));
 }
 
-// DualPipe is tried beside 1F1B where ValidatePlan lets it run (even pp, interleave 1, at least 2*pp
-// micro-batches); layouts it cannot run are not counted as rejections (1F1B covers them).
+// With constraints.schedule "any" or "dualpipe", DualPipe is tried where ValidatePlan lets it run (even
+// pp, interleave 1, at least 2*pp micro-batches); plans it cannot run are not counted as rejections.
 bool DualPipeCanRun(const Plan& p) {
   return p.deg.pp >= 2 && p.deg.pp % 2 == 0 && p.deg.interleave == 1 && p.num_micro_batches >= 2 * p.deg.pp;
 }
@@ -223,9 +224,9 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
         continue;
       }
       Plan p;
-      p.deg = {lay.dp_rep, lay.dp_shard, lay.tp, lay.pp, lay.ep, (lay.dp_shard * lay.cp * lay.tp) / (lay.ep * lay.etp),
-               v, lay.tp > 1, lay.cp};
+      p.deg = {lay.dp_rep, lay.dp_shard, lay.tp, lay.pp, lay.ep, 1, v, lay.tp > 1, lay.cp};
       p.deg.etp = lay.etp;
+      p.deg.expert_fsdp = (lay.dp_shard * lay.cp * lay.tp) / (lay.ep * lay.etp);
       p.micro_batch = mb;
       p.num_micro_batches = m;
       p.seq = req.seq;
@@ -236,7 +237,7 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
       p.compute_dtype = req.compute_dtype;
       if (cons.schedule != "dualpipe") TryPlan(c, levels, p, w);
       p.pipeline_schedule = PipelineSchedule::kDualPipe;
-      if (cons.schedule != "1f1b" && DualPipeCanRun(p)) TryPlan(c, levels, p, w);
+      if (cons.schedule != "1f1b" && DualPipeCanRun(p)) TryPlan(c, levels, p, w);  // "any" or "dualpipe"
     }
   }
 }
@@ -260,7 +261,7 @@ std::vector<Layout> EnumerateLayouts(const CostContext& c, Rejects* rej) {
   std::vector<Layout> out;
   // Fixed degrees that cannot divide the device count leave nothing to search: say so.
   for (auto [name, v] : {std::pair<const char*, int64_t>{"tp", cons.tp}, {"pp", cons.pp}, {"ep", cons.ep},
-                         {"dp_shard", cons.dp_shard}, {"dp_replicate", cons.dp_replicate}, {"etp", cons.etp}})
+                         {"dp_shard", cons.dp_shard}, {"dp_replicate", cons.dp_replicate}})
     if (v > 0 && world % v != 0)
       rej->Add("constraint", std::string(name) + "=" + std::to_string(v) + " must divide the device count " +
                                  std::to_string(world));
@@ -305,8 +306,10 @@ std::vector<Layout> EnumerateLayouts(const CostContext& c, Rejects* rej) {
           // the ETP group (an all-gather / reduce-scatter in every MoE layer) spans the TP group, inside
           // the fastest tier; a fixed constraints.etp may be any divisor. etp must divide the expert width.
           std::vector<int64_t> etps = {1};
-          if (cons.etp > 0) etps = {cons.etp};
-          else if (E > 0 && tp > 1) etps = {1, tp};
+          if (cons.etp > 0)
+            etps = {cons.etp};
+          else if (E > 0 && tp > 1)
+            etps = {1, tp};
           for (int64_t etp : etps) {
             if ((shard * cp * tp) % (ep * etp) != 0) {
               rej->Add("etp_ranks", "ep*etp=" + std::to_string(ep) + "*" + std::to_string(etp) +

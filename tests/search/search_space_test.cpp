@@ -1,8 +1,9 @@
 // Expert tensor parallelism and the DualPipe schedule in the layout search (issue 13): the search
 // picks each where the cost model says it pays, keeps etp = 1 / 1F1B where it does not, and never
-// offers DualPipe where ValidatePlan refuses it. Each "pays" is checked against the search with the
-// option taken away (constraints.etp = 1, constraints.schedule = "1f1b"), each "does not" against
-// the search forced to use it.
+// offers DualPipe where ValidatePlan refuses it. etp is searched by default, DualPipe with
+// constraints.schedule = "any" (the default "1f1b" keeps plans the exported engines can run). Each
+// "pays" is checked against the search with the option taken away (etp = 1, schedule "1f1b"), each
+// "does not" against the search forced to use it.
 #include "search/cost_model.h"
 #include "search/plan_export.h"
 #include "search_test_util.h"
@@ -33,8 +34,8 @@ std::pair<SearchResult, SearchResult> SearchBoth(const PlanRequest& req, const P
   o.constraints = other;
   std::pair<SearchResult, SearchResult> r{Search(req), Search(o)};
   for (const SearchResult* x : {&r.first, &r.second})
-    std::printf("  %s: %s, %.3f s\n", x->feasible ? "fits" : "nothing fits", PlanSummary(x->best.plan).c_str(),
-                x->best.estimate.step_s);
+    std::printf("  %s: %s, %.3f s\n", x->feasible ? "fits" : "nothing fits",
+                PlanSummary(x->best.plan).c_str(), x->best.estimate.step_s);
   return r;
 }
 
@@ -101,6 +102,8 @@ TEST(SearchSpace, DualPipeIsChosenWhereItPays) {
   // DualPipe (p/2-1)(F&B + B - 3W) with the sends hidden.
   PlanRequest req = Full("qwen3-30b-a3b", 256, 1024);
   req.constraints.pp = 8;
+  EXPECT_FALSE(AnyDualPipe(Search(req)));  // the default searches 1F1B only
+  req.constraints.schedule = "any";
   PlanConstraints one_f_one_b = req.constraints;
   one_f_one_b.schedule = "1f1b";
   const auto [r, n] = SearchBoth(req, one_f_one_b);
@@ -111,7 +114,8 @@ TEST(SearchSpace, DualPipeIsChosenWhereItPays) {
   // The engines the exports target cannot run it: their exports say so (the 1F1B plan's do not).
   for (const auto& [plan, refused] : {std::pair<Plan, bool>{r.best.plan, true}, {n.best.plan, false}})
     for (const ExportFile& f : BuildAllExports(plan, req.model))
-      if (f.name == "plan.megatron.sh" || f.name == "plan_torchtitan.py" || f.name == "plan_megatron_bridge.py")
+      if (f.name == "plan.megatron.sh" || f.name == "plan_torchtitan.py" ||
+          f.name == "plan_megatron_bridge.py")
         EXPECT_EQ(f.text.find("DualPipe schedule") != std::string::npos, refused) << f.name;
 }
 
@@ -121,6 +125,7 @@ TEST(SearchSpace, DualPipeIsNotChosenWhereItDoesNotPayOrCannotRun) {
   PlanRequest req = Full("llama-3.1-405b", 128, 256);
   req.constraints.tp = 8;
   req.constraints.pp = 8;
+  req.constraints.schedule = "any";
   PlanConstraints dualpipe = req.constraints;
   dualpipe.schedule = "dualpipe";
   const auto [r, d] = SearchBoth(req, dualpipe);
@@ -131,6 +136,7 @@ TEST(SearchSpace, DualPipeIsNotChosenWhereItDoesNotPayOrCannotRun) {
   PlanRequest few = Full("qwen3-30b-a3b", 256, 64);
   few.constraints.pp = 16;
   few.constraints.micro_batch = 1;
+  few.constraints.schedule = "any";
   const SearchResult s = Search(few);
   ASSERT_TRUE(s.feasible);
   EXPECT_FALSE(AnyDualPipe(s));
