@@ -54,6 +54,19 @@ std::string RejectExample(const SearchResult& r, const std::string& reason) {
   return "";
 }
 
+// With etp searched the best plan has etp = `chosen`; fixed to `other` (the option taken away or
+// forced) the search keeps `other` and is slower. Returns the searched result.
+SearchResult ExpectEtpChoice(const PlanRequest& req, int64_t other, int64_t chosen) {
+  PlanConstraints fixed = req.constraints;
+  fixed.etp = other;
+  const auto [r, f] = SearchBoth(req, fixed);
+  EXPECT_TRUE(r.feasible && f.feasible);
+  EXPECT_EQ(r.best.plan.deg.etp, chosen) << PlanSummary(r.best.plan);
+  EXPECT_EQ(f.best.plan.deg.etp, other);
+  EXPECT_GT(f.best.estimate.step_s, r.best.estimate.step_s);
+  return r;
+}
+
 TEST(SearchSpace, ExpertTpIsChosenWhereItPays) {
   // Mixtral-8x22B (8 experts of 3 x 6144 x 16384) on 128 H800, tp 8 and ep 8 (= experts), no PP:
   // at etp = 1 every micro-batch all-gathers a rank's whole expert over 4+ ranks across InfiniBand;
@@ -62,13 +75,8 @@ TEST(SearchSpace, ExpertTpIsChosenWhereItPays) {
   req.constraints.tp = 8;
   req.constraints.pp = 1;
   req.constraints.ep = 8;
-  PlanConstraints no_etp = req.constraints;
-  no_etp.etp = 1;
-  const auto [r, n] = SearchBoth(req, no_etp);
-  ASSERT_TRUE(r.feasible && n.feasible);
-  EXPECT_EQ(r.best.plan.deg.etp, 8) << PlanSummary(r.best.plan);
-  EXPECT_EQ(n.best.plan.deg.etp, 1);
-  EXPECT_GT(n.best.estimate.step_s, r.best.estimate.step_s);
+  const SearchResult r = ExpectEtpChoice(req, /*other=*/1, /*chosen=*/8);
+  ASSERT_TRUE(r.feasible);
   // The chosen plan itself at etp = 1 is slower too.
   Plan one = r.best.plan;
   one.deg.etp = 1;
@@ -82,13 +90,7 @@ TEST(SearchSpace, ExpertTpIsNotChosenWhereItDoesNot) {
   // Qwen3-30B-A3B: 128 small experts (768 wide) that EP spreads; the ETP gathers only cost.
   PlanRequest req = Full("qwen3-30b-a3b", 64, 512);
   req.constraints.tp = 2;
-  PlanConstraints forced = req.constraints;
-  forced.etp = 2;
-  const auto [r, f] = SearchBoth(req, forced);
-  ASSERT_TRUE(r.feasible && f.feasible);
-  EXPECT_EQ(r.best.plan.deg.etp, 1) << PlanSummary(r.best.plan);
-  EXPECT_EQ(f.best.plan.deg.etp, 2);
-  EXPECT_GT(f.best.estimate.step_s, r.best.estimate.step_s);
+  ExpectEtpChoice(req, /*other=*/2, /*chosen=*/1);
   // gpt-oss-120b's experts are 2880 wide: etp = 128 is refused by the search, naming the width.
   PlanRequest oss = Full("gpt-oss-120b", 1024, 1024);
   oss.constraints.etp = 128;
