@@ -310,6 +310,10 @@ MegatronExport BuildMegatronExport(const Plan& p, const ModelIR& ir, const Launc
   if (p.mode == FinetuneMode::kLoRA)
     e.caveats.unsupported.push_back("LoRA (rank " + S(p.lora_rank) + "): Megatron-LM has no LoRA; this list would train "
                                     "every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead");
+  if (p.pipeline_schedule == PipelineSchedule::kDualPipe)  // the search may choose it (issue 13)
+    e.caveats.unsupported.push_back("DualPipe schedule (pp " + S(p.deg.pp) +
+                                    "): Megatron-LM schedules 1F1B and "
+                                    "interleaved 1F1B only; this list would run 1F1B");
   const bool fsdp = e.args.Has("--use-megatron-fsdp");
   e.args.env["CUDA_DEVICE_MAX_CONNECTIONS"] = fsdp ? "32" : "1";
   return e;

@@ -1,14 +1,15 @@
-// SearchPlans: enumerate FSDP/HSDP x TP x PP x EP x micro-batch x interleave layouts, reject the
-// invalid ones with a reason, choose recompute per block kind greedily (least extra time per byte
-// saved until the plan fits), prune on memory before costing time, cost the rest, keep the best,
-// the runners-up, the time/memory Pareto front and a grouped summary of rejections.
-// Work is split over req.threads std::threads by layout index. Units: seconds, bytes.
+// SearchPlans: enumerate FSDP/HSDP x CP x TP x PP x EP x expert TP x micro-batch x interleave x
+// pipeline schedule (1F1B, DualPipe) layouts, reject the invalid ones with a reason, choose recompute per
+// block kind greedily (least extra time per byte saved until the plan fits), prune on memory before costing
+// time, cost the rest, keep the best, the runners-up, the time/memory Pareto front and a grouped summary of
+// rejections. Work is split over req.threads std::threads by layout index. Units: seconds, bytes.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
 #include <map>
 #include <mutex>
+#include <numeric>
 #include <sstream>
 #include <thread>
 
@@ -37,7 +38,7 @@ std::string Gib(double bytes) {
 }
 
 struct Layout {
-  int64_t tp, pp, dp_rep, dp_shard, ep, cp;
+  int64_t tp, pp, dp_rep, dp_shard, ep, cp, etp;
 };
 
 // Context parallelism enters the space only where a rank would still hold a long chunk: below
@@ -155,6 +156,39 @@ bool ChooseRecompute(const CostContext& c, const std::vector<std::vector<Recompu
   return true;
 }
 
+// Step 2 of a layout: one plan checked, fitted by recompute, then costed (or kept as the closest
+// to fitting).
+void TryPlan(const CostContext& c, const std::vector<std::vector<Recompute>>& levels, Plan p, Worker* w) {
+  Status st = CheckPlanAgainstModel(c, p);
+  if (!st.ok()) {
+    w->rejects.Add("invalid", st.message());
+    return;
+  }
+  MemoryBreakdown mem;
+  if (!ChooseRecompute(c, levels, &p, &mem, w)) {
+    const double over = mem.total - mem.usable();
+    const std::string msg = PlanSummary(p) + ": needs " + Gib(mem.total) + " GiB per device, has " +
+                            Gib(mem.usable()) + " (" + Gib(mem.capacity) + " less " + Gib(mem.margin) +
+                            " margin)";
+    w->rejects.Add("memory", msg, over);
+    if (over < w->closest_over || (over == w->closest_over && msg < w->closest_msg)) {
+      w->closest_over = over;
+      w->closest_msg = msg;
+      w->closest.plan = p;
+    }
+    return;
+  }
+  PlanCandidate cand{p, EstimatePlan(c, p)};
+  ++w->evaluated;
+  w->fitting.push_back(std::move(cand));
+}
+
+// With constraints.schedule "any" or "dualpipe", DualPipe is tried where ValidatePlan lets it run (even
+// pp, interleave 1, at least 2*pp micro-batches); plans it cannot run are not counted as rejections.
+bool DualPipeCanRun(const Plan& p) {
+  return p.deg.pp >= 2 && p.deg.pp % 2 == 0 && p.deg.interleave == 1 && p.num_micro_batches >= 2 * p.deg.pp;
+}
+
 void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recompute>>& levels,
                     const Layout& lay, Worker* w) {
   const PlanRequest& req = *c.req;
@@ -190,8 +224,9 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
         continue;
       }
       Plan p;
-      p.deg = {lay.dp_rep, lay.dp_shard, lay.tp, lay.pp, lay.ep, (lay.dp_shard * lay.cp * lay.tp) / lay.ep, v, lay.tp > 1,
-               lay.cp};
+      p.deg = {lay.dp_rep, lay.dp_shard, lay.tp, lay.pp, lay.ep, 1, v, lay.tp > 1, lay.cp};
+      p.deg.etp = lay.etp;
+      p.deg.expert_fsdp = (lay.dp_shard * lay.cp * lay.tp) / (lay.ep * lay.etp);
       p.micro_batch = mb;
       p.num_micro_batches = m;
       p.seq = req.seq;
@@ -200,29 +235,19 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
       p.lora_rank = req.mode == FinetuneMode::kLoRA ? req.lora_rank : 0;
       p.base_dtype = req.base_dtype;
       p.compute_dtype = req.compute_dtype;
-      Status st = CheckPlanAgainstModel(c, p);
-      if (!st.ok()) {
-        w->rejects.Add("invalid", st.message());
-        continue;
-      }
-      MemoryBreakdown mem;
-      if (!ChooseRecompute(c, levels, &p, &mem, w)) {
-        const double over = mem.total - mem.usable();
-        const std::string msg = PlanSummary(p) + ": needs " + Gib(mem.total) + " GiB per device, has " +
-                                Gib(mem.usable()) + " (" + Gib(mem.capacity) + " less " + Gib(mem.margin) + " margin)";
-        w->rejects.Add("memory", msg, over);
-        if (over < w->closest_over || (over == w->closest_over && msg < w->closest_msg)) {
-          w->closest_over = over;
-          w->closest_msg = msg;
-          w->closest.plan = p;
-        }
-        continue;
-      }
-      PlanCandidate cand{p, EstimatePlan(c, p)};
-      ++w->evaluated;
-      w->fitting.push_back(std::move(cand));
+      if (cons.schedule != "dualpipe") TryPlan(c, levels, p, w);
+      p.pipeline_schedule = PipelineSchedule::kDualPipe;
+      if (cons.schedule != "1f1b" && DualPipeCanRun(p)) TryPlan(c, levels, p, w);  // "any" or "dualpipe"
     }
   }
+}
+
+// The widths expert TP must divide: the gcd of every routed expert's FFN width (0: no routed experts).
+int64_t ExpertWidthGcd(const ModelProfile& prof) {
+  int64_t g = 0;
+  for (const LayerProfile& lp : prof.layers)
+    if (lp.top_k > 0 && lp.expert_inter > 0) g = std::gcd(g, static_cast<int64_t>(lp.expert_inter));
+  return g;
 }
 
 std::vector<Layout> EnumerateLayouts(const CostContext& c, Rejects* rej) {
@@ -231,6 +256,7 @@ std::vector<Layout> EnumerateLayouts(const CostContext& c, Rejects* rej) {
   const int64_t world = req.topology.num_devices;
   const int64_t L = static_cast<int64_t>(c.prof.layers.size());
   const int64_t E = c.prof.experts;
+  const int64_t expert_width = ExpertWidthGcd(c.prof);
   const int64_t max_tp = cons.max_tp > 0 ? cons.max_tp : std::min(world, req.topology.tiers.front().group_size);
   std::vector<Layout> out;
   // Fixed degrees that cannot divide the device count leave nothing to search: say so.
@@ -275,7 +301,28 @@ std::vector<Layout> EnumerateLayouts(const CostContext& c, Rejects* rej) {
             rej->Add("ep_experts", "ep=" + std::to_string(ep) + " must divide experts=" + std::to_string(E));
             continue;
           }
-          out.push_back({tp, pp, rep, shard, ep, cp});
+          // Expert TP (etp x ep x expert_fsdp = dp_shard*cp*tp): the search tries Megatron-Core's two
+          // settings, etp = 1 and etp = tp (its default when --expert-tensor-parallel-size is unset), so
+          // the ETP group (an all-gather / reduce-scatter in every MoE layer) spans the TP group, inside
+          // the fastest tier; a fixed constraints.etp may be any divisor. etp must divide the expert width.
+          std::vector<int64_t> etps = {1};
+          if (cons.etp > 0)
+            etps = {cons.etp};
+          else if (E > 0 && tp > 1)
+            etps = {1, tp};
+          for (int64_t etp : etps) {
+            if ((shard * cp * tp) % (ep * etp) != 0) {
+              rej->Add("etp_ranks", "ep*etp=" + std::to_string(ep) + "*" + std::to_string(etp) +
+                                        " must divide dp_shard*cp*tp=" + std::to_string(shard * cp * tp));
+              continue;
+            }
+            if (etp > 1 && expert_width % etp != 0) {
+              rej->Add("etp_width", "etp=" + std::to_string(etp) + " must divide the expert FFN width " +
+                                        std::to_string(expert_width));
+              continue;
+            }
+            out.push_back({tp, pp, rep, shard, ep, cp, etp});
+          }
         }
       }
     }

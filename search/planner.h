@@ -46,6 +46,10 @@ struct PlanConstraints {
   int64_t interleave = 0;
   int64_t micro_batch = 0;
   int64_t max_tp = 0;                    // 0 = size of the fastest tier
+  int64_t etp = 0;                       // expert tensor parallel: 0 = searched (MoE models), else fixed
+  // Pipeline schedules searched: "1f1b", "dualpipe", or "any" (both; DualPipe where it can run).
+  // Default 1f1b: no engine onboard exports to (Megatron-LM, Bridge, MindSpeed, torchtitan) runs DualPipe.
+  std::string schedule = "1f1b";
   std::string recompute;                 // "" = searched; else none|selective|full for every block
   double memory_margin = 0.08;           // fraction of HBM kept free (allocator fragmentation, NCCL)
   double reserved_gib = 2.0;             // fixed per-device reservation (CUDA/CANN context, workspace)

@@ -8,15 +8,9 @@
 namespace onboard {
 namespace {
 
-ModelIR Hf(const std::string& name) {
-  auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/" + name + ".config.json");
-  EXPECT_TRUE(m.ok()) << m.status().ToString();
-  return m.ok() ? *m : ModelIR{};
-}
-
 PlanRequest Request(const std::string& model, const std::string& topo, int64_t seq) {
   PlanRequest req;
-  req.model = Hf(model);
+  req.model = test::HfModel(model);
   req.topology = test::ShippedTopology(topo);
   req.mode = FinetuneMode::kFull;
   req.seq = seq;

@@ -25,6 +25,13 @@ inline ModelIR Flagship() {
   return m.ok() ? *m : ModelIR{};
 }
 
+// A Hugging Face config of tests/data/hf/ (NAME.config.json) as a ModelIR.
+inline ModelIR HfModel(const std::string& name) {
+  auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/" + name + ".config.json");
+  EXPECT_TRUE(m.ok()) << m.status().ToString();
+  return m.ok() ? *m : ModelIR{};
+}
+
 inline PlanRequest SeedRequest(FinetuneMode mode) {
   PlanRequest req;
   req.model = Flagship();
