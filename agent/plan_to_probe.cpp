@@ -130,8 +130,10 @@ void Pipeline(const Plan& plan, const ProxySpec* proxy, int64_t model_layers, Pr
   for (int64_t p = std::min(ModelParallelCap(plan, want, n), proxy_layers); p >= 2 && L.pp == 1; --p)
     if (n % p == 0) L.pp = p;
   const std::string ns = L.tp > 1 ? "ranks/tp=" + Str(n) : "ranks=" + Str(n);
-  const std::string rule = " that divides " + ns + ", leaves >= 2 data ranks when the plan has data or expert "
-                           "parallelism, and is <= the proxy's layers=" + Str(proxy_layers);
+  const std::string rule = " that divides " + ns +
+                           ", leaves >= 2 data ranks when the plan has data or expert "
+                           "parallelism, and is <= the proxy's layers=" +
+                           Str(proxy_layers);
   L.factors.push_back({"pp", Str(want), Str(L.pp),
                        L.pp == want ? ""
                        : L.pp > 1   ? "the largest pp <= the plan's" + rule

@@ -260,7 +260,9 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   plan.deg.dp_replicate = cfg.data_ranks() / cfg.fsdp_degree();
   plan.deg.tp = cfg.tp_degree();  // tensor parallelism (issue 17)
   plan.deg.ep = cfg.ep_degree();
-  plan.deg.expert_fsdp = std::max<int64_t>(1, cfg.fsdp_degree() / cfg.ep_degree());
+  // The cost model's expert data parallelism spans dp_shard * tp / ep ranks (etp = 1); the probe
+  // replicates experts over its TP ranks instead (tp = 1: the same fsdp / ep).
+  plan.deg.expert_fsdp = std::max<int64_t>(1, cfg.fsdp_degree() * cfg.tp_degree() / cfg.ep_degree());
   plan.micro_batch = cfg.micro_batch_size();
   plan.num_micro_batches = cfg.micro_steps();
   plan.seq = cfg.seq;
@@ -282,6 +284,9 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   p.memory = PredictedMemory(est->memory, cfg, spec.vocab);
   p.pp_bubble = PredictedBubbleShare(plan, *est);
   p.notes.push_back("cost model assumes bf16 weights/activations; the probe runs fp32");
+  if (cfg.tp_degree() > 1)
+    p.notes.push_back("cost model shards experts over expert_fsdp = fsdp*tp/ep = " +
+                      std::to_string(plan.deg.expert_fsdp) + " ranks; the probe replicates them over its TP ranks");
   for (const std::string& n : est->notes) p.notes.push_back(n);
   return p;
 }

@@ -26,6 +26,7 @@ struct Layout {
   int64_t ranks, tp, pp, interleave;
 };
 // fsdp = ep = the data ranks (ranks / (tp * pp)) on every row.
+// clang-format off
 const Layout kLayouts[] = {
     {"1 process", 1, 1, 1, 1},
     {"dp: fsdp=ep=2", 2, 1, 1, 1},
@@ -39,6 +40,7 @@ const Layout kLayouts[] = {
     {"tp=2 x pp=2", 4, 2, 2, 1},
     {"tp=2 x pp=2 x fsdp=ep=2", 8, 2, 2, 1},
 };
+// clang-format on
 
 // Means over the steps after the first: step time, each collective's time, the bubble (max over ranks).
 struct Row {

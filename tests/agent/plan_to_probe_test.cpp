@@ -183,12 +183,13 @@ TEST(ApplyPlanToProbe, PipelineIsScaledDownWithReasons) {
   auto L = ApplyPlanToProbe(p, 4, 2, 8, &proxy, 61);
   ASSERT_TRUE(L.ok()) << L.status().ToString();
   EXPECT_EQ(L->pp, 2);  // at most half the ranks: the plan's fsdp and ep keep 2 data ranks
-  EXPECT_NE(Find(*L, "pp")->reason.find("leaves >= 2 data ranks"), std::string::npos) << Find(*L, "pp")->reason;
+  EXPECT_NE(Find(*L, "pp")->reason.find("leaves >= 2 data ranks"), std::string::npos)
+      << Find(*L, "pp")->reason;
   EXPECT_EQ(L->interleave, 2);  // 2 stages x 2 chunks = the 4 proxy layers
   EXPECT_EQ(L->fsdp, 2);
   EXPECT_EQ(L->ep, 2);
   EXPECT_EQ(L->micro_steps, 2);  // a data rank trains on pp x 2 sequences, capped at 2 micro-steps
-  p.deg.dp_shard = 1;  // no data or expert parallelism: pp may take every rank
+  p.deg.dp_shard = 1;            // no data or expert parallelism: pp may take every rank
   p.deg.ep = 1;
   auto all = ApplyPlanToProbe(p, 4, 2, 8, &proxy, 61);
   ASSERT_TRUE(all.ok());
@@ -268,7 +269,8 @@ TEST(ApplyPlanToProbe, TpAndPpShareOneRankOrder) {
   const Status bad = ValidateParallelFactors(c, proxy);
   EXPECT_NE(bad.message().find("ep=2 must divide ranks/(tp*pp)=1"), std::string::npos) << bad.ToString();
   c.pp = 8;
-  EXPECT_NE(ValidateParallelFactors(c, proxy).message().find("pp=8 must divide ranks/tp=4"), std::string::npos);
+  EXPECT_NE(ValidateParallelFactors(c, proxy).message().find("pp=8 must divide ranks/tp=4"),
+            std::string::npos);
 }
 
 }  // namespace

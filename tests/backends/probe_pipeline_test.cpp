@@ -46,8 +46,8 @@ double MaxRelDiff(const ProbeResult& a, const ProbeResult& b) {
 }
 
 // A tp x pp (x ep) run and its relative difference from one process.
-double TpPpDiff(const ProbeResult& one, int64_t ranks, int64_t ep, const std::string& fault, const std::string& dir,
-                ProbeResult* out) {
+double TpPpDiff(const ProbeResult& one, int64_t ranks, int64_t ep, const std::string& fault,
+                const std::string& dir, ProbeResult* out) {
   ProbeConfig c = Cfg(ranks, 2, dir);
   c.tp = 2;
   c.ep = ep;
@@ -142,7 +142,8 @@ TEST_F(ProbePipeline, FourProcessesTp2Pp2MatchOneProcess) {
   ASSERT_NE(one_, nullptr);
   ProbeResult r;
   const double d = TpPpDiff(*one_, 4, 0, "", "tp2pp2", &r);
-  std::printf("tp=2 x pp=2 (4 processes) vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n", d);
+  std::printf("tp=2 x pp=2 (4 processes) vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n",
+              d);
   EXPECT_LT(d, kRelTolerance);
   ASSERT_FALSE(r.steps.empty());
   const ProbeStep& s = r.steps.back();
@@ -156,9 +157,10 @@ TEST_F(ProbePipeline, EightProcessesTp2Pp2Ep2MatchOneProcess) {
   ASSERT_NE(one_, nullptr);
   ProbeResult r;
   const double d = TpPpDiff(*one_, 8, 2, "", "tp2pp2ep2", &r);
-  std::printf("tp=2 x pp=2 x ep=2 x fsdp=2 (8 processes) vs 1 process, fp32, 12 steps: max relative loss "
-              "difference %.3g\n",
-              d);
+  std::printf(
+      "tp=2 x pp=2 x ep=2 x fsdp=2 (8 processes) vs 1 process, fp32, 12 steps: max relative loss "
+      "difference %.3g\n",
+      d);
   EXPECT_LT(d, kRelTolerance);
   ASSERT_FALSE(r.steps.empty());
   const ProbeStep& s = r.steps.back();
@@ -179,7 +181,8 @@ TEST_F(ProbePipeline, SwappedBackwardBreaksTp2Pp2) {
 TEST_F(ProbePipeline, SwappedBackwardBreaksTp2Pp2Ep2) {
   ASSERT_NE(one_, nullptr);
   const double d = TpPpDiff(*one_, 8, 2, kPipeFaultSwapBackward, "tp2pp2ep2fault", nullptr);
-  std::printf("tp=2 x pp=2 x ep=2 with swapped backwards vs 1 process: max relative loss difference %.3g\n", d);
+  std::printf("tp=2 x pp=2 x ep=2 with swapped backwards vs 1 process: max relative loss difference %.3g\n",
+              d);
   EXPECT_GT(d, kRelTolerance);
 }
 
