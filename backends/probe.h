@@ -219,7 +219,7 @@ struct ProbeConfig {
   int64_t ep_degree() const { return ep > 0 ? ep : data_ranks(); }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }
   int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / data_ranks(); }
-  int64_t micro_steps() const { return batch / (data_ranks() * micro_batch_size()); }  // per data rank per step
+  int64_t micro_steps() const { return batch / (data_ranks() * micro_batch_size()); }  // per data rank / step
 };
 
 inline constexpr const char* kPipeFaultSwapBackward = "swap_backward";

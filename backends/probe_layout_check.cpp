@@ -89,17 +89,19 @@ Status ValidateParallelFactors(const ProbeConfig& c, const ProxySpec& spec) {
   if (c.batch < 1 || c.batch % d != 0) {
     bad.push_back("batch=" + S(c.batch) + " must be a positive multiple of " + dn);
   } else if (c.micro_batch < 0 || (c.micro_batch > 0 && c.batch % (d * c.micro_batch) != 0)) {
-    bad.push_back("batch=" + S(c.batch) + " must be a multiple of " + dn + " * micro_batch=" + S(c.micro_batch));
+    bad.push_back("batch=" + S(c.batch) + " must be a multiple of " + dn +
+                  " * micro_batch=" + S(c.micro_batch));
   } else if (split && c.pp_degree() > 1 && c.interleave >= 1) {
     const int64_t m = c.micro_steps();
-    for (const std::string& s : PipelineLayoutProblems(c.pp, c.interleave, spec.num_layers(), m, c.stage_layer_starts))
+    for (const std::string& s :
+         PipelineLayoutProblems(c.pp, c.interleave, spec.num_layers(), m, c.stage_layer_starts))
       if (std::find(bad.begin(), bad.end(), s) == bad.end()) bad.push_back(s);
   }
   if (bad.empty()) return Status::Ok();
   std::string msg;
   for (const std::string& b : bad) msg += (msg.empty() ? "" : "; ") + b;
-  const std::string value = "tp=" + S(c.tp_degree()) + " pp=" + S(c.pp) + " fsdp=" + S(f) + " ep=" + S(e) +
-                            " ranks=" + S(c.ranks);
+  const std::string value =
+      "tp=" + S(c.tp_degree()) + " pp=" + S(c.pp) + " fsdp=" + S(f) + " ep=" + S(e) + " ranks=" + S(c.ranks);
   return BadInput("probe", "layout", msg, value);
 }
 

@@ -160,7 +160,8 @@ double PipelineForwardLoss(WorkerState& st, ProbeGroups& g, Batch& batch, double
   at::Tensor x = batch.tokens;
   for (int64_t q = st.stage; q < Q; q += P) {  // this stage's model chunks, in model order
     if (q > 0) x = RecvActivation(st, g.pp_prev, batch.tokens);
-    x = RunChunk(st, g, ChunkUnits(starts, st.spec.num_layers(), q), &st.routing, &inputs, scale, &runners, x);
+    x = RunChunk(st, g, ChunkUnits(starts, st.spec.num_layers(), q), &st.routing, &inputs, scale, &runners,
+                 x);
     if (q == Q - 1)
       loss = x.item<double>();
     else

@@ -285,8 +285,9 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   p.pp_bubble = PredictedBubbleShare(plan, *est);
   p.notes.push_back("cost model assumes bf16 weights/activations; the probe runs fp32");
   if (cfg.tp_degree() > 1)
-    p.notes.push_back("cost model shards experts over expert_fsdp = fsdp*tp/ep = " +
-                      std::to_string(plan.deg.expert_fsdp) + " ranks; the probe replicates them over its TP ranks");
+    p.notes.push_back(
+        "cost model shards experts over expert_fsdp = fsdp*tp/ep = " + std::to_string(plan.deg.expert_fsdp) +
+        " ranks; the probe replicates them over its TP ranks");
   for (const std::string& n : est->notes) p.notes.push_back(n);
   return p;
 }

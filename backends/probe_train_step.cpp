@@ -56,7 +56,8 @@ void ForEachTrainable(std::vector<UnitState>& state, Fn&& fn) {
 }  // namespace
 
 void BindBatch(const WorkerState& st, Batch* batch, UnitInputs* inputs) {
-  if (!st.dev.is_cpu()) *batch = {batch->tokens.to(st.dev), batch->targets.to(st.dev), batch->mask.to(st.dev)};
+  if (!st.dev.is_cpu())
+    *batch = {batch->tokens.to(st.dev), batch->targets.to(st.dev), batch->mask.to(st.dev)};
   inputs->targets = &batch->targets;
   inputs->loss_mask = &batch->mask;
 }

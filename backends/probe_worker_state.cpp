@@ -79,7 +79,8 @@ int64_t PeakRssBytes() {
 void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
   const ProbeConfig& cfg = st->cfg;
   const int64_t T = cfg.tp_degree(), t = cfg.tp_rank_of(st->rank);
-  const int64_t N = cfg.data_ranks(), r = cfg.data_rank_of(st->rank), F = cfg.fsdp_degree(), E = cfg.ep_degree();
+  const int64_t N = cfg.data_ranks(), r = cfg.data_rank_of(st->rank), F = cfg.fsdp_degree(),
+                E = cfg.ep_degree();
   // Step 3a: layout (TP: this rank's slices, probe_tp.h), the units of this pipeline stage and
   // expert placement.
   st->baseline_rss = PeakRssBytes();

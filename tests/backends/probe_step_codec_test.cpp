@@ -92,10 +92,10 @@ TEST(ProbeStepCodec, RoundTripKeepsEveryField) {
   json j = ProbeStepToJson(a);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"accuracy", "comm", "compute_s", "expert_load", "grad_norm",
-                                            "indexer_kl", "live_peak_bytes", "loss", "lr", "peak_rss_bytes",
-                                            "pp_bubble", "pp_bubble_by_rank", "step", "step_s",
-                                            "tokens_per_s"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"accuracy", "comm", "compute_s", "expert_load", "grad_norm",
+                                      "indexer_kl", "live_peak_bytes", "loss", "lr", "peak_rss_bytes",
+                                      "pp_bubble", "pp_bubble_by_rank", "step", "step_s", "tokens_per_s"}));
 }
 
 TEST(ProbeStepCodec, UnknownKeyIsRefused) {
