@@ -75,10 +75,11 @@ Status ValidateParallelFactors(const ProbeConfig& c, const ProxySpec& spec) {
   std::vector<std::string> bad;
   const bool tp_ok = CheckTp(c, spec, &bad);
   const bool pp_ok = CheckPp(c, spec, tp_ok, &bad);
-  // Step 3: fsdp and ep over the data ranks (all ranks when tp or pp cannot split them).
-  const bool split = tp_ok && pp_ok;
-  const int64_t d = split ? c.data_ranks() : c.ranks;
-  const std::string dn = split ? DataRanksName(c) : "ranks=" + S(d);
+  // Step 3: fsdp and ep over the data ranks (the ranks tp leaves when pp cannot split them; all
+  // ranks when tp cannot).
+  const bool split = tp_ok && pp_ok, tp_only = tp_ok && !pp_ok && c.tp_degree() > 1;
+  const int64_t d = split ? c.data_ranks() : tp_only ? c.ranks / c.tp_degree() : c.ranks;
+  const std::string dn = split ? DataRanksName(c) : tp_only ? "ranks/tp=" + S(d) : "ranks=" + S(d);
   const int64_t e = c.ep > 0 ? c.ep : d, f = c.fsdp > 0 ? c.fsdp : d;
   if (e < 1 || d % e != 0) bad.push_back("ep=" + S(e) + " must divide " + dn);
   if (e >= 1 && spec.num_experts % e != 0)

@@ -269,8 +269,10 @@ TEST(ApplyPlanToProbe, TpAndPpShareOneRankOrder) {
   const Status bad = ValidateParallelFactors(c, proxy);
   EXPECT_NE(bad.message().find("ep=2 must divide ranks/(tp*pp)=1"), std::string::npos) << bad.ToString();
   c.pp = 8;
-  EXPECT_NE(ValidateParallelFactors(c, proxy).message().find("pp=8 must divide ranks/tp=4"),
-            std::string::npos);
+  c.ep = 8;  // every factor named: ep then divides the ranks tp leaves
+  const std::string both = ValidateParallelFactors(c, proxy).message();
+  EXPECT_NE(both.find("pp=8 must divide ranks/tp=4"), std::string::npos) << both;
+  EXPECT_NE(both.find("ep=8 must divide ranks/tp=4"), std::string::npos) << both;
 }
 
 }  // namespace
