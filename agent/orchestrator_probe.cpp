@@ -27,7 +27,8 @@ ProbeLayout ProbeLayoutFor(const RunState& st, const ProxySpec& spec, const Prob
     plan.deg.dp_shard = s.ranks;
     plan.deg.ep = s.ranks;
   }
-  auto L = ApplyPlanToProbe(plan, s.ranks, recipe.batch / recipe.ranks, spec.num_experts, &spec);
+  auto L = ApplyPlanToProbe(plan, s.ranks, recipe.batch / recipe.ranks, spec.num_experts, &spec,
+                            static_cast<int64_t>(st.model.layers.size()));
   ONBOARD_ASSERT(L.ok(), "probe settings were validated: " + L.status().message());
   return std::move(L).value();
 }
@@ -42,6 +43,9 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.tp = L.tp;  // tensor parallelism (issue 17)
   c.micro_batch = L.micro_batch;
   c.recompute = L.recompute;  // the plan's recompute per block kind (issue 17, ApplyPlanToProbe Step 5)
+  c.pp = L.pp;                // pipeline parallelism (issue 17, ApplyPlanToProbe Step 1c)
+  c.interleave = L.interleave;
+  c.stage_layer_starts = L.stage_layer_starts;
   // The learning rule scales the recorded steps (LoRA: the adapter phase; the base phase is the
   // recipe's, or follows the steps when they were overridden).
   c.steps =

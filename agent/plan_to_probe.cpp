@@ -32,10 +32,6 @@ void Unsupported(const Plan& plan, ProbeLayout& L) {
     L.factors.push_back({"sequence_parallel", "on", "off",
                          "the probe's tensor parallelism keeps activations replicated over TP (no sequence "
                          "parallelism yet)"});
-  if (d.pp > 1)
-    L.factors.push_back({"pp", Str(d.pp), "1", "the probe has no pipeline schedule yet: runs every layer on every rank"});
-  if (d.interleave > 1)
-    L.factors.push_back({"interleave", Str(d.interleave), "1", "needs pipeline parallelism, which the probe lacks"});
 }
 
 // Step 5: recompute per block kind onto the proxy's kinds.
@@ -63,15 +59,21 @@ void RecomputePolicies(const Plan& plan, ProbeLayout& L) {
   L.factors.push_back({"recompute", RecomputeSummary(plan), probe, reason});
 }
 
+// Steps 1b, 1c: the most ranks `n` a model-parallel factor (tp, then pp) may take: at most n/2
+// when the plan has data or expert parallelism too and n >= 4 (so that >= 2 data ranks remain).
+int64_t ModelParallelCap(const Plan& plan, int64_t want, int64_t n) {
+  const bool others = plan.deg.dp_shard * plan.deg.dp_replicate > 1 || plan.deg.ep > 1;
+  return std::min(want, others && n >= 4 ? n / 2 : n);
+}
+
 // Step 1b: tensor parallelism, scaled down: the largest t <= the plan's tp that divides the ranks
-// and every proxy size TP splits (heads, MLP widths, vocab: backends/probe_layout_check.h), at
-// most ranks/2 when the plan has data or expert parallelism too (so that it keeps >= 2 of them).
+// and every proxy size TP splits (heads, MLP widths, vocab: backends/probe_layout_check.h), capped
+// by ModelParallelCap.
 void TensorParallel(const Plan& plan, const ProxySpec* proxy, ProbeLayout& L) {
   const int64_t want = plan.deg.tp;
   L.tp = 1;
   if (want <= 1) return;
-  const bool others = plan.deg.dp_shard * plan.deg.dp_replicate > 1 || plan.deg.ep > 1;
-  const int64_t cap = std::min(want, others && L.ranks >= 4 ? L.ranks / 2 : L.ranks);
+  const int64_t cap = ModelParallelCap(plan, want, L.ranks);
   std::vector<std::pair<std::string, int64_t>> sizes;
   if (proxy != nullptr) sizes = TpSplitSizes(*proxy);
   std::string blocked;  // the first proxy size that ruled out a larger tp
@@ -93,11 +95,83 @@ void TensorParallel(const Plan& plan, const ProxySpec* proxy, ProbeLayout& L) {
   L.factors.push_back({"tp", Str(want), Str(L.tp), reason});
 }
 
+// Step 1c helper: the plan's split points (model layers) scaled to the proxy's layers; empty when
+// they cannot be kept (then *why says so).
+std::vector<int64_t> ScaleSplit(const Plan& plan, int64_t chunks, int64_t proxy_layers, int64_t model_layers,
+                                std::string* why) {
+  const std::vector<int64_t>& s = plan.stage_layer_starts;
+  if (s.empty()) return {};
+  if (static_cast<int64_t>(s.size()) != chunks || model_layers <= 0) {
+    *why = "the plan's " + Str(s.size()) + " split points do not map onto the probe's " + Str(chunks) +
+           " model chunks" + (model_layers <= 0 ? " (model layers unknown)" : "") + ": balanced split";
+    return {};
+  }
+  std::vector<int64_t> out;
+  for (int64_t x : s) out.push_back(x * proxy_layers / model_layers);  // floor: keeps out[0] = 0
+  for (size_t i = 1; i < out.size(); ++i)
+    if (out[i] <= out[i - 1]) {
+      *why = "the plan's split points merge on the proxy's " + Str(proxy_layers) + " layers: balanced split";
+      return {};
+    }
+  return out;
+}
+
+// Step 1c: pipeline stages over the ranks / tp left by Step 1b (pp outermost in the probe's rank
+// order, backends/probe.h), interleave and split points.
+void Pipeline(const Plan& plan, const ProxySpec* proxy, int64_t model_layers, ProbeLayout& L) {
+  const int64_t want = plan.deg.pp, want_v = std::max<int64_t>(1, plan.deg.interleave);
+  if (want <= 1) return;
+  const int64_t proxy_layers = proxy != nullptr ? proxy->num_layers() : 0;
+  if (proxy_layers <= 0) {
+    L.factors.push_back({"pp", Str(want), "1", "the proxy was not given: runs every layer on every rank"});
+    return;
+  }
+  const int64_t n = L.ranks / L.tp;  // ranks left by tensor parallelism
+  for (int64_t p = std::min(ModelParallelCap(plan, want, n), proxy_layers); p >= 2 && L.pp == 1; --p)
+    if (n % p == 0) L.pp = p;
+  const std::string ns = L.tp > 1 ? "ranks/tp=" + Str(n) : "ranks=" + Str(n);
+  const std::string rule = " that divides " + ns +
+                           ", leaves >= 2 data ranks when the plan has data or expert "
+                           "parallelism, and is <= the proxy's layers=" +
+                           Str(proxy_layers);
+  L.factors.push_back({"pp", Str(want), Str(L.pp),
+                       L.pp == want ? ""
+                       : L.pp > 1   ? "the largest pp <= the plan's" + rule
+                                    : "no pp >= 2" + rule});
+  if (L.pp == 1) return;
+  L.interleave = std::max<int64_t>(1, std::min(want_v, proxy_layers / L.pp));
+  if (want_v > 1)
+    L.factors.push_back(
+        {"interleave", Str(want_v), Str(L.interleave),
+         L.interleave == want_v ? "" : "pp*interleave must be <= the proxy's layers=" + Str(proxy_layers)});
+  std::string why;
+  if (L.pp == want && L.interleave == want_v)
+    L.stage_layer_starts = ScaleSplit(plan, L.pp * L.interleave, proxy_layers, model_layers, &why);
+  else if (!plan.stage_layer_starts.empty())
+    why = "the plan's split points are for pp*interleave=" + Str(want * want_v) + " chunks: balanced split";
+  if (!plan.stage_layer_starts.empty())
+    L.factors.push_back({"stage_split", Str(plan.stage_layer_starts.size()) + " chunks",
+                         L.stage_layer_starts.empty() ? "balanced" : "scaled", why});
+}
+
+// After Step 4: interleaved 1F1B needs micro-batches % pp == 0.
+void InterleaveNeedsMicroBatches(ProbeLayout& L) {
+  if (L.interleave <= 1 || L.micro_steps % L.pp == 0) return;
+  for (auto& f : L.factors)
+    if (f.factor == "interleave") {
+      f.probe = "1";
+      f.reason =
+          "interleaved 1F1B needs micro-batches (" + Str(L.micro_steps) + ") divisible by pp=" + Str(L.pp);
+    }
+  L.interleave = 1;
+  if (L.stage_layer_starts.size() != static_cast<size_t>(L.pp)) L.stage_layer_starts.clear();
+}
+
 // Step 2: replicas x shards. Pure data parallelism stays pure (fsdp = 1); HSDP keeps 2 replicas
 // when there are at least 4 ranks; otherwise every rank is a shard.
 void DataParallel(const Plan& plan, ProbeLayout& L) {
   const auto& d = plan.deg;
-  const int64_t D = L.ranks / L.tp;  // data-parallel ranks
+  const int64_t D = L.ranks / (L.tp * L.pp);  // data ranks
   if (d.dp_replicate > 1 && d.dp_shard == 1) {
     L.replicas = D;
   } else if (d.dp_replicate > 1) {
@@ -124,10 +198,11 @@ void ExpertParallel(const Plan& plan, int64_t proxy_experts, ProbeLayout& L) {
     L.factors.push_back({"ep", Str(want), "1", want > 1 ? "the proxy has no routed experts" : ""});
     return;
   }
-  L.ep = LargestCommonDivisorUpTo(L.ranks / L.tp, proxy_experts, want);
+  const int64_t D = L.ranks / (L.tp * L.pp);  // data ranks
+  L.ep = LargestCommonDivisorUpTo(D, proxy_experts, want);
   L.factors.push_back({"ep", Str(want), Str(L.ep),
                        L.ep > 1 ? ""
-                                : "no ep >= 2 divides both the data-parallel ranks=" + Str(L.ranks / L.tp) +
+                                : "no ep >= 2 divides both the data ranks=" + Str(D) +
                                       " and the proxy's experts=" + Str(proxy_experts)});
 }
 
@@ -168,12 +243,15 @@ nlohmann::json ProbeLayout::ToJson() const {
           {"replicas", replicas},
           {"micro_steps", micro_steps},
           {"micro_batch", micro_batch},
+          {"pp", pp},
+          {"interleave", interleave},
+          {"stage_layer_starts", stage_layer_starts},
           {"recompute", rc},
           {"factors", f}};
 }
 
 Expected<ProbeLayout> ApplyPlanToProbe(const Plan& plan, int64_t ranks, int64_t sequences_per_rank,
-                                       int64_t proxy_experts, const ProxySpec* proxy) {
+                                       int64_t proxy_experts, const ProxySpec* proxy, int64_t model_layers) {
   if (ranks < 1) return BadInput("probe settings", "ranks", "must be >= 1", Str(ranks));
   if (sequences_per_rank < 1)
     return BadInput("probe settings", "micro_batch", "sequences per rank must be >= 1", Str(sequences_per_rank));
@@ -181,9 +259,12 @@ Expected<ProbeLayout> ApplyPlanToProbe(const Plan& plan, int64_t ranks, int64_t 
   L.ranks = ranks;
   Unsupported(plan, L);
   TensorParallel(plan, proxy, L);
+  Pipeline(plan, proxy, model_layers, L);
   DataParallel(plan, L);
   ExpertParallel(plan, proxy_experts, L);
-  MicroBatches(plan, sequences_per_rank * L.tp, L);  // a TP group trains its ranks' sequences together
+  // a data rank (a TP group on each stage) trains its tp * pp ranks' sequences
+  MicroBatches(plan, sequences_per_rank * L.tp * L.pp, L);
+  InterleaveNeedsMicroBatches(L);
   RecomputePolicies(plan, L);
   return L;
 }

@@ -104,6 +104,8 @@ struct Group::Impl {
   // current CUDA device). NCCL binds a communicator to one GPU per rank: staging or a barrier
   // tensor on another GPU would pair two ranks on one device.
   std::optional<at::Device> device;
+  // Point-to-point sends in flight (work, staged tensor), waited by WaitSends.
+  std::vector<std::pair<c10::intrusive_ptr<c10d::Work>, at::Tensor>> sends;
 
   at::Device CudaDevice() const { return device.value_or(at::Device(at::kCUDA)); }
   // NCCL has no CPU path: a CPU tensor is staged through the rank's GPU (copy in, collective,
@@ -240,6 +242,30 @@ void Group::Barrier() {
   at::Tensor t = at::zeros({1}, at::TensorOptions().device(impl_->cuda ? impl_->CudaDevice()
                                                                        : at::Device(at::kCPU)));
   AllReduceSum(t);
+}
+
+void Group::Send(const at::Tensor& t, int64_t peer, int64_t tag) {
+  ONBOARD_ASSERT(size_ > 1 && peer >= 0 && peer < size_ && peer != rank_, "point-to-point peer out of range");
+  Timed timer(&CommClock().pp_send_s, t);
+  std::vector<at::Tensor> v{impl_->Stage(t.contiguous())};
+  impl_->sends.emplace_back(impl_->pg->send(v, static_cast<int>(peer), static_cast<int>(tag)), v[0]);
+}
+
+at::Tensor Group::Recv(at::IntArrayRef shape, const at::TensorOptions& options, int64_t peer, int64_t tag) {
+  ONBOARD_ASSERT(size_ > 1 && peer >= 0 && peer < size_ && peer != rank_, "point-to-point peer out of range");
+  at::Tensor out = at::empty(shape, options);
+  Timed timer(&CommClock().pp_recv_s, out);
+  std::vector<at::Tensor> v{impl_->Stage(out)};
+  Wait(impl_->pg->recv(v, static_cast<int>(peer), static_cast<int>(tag)), v[0]);
+  if (!v[0].is_same(out)) out.copy_(v[0]);
+  return out;
+}
+
+void Group::WaitSends() {
+  if (impl_->sends.empty()) return;
+  Timed timer(&CommClock().pp_send_s, impl_->sends.back().second);
+  for (auto& [work, t] : impl_->sends) Wait(work, t);
+  impl_->sends.clear();
 }
 
 std::string TorchVersionString() {

@@ -65,6 +65,15 @@ class Group {
   // Returns once every rank has entered it (host-side on both Gloo and NCCL).
   void Barrier();
 
+  // ---- Point-to-point (pipeline parallelism, backends/probe_pipeline.h) ----
+  // Send posts an asynchronous send of `t` to group rank `peer` under `tag` (the tensor is kept
+  // until WaitSends); Recv blocks until a tensor of `shape` arrives from `peer` under `tag`.
+  // Messages of one (peer, tag) arrive in the order they were sent. Timed as pp_send_s (posting +
+  // WaitSends) and pp_recv_s. Group size 1: not allowed (a stage never sends to itself).
+  void Send(const at::Tensor& t, int64_t peer, int64_t tag);
+  at::Tensor Recv(at::IntArrayRef shape, const at::TensorOptions& options, int64_t peer, int64_t tag);
+  void WaitSends();
+
  private:
   // Every rank's t (flattened, staged to the group's device) as the rows of [size, numel]; untimed.
   at::Tensor GatherRows(const at::Tensor& t);

@@ -179,11 +179,36 @@ struct ProbeConfig {
   // ---- Tensor parallelism (issue 17; backends/probe_tp.h) ----
   // Megatron-style TP degree: groups of tp consecutive ranks split the attention heads (KDA, MLA,
   // DSA indexer), the dense / shared-expert MLP widths and the vocabulary; each TP group is one
-  // data-parallel rank (fsdp and ep then divide ranks / tp). 0 or 1 = no TP.
+  // data-parallel rank. 0 or 1 = no TP.
   int64_t tp = 1;
   int64_t tp_degree() const { return tp > 1 ? tp : 1; }
-  int64_t data_ranks() const { return ranks / tp_degree(); }  // data-parallel ranks
   // ---- end tensor parallelism ----
+  // ---- Pipeline parallelism (issue 17, backends/probe_pipeline.h) ----
+  // pp stages; each rank holds `interleave` virtual stages (model chunk c*pp + s on stage s,
+  // Megatron's interleaved 1F1B; 1 = plain 1F1B). The micro-steps of a data rank are the
+  // schedule's micro-batches.
+  int64_t pp = 1;
+  int64_t interleave = 1;
+  // First proxy layer of each model chunk (pp*interleave entries, ascending, first 0); empty =
+  // balanced (backends/probe_pipeline_schedule.h). The embedding goes with chunk 0, the head with the last.
+  std::vector<int64_t> stage_layer_starts;
+  // Fault injection for tests (never set by the CLI): kPipeFaultSwapBackward = stage 0 runs its
+  // first two backward ops on each other's micro-batches (the schedule check is skipped), so the
+  // exactness test must fail.
+  std::string pp_fault;
+  int64_t pp_degree() const { return pp > 0 ? pp : 1; }
+  // ---- end pipeline parallelism ----
+  // ---- Rank order (the one home of it): pp outermost, then the data ranks, then tp innermost ----
+  // rank r = (s * D + d) * T + t, T = tp_degree(), D = data_ranks() = ranks / (tp * pp): pipeline
+  // stage s, data rank d (the FSDP / EP / micro-batch layout runs over the D data ranks of one
+  // (stage, TP rank)), TP rank t (tp consecutive ranks, as in Megatron). ep, fsdp and the
+  // micro-batches count data ranks, not ranks.
+  int64_t data_ranks() const { return ranks / (tp_degree() * pp_degree()); }
+  int64_t stage_ranks() const { return ranks / pp_degree(); }  // ranks of one stage: D * T
+  int64_t stage_of(int64_t r) const { return r / stage_ranks(); }
+  int64_t data_rank_of(int64_t r) const { return (r / tp_degree()) % data_ranks(); }
+  int64_t tp_rank_of(int64_t r) const { return r % tp_degree(); }
+  // ---- end rank order ----
   // ---- Recompute per block kind (issue 17; backends/probe_recompute.cpp) ----
   // Block kind as the plan names it (Plan::recompute keys: "KDA", "MLA", "DSA", "MoE", "MLP";
   // "*" = every kind not named) -> policy. A kind absent, with no "*", recomputes "full" (FSDP +
@@ -194,8 +219,10 @@ struct ProbeConfig {
   int64_t ep_degree() const { return ep > 0 ? ep : data_ranks(); }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }
   int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / data_ranks(); }
-  int64_t micro_steps() const { return batch / (data_ranks() * micro_batch_size()); }  // per rank per step
+  int64_t micro_steps() const { return batch / (data_ranks() * micro_batch_size()); }  // per data rank / step
 };
+
+inline constexpr const char* kPipeFaultSwapBackward = "swap_backward";
 
 // Recompute per block kind (backends/probe_recompute.cpp): the plan's kind names of proxy layer
 // `layer` ("KDA" | "MLA" | "DSA"; "MoE" | "MLP"), the `--recompute KIND=POLICY,...` list (kinds
@@ -227,7 +254,14 @@ struct CollectiveTimes {
   double tp_all_reduce_s = 0;  // row-parallel outputs, input grads, CE sums, partial grads
   double tp_all_gather_s = 0;  // vocab-parallel CE: max logit and the accuracy's full logits
   double tp_total() const { return tp_all_reduce_s + tp_all_gather_s; }
-  double total() const { return all_gather_s + reduce_scatter_s + all_to_all_s + all_reduce_s + tp_total(); }
+  // ---- pipeline parallelism: point-to-point between stages (backends/probe_pipeline.h) ----
+  double pp_send_s = 0;  // posting activation / gradient sends + waiting for them to complete
+  double pp_recv_s = 0;  // blocked in receives (includes waiting for the other stage: bubble)
+  double pp_total() const { return pp_send_s + pp_recv_s; }
+  // ---- end pipeline parallelism ----
+  double total() const {
+    return all_gather_s + reduce_scatter_s + all_to_all_s + all_reduce_s + tp_total() + pp_total();
+  }
 };
 
 struct ProbeStep {
@@ -251,6 +285,13 @@ struct ProbeStep {
   // indexer_kl[l]: DSA indexer KL(main attention || indexer) of the l-th MLA layer with an indexer,
   // nats per counted token of the global batch (what ProxySpec::indexer_kl_weight multiplies).
   std::vector<double> indexer_kl;
+  // ---- pipeline parallelism (pp > 1; else 0) ----
+  // Bubble: idle share of the rank's pipeline span (first op start until every stage is done: sends
+  // completed, then a world barrier) not spent in its forward/backward ops, from steady_clock timestamps; max
+  // over ranks. pp_bubble_by_rank: each rank's.
+  double pp_bubble = 0;
+  std::vector<double> pp_bubble_by_rank;
+  // ---- end pipeline parallelism ----
 };
 
 // Comparison of the measurement with the cost model (search/planner.h EvaluatePlan) for the same
@@ -284,6 +325,10 @@ struct ProbePrediction {
   double memory_bytes = 0;           // predicted per-rank peak
   double comm_s = 0;                 // predicted exposed communication
   std::vector<std::string> notes;
+  // Pipeline bubble share of the step the cost model gives for this layout (search/cost_model.cpp:
+  // bubble = (pp-1)/v * t_mb, share = bubble / (m * t_mb + bubble) = (pp-1) / (v*m + pp - 1)); 0 = no
+  // pipeline.
+  double pp_bubble = 0;
 };
 
 struct ProbeResult {

@@ -3,7 +3,7 @@
 //
 // Collectives: one row per kind in kCollectiveKinds (the probe's CollectiveTimes field(s) and the
 // cost model's time term for the same traffic: search/cost_model.cpp Step 5). A new collective kind
-// (TP all-reduce / RS / AG, PP send/recv) is one more row here. Measured = mean over the steps after
+// is one more row here. Measured = mean over the steps after
 // the first (warm-up: connections, allocations) of the max over ranks; predicted = the term's
 // total seconds per step (exposed + overlapped: the probe times each collective whole).
 //
@@ -32,6 +32,8 @@ const CollectiveKind kCollectiveKinds[] = {
     {"fsdp_ag_rs", "comm.fsdp",    [](const CollectiveTimes& c) { return c.all_gather_s + c.reduce_scatter_s; }},
     {"ep_a2a",     "comm.ep_a2a",  [](const CollectiveTimes& c) { return c.all_to_all_s; }},
     {"all_reduce", "comm.dp_sync", [](const CollectiveTimes& c) { return c.all_reduce_s; }},
+    {"tp_ar_ag",   "comm.tp",      [](const CollectiveTimes& c) { return c.tp_total(); }},
+    {"pp_p2p",     "comm.pp_p2p",  [](const CollectiveTimes& c) { return c.pp_total(); }},
 };
 // clang-format on
 

@@ -69,6 +69,38 @@ void FormatComparisons(const ProbeResult& r, std::ostringstream& os) {
      << " MiB measured" << (m.ratio > 0 ? F(" (ratio %.3f)", m.ratio) : std::string()) << "\n";
 }
 
+// Pipeline parallelism (issue 17): layout, measured bubble (mean over steps after the first, per
+// rank and max) beside the cost model's, and the point-to-point times.
+void FormatPipeline(const ProbeResult& r, std::ostringstream& os) {
+  const ProbeConfig& c = r.config;
+  if (c.pp_degree() <= 1) return;
+  std::vector<double> by_rank;
+  double bubble = 0, send = 0, recv = 0;
+  int64_t n = 0;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i, ++n) {
+    const ProbeStep& s = r.steps[i];
+    bubble += s.pp_bubble;
+    send += s.comm.pp_send_s;
+    recv += s.comm.pp_recv_s;
+    by_rank.resize(std::max(by_rank.size(), s.pp_bubble_by_rank.size()), 0.0);
+    for (size_t k = 0; k < s.pp_bubble_by_rank.size(); ++k) by_rank[k] += s.pp_bubble_by_rank[k];
+  }
+  if (n == 0) return;
+  const double dn = static_cast<double>(n);
+  os << "\npipeline: pp=" << c.pp_degree() << " x interleave=" << c.interleave << ", "
+     << (c.interleave > 1 ? "interleaved 1F1B" : "1F1B") << ", " << c.micro_steps() << " micro-batches, "
+     << c.data_ranks() << " data ranks" << (c.tp_degree() > 1 ? " x tp=" + std::to_string(c.tp_degree()) : "")
+     << " per stage\n";
+  os << "  bubble (idle share of the pipeline span, max over ranks)" << F(" %6.1f%%", 100 * bubble / dn)
+     << "   cost model" << F(" %6.1f%%", 100 * r.prediction.pp_bubble)
+     << (r.prediction.pp_bubble > 0 ? F("  %5.2fx", bubble / dn / r.prediction.pp_bubble)
+                                    : std::string("     -"))
+     << "\n  bubble by rank:";
+  for (double b : by_rank) os << F(" %.1f%%", 100 * b / dn);
+  os << "\n  send" << F(" %.2f ms", 1e3 * send / dn) << ", recv" << F(" %.2f ms", 1e3 * recv / dn)
+     << " per step (max over ranks; recv includes waiting for the other stage)\n";
+}
+
 }  // namespace
 
 std::string FormatProbeResult(const ProbeResult& r) {
@@ -140,6 +172,7 @@ std::string FormatProbeResult(const ProbeResult& r) {
      << F("%.1f", static_cast<double>(r.baseline_rss_bytes) / 1048576.0) << " MiB of LibTorch runtime)\n";
   for (const std::string& note : r.prediction.notes) os << "  note: " << note << "\n";
   FormatComparisons(r, os);
+  FormatPipeline(r, os);
   os << "\nverdict: " << r.convergence << "\n";
   for (const std::string& line : r.checks) os << "  " << line << "\n";
   os << "logs and per-rank JSON: " << r.out_dir << F(" (wall %.1f s)", r.wall_s) << "\n";

@@ -1,14 +1,19 @@
-// ProbeGroups: one rank's rendezvous store and the six process groups of the probe layout
-// (probe_worker_state.h has the group legend). Every rank creates them in the same order.
+// ProbeGroups: one rank's rendezvous store and the process groups of the probe layout
+// (probe_worker_state.h has the group legend; ProbeConfig's rank order: pp outermost, data ranks,
+// tp innermost). Every rank creates them in the same order.
 #include "backends/probe_worker_state.h"
 
 namespace onboard::backends {
 namespace {
 
-// Data-parallel rank of world rank r (TP innermost), and the TP-rank prefix of its group names.
-int64_t D(const ProbeConfig& cfg, int64_t r) { return r / cfg.tp_degree(); }
+// Data rank of world rank r, and the prefix of its data-parallel group names: its stage (pp > 1)
+// and its TP rank (tp > 1), so the groups of different (stage, TP rank) never share a name.
+int64_t D(const ProbeConfig& cfg, int64_t r) { return cfg.data_rank_of(r); }
 std::string Tag(const ProbeConfig& cfg, int64_t r) {
-  return cfg.tp_degree() > 1 ? "t" + std::to_string(r % cfg.tp_degree()) + "." : "";
+  std::string tag;
+  if (cfg.pp_degree() > 1) tag += "s" + std::to_string(cfg.stage_of(r)) + ".";
+  if (cfg.tp_degree() > 1) tag += "t" + std::to_string(cfg.tp_rank_of(r)) + ".";
+  return tag;
 }
 
 }  // namespace
@@ -27,7 +32,33 @@ ProbeGroups::ProbeGroups(const std::string& master_addr, int64_t master_port, bo
       erep(store, Tag(cfg, r) + "ep_rep" + std::to_string(D(cfg, r) % cfg.ep_degree()),
            D(cfg, r) / cfg.ep_degree(), cfg.data_ranks() / cfg.ep_degree(), cfg.collective_timeout_s,
            master_addr),
-      tp(store, "tp" + std::to_string(r / cfg.tp_degree()), r % cfg.tp_degree(), cfg.tp_degree(),
-         cfg.collective_timeout_s, master_addr) {}
+      tp(store, "tp" + std::to_string(r / cfg.tp_degree()), cfg.tp_rank_of(r), cfg.tp_degree(),
+         cfg.collective_timeout_s, master_addr) {
+  AddPipelineLinks(master_addr, cfg, r);
+}
+
+// Pair groups "pp<k>_<i>" of the ranks k = r % stage_ranks() (same data rank and TP rank on every
+// stage): pair i = {stage i, stage i+1}, the wrap pair pp-1 = {stage pp-1, stage 0} (interleaved
+// schedules with pp > 2; pp == 2: pair 0 serves both ways). Every rank creates its pairs in
+// ascending pair index, so no two ranks wait on each other's rendezvous in opposite orders.
+void ProbeGroups::AddPipelineLinks(const std::string& master_addr, const ProbeConfig& cfg, int64_t r) {
+  const int64_t pp = cfg.pp_degree(), s = cfg.stage_of(r), k = r % cfg.stage_ranks();
+  if (pp <= 1) return;
+  const bool wrap = cfg.interleave > 1 && pp > 2;
+  auto make = [&](int64_t pair, int64_t my_rank) {
+    pp_links.push_back(std::make_unique<Group>(store, "pp" + std::to_string(k) + "_" + std::to_string(pair),
+                                               my_rank, 2, cfg.collective_timeout_s, master_addr));
+    return pp_links.back().get();
+  };
+  // ascending pair index: [s-1] (s > 0), [s] (s < pp-1), then the wrap pair pp-1
+  if (s > 0) pp_prev = make(s - 1, 1);
+  if (s < pp - 1) pp_next = make(s, 0);
+  if (wrap && s == 0) pp_prev = make(pp - 1, 1);
+  if (wrap && s == pp - 1) pp_next = make(pp - 1, 0);
+  if (pp == 2 && cfg.interleave > 1) {  // the one pair carries both directions
+    if (s == 0) pp_prev = pp_next;
+    if (s == 1) pp_next = pp_prev;
+  }
+}
 
 }  // namespace onboard::backends

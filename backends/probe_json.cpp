@@ -103,6 +103,11 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
     if (!r.ok()) throw std::invalid_argument(r.status().message());
     c->recompute[it.key()] = *r;
   }
+  // pipeline parallelism (issue 17); absent in older spec files
+  c->pp = j.value("pp", int64_t{1});
+  c->interleave = j.value("interleave", int64_t{1});
+  c->stage_layer_starts = j.value("stage_layer_starts", std::vector<int64_t>{});
+  c->pp_fault = j.value("pp_fault", std::string());
 }
 // clang-format on
 
@@ -121,6 +126,11 @@ json ConfigJson(const ProbeConfig& c) {
   json rc = json::object();  // recompute per block kind (issue 17)
   for (const auto& [kind, r] : c.recompute) rc[kind] = RecomputeName(r);
   j["recompute"] = rc;
+  // pipeline parallelism (issue 17)
+  j["pp"] = c.pp;
+  j["interleave"] = c.interleave;
+  j["stage_layer_starts"] = c.stage_layer_starts;
+  j["pp_fault"] = c.pp_fault;
   return j;
 }
 
@@ -159,6 +169,7 @@ std::string ProbeResultToJson(const ProbeResult& r) {
                     {"ratio", c.ratio}});
   const MemoryComparison& m = r.prediction.memory;
   pred["collectives"] = coll;
+  pred["pp_bubble"] = r.prediction.pp_bubble;  // pipeline parallelism (issue 17)
   pred["memory"] = {{"weights", m.weights},
                     {"grads", m.grads},
                     {"optimizer", m.optimizer},

@@ -1,12 +1,16 @@
-// ValidateParallelFactors (probe_layout_check.h): tp first (ranks and every proxy size it splits,
-// backends/probe_tp.h), then fsdp / ep over the data-parallel ranks (ranks / tp), then the batch.
-// Units: ranks, heads, widths (features), sequences.
+// ValidateParallelFactors (probe_layout_check.h), in ProbeConfig's rank order: tp first (ranks and
+// every proxy size it splits, backends/probe_tp.h), then pp (ranks / tp, the proxy's layers,
+// backends/probe_pipeline_schedule.h), then fsdp / ep over the data ranks (ranks / (tp * pp)),
+// then the batch and the pipeline schedule's micro-batches.
+// Units: ranks, heads, widths (features), layers, sequences.
 #include "backends/probe_layout_check.h"
 
 #include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "backends/probe_pipeline_schedule.h"
 
 namespace onboard {
 namespace {
@@ -15,6 +19,39 @@ std::string S(int64_t v) { return std::to_string(v); }
 
 bool Any(const ProxySpec& s, bool (*pred)(const ProxyLayer&)) {
   return std::any_of(s.layers.begin(), s.layers.end(), pred);
+}
+
+// Step 1: tensor parallelism divides the ranks and every size it splits; false when the ranks
+// cannot be split by it.
+bool CheckTp(const ProbeConfig& c, const ProxySpec& spec, std::vector<std::string>* bad) {
+  const int64_t t = c.tp;
+  if (t < 0) bad->push_back("tp=" + S(t) + " must be >= 1");
+  if (t <= 1) return t >= 0;
+  const bool ok = c.ranks % t == 0;
+  if (!ok) bad->push_back("tp=" + S(t) + " must divide ranks=" + S(c.ranks));
+  for (const auto& [name, v] : TpSplitSizes(spec))
+    if (v % t != 0) bad->push_back("tp=" + S(t) + " must divide " + name + "=" + S(v));
+  return ok;
+}
+
+// Step 2: pipeline stages divide ranks / tp; the layers and interleave (PipelineLayoutProblems
+// without the micro-batches, checked in Step 4); false when the ranks cannot be split by it.
+bool CheckPp(const ProbeConfig& c, const ProxySpec& spec, bool tp_ok, std::vector<std::string>* bad) {
+  const int64_t p = c.pp_degree(), n = tp_ok ? c.ranks / c.tp_degree() : c.ranks;
+  const std::string nn = tp_ok && c.tp_degree() > 1 ? "ranks/tp=" + S(n) : "ranks=" + S(n);
+  const bool ok = c.pp >= 1 && n % p == 0;
+  if (c.pp >= 1 && !ok) bad->push_back("pp=" + S(c.pp) + " must divide " + nn);
+  const int64_t m = std::max<int64_t>(1, p);  // micro-batches: every interleave problem is Step 4's
+  for (const std::string& s : PipelineLayoutProblems(c.pp, c.interleave, spec.num_layers(), m, {}))
+    bad->push_back(s);
+  return ok;
+}
+
+// How the data ranks are named in messages: "ranks=4", "ranks/tp=2", "ranks/pp=2", "ranks/(tp*pp)=2".
+std::string DataRanksName(const ProbeConfig& c) {
+  const bool tp = c.tp_degree() > 1, pp = c.pp_degree() > 1;
+  const std::string what = tp && pp ? "ranks/(tp*pp)=" : tp ? "ranks/tp=" : pp ? "ranks/pp=" : "ranks=";
+  return what + S(c.data_ranks());
 }
 
 }  // namespace
@@ -36,36 +73,36 @@ std::vector<std::pair<std::string, int64_t>> TpSplitSizes(const ProxySpec& s) {
 
 Status ValidateParallelFactors(const ProbeConfig& c, const ProxySpec& spec) {
   std::vector<std::string> bad;
-  // Step 1: tensor parallelism: divides the ranks and every size it splits.
-  const int64_t t = c.tp;
-  bool tp_ok = t >= 0;
-  if (t < 0) bad.push_back("tp=" + S(t) + " must be >= 1");
-  if (t > 1) {
-    if (c.ranks % t != 0) {
-      bad.push_back("tp=" + S(t) + " must divide ranks=" + S(c.ranks));
-      tp_ok = false;
-    }
-    for (const auto& [name, v] : TpSplitSizes(spec))
-      if (v % t != 0) bad.push_back("tp=" + S(t) + " must divide " + name + "=" + S(v));
-  }
-  // Step 2: fsdp and ep over the data-parallel ranks.
-  const int64_t d = tp_ok ? c.data_ranks() : c.ranks;
-  const std::string dn = tp_ok && c.tp_degree() > 1 ? "ranks/tp=" + S(d) : "ranks=" + S(d);
-  const int64_t e = c.ep_degree(), f = c.fsdp_degree();
+  const bool tp_ok = CheckTp(c, spec, &bad);
+  const bool pp_ok = CheckPp(c, spec, tp_ok, &bad);
+  // Step 3: fsdp and ep over the data ranks (the ranks tp leaves when pp cannot split them; all
+  // ranks when tp cannot).
+  const bool split = tp_ok && pp_ok, tp_only = tp_ok && !pp_ok && c.tp_degree() > 1;
+  const int64_t d = split ? c.data_ranks() : tp_only ? c.ranks / c.tp_degree() : c.ranks;
+  const std::string dn = split ? DataRanksName(c) : tp_only ? "ranks/tp=" + S(d) : "ranks=" + S(d);
+  const int64_t e = c.ep > 0 ? c.ep : d, f = c.fsdp > 0 ? c.fsdp : d;
   if (e < 1 || d % e != 0) bad.push_back("ep=" + S(e) + " must divide " + dn);
   if (e >= 1 && spec.num_experts % e != 0)
     bad.push_back("ep=" + S(e) + " must divide num_experts=" + S(spec.num_experts));
   if (f < 1 || d % f != 0) bad.push_back("fsdp=" + S(f) + " must divide " + dn);
-  // Step 3: the global batch over the data-parallel ranks and micro-batches.
-  if (c.batch < 1 || c.batch % d != 0)
+  // Step 4: the global batch over the data ranks and micro-batches; the pipeline schedule's
+  // micro-batches and split points.
+  if (c.batch < 1 || c.batch % d != 0) {
     bad.push_back("batch=" + S(c.batch) + " must be a positive multiple of " + dn);
-  else if (c.micro_batch < 0 || (c.micro_batch > 0 && c.batch % (d * c.micro_batch) != 0))
+  } else if (c.micro_batch < 0 || (c.micro_batch > 0 && c.batch % (d * c.micro_batch) != 0)) {
     bad.push_back("batch=" + S(c.batch) + " must be a multiple of " + dn +
                   " * micro_batch=" + S(c.micro_batch));
+  } else if (split && c.pp_degree() > 1 && c.interleave >= 1) {
+    const int64_t m = c.micro_steps();
+    for (const std::string& s :
+         PipelineLayoutProblems(c.pp, c.interleave, spec.num_layers(), m, c.stage_layer_starts))
+      if (std::find(bad.begin(), bad.end(), s) == bad.end()) bad.push_back(s);
+  }
   if (bad.empty()) return Status::Ok();
   std::string msg;
   for (const std::string& b : bad) msg += (msg.empty() ? "" : "; ") + b;
-  std::string value = "tp=" + S(c.tp_degree()) + " fsdp=" + S(f) + " ep=" + S(e) + " ranks=" + S(c.ranks);
+  const std::string value =
+      "tp=" + S(c.tp_degree()) + " pp=" + S(c.pp) + " fsdp=" + S(f) + " ep=" + S(e) + " ranks=" + S(c.ranks);
   return BadInput("probe", "layout", msg, value);
 }
 

@@ -1,5 +1,6 @@
 // Merge of the ranks' JSON, validator verdicts and the cost-model comparison (probe_report.h).
 #include "backends/probe_report.h"
+#include "backends/probe_pipeline_schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -94,6 +95,15 @@ Status BasePhaseNote(const RankFile& r0, ProbeResult* r) {
   return Status::Ok();
 }
 
+// Pipeline parallelism (issue 17): send / recv times and the bubble, max over ranks; each rank's bubble.
+void MergePipelineStep(const ProbeStep& b, size_t k, ProbeStep* s) {
+  if (k == 0) s->pp_bubble_by_rank.clear();
+  s->comm.pp_send_s = std::max(s->comm.pp_send_s, b.comm.pp_send_s);
+  s->comm.pp_recv_s = std::max(s->comm.pp_recv_s, b.comm.pp_recv_s);
+  s->pp_bubble = std::max(s->pp_bubble, b.pp_bubble);
+  s->pp_bubble_by_rank.push_back(b.pp_bubble);
+}
+
 // Step i over the ranks: rank 0's global values; times, memory: max; expert load, indexer KL: sum
 // (each rank's KL share is already scaled by the global token count).
 Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankFile>& ranks, double tokens,
@@ -119,6 +129,7 @@ Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankF
     s->compute_s = std::max(s->compute_s, b.compute_s);
     s->peak_rss_bytes = std::max(s->peak_rss_bytes, b.peak_rss_bytes);
     s->live_peak_bytes = std::max(s->live_peak_bytes, b.live_peak_bytes);
+    MergePipelineStep(b, k, s);
     if (k == 0) continue;
     for (size_t l = 0; l < a.expert_load.size(); ++l) {
       if (b.expert_load[l].size() != a.expert_load[l].size())
@@ -207,6 +218,28 @@ std::string TaskFloor(const ProbeConfig& c, double* floor_nats, double* baseline
          std::to_string(c.copy_symbols) + ") = " + Fmt(*baseline_nats) + " nats; uniform start ln(256) = 5.55 nats";
 }
 
+// Pipeline parallelism (issue 17): the probe's stages, interleave, data ranks and micro-batches on
+// the plan the cost model evaluates (ranks = pp x data ranks; stage starts in proxy layers).
+void PipelinePlan(const ProxySpec& spec, const ProbeConfig& cfg, Plan* plan) {
+  if (cfg.pp_degree() <= 1) return;
+  plan->deg.pp = cfg.pp_degree();
+  plan->deg.interleave = cfg.interleave;
+  plan->micro_batch = cfg.micro_batch_size();
+  plan->num_micro_batches = cfg.micro_steps();
+  plan->stage_layer_starts = cfg.stage_layer_starts.empty()
+                                 ? BalancedStageStarts(spec.num_layers(), cfg.pp_degree() * cfg.interleave)
+                                 : cfg.stage_layer_starts;
+}
+
+// The cost model's bubble as a share of the pipeline phase (m micro-batches of t_mb plus the
+// bubble; search/cost_model.cpp: bubble = (p-1)/v * t_mb), the quantity the probe measures.
+double PredictedBubbleShare(const Plan& plan, const PlanEstimate& est) {
+  if (plan.deg.pp <= 1 || !(est.bubble_s > 0)) return 0;
+  const double p = static_cast<double>(plan.deg.pp), v = static_cast<double>(plan.deg.interleave);
+  const double t_mb = est.bubble_s * v / (p - 1);
+  return est.bubble_s / (static_cast<double>(plan.num_micro_batches) * t_mb + est.bubble_s);
+}
+
 ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, const Topology& topo) {
   ProbePrediction p;
   p.topology = topo.source + ": " + Fmt(topo.device.tflops_fp32 * 1e3) + " GFLOP/s per rank, loopback " +
@@ -227,7 +260,9 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   plan.deg.dp_replicate = cfg.data_ranks() / cfg.fsdp_degree();
   plan.deg.tp = cfg.tp_degree();  // tensor parallelism (issue 17)
   plan.deg.ep = cfg.ep_degree();
-  plan.deg.expert_fsdp = std::max<int64_t>(1, cfg.fsdp_degree() / cfg.ep_degree());
+  // The cost model's expert data parallelism spans dp_shard * tp / ep ranks (etp = 1); the probe
+  // replicates experts over its TP ranks instead (tp = 1: the same fsdp / ep).
+  plan.deg.expert_fsdp = std::max<int64_t>(1, cfg.fsdp_degree() * cfg.tp_degree() / cfg.ep_degree());
   plan.micro_batch = cfg.micro_batch_size();
   plan.num_micro_batches = cfg.micro_steps();
   plan.seq = cfg.seq;
@@ -235,6 +270,7 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   plan.mode = cfg.mode;
   plan.lora_rank = cfg.lora_rank;
   for (const char* k : {"KDA", "MLA", "DSA", "MoE", "MLP"}) plan.recompute[k] = cfg.recompute_for(k);
+  PipelinePlan(spec, cfg, &plan);  // pipeline parallelism (issue 17)
   Expected<PlanEstimate> est = EvaluatePlan(req, plan);
   if (!est.ok()) {
     p.notes.push_back("cost model: " + est.status().message());
@@ -246,7 +282,12 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   p.comm_s = est->exposed_comm_s;
   p.collectives = PredictedCollectives(est->time_terms);
   p.memory = PredictedMemory(est->memory, cfg, spec.vocab);
+  p.pp_bubble = PredictedBubbleShare(plan, *est);
   p.notes.push_back("cost model assumes bf16 weights/activations; the probe runs fp32");
+  if (cfg.tp_degree() > 1)
+    p.notes.push_back(
+        "cost model shards experts over expert_fsdp = fsdp*tp/ep = " + std::to_string(plan.deg.expert_fsdp) +
+        " ranks; the probe replicates them over its TP ranks");
   for (const std::string& n : est->notes) p.notes.push_back(n);
   return p;
 }

@@ -99,6 +99,8 @@ const std::vector<FieldCodec<CollectiveTimes>>& CommFields() {
       NumberField("all_reduce_s", &C::all_reduce_s, false),
       NumberField("tp_all_reduce_s", &C::tp_all_reduce_s, false),  // tensor parallelism (issue 17)
       NumberField("tp_all_gather_s", &C::tp_all_gather_s, false),
+      NumberField("pp_send_s", &C::pp_send_s, false),  // pipeline parallelism (issue 17)
+      NumberField("pp_recv_s", &C::pp_recv_s, false),
   };
   return fields;
 }
@@ -122,6 +124,15 @@ Status ReadIndexerKl(const json& v, const std::string& w, const std::string& f, 
   s->indexer_kl.assign(v.size(), 0.0);
   for (size_t l = 0; l < v.size(); ++l)
     ONBOARD_RETURN_IF_ERROR(ReadNumber(v[l], true, w, f + "[" + std::to_string(l) + "]", &s->indexer_kl[l]));
+  return Status::Ok();
+}
+
+Status ReadBubbleByRank(const json& v, const std::string& w, const std::string& f, ProbeStep* s) {
+  if (!v.is_array()) return BadInput(w, f, "must be an array", Shown(v));
+  s->pp_bubble_by_rank.assign(v.size(), 0.0);
+  for (size_t r = 0; r < v.size(); ++r)
+    ONBOARD_RETURN_IF_ERROR(
+        ReadNumber(v[r], false, w, f + "[" + std::to_string(r) + "]", &s->pp_bubble_by_rank[r]));
   return Status::Ok();
 }
 
@@ -150,6 +161,8 @@ const std::vector<FieldCodec<ProbeStep>>& StepFields() {
          return a;
        },
        ReadIndexerKl},
+      NumberField("pp_bubble", &S::pp_bubble, false),  // pipeline parallelism (issue 17)
+      {"pp_bubble_by_rank", [](const S& s) { return json(s.pp_bubble_by_rank); }, ReadBubbleByRank},
   };
   return fields;
 }

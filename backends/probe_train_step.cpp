@@ -18,14 +18,13 @@
 #include "backends/fsdp_unit.h"
 #include "backends/ordered_sum.h"
 #include "backends/probe_controls.h"
+#include "backends/probe_pipeline.h"
 #include "backends/probe_schedule.h"
 #include "backends/probe_worker_state.h"
 #include "backends/tensor_memory_compat.h"
 
 namespace onboard::backends {
 namespace {
-
-using Accumulators = std::vector<std::array<TreeAccumulator, 4>>;  // [unit][buffer index]
 
 void AdamW(Buffer& b, const ProbeConfig& c, double lr, int64_t step, double clip_coef) {
   if (!b.trainable || b.p.numel() == 0) return;
@@ -54,13 +53,26 @@ void ForEachTrainable(std::vector<UnitState>& state, Fn&& fn) {
   }
 }
 
-// The recompute policies of a layer unit's token-mixer and channel kinds (ProbeConfig::recompute).
-void SetRecompute(const WorkerState& st, UnitRunner* r) {
+}  // namespace
+
+void BindBatch(const WorkerState& st, Batch* batch, UnitInputs* inputs) {
+  if (!st.dev.is_cpu())
+    *batch = {batch->tokens.to(st.dev), batch->targets.to(st.dev), batch->mask.to(st.dev)};
+  inputs->targets = &batch->targets;
+  inputs->loss_mask = &batch->mask;
+}
+
+void PrepareUnitRunner(WorkerState& st, ProbeGroups& g, size_t u, MoeRouting* routing, UnitInputs* inputs,
+                       double scale, UnitRunner* r) {
+  *r = {&st.tp.local, &st.units[u], &g.fsdp, &g.erep, routing, inputs, scale};
   if (r->unit->kind != UnitKind::kLayer) return;
+  // The recompute policies of a layer unit's token-mixer and channel kinds (ProbeConfig::recompute).
   const size_t l = static_cast<size_t>(r->unit->layer);
   r->mixer = st.cfg.recompute_for(ProxyMixerKind(st.spec, l));
   r->channel = st.cfg.recompute_for(ProxyChannelKind(st.spec, l));
 }
+
+namespace {
 
 // Step 1 helper: the forward of every unit on `batch` (moved to the rank's device in place);
 // returns the scalar loss (sum over counted tokens x inputs.inv_global_tokens). `inputs` points
@@ -68,13 +80,10 @@ void SetRecompute(const WorkerState& st, UnitRunner* r) {
 // after the backward.
 at::Tensor ForwardLoss(WorkerState& st, ProbeGroups& g, Batch& batch, double scale, UnitInputs& inputs,
                        std::vector<UnitRunner>& runners) {
-  if (!st.dev.is_cpu()) batch = {batch.tokens.to(st.dev), batch.targets.to(st.dev), batch.mask.to(st.dev)};
-  inputs.targets = &batch.targets;
-  inputs.loss_mask = &batch.mask;
+  BindBatch(st, &batch, &inputs);
   at::Tensor x = batch.tokens;
   for (size_t u = 0; u < st.units.size(); ++u) {
-    runners[u] = {&st.tp.local, &st.units[u], &g.fsdp, &g.erep, &st.routing, &inputs, scale};
-    SetRecompute(st, &runners[u]);
+    PrepareUnitRunner(st, g, u, &st.routing, &inputs, scale, &runners[u]);
     UnitState& s = st.state[u];
     x = RunFsdpUnit(&runners[u], x, s.dense.p, s.lora.p, s.expert.p, s.expert_lora.p);
   }
@@ -85,7 +94,7 @@ at::Tensor ForwardLoss(WorkerState& st, ProbeGroups& g, Batch& batch, double sca
 // fp32 micro-batch losses (exact in fp64, any order).
 double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
                      int64_t step, double scale, UnitInputs& inputs, Accumulators& acc) {
-  const int64_t N = st.cfg.data_ranks(), r = st.rank / st.cfg.tp_degree();
+  const int64_t N = st.cfg.data_ranks(), r = st.dp_rank;
   const int64_t mb = st.cfg.micro_batch_size(), micro_steps = st.cfg.micro_steps();
   std::vector<UnitRunner> runners(st.units.size());
   double local_loss = 0;
@@ -95,18 +104,27 @@ double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, con
     at::Tensor x = ForwardLoss(st, g, batch, scale, inputs, runners);
     local_loss += x.item<double>();
     x.backward();
-    ForEachTrainable(st.state, [&](size_t u, size_t k, Buffer* b) {
-      at::Tensor grad = b->p.grad().defined() ? b->p.grad() : at::zeros_like(b->p);
-      b->p.mutable_grad() = at::Tensor();
-      // Dense shards: HSDP replicas sum here. Expert shards were already reduce-scattered over
-      // the ep replicas in the unit's backward.
-      if (!b->expert) grad = TpSumPartialGrads(st.tp, b->tp_partial, grad);  // TP: partial slots (probe_tp.h)
-      if (!b->expert && g.frep.size() > 1) grad = g.frep.AllReduceSumOrdered(grad);
-      acc[u][k].Push(grad);
-    });
+    PushMicroBatchGrads(st, g, acc, 0, st.units.size());
   }
   return local_loss;
 }
+
+}  // namespace
+
+void PushMicroBatchGrads(WorkerState& st, ProbeGroups& g, Accumulators& acc, size_t begin, size_t end) {
+  ForEachTrainable(st.state, [&](size_t u, size_t k, Buffer* b) {
+    if (u < begin || u >= end) return;
+    at::Tensor grad = b->p.grad().defined() ? b->p.grad() : at::zeros_like(b->p);
+    b->p.mutable_grad() = at::Tensor();
+    // Dense shards: HSDP replicas sum here. Expert shards were already reduce-scattered over
+    // the ep replicas in the unit's backward.
+    if (!b->expert) grad = TpSumPartialGrads(st.tp, b->tp_partial, grad);  // TP: partial slots (probe_tp.h)
+    if (!b->expert && g.frep.size() > 1) grad = g.frep.AllReduceSumOrdered(grad);
+    acc[u][k].Push(grad);
+  });
+}
+
+namespace {
 
 // Step 2 helper: the step's gradients onto the buffers; returns this rank's share of the squared
 // global grad norm (fp64: layout-independent).
@@ -182,8 +200,13 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   inputs.correct = &correct;
   inputs.inv_global_tokens = 1.0 / static_cast<double>(data.CountedTokensPerStep());
   Accumulators acc(st.units.size());
-  // Step 1: micro-steps.
-  double local_loss = RunMicroSteps(st, g, data, phase, step, scale, inputs, acc);
+  // Step 1: micro-steps (pp > 1: the pipeline schedule's, probe_pipeline.h).
+  PipelineStepResult pipe;
+  if (st.cfg.pp_degree() > 1)
+    pipe = RunPipelineMicroSteps(st, g, data, phase, step, scale, inputs, acc);
+  else
+    pipe.local_loss = RunMicroSteps(st, g, data, phase, step, scale, inputs, acc);
+  double local_loss = pipe.local_loss;
   if (st.tp.rank > 0) {  // TP: the data rank's loss, hits, expert load and KL counted once (TP rank 0)
     local_loss = 0;
     correct = 0;
@@ -205,27 +228,33 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   UpdateBalanceBias(st, g.world);
   // Step 5: the record.
   const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return StepRecord(st, step, loss, gnorm, lr, accuracy, step_s, indexer_kl);
+  ProbeStep record = StepRecord(st, step, loss, gnorm, lr, accuracy, step_s, indexer_kl);
+  record.pp_bubble = pipe.bubble;
+  return record;
 }
 
 double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, double scale) {
   at::NoGradGuard no_grad;
-  // Step 1: rank r's contiguous block of W / N held-out windows, in chunks of the micro-batch size
-  // (the same count of forwards on every rank: the units' collectives pair up).
-  const int64_t W = data.HeldOutWindows(), per_rank = W / st.world, mb = st.cfg.micro_batch_size();
+  // Step 1: data rank d's contiguous block of W / D held-out windows (its TP ranks and pipeline
+  // stages run the same ones), in chunks of the micro-batch size (the same count of forwards on
+  // every rank: the units' collectives and the stages' sends pair up).
+  const int64_t W = data.HeldOutWindows(), per_rank = W / st.cfg.data_ranks(), mb = st.cfg.micro_batch_size();
   UnitInputs inputs;
   std::map<int64_t, double> indexer_kl;
   double correct = 0;
   inputs.indexer_kl = &indexer_kl;
   inputs.correct = &correct;
+  inputs.tp = &st.tp;
   inputs.inv_global_tokens = 1.0 / static_cast<double>(W * st.cfg.seq);
   std::vector<UnitRunner> runners(st.units.size());
   double local = 0;
   for (int64_t start = 0; start < per_rank; start += mb) {
-    ApplyControl(st.cfg, 0, st.cfg.steps, st.rank, &inputs, &st.routing);  // a control removes it here too
-    Batch batch = data.GetHeldOut(st.rank * per_rank + start, std::min(mb, per_rank - start));
-    local += ForwardLoss(st, g, batch, scale, inputs, runners).item<double>();
+    ApplyControl(st.cfg, 0, st.cfg.steps, st.dp_rank, &inputs, &st.routing);  // a control removes it here too
+    Batch batch = data.GetHeldOut(st.dp_rank * per_rank + start, std::min(mb, per_rank - start));
+    local += st.cfg.pp_degree() > 1 ? PipelineForwardLoss(st, g, batch, scale, inputs)
+                                    : ForwardLoss(st, g, batch, scale, inputs, runners).item<double>();
   }
+  if (st.tp.rank > 0) local = 0;  // TP: the data rank's loss counted once (TP rank 0)
   // Step 2: the global mean (each rank's sum is already scaled by 1 / (W x seq)).
   at::Tensor red = at::tensor({local}, at::kDouble).to(st.dev);
   g.world.AllReduceSum(red);

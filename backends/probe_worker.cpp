@@ -185,6 +185,8 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   ProbeGroups g(a.master_addr, a.master_port, a.serve_store, cfg, st.rank);
   if (st.dev.is_cuda())
     for (backends::Group* grp : g.all()) grp->set_device(st.dev);  // NCCL stages CPU tensors there
+  if (st.dev.is_cuda())
+    for (auto& link : g.pp_links) link->set_device(st.dev);  // pipeline pairs (issue 17)
   if (st.dev.is_cuda() && st.world > 1 && g.world.backend() != "nccl")
     return BadInput(a.spec_file, "device",
                     "device=cuda with ranks=" + std::to_string(st.world) +

@@ -78,14 +78,19 @@ int64_t PeakRssBytes() {
 
 void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
   const ProbeConfig& cfg = st->cfg;
-  const int64_t T = cfg.tp_degree(), t = st->rank % T;
-  const int64_t N = cfg.data_ranks(), r = st->rank / T, F = cfg.fsdp_degree(), E = cfg.ep_degree();
-  // Step 3a: layout (TP: this rank's slices, probe_tp.h) and expert placement.
+  const int64_t T = cfg.tp_degree(), t = cfg.tp_rank_of(st->rank);
+  const int64_t N = cfg.data_ranks(), r = cfg.data_rank_of(st->rank), F = cfg.fsdp_degree(),
+                E = cfg.ep_degree();
+  // Step 3a: layout (TP: this rank's slices, probe_tp.h), the units of this pipeline stage and
+  // expert placement.
   st->baseline_rss = PeakRssBytes();
+  st->stage = cfg.stage_of(st->rank);
+  st->dp_rank = r;
   st->tp = TpContext{&tp, t, T, TpLocalSpec(st->spec, T)};
   st->routing.tp = &st->tp;
   const std::vector<UnitLayout> full = BuildLayout(st->spec, cfg);
   st->units = BuildLayout(st->tp.local, cfg);
+  st->local_unit = PipelineLocalUnits(cfg, st->spec.num_layers(), st->stage);
   PlaceExperts(ep, st);
   st->counts = CountParams(full, st->spec, cfg);
   st->lora = cfg.mode == FinetuneMode::kLoRA;
@@ -99,6 +104,13 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
     const uint64_t base = cfg.seed * 1000003u + u * 16u;
     const UnitLayout& L = st->units[u];
     UnitState& s = st->state[u];
+    if (!st->local_unit[u]) {  // another pipeline stage's unit: nothing held here
+      for (Buffer* b : s.all()) {
+        b->p = at::zeros({0});
+        b->decay = at::zeros({0});
+      }
+      continue;
+    }
     const UnitLayout& Full = full[u];
     s.dense = MakeShard(TpSliceFlat(Full.dense, L.dense, InitFlat(Full.dense, base), t, T),
                         DecayMask(L.dense), r % F, F, !lora || base_first);

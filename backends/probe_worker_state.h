@@ -23,16 +23,20 @@
 
 #include <array>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "backends/c10d_compat.h"
+#include "backends/ordered_sum.h"
 #include "backends/probe_data.h"
 #include "backends/probe_schedule.h"
 #include "backends/probe_tp.h"
 #include "backends/proxy_model.h"
 
 namespace onboard::backends {
+
+struct UnitRunner;  // fsdp_unit.h
 
 // One trainable or frozen flat buffer with its AdamW state.
 struct Buffer {
@@ -61,7 +65,21 @@ struct ProbeGroups {
   Group world, fsdp, frep, ep, erep;
   Group tp;  // tensor parallelism (probe_tp.h)
   std::array<Group*, 6> all() { return {&world, &fsdp, &frep, &ep, &erep, &tp}; }
+  // ---- pipeline parallelism (pp > 1): the links to the neighbouring stages of this data rank ----
+  // pp_prev / pp_next: the pair groups {stage s-1, s} and {s, s+1} (pipeline order wraps around:
+  // stage 0's prev is stage pp-1, used by interleaved schedules); null where the stage has none.
+  // Pair group ranks: the lower stage of a pair is 0, except on the wrap pair {pp-1, 0} (pp-1 is 0).
+  // pp == 2: prev and next are the one pair group {0, 1}.
+  std::vector<std::unique_ptr<Group>> pp_links;
+  Group* pp_prev = nullptr;
+  Group* pp_next = nullptr;
+
+ private:
+  void AddPipelineLinks(const std::string& master_addr, const ProbeConfig& cfg, int64_t r);
 };
+
+// local[u]: unit u is on pipeline stage `stage` (pp = 1: every unit); probe_pipeline.cpp.
+std::vector<bool> PipelineLocalUnits(const ProbeConfig& c, int64_t layers, int64_t stage);
 
 // Step 3 of a rank: everything the train step reads and updates. Not copyable or movable:
 // `routing` points at `load` and `score_bias`.
@@ -73,6 +91,10 @@ struct WorkerState {
   ProxySpec spec;
   ProbeConfig cfg;
   int64_t rank = 0, world = 1;
+  // This rank's pipeline stage and data rank (ProbeConfig::stage_of / data_rank_of; pp = tp = 1:
+  // stage 0, dp_rank = rank); local_unit[u]: unit u lives on this stage (pp = 1: every unit).
+  int64_t stage = 0, dp_rank = 0;
+  std::vector<bool> local_unit;
   at::Device dev{at::kCPU};
   int64_t baseline_rss = 0;  // RSS before the model was built, bytes
   std::vector<UnitLayout> units;
@@ -110,5 +132,18 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
 // Text task: mean loss (nats per target byte, global over the ranks) of the current weights on the
 // held-out windows (probe_text_split.h), forward only, never trained on. Every rank calls it.
 double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, double lora_scale);
+
+// Gradient sums of the step: [unit][buffer index 0..3] (probe_train_step.cpp).
+using Accumulators = std::vector<std::array<TreeAccumulator, 4>>;
+// After one micro-batch's backward: the gradients of units [begin, end) leave the buffers, HSDP
+// replicas sum them (dense shards), and they go into `acc` (probe_train_step.cpp).
+void PushMicroBatchGrads(WorkerState& st, ProbeGroups& g, Accumulators& acc, size_t begin, size_t end);
+// `batch` moved to the rank's device in place, and `inputs`' targets / loss mask pointed into it
+// (the caller keeps `batch` alive until after the backward); probe_train_step.cpp.
+void BindBatch(const WorkerState& st, Batch* batch, UnitInputs* inputs);
+// Unit u's runner (fsdp_unit.h) on this rank: TP-local spec, the fsdp / ep-replica groups, the
+// recompute policies of its block kinds (ProbeConfig::recompute); probe_train_step.cpp.
+void PrepareUnitRunner(WorkerState& st, ProbeGroups& g, size_t u, MoeRouting* routing, UnitInputs* inputs,
+                       double scale, UnitRunner* r);
 
 }  // namespace onboard::backends

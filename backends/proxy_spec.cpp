@@ -225,8 +225,12 @@ ModelIR ProxyToModelIR(const ProxySpec& s) {
 Status ProbeConfig::Validate(const ProxySpec& spec) const {
   auto num = [](double v) { std::ostringstream os; os << v; return os.str(); };
   if (ranks < 1 || ranks > 64) return Bad("ranks", "must be in [1, 64]", std::to_string(ranks));
-  ONBOARD_RETURN_IF_ERROR(ValidateParallelFactors(*this, spec));  // tp, fsdp, ep, batch (one error)
+  ONBOARD_RETURN_IF_ERROR(ValidateParallelFactors(*this, spec));  // tp, pp, fsdp, ep, batch (one error)
   if (steps < 1 || steps > 100000) return Bad("steps", "must be in [1, 100000]", std::to_string(steps));
+  if (!pp_fault.empty() && pp_fault != kPipeFaultSwapBackward)
+    return Bad("pp_fault", std::string("must be empty or ") + kPipeFaultSwapBackward, pp_fault);
+  if (pp_degree() > 1 && control == kControlRandomRouter)
+    return Bad("control", "random_router is not supported with pp > 1", control);
   if (seq < 4 || seq > 8192) return Bad("seq", "must be in [4, 8192]", std::to_string(seq));
   if (mode == FinetuneMode::kLoRA && (lora_rank < 1 || lora_rank > 256))
     return Bad("lora_rank", "must be in [1, 256] in lora mode", std::to_string(lora_rank));

@@ -1,6 +1,12 @@
-// bench_probe: steps/s and tokens/s of the default proxy (4 layers KDA,KDA,KDA,MLA+DSA; latent MoE
-// 8 experts top-2 + 1 shared) trained with 1, 2 and 4 processes (fsdp = ep = ranks, Gloo over
-// loopback), in one table with the ratio against the 1-process run measured in the same run.
+// bench_probe: ms/step and tokens/s of the default proxy (4 layers KDA,KDA,KDA,MLA+DSA; latent MoE
+// 8 experts top-2 + 1 shared) trained with 1, 2, 4 and 8 processes in data-parallel (fsdp = ep =
+// data ranks), tensor-parallel (tp consecutive ranks) and pipeline layouts (pp stages, 1F1B or
+// interleaved) and their products (the probe's rank order: pp outermost, data ranks, tp innermost;
+// fsdp = ep = ranks / (tp * pp) on every row; Gloo over loopback), in one table with the ratio
+// against the 1-process run measured in the same run, each collective's share of the step (tp =
+// TP all-reduce + all-gather; p2p = pipeline send + recv, recv including the wait for the other
+// stage) and the measured bubble (idle share of the pipeline span, max over ranks). Micro-batch 1
+// sequence on every layout (8 micro-batches per step on 1 process).
 // Steady state: the first step (allocations, connections) is excluded. On a machine with fewer
 // cores than ranks the ranks share cores: the ratio then shows the cost of the collectives plus
 // the oversubscription, not a speed-up.
@@ -12,6 +18,53 @@
 #include <string>
 
 #include "backends/backend_entry.h"
+
+namespace {
+
+struct Layout {
+  const char* name;
+  int64_t ranks, tp, pp, interleave;
+};
+// fsdp = ep = the data ranks (ranks / (tp * pp)) on every row.
+// clang-format off
+const Layout kLayouts[] = {
+    {"1 process", 1, 1, 1, 1},
+    {"dp: fsdp=ep=2", 2, 1, 1, 1},
+    {"tp=2", 2, 2, 1, 1},
+    {"pp=2 1F1B", 2, 1, 2, 1},
+    {"pp=2 interleave=2", 2, 1, 2, 2},
+    {"dp: fsdp=ep=4", 4, 1, 1, 1},
+    {"tp=2 x fsdp=ep=2", 4, 2, 1, 1},
+    {"pp=2 x fsdp=ep=2", 4, 1, 2, 1},
+    {"pp=4 1F1B", 4, 1, 4, 1},
+    {"tp=2 x pp=2", 4, 2, 2, 1},
+    {"tp=2 x pp=2 x fsdp=ep=2", 8, 2, 2, 1},
+};
+// clang-format on
+
+// Means over the steps after the first: step time, each collective's time, the bubble (max over ranks).
+struct Row {
+  double step_s = 0, a2a = 0, agrs = 0, ar = 0, tp = 0, p2p = 0, bubble = 0;
+};
+Row Measure(const onboard::ProbeResult& r) {
+  Row m;
+  int64_t n = 0;
+  for (size_t i = 1; i < r.steps.size(); ++i, ++n) {
+    const onboard::ProbeStep& s = r.steps[i];
+    m.step_s += s.step_s;
+    m.a2a += s.comm.all_to_all_s;
+    m.agrs += s.comm.all_gather_s + s.comm.reduce_scatter_s;
+    m.ar += s.comm.all_reduce_s;
+    m.tp += s.comm.tp_total();
+    m.p2p += s.comm.pp_total();
+    m.bubble += s.pp_bubble;
+  }
+  const double k = n > 0 ? 1.0 / static_cast<double>(n) : 0.0;
+  for (double* v : {&m.step_s, &m.a2a, &m.agrs, &m.ar, &m.tp, &m.p2p, &m.bubble}) *v *= k;
+  return m;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   using namespace onboard;
@@ -33,40 +86,35 @@ int main(int argc, char** argv) {
   std::printf("bench_probe: default proxy %s, hidden %lld, batch 8 x seq 64, %lld steps, %ld cores\n",
               spec.PatternString().c_str(), static_cast<long long>(spec.hidden),
               static_cast<long long>(steps), sysconf(_SC_NPROCESSORS_ONLN));
-  std::printf("%-6s %10s %10s %12s %8s %9s %9s %9s\n", "ranks", "step_ms", "steps/s", "tokens/s",
-              "ratio", "a2a_ms", "ag+rs_ms", "ar_ms");
+  std::printf("%-24s %6s %9s %10s %7s %6s %6s %6s %6s %6s %7s\n", "layout", "ranks", "step_ms", "tokens/s",
+              "ratio", "a2a%", "ag+rs%", "ar%", "tp%", "p2p%", "bubble%");
   double base = 0;
   int status = 0;
-  for (int64_t ranks : {1, 2, 4}) {
+  for (const Layout& L : kLayouts) {
     ProbeConfig c;
-    c.ranks = ranks;
+    c.ranks = L.ranks;
+    c.tp = L.tp;
+    c.pp = L.pp;
+    c.interleave = L.interleave;
     c.steps = steps;
     c.seq = 64;
     c.batch = 8;
+    c.micro_batch = 1;  // the same micro-batches on every layout (pp: the schedule's)
     c.worker_binary = worker;
     c.timeout_s = 600;
     Expected<ProbeResult> r = backend::RunProbeSpec(spec, c);
     if (!r.ok()) {
-      std::printf("%-6lld failed: %s\n", static_cast<long long>(ranks), r.status().message().c_str());
+      std::printf("%-24s failed: %s\n", L.name, r.status().message().c_str());
       status = 1;
       continue;
     }
-    double step_s = 0, a2a = 0, agrs = 0, ar = 0;
-    int64_t n = 0;
-    for (size_t i = 1; i < r->steps.size(); ++i, ++n) {
-      const ProbeStep& s = r->steps[i];
-      step_s += s.step_s;
-      a2a += s.comm.all_to_all_s;
-      agrs += s.comm.all_gather_s + s.comm.reduce_scatter_s;
-      ar += s.comm.all_reduce_s;
-    }
-    const double k = n > 0 ? 1.0 / static_cast<double>(n) : 0.0;
-    step_s *= k;
-    const double tps = step_s > 0 ? static_cast<double>(c.batch * c.seq) / step_s : 0;
-    if (ranks == 1) base = tps;
-    std::printf("%-6lld %10.1f %10.2f %12.0f %7.2fx %9.2f %9.2f %9.2f\n", static_cast<long long>(ranks),
-                step_s * 1e3, step_s > 0 ? 1.0 / step_s : 0.0, tps, base > 0 ? tps / base : 0.0,
-                a2a * k * 1e3, agrs * k * 1e3, ar * k * 1e3);
+    const Row m = Measure(*r);
+    const double tps = m.step_s > 0 ? static_cast<double>(c.batch * c.seq) / m.step_s : 0;
+    if (base == 0) base = tps;
+    auto pct = [&](double v) { return m.step_s > 0 ? 100 * v / m.step_s : 0.0; };
+    std::printf("%-24s %6lld %9.1f %10.0f %6.2fx %6.1f %6.1f %6.1f %6.1f %6.1f %7.1f\n", L.name,
+                static_cast<long long>(L.ranks), m.step_s * 1e3, tps, base > 0 ? tps / base : 0.0, pct(m.a2a),
+                pct(m.agrs), pct(m.ar), pct(m.tp), pct(m.p2p), 100 * m.bubble);
   }
   return status;
 }

@@ -1,4 +1,5 @@
-// `onboard probe MODEL --ranks N [--tp T] [--ep E --fsdp F] [--recompute KIND=none|selective|full,...]
+// `onboard probe MODEL --ranks N [--tp T] [--pp P [--interleave V]] [--ep E --fsdp F]
+//  [--recompute KIND=none|selective|full,...]
 //  [--steps S] [--mode lora|full] [--json] [--out DIR]`, or `onboard probe MODEL --plan plan.json
 //  --ranks N` (the plan scaled down by ApplyPlanToProbe, agent/plan_to_probe.h):
 // trains a scaled-down proxy of MODEL (same block pattern: KDA/MLA+DSA, latent MoE, shared experts)
@@ -39,17 +40,22 @@ struct ProbeOptions {
   std::string plan_file;  // --plan plan.json (issue 17)
 };
 
-// --plan: the plan scaled to the probe's ranks (ep, fsdp, micro-batches, recompute), each factor
+// --plan: the plan scaled to the probe's ranks (tp, pp, ep, fsdp, micro-batches, recompute), each factor
 // printed with what the probe runs and why (stderr under --json, so stdout stays one document).
-Status ApplyPlanFile(const ProbeOptions& o, const ProxySpec& spec, ProbeConfig* cfg) {
+Status ApplyPlanFile(const ProbeOptions& o, const ModelIR& model, const ProxySpec& spec, ProbeConfig* cfg) {
   Expected<Plan> plan = agent::LoadPlanFile(o.plan_file);
   if (!plan.ok()) return plan.status();
   if (cfg->ranks < 1 || cfg->batch % cfg->ranks != 0)
     return BadInput("--batch", "batch", "must be a positive multiple of ranks=" + std::to_string(cfg->ranks),
                     std::to_string(cfg->batch));
   Expected<agent::ProbeLayout> L =
-      agent::ApplyPlanToProbe(*plan, cfg->ranks, cfg->batch / cfg->ranks, spec.num_experts);
+      agent::ApplyPlanToProbe(*plan, cfg->ranks, cfg->batch / cfg->ranks, spec.num_experts, &spec,
+                              static_cast<int64_t>(model.layers.size()));
   if (!L.ok()) return L.status();
+  cfg->tp = L->tp;
+  cfg->pp = L->pp;
+  cfg->interleave = L->interleave;
+  cfg->stage_layer_starts = L->stage_layer_starts;
   cfg->ep = L->ep;
   cfg->fsdp = L->fsdp;
   cfg->micro_batch = L->micro_batch;
@@ -107,7 +113,7 @@ int RunProbeCommand(ProbeOptions o) {
   ProxySpec spec = ProxyFromModel(*model, o.blocks);
   if (o.balance_rate >= 0) spec.balance_rate = o.balance_rate;
   if (!o.plan_file.empty()) {
-    Status st = ApplyPlanFile(o, spec, &o.cfg);
+    Status st = ApplyPlanFile(o, *model, spec, &o.cfg);
     if (!st.ok()) return ReportError("probe", st);
   }
   if (!o.recompute.empty()) {  // explicit kinds override the plan's
@@ -134,7 +140,14 @@ OnboardCommand kProbe{
       sub.add_option("--fsdp", o->cfg.fsdp, "FSDP shard degree (default: ranks)");
       sub.add_option("--tp", o->cfg.tp,
                      "tensor-parallel degree: groups of T consecutive ranks split heads, MLP widths "
-                     "and vocab (Megatron-style); ep and fsdp then divide ranks/T (default 1)");
+                     "and vocab (Megatron-style); ep and fsdp then divide ranks/(T*P) (default 1)");
+      sub.add_option("--pp", o->cfg.pp,
+                     "pipeline stages P (outermost: stage = rank / (ranks/P)); divides ranks/T; ep and "
+                     "fsdp then divide ranks/(T*P)")
+          ->capture_default_str();
+      sub.add_option("--interleave", o->cfg.interleave,
+                     "virtual pipeline stages per rank (1 = 1F1B; > 1 = interleaved 1F1B)")
+          ->capture_default_str();
       sub.add_option("--steps", o->steps, "optimizer steps (default: full 400; lora 150 adapter steps)");
       sub.add_option("--mode", o->mode, "full | lora")->capture_default_str();
       sub.add_option("--lora-rank", o->cfg.lora_rank, "LoRA rank")->capture_default_str();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "agent/plan_to_probe.h"
+#include "backends/probe_layout_check.h"
 
 namespace onboard::agent {
 namespace {
@@ -157,6 +158,121 @@ TEST(ApplyPlanToProbe, TpThatDoesNotDivideTheProxyHeadsIsAdjustedWithAReason) {
 TEST(ApplyPlanToProbe, BadRanksAreInputErrors) {
   EXPECT_EQ(ApplyPlanToProbe(Plan{}, 0, 2, 8).status().code(), ErrorCode::kBadInput);
   EXPECT_EQ(ApplyPlanToProbe(Plan{}, 2, 0, 8).status().code(), ErrorCode::kBadInput);
+}
+
+// A 4-layer proxy (the layers pipeline stages split; default heads and vocab).
+ProxySpec FourLayerProxy() {
+  ProxySpec s;
+  s.layers = {{ProxyMixer::kKDA, ProxyChannel::kDense},
+              {ProxyMixer::kKDA, ProxyChannel::kMoE},
+              {ProxyMixer::kKDA, ProxyChannel::kMoE},
+              {ProxyMixer::kMLA, ProxyChannel::kMoE}};
+  return s;
+}
+
+// Pipeline parallelism (issue 17): pp scaled to the ranks and the proxy's layers, interleave while
+// the proxy has a layer per chunk, the plan's split points scaled to the proxy's layers.
+TEST(ApplyPlanToProbe, PipelineIsScaledDownWithReasons) {
+  const ProxySpec proxy = FourLayerProxy();
+  Plan p;
+  p.deg.pp = 4;
+  p.deg.interleave = 2;
+  p.deg.dp_shard = 8;
+  p.deg.ep = 8;
+  p.num_micro_batches = 32;
+  auto L = ApplyPlanToProbe(p, 4, 2, 8, &proxy, 61);
+  ASSERT_TRUE(L.ok()) << L.status().ToString();
+  EXPECT_EQ(L->pp, 2);  // at most half the ranks: the plan's fsdp and ep keep 2 data ranks
+  EXPECT_NE(Find(*L, "pp")->reason.find("leaves >= 2 data ranks"), std::string::npos)
+      << Find(*L, "pp")->reason;
+  EXPECT_EQ(L->interleave, 2);  // 2 stages x 2 chunks = the 4 proxy layers
+  EXPECT_EQ(L->fsdp, 2);
+  EXPECT_EQ(L->ep, 2);
+  EXPECT_EQ(L->micro_steps, 2);  // a data rank trains on pp x 2 sequences, capped at 2 micro-steps
+  p.deg.dp_shard = 1;            // no data or expert parallelism: pp may take every rank
+  p.deg.ep = 1;
+  auto all = ApplyPlanToProbe(p, 4, 2, 8, &proxy, 61);
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ(all->pp, 4);
+  EXPECT_TRUE(Find(*all, "pp")->reason.empty());
+  EXPECT_EQ(all->interleave, 1);  // 4 stages x 2 chunks > 4 proxy layers
+  EXPECT_NE(Find(*all, "interleave")->reason.find("proxy's layers=4"), std::string::npos);
+  EXPECT_EQ(all->fsdp, 1);  // one data rank per stage
+  auto two = ApplyPlanToProbe(p, 2, 2, 8, &proxy, 61);
+  ASSERT_TRUE(two.ok());
+  EXPECT_EQ(two->pp, 2);
+  EXPECT_EQ(two->interleave, 2);
+  EXPECT_NE(Find(*two, "pp")->reason.find("ranks=2"), std::string::npos);
+  EXPECT_EQ(two->ToJson()["pp"], 2);
+}
+
+TEST(ApplyPlanToProbe, PipelineThatCannotBeKeptSaysWhy) {
+  const ProxySpec proxy = FourLayerProxy();
+  Plan p;
+  p.deg.pp = 2;
+  auto L = ApplyPlanToProbe(p, 3, 2, 8, &proxy, 61);  // 2 does not divide 3 ranks
+  ASSERT_TRUE(L.ok());
+  EXPECT_EQ(L->pp, 1);
+  EXPECT_NE(Find(*L, "pp")->reason.find("ranks=3"), std::string::npos) << Find(*L, "pp")->reason;
+  auto unknown = ApplyPlanToProbe(p, 2, 2, 8);  // proxy not given
+  ASSERT_TRUE(unknown.ok());
+  EXPECT_EQ(unknown->pp, 1);
+  EXPECT_FALSE(Find(*unknown, "pp")->reason.empty());
+}
+
+TEST(ApplyPlanToProbe, SplitPointsAreScaledOrReplacedWithAReason) {
+  const ProxySpec proxy = FourLayerProxy();
+  Plan p;
+  p.deg.pp = 2;
+  p.stage_layer_starts = {0, 40};
+  auto L = ApplyPlanToProbe(p, 2, 2, 8, &proxy, 61);
+  ASSERT_TRUE(L.ok());
+  EXPECT_EQ(L->stage_layer_starts, (std::vector<int64_t>{0, 2}));  // 40 * 4 / 61 = 2
+  EXPECT_TRUE(Find(*L, "stage_split")->reason.empty());
+  p.stage_layer_starts = {0, 10};  // 10 * 4 / 61 = 0: the two stages would merge
+  auto merged = ApplyPlanToProbe(p, 2, 2, 8, &proxy, 61);
+  ASSERT_TRUE(merged.ok());
+  EXPECT_TRUE(merged->stage_layer_starts.empty());
+  EXPECT_NE(Find(*merged, "stage_split")->reason.find("merge"), std::string::npos);
+}
+
+// tp and pp follow the probe's one rank order (pp outermost, data ranks, tp innermost): pp divides
+// the ranks tp leaves, the data ranks are ranks / (tp * pp), and the layout passes the probe's own
+// check (backends/probe_layout_check.h). Negative: pp taken over all ranks instead (tp=2 x pp=4 on
+// 8 ranks) leaves ep=2 no data ranks, and the check names it.
+TEST(ApplyPlanToProbe, TpAndPpShareOneRankOrder) {
+  const ProxySpec proxy = FourLayerProxy();
+  Plan p;
+  p.deg.tp = 4;
+  p.deg.pp = 4;
+  p.deg.dp_shard = 8;
+  p.deg.ep = 8;
+  auto L = ApplyPlanToProbe(p, 8, 2, 8, &proxy, 61);
+  ASSERT_TRUE(L.ok()) << L.status().ToString();
+  EXPECT_EQ(L->tp, 2);  // the proxy's 2 heads
+  EXPECT_EQ(L->pp, 2);  // half of ranks/tp=4, so that 2 data ranks remain
+  EXPECT_EQ(L->ep, 2);
+  EXPECT_EQ(L->fsdp, 2);
+  EXPECT_EQ(L->tp * L->pp * L->fsdp * L->replicas, 8);
+  ProbeConfig c;
+  c.ranks = 8;
+  c.batch = 16;
+  c.tp = L->tp;
+  c.pp = L->pp;
+  c.interleave = L->interleave;
+  c.ep = L->ep;
+  c.fsdp = L->fsdp;
+  c.micro_batch = L->micro_batch;
+  EXPECT_TRUE(ValidateParallelFactors(c, proxy).ok()) << ValidateParallelFactors(c, proxy).ToString();
+  c.pp = 4;
+  c.interleave = 1;
+  const Status bad = ValidateParallelFactors(c, proxy);
+  EXPECT_NE(bad.message().find("ep=2 must divide ranks/(tp*pp)=1"), std::string::npos) << bad.ToString();
+  c.pp = 8;
+  c.ep = 8;  // every factor named: ep then divides the ranks tp leaves
+  const std::string both = ValidateParallelFactors(c, proxy).message();
+  EXPECT_NE(both.find("pp=8 must divide ranks/tp=4"), std::string::npos) << both;
+  EXPECT_NE(both.find("ep=8 must divide ranks/tp=4"), std::string::npos) << both;
 }
 
 }  // namespace

@@ -39,6 +39,10 @@ ProbeStep FullStep(int64_t step) {
   s.live_peak_bytes = 98765432;
   s.expert_load = {{1, 2, 3, 0}, {7, 0, 0, 9}};
   s.indexer_kl = {0.25, std::numeric_limits<double>::infinity()};
+  s.comm.pp_send_s = 5e-5;  // pipeline parallelism (issue 17)
+  s.comm.pp_recv_s = 6e-5;
+  s.pp_bubble = 0.375;
+  s.pp_bubble_by_rank = {0.375, 0.125};
   return s;
 }
 
@@ -80,13 +84,18 @@ TEST(ProbeStepCodec, RoundTripKeepsEveryField) {
   ASSERT_EQ(b->indexer_kl.size(), 2u);
   EXPECT_EQ(b->indexer_kl[0], 0.25);
   EXPECT_TRUE(std::isnan(b->indexer_kl[1])) << "non-finite is written as null, read as NaN";
+  EXPECT_EQ(b->comm.pp_send_s, a.comm.pp_send_s);
+  EXPECT_EQ(b->comm.pp_recv_s, a.comm.pp_recv_s);
+  EXPECT_EQ(b->pp_bubble, a.pp_bubble);
+  EXPECT_EQ(b->pp_bubble_by_rank, a.pp_bubble_by_rank);
   // The written keys are exactly the documented ones.
   json j = ProbeStepToJson(a);
   std::vector<std::string> keys;
   for (auto it = j.begin(); it != j.end(); ++it) keys.push_back(it.key());
-  EXPECT_EQ(keys, (std::vector<std::string>{"accuracy", "comm", "compute_s", "expert_load", "grad_norm",
-                                            "indexer_kl", "live_peak_bytes", "loss", "lr", "peak_rss_bytes",
-                                            "step", "step_s", "tokens_per_s"}));
+  EXPECT_EQ(keys,
+            (std::vector<std::string>{"accuracy", "comm", "compute_s", "expert_load", "grad_norm",
+                                      "indexer_kl", "live_peak_bytes", "loss", "lr", "peak_rss_bytes",
+                                      "pp_bubble", "pp_bubble_by_rank", "step", "step_s", "tokens_per_s"}));
 }
 
 TEST(ProbeStepCodec, UnknownKeyIsRefused) {

@@ -1,0 +1,190 @@
+// Pipeline parallelism in the probe (backends/probe_pipeline.h) is the same computation as one
+// process: real worker processes over Gloo, activations and gradients by c10d send/recv, fp32,
+// a fixed micro-batch of 2 sequences (4 micro-batches per step), 12 steps.
+//   - 2 processes pp=2 (1F1B), and pp=2 x interleave=2, vs 1 process;
+//   - 4 processes pp=2 x fsdp=2 x ep=2 vs 1 process.
+// Every unit sums its micro-batch gradients in the one-process order (ordered_sum.h), so the
+// curves must agree under the 1e-4; they agree bit for bit (asserted: 0).
+// With tensor parallelism too (the rank order of backends/probe.h: pp outermost, data ranks, tp
+// innermost): 4 processes tp=2 x pp=2, and 8 processes tp=2 x pp=2 x ep=2 (fsdp=2), vs 1 process,
+// to the relative 1e-4 (not bit-identical: a row-parallel linear sums 2 partial GEMMs and
+// the vocab-parallel CE sums exp over 2 vocab blocks, as in probe_tp_test.cpp); measured printed.
+// Negatives: kPipeFaultSwapBackward (stage 0 applies micro-batch 0's gradient to micro-batch 1
+// and back) must break the agreement, on pp=2 alone, on tp=2 x pp=2 and on tp=2 x pp=2 x ep=2.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+
+#include "tests/backends/probe_test_util.h"
+
+namespace onboard {
+namespace {
+
+using testing_probe::Losses;
+using testing_probe::SmallConfig;
+using testing_probe::SmallSpec;
+using testing_probe::TempDir;
+
+// The bound for layouts whose summation order differs from one process (tp > 1).
+constexpr double kRelTolerance = 1e-4;
+
+ProbeConfig Cfg(int64_t ranks, int64_t pp, const std::string& dir) {
+  ProbeConfig c = SmallConfig(ranks, TempDir(dir));
+  c.steps = 12;
+  c.micro_batch = 2;
+  c.pp = pp;
+  return c;
+}
+
+// Largest relative loss difference of two runs' curves (infinite when their lengths differ; NaN
+// when a loss is not finite: every comparison with it then fails).
+double MaxRelDiff(const ProbeResult& a, const ProbeResult& b) {
+  for (const ProbeStep& s : a.steps)
+    if (!std::isfinite(s.loss)) return std::nan("");
+  return testing_probe::MaxRelDiff(Losses(a), Losses(b));
+}
+
+// A tp x pp (x ep) run and its relative difference from one process.
+double TpPpDiff(const ProbeResult& one, int64_t ranks, int64_t ep, const std::string& fault,
+                const std::string& dir, ProbeResult* out) {
+  ProbeConfig c = Cfg(ranks, 2, dir);
+  c.tp = 2;
+  c.ep = ep;
+  c.fsdp = ep;
+  c.pp_fault = fault;
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  if (!r.ok()) return INFINITY;
+  if (out != nullptr) *out = *r;
+  return MaxRelDiff(*r, one);
+}
+
+class ProbePipeline : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), Cfg(1, 1, "pp-ref"));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    one_ = new ProbeResult(std::move(r).value());
+  }
+  static void TearDownTestSuite() {
+    delete one_;
+    one_ = nullptr;
+  }
+  static ProbeResult* one_;
+};
+ProbeResult* ProbePipeline::one_ = nullptr;
+
+TEST_F(ProbePipeline, TwoStagesMatchOneProcess) {
+  ASSERT_NE(one_, nullptr);
+  ASSERT_LT(one_->steps.back().loss, one_->steps.front().loss);  // it learns at all
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), Cfg(2, 2, "pp2"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const double d = MaxRelDiff(*r, *one_);
+  std::printf("pp=2 1F1B vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n", d);
+  EXPECT_EQ(d, 0.0) << "expected bit-identical curves";
+  // Measured: activations / gradients crossed the stages, and the bubble is a share of the span.
+  const ProbeStep& s = r->steps.back();
+  EXPECT_GT(s.comm.pp_recv_s, 0.0);
+  EXPECT_GT(s.comm.pp_send_s, 0.0);
+  ASSERT_EQ(s.pp_bubble_by_rank.size(), 2u);
+  EXPECT_GT(s.pp_bubble, 0.0);
+  EXPECT_LT(s.pp_bubble, 1.0);
+  EXPECT_EQ(s.expert_load, one_->steps.back().expert_load);  // both stages' MoE layers, summed
+  EXPECT_GT(r->prediction.pp_bubble, 0.0);
+  EXPECT_NE(FormatProbeResult(*r).find("pipeline: pp=2 x interleave=1"), std::string::npos);
+}
+
+TEST_F(ProbePipeline, InterleavedMatchesOneProcess) {
+  ASSERT_NE(one_, nullptr);
+  ProbeConfig c = Cfg(2, 2, "pp2v2");
+  c.interleave = 2;  // 4 model chunks of one layer each, 2 per rank
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const double d = MaxRelDiff(*r, *one_);
+  std::printf("pp=2 interleave=2 vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n", d);
+  EXPECT_EQ(d, 0.0) << "expected bit-identical curves";
+}
+
+TEST_F(ProbePipeline, FourProcessesPipelineFsdpEpMatchOneProcess) {
+  ASSERT_NE(one_, nullptr);
+  ProbeConfig c = Cfg(4, 2, "pp2x2");
+  c.fsdp = 2;
+  c.ep = 2;
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const double d = MaxRelDiff(*r, *one_);
+  std::printf(
+      "pp=2 x fsdp=2 x ep=2 (4 processes) vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n",
+      d);
+  EXPECT_EQ(d, 0.0) << "expected bit-identical curves";
+  const ProbeStep& s = r->steps.back();
+  EXPECT_GT(s.comm.all_to_all_s, 0.0);      // EP inside each stage
+  EXPECT_GT(s.comm.reduce_scatter_s, 0.0);  // FSDP inside each stage
+  EXPECT_EQ(s.pp_bubble_by_rank.size(), 4u);
+}
+
+// Negative: a wrong schedule (stage 0's first two backwards on each other's micro-batches) gives
+// another curve: the exactness check above would fail on it.
+TEST_F(ProbePipeline, SwappedBackwardBreaksTheCurve) {
+  ASSERT_NE(one_, nullptr);
+  ProbeConfig c = Cfg(2, 2, "pp2fault");
+  c.pp_fault = kPipeFaultSwapBackward;
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const double d = MaxRelDiff(*r, *one_);
+  std::printf("pp=2 with swapped backwards vs 1 process: max relative loss difference %.3g\n", d);
+  EXPECT_GT(d, 1e-4);
+  EXPECT_EQ(r->steps[0].loss, one_->steps[0].loss);  // the forward of step 0 is untouched
+}
+
+TEST_F(ProbePipeline, FourProcessesTp2Pp2MatchOneProcess) {
+  ASSERT_NE(one_, nullptr);
+  ProbeResult r;
+  const double d = TpPpDiff(*one_, 4, 0, "", "tp2pp2", &r);
+  std::printf("tp=2 x pp=2 (4 processes) vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n",
+              d);
+  EXPECT_LT(d, kRelTolerance);
+  ASSERT_FALSE(r.steps.empty());
+  const ProbeStep& s = r.steps.back();
+  EXPECT_GT(s.comm.tp_all_reduce_s, 0.0);  // TP inside each stage
+  EXPECT_GT(s.comm.pp_recv_s, 0.0);        // and activations between the stages
+  EXPECT_EQ(s.pp_bubble_by_rank.size(), 4u);
+  EXPECT_EQ(s.expert_load, one_->steps.back().expert_load);  // counted once per data rank
+}
+
+TEST_F(ProbePipeline, EightProcessesTp2Pp2Ep2MatchOneProcess) {
+  ASSERT_NE(one_, nullptr);
+  ProbeResult r;
+  const double d = TpPpDiff(*one_, 8, 2, "", "tp2pp2ep2", &r);
+  std::printf(
+      "tp=2 x pp=2 x ep=2 x fsdp=2 (8 processes) vs 1 process, fp32, 12 steps: max relative loss "
+      "difference %.3g\n",
+      d);
+  EXPECT_LT(d, kRelTolerance);
+  ASSERT_FALSE(r.steps.empty());
+  const ProbeStep& s = r.steps.back();
+  EXPECT_GT(s.comm.all_to_all_s, 0.0);
+  EXPECT_GT(s.comm.tp_all_reduce_s, 0.0);
+  EXPECT_GT(s.comm.pp_recv_s, 0.0);
+  EXPECT_EQ(s.expert_load, one_->steps.back().expert_load);
+}
+
+// Negatives of the two tests above: the same layouts with a wrong schedule leave the curve.
+TEST_F(ProbePipeline, SwappedBackwardBreaksTp2Pp2) {
+  ASSERT_NE(one_, nullptr);
+  const double d = TpPpDiff(*one_, 4, 0, kPipeFaultSwapBackward, "tp2pp2fault", nullptr);
+  std::printf("tp=2 x pp=2 with swapped backwards vs 1 process: max relative loss difference %.3g\n", d);
+  EXPECT_GT(d, kRelTolerance);
+}
+
+TEST_F(ProbePipeline, SwappedBackwardBreaksTp2Pp2Ep2) {
+  ASSERT_NE(one_, nullptr);
+  const double d = TpPpDiff(*one_, 8, 2, kPipeFaultSwapBackward, "tp2pp2ep2fault", nullptr);
+  std::printf("tp=2 x pp=2 x ep=2 with swapped backwards vs 1 process: max relative loss difference %.3g\n",
+              d);
+  EXPECT_GT(d, kRelTolerance);
+}
+
+}  // namespace
+}  // namespace onboard
