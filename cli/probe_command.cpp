@@ -59,6 +59,8 @@ Status ApplyPlanFile(const ProbeOptions& o, const ProxySpec& spec, ProbeConfig* 
   for (const agent::ProbeFactor& f : L->factors)
     os << "  " << f.factor << ": plan " << f.plan << " -> probe " << f.probe
        << (f.reason.empty() ? "" : " (" + f.reason + ")") << "\n";
+  os << "  compute_dtype: plan " << PrecisionName(plan->compute_dtype) << " -> probe " << cfg->dtype
+     << " (the probe trains in its own dtype on CPU; the plan's GEMM precision is not rehearsed)\n";
   return Status::Ok();
 }
 
