@@ -253,6 +253,8 @@ json ExpertBalanceSection(const RunState& st) {
 json PlanToJson(const Plan& p) {
   json rc = json::object();
   for (const auto& [k, v] : p.recompute) rc[k] = RecomputeName(v);
+  // The field list is kept as a table.
+  // clang-format off
   return {{"dp_replicate", p.deg.dp_replicate}, {"dp_shard", p.deg.dp_shard}, {"tp", p.deg.tp},
           {"pp", p.deg.pp}, {"ep", p.deg.ep}, {"expert_fsdp", p.deg.expert_fsdp},
           {"interleave", p.deg.interleave}, {"sequence_parallel", p.deg.sequence_parallel},
@@ -261,6 +263,7 @@ json PlanToJson(const Plan& p) {
           {"mode", p.mode == FinetuneMode::kLoRA ? "lora" : "full"}, {"lora_rank", p.lora_rank},
           {"base_dtype", PrecisionName(p.base_dtype)}, {"compute_dtype", PrecisionName(p.compute_dtype)},
           {"stage_layer_starts", p.stage_layer_starts}};
+  // clang-format on
 }
 
 json EstimateToJson(const PlanEstimate& e) {

@@ -29,10 +29,14 @@ const PrecisionRow& Row(Precision p) {
 
 bool Allowed(const PrecisionRow& r, PrecisionUse use) {
   switch (use) {
-    case PrecisionUse::kFrozenBase: return r.frozen_base;
-    case PrecisionUse::kCompute: return r.compute;
-    case PrecisionUse::kOptimizerState: return r.optimizer_state;
-    case PrecisionUse::kGrads: return r.grads;
+    case PrecisionUse::kFrozenBase:
+      return r.frozen_base;
+    case PrecisionUse::kCompute:
+      return r.compute;
+    case PrecisionUse::kOptimizerState:
+      return r.optimizer_state;
+    case PrecisionUse::kGrads:
+      return r.grads;
   }
   return false;
 }
@@ -50,8 +54,8 @@ const char* PrecisionName(Precision p) { return Row(p).name; }
 
 DType PrecisionElement(Precision p) { return Row(p).element; }
 
-Expected<Precision> ParsePrecision(const std::string& origin, const std::string& field, const std::string& value,
-                                   PrecisionUse use) {
+Expected<Precision> ParsePrecision(const std::string& origin, const std::string& field,
+                                   const std::string& value, PrecisionUse use) {
   for (const PrecisionRow& r : kPrecisions)
     if (value == r.name && Allowed(r, use)) return r.p;
   return BadInput(origin, field, "must be " + AllowedList(use), value);

@@ -603,7 +603,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double opt_dp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? static_cast<double>(d.dp_shard) : static_cast<double>(dcp)) : 1.0;
   const double opt_edp = p.zero_stage >= 1 ? static_cast<double>(p.zero_stage >= 3 ? d.expert_fsdp : d.expert_fsdp * d.dp_replicate) : 1.0;
   const double local_params = lora ? cs.lora / opt_dp : cs.dense / opt_dp + cs.expert / opt_edp;
-  const double adam_bytes = p.optimizer_dtype == Precision::kBF16 ? c.k.adam_bytes_bf16_state : c.k.adam_bytes_per_param;
+  const double adam_bytes =
+      p.optimizer_dtype == Precision::kBF16 ? c.k.adam_bytes_bf16_state : c.k.adam_bytes_per_param;
   const double optimizer = local_params * adam_bytes / (c.hbm_bps * c.k.hbm_eff);
   // Step 5: terms, one per line; exposed parts add up to the step time.
   auto add = [&e](const std::string& name, double total, double exposed, const std::string& tier,
@@ -684,7 +685,8 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.req = &req;
   c.prof = BuildProfile(req.model, req.seq, req.dropout, req.attention_kernel == "unfused");
   const DeviceType& dev = req.topology.device;
-  c.fp8 = (req.compute_dtype == Precision::kFP8 || req.compute_dtype == Precision::kMXFP8) && dev.tflops_fp8 > 0;
+  c.fp8 =
+      (req.compute_dtype == Precision::kFP8 || req.compute_dtype == Precision::kMXFP8) && dev.tflops_fp8 > 0;
   c.peak_flops = (c.fp8 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
   c.attn_peak_flops = dev.tflops_bf16 * 1e12;
   c.host_fed = dev.name.rfind("localhost", 0) != 0;  // LocalhostTopology's device (core/topology.cpp)

@@ -74,7 +74,8 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
   os << "    model.pipeline_model_parallel_size = " << p.deg.pp << "\n";
   os << "    model.virtual_pipeline_model_parallel_size = " << (p.deg.interleave > 1 ? S(p.deg.interleave) : "None") << "\n";
   if (p.deg.pp > 1) {
-    os << "    model.pipeline_dtype = torch." << (p.compute_dtype == Precision::kFP16 ? "float16" : "bfloat16") << "\n";
+    os << "    model.pipeline_dtype = torch."
+       << (p.compute_dtype == Precision::kFP16 ? "float16" : "bfloat16") << "\n";
     os << "    model.pipeline_model_parallel_layout = \"" << layout << "\"\n";
   } else {
     os << "    model.pipeline_dtype = None\n    model.pipeline_model_parallel_layout = None\n";
@@ -95,10 +96,11 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
        << PyList(m.experts > 0 ? std::vector<std::string>{"core_attn", "moe_act"} : std::vector<std::string>{"core_attn"}) << "\n";
   else
     os << "    model.recompute_granularity = None\n";
-  const char* mp = p.compute_dtype == Precision::kFP16    ? "fp16_mixed"
-                   : p.compute_dtype == Precision::kFP8   ? "bf16_with_fp8_current_scaling_mixed"
-                   : p.compute_dtype == Precision::kMXFP8 ? "bf16_with_mxfp8_mixed"  // Bridge mixed_precision.py
-                                                          : "bf16_mixed";
+  const char* mp = p.compute_dtype == Precision::kFP16  ? "fp16_mixed"
+                   : p.compute_dtype == Precision::kFP8 ? "bf16_with_fp8_current_scaling_mixed"
+                   : p.compute_dtype == Precision::kMXFP8
+                       ? "bf16_with_mxfp8_mixed"  // Bridge mixed_precision.py
+                       : "bf16_mixed";
   os << "    cfg.mixed_precision = mixed_precision." << mp << "()\n";
   const bool fsdp = p.zero_stage >= 3 && p.mode == FinetuneMode::kFull;
   if (fsdp) {

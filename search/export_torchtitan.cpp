@@ -95,12 +95,15 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
   else if (v02 && !f->in_v02)
     c.unsupported.push_back("flavor " + std::string(f->flavor) + " is not in v0.2.2");
   if (p.mode == FinetuneMode::kLoRA && v02) c.unsupported.push_back("LoRA: torchtitan v0.2.x has no LoRA (main has LoRAConverter)");
-  if (p.compute_dtype == Precision::kFP16) c.approximations.push_back("fp16 compute: torchtitan's mixed_precision_param is bfloat16|float32; bfloat16 exported");
+  if (p.compute_dtype == Precision::kFP16)
+    c.approximations.push_back(
+        "fp16 compute: torchtitan's mixed_precision_param is bfloat16|float32; bfloat16 exported");
   if (p.compute_dtype == Precision::kFP8 || p.compute_dtype == Precision::kMXFP8)
     c.approximations.push_back(std::string(PrecisionName(p.compute_dtype)) +
                                " GEMMs: not exported (add a Float8/MXFP8 converter by hand)");
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
-    c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) + ": exported as bf16");
+    c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
+                               ": exported as bf16");
   if (m.mtp_layers > 0) c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
   const std::string mixed = MixedRecomputeNote(p);
   if (!mixed.empty()) c.approximations.push_back(mixed);

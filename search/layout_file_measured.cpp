@@ -238,8 +238,8 @@ Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
 void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
   const std::string prec = Lower(r.value("precision", std::string("bf16")));
   run->plan.compute_dtype = prec.rfind("mxfp8", 0) == 0 ? Precision::kMXFP8
-                            : prec.rfind("fp8", 0) == 0   ? Precision::kFP8
-                                                          : Precision::kBF16;
+                            : prec.rfind("fp8", 0) == 0 ? Precision::kFP8
+                                                        : Precision::kBF16;
   if (prec.rfind("bf16", 0) != 0 && run->plan.compute_dtype == Precision::kBF16)
     run->assumptions.push_back("precision '" + prec.substr(0, 20) + "' read as bf16");
   const std::string opt = Lower(r.value("optimizer", std::string()));

@@ -147,7 +147,10 @@ std::string FormatSearchResult(const PlanRequest& req, const SearchResult& r) {
   std::ostringstream os;
   os << "model " << req.model.name << " on " << req.topology.name << " (" << req.topology.num_devices << " x "
      << req.topology.device.name << ", " << F("%.0f", req.topology.device.hbm_gib) << " GiB)\n";
-  os << "mode " << (req.mode == FinetuneMode::kLoRA ? "LoRA r=" + std::to_string(req.lora_rank) + " base " + PrecisionName(req.base_dtype) : "full fine-tuning")
+  os << "mode "
+     << (req.mode == FinetuneMode::kLoRA
+             ? "LoRA r=" + std::to_string(req.lora_rank) + " base " + PrecisionName(req.base_dtype)
+             : "full fine-tuning")
      << ", seq " << req.seq << "\n\n";
   os << (r.feasible ? "best plan:\n" : "NO PLAN FITS; closest layout:\n");
   os << FormatEstimate(req, r.best.plan, r.best.estimate);

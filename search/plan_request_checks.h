@@ -1,7 +1,7 @@
 // The checks of the fields that a plan request shares with the loop's request (agent::RunRequest)
-// and with layout files: their limits (the precisions a plan can name: core/precision.h). One home: PlanRequest::
-// Validate, RunRequest::Validate and the layout-file reader call these; the front ends (CLI, HTTP)
-// only convert types and map the Status.
+// and with layout files: their limits (the precisions a plan names: core/precision.h). One home:
+// PlanRequest::Validate, RunRequest::Validate and the layout-file reader call these; the front ends
+// (CLI, HTTP) only convert types and map the Status.
 //
 // Limits and why:
 //   lora_rank     [1, 65536]   adapters wider than any hidden size in the catalog are refused

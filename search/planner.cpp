@@ -88,8 +88,9 @@ Expected<WorldSizeResult> SmallestFittingWorld(const PlanRequest& req, int64_t m
   const int64_t unit = req.topology.tiers.size() > 1 ? req.topology.tiers.front().group_size : 8;
   // Lower bound without searching: model states alone (16 B/param full, base bytes in LoRA).
   const double params = static_cast<double>(ComputeStats(req.model, req.seq).total_params);
-  const double bpp =
-      req.mode == FinetuneMode::kFull ? 16.0 : DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
+  const double bpp = req.mode == FinetuneMode::kFull
+                         ? 16.0
+                         : DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
   const double usable = req.topology.device.hbm_gib * 1073741824.0 * (1 - req.constraints.memory_margin);
   auto fits_at = [&](int64_t world, PlanCandidate* best) -> Expected<bool> {
     if (params * bpp / static_cast<double>(world) > usable) {

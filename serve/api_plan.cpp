@@ -56,13 +56,15 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
       else err = Bad("options.mode", "must be \"lora\" or \"full\" (got " + v.dump() + ")");
     } else if (k == "base_dtype" || k == "compute_dtype") {
       const bool base = k == "base_dtype";
-      Expected<Precision> p =
-          v.is_string() ? ParsePrecision("plan request", k, v.get<std::string>(),
-                                         base ? PrecisionUse::kFrozenBase : PrecisionUse::kCompute)
-                        : Expected<Precision>(Precision::kBF16);
+      Expected<Precision> p = v.is_string()
+                                  ? ParsePrecision("plan request", k, v.get<std::string>(),
+                                                   base ? PrecisionUse::kFrozenBase : PrecisionUse::kCompute)
+                                  : Expected<Precision>(Precision::kBF16);
       if (!v.is_string()) err = Bad("options." + k, "must be a string");
-      else if (!p.ok()) err = ErrorFromStatus(p.status());
-      else (base ? r.base_dtype : r.compute_dtype) = *p;
+      else if (!p.ok())
+        err = ErrorFromStatus(p.status());
+      else
+        (base ? r.base_dtype : r.compute_dtype) = *p;
     } else if (k == "lora_rank") {
       err = to_int(r.lora_rank);
     } else if (k == "seq") {

@@ -61,10 +61,11 @@ TEST(PlanFile, BadPlansNameFileAndField) {
 TEST(PlanFile, PrecisionsAreReadTypedAndAnUnknownOneIsNamed) {
   const std::string ok =
       R"("dp_replicate":1,"dp_shard":2,"tp":1,"pp":1,"ep":2,"micro_batch":1,"num_micro_batches":2)";
-  Expected<Plan> p = ParsePlanJson(R"({"plan":{)" + ok +
-                                       R"(,"compute_dtype":"mxfp8","base_dtype":"mxfp4","optimizer_dtype":"bf16",)"
-                                       R"("grad_dtype":"bf16"}})",
-                                   "plan.json");
+  Expected<Plan> p =
+      ParsePlanJson(R"({"plan":{)" + ok +
+                        R"(,"compute_dtype":"mxfp8","base_dtype":"mxfp4","optimizer_dtype":"bf16",)"
+                        R"("grad_dtype":"bf16"}})",
+                    "plan.json");
   ASSERT_TRUE(p.ok()) << p.status().message();
   EXPECT_EQ(p->compute_dtype, Precision::kMXFP8);
   EXPECT_EQ(p->base_dtype, Precision::kMXFP4);

@@ -50,7 +50,7 @@ TEST(ProbeReportThresholds, CommShareAndExpertBalanceAreJudgedWithThePassedThres
   const ObservationThresholds defaults;
   const std::string d = Checks(Judged(defaults, kFalling));
   EXPECT_EQ(d.find("communication-bound"), std::string::npos) << d;  // 0.30 <= 0.35
-  EXPECT_NE(d.find("> 1.25: imbalanced"), std::string::npos) << d;  // 2.4 > 1.25
+  EXPECT_NE(d.find("> 1.25: imbalanced"), std::string::npos) << d;   // 2.4 > 1.25
   ObservationThresholds other;
   other.comm_share = 0.2;
   other.expert_imbalance = 3.0;

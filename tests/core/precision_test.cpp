@@ -41,7 +41,8 @@ TEST(Precision, EveryAllowedNameRoundTripsAndMxfp8IsNotFp8) {
 }
 
 TEST(Precision, UnknownOrMisusedNameIsOneLineNamingOriginFieldAndValue) {
-  Expected<Precision> p = ParsePrecision("plan.json", "best.plan.compute_dtype", "fp7", PrecisionUse::kCompute);
+  Expected<Precision> p =
+      ParsePrecision("plan.json", "best.plan.compute_dtype", "fp7", PrecisionUse::kCompute);
   ASSERT_FALSE(p.ok());
   EXPECT_EQ(p.status().code(), ErrorCode::kBadInput);
   EXPECT_EQ(ExitCodeFor(p.status().code()), 2);

@@ -4,9 +4,9 @@
 // torchtitan a caveat naming it. Before, mxfp8 exported as plain bf16 with no caveat.
 #include <gtest/gtest.h>
 
+#include "export_test_util.h"
 #include "search/export_megatron.h"
 #include "search/plan_export.h"
-#include "export_test_util.h"
 
 namespace onboard {
 namespace {
