@@ -65,7 +65,7 @@ struct RunRequest {
   int64_t lora_rank = 16;
   int64_t seq = 4096;            // tokens per sequence for the plan
   int64_t global_batch = 0;      // sequences per step; 0 = planner default (~4M tokens)
-  std::string base_dtype = "bf16";  // LoRA frozen base: bf16 | fp8 | mxfp4
+  Precision base_dtype = Precision::kBF16;  // LoRA frozen base: bf16 | fp8 | mxfp4 (core/precision.h)
 
   std::string out_dir;           // artifacts go here (created); required
   std::string templates_override;  // user JSON file with template overrides ("" = none)

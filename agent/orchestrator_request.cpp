@@ -26,7 +26,7 @@ Status RunRequest::Validate() const {
   // The plan's own fields: the plan request's checks (search/plan_request_checks.h), not a copy.
   ONBOARD_RETURN_IF_ERROR(CheckPlanShape("run request", mode, lora_rank, seq, global_batch));
   ONBOARD_RETURN_IF_ERROR(
-      CheckPlanPrecision("run request", "base_dtype", base_dtype, PlanPrecisionUse::kFrozenBase).status());
+      CheckPrecisionUse("run request", "base_dtype", base_dtype, PrecisionUse::kFrozenBase));
   ONBOARD_RETURN_IF_ERROR(Range("max_rounds", max_rounds, 1, 20));
   ONBOARD_RETURN_IF_ERROR(Range("threads", threads, 1, 256));
   ONBOARD_RETURN_IF_ERROR(Range("probe.ranks", probe.ranks, 1, 64));

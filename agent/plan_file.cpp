@@ -5,6 +5,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "search/plan_request_checks.h"  // kMaxLoraRank, kMaxSeq, kMaxGlobalBatch: the plan's own limits
+
 namespace onboard::agent {
 namespace {
 
@@ -41,6 +43,16 @@ struct PlanFields {
     *out = it->get<std::string>();
     return Status::Ok();
   }
+  // A precision (core/precision.h, its one parser) allowed for `use`; absent = the Plan default.
+  Status Prec(const char* key, PrecisionUse use, Precision* out) const {
+    if (j.find(key) == j.end()) return Status::Ok();
+    std::string name;
+    ONBOARD_RETURN_IF_ERROR(Str(key, &name));
+    Expected<Precision> p = ParsePrecision(origin, path + key, name, use);
+    if (!p.ok()) return p.status();
+    *out = *p;
+    return Status::Ok();
+  }
 };
 
 // Step 2: degrees, batch and mode of the plan object at `path` ("best.plan.").
@@ -58,10 +70,14 @@ Status ReadPlanObject(const json& j, const std::string& origin, const std::strin
   ONBOARD_RETURN_IF_ERROR(f.Bool("sequence_parallel", &p->deg.sequence_parallel));
   ONBOARD_RETURN_IF_ERROR(f.Int("micro_batch", 1, kMax, &p->micro_batch, true));
   ONBOARD_RETURN_IF_ERROR(f.Int("num_micro_batches", 1, kMax, &p->num_micro_batches, true));
-  ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, kMax, &p->seq));
-  ONBOARD_RETURN_IF_ERROR(f.Int("global_batch", 0, int64_t{1} << 40, &p->global_batch));
+  ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, kMaxSeq, &p->seq));
+  ONBOARD_RETURN_IF_ERROR(f.Int("global_batch", 0, kMaxGlobalBatch, &p->global_batch));
   ONBOARD_RETURN_IF_ERROR(f.Int("zero_stage", 0, 3, &p->zero_stage));
-  ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 0, 4096, &p->lora_rank));
+  ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 0, kMaxLoraRank, &p->lora_rank));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("base_dtype", PrecisionUse::kFrozenBase, &p->base_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("compute_dtype", PrecisionUse::kCompute, &p->compute_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("optimizer_dtype", PrecisionUse::kOptimizerState, &p->optimizer_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype));
   std::string mode = "full";
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
   if (mode != "full" && mode != "lora") return BadInput(origin, path + "mode", "must be full or lora", mode);

@@ -3,7 +3,9 @@
 // ({"best": {"plan": {...}}, ...}: its best plan), {"plan": {...}} (`onboard plan --evaluate
 // --json`), or the plan object itself.
 // Errors (kBadInput): unreadable file, not JSON, no plan object, a field missing / of the wrong
-// type / out of range / an unknown recompute policy; each names the file and the field's JSON path.
+// type / out of range / an unknown recompute policy or precision; each names the file and the field's
+// JSON path. Ranges are the plan's own (search/plan_request_checks.h); precisions are parsed by
+// core/precision.h (mxfp8 stays mxfp8).
 #pragma once
 
 #include <string>

@@ -53,7 +53,7 @@ json RequestJson(const RunRequest& r) {
       {"lora_rank", r.lora_rank},
       {"seq", r.seq},
       {"global_batch", r.global_batch},
-      {"base_dtype", r.base_dtype},
+      {"base_dtype", PrecisionName(r.base_dtype)},
       {"max_rounds", r.max_rounds},
       {"templates_override", r.templates_override.empty()
                                  ? json(nullptr)
@@ -253,14 +253,17 @@ json ExpertBalanceSection(const RunState& st) {
 json PlanToJson(const Plan& p) {
   json rc = json::object();
   for (const auto& [k, v] : p.recompute) rc[k] = RecomputeName(v);
+  // The field list is kept as a table.
+  // clang-format off
   return {{"dp_replicate", p.deg.dp_replicate}, {"dp_shard", p.deg.dp_shard}, {"tp", p.deg.tp},
           {"pp", p.deg.pp}, {"ep", p.deg.ep}, {"expert_fsdp", p.deg.expert_fsdp},
           {"interleave", p.deg.interleave}, {"sequence_parallel", p.deg.sequence_parallel},
           {"micro_batch", p.micro_batch}, {"num_micro_batches", p.num_micro_batches}, {"seq", p.seq},
           {"global_batch", p.global_batch}, {"recompute", rc},
           {"mode", p.mode == FinetuneMode::kLoRA ? "lora" : "full"}, {"lora_rank", p.lora_rank},
-          {"base_dtype", p.base_dtype}, {"compute_dtype", p.compute_dtype},
+          {"base_dtype", PrecisionName(p.base_dtype)}, {"compute_dtype", PrecisionName(p.compute_dtype)},
           {"stage_layer_starts", p.stage_layer_starts}};
+  // clang-format on
 }
 
 json EstimateToJson(const PlanEstimate& e) {

@@ -20,6 +20,7 @@
 #include "core/model_ir.h"
 #include "core/plan.h"
 #include "core/status.h"
+#include "validators/probe_observations.h"  // ObservationThresholds (issue 10)
 
 namespace onboard {
 
@@ -220,6 +221,13 @@ struct ProbeConfig {
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }
   int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / data_ranks(); }
   int64_t micro_steps() const { return batch / (data_ranks() * micro_batch_size()); }  // per data rank / step
+  // ---- Observation thresholds (issue 10) ----
+  // What the probe's own report judges divergence, comm share and expert balance against. One
+  // home: validators/probe_observations.h. `onboard probe` runs the defaults; `onboard run` passes
+  // the run's (agent::Thresholds, agent/probe_recipe.cpp), so its probe.txt and its rules agree.
+  // Read by the launcher (FinishProbeResult), not sent to the workers.
+  ObservationThresholds thresholds;
+  // ---- end observation thresholds ----
 };
 
 inline constexpr const char* kPipeFaultSwapBackward = "swap_backward";

@@ -311,8 +311,12 @@ void FinishProbeResult(ProbeResult* r) {
         for (size_t e = 0; e < load[l].size() && e < s.expert_load[l].size(); ++e) load[l][e] += s.expert_load[l][e];
   }
   // Step 1: learning verdict: the loss curve, then the task's baselines and skill metric.
+  // The observations' thresholds are the config's (validators/probe_observations.h, passed in):
+  // `onboard run` sets the run's, so the loop's rules and this report judge with the same numbers.
+  const ObservationThresholds& th = r->config.thresholds;
   LearningCriteria crit;
   crit.curve.target_fraction = r->config.converge_fraction;
+  crit.curve.divergence_factor = th.divergence_factor;
   TaskBaselines base{r->baseline_nats, r->floor_nats, !text};
   if (text) {  // text: the held-out loss against the held-out bigram (a NaN bigram: never converged)
     base.bigram_nats = std::isfinite(r->bigram_nats) ? r->bigram_nats : -1.0;
@@ -328,8 +332,6 @@ void FinishProbeResult(ProbeResult* r) {
   r->final_loss = conv.ok() ? conv->final_loss : std::numeric_limits<double>::quiet_NaN();
   r->loss_target = conv.ok() ? conv->loss_target : std::numeric_limits<double>::quiet_NaN();
   // Step 2: where the step time goes.
-  // The observations' own thresholds (validators/probe_observations.h): the loop judges with the same.
-  const ObservationThresholds th;
   Expected<CommShareReport> share = ObserveCommShare(ProbeStepTimes(*r), th);
   if (share.ok()) r->checks.push_back(share->message);
   // Step 3: expert balance over the whole probe.

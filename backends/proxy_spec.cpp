@@ -298,6 +298,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
                    std::to_string(per_rank[static_cast<size_t>(r)]));
   }
   if (die_rank >= ranks) return Bad("die_rank", "must be < ranks", std::to_string(die_rank));
+  ONBOARD_RETURN_IF_ERROR(thresholds.Validate());
   return spec.Validate();
 }
 

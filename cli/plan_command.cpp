@@ -156,7 +156,10 @@ int RunPlan(const PlanOptions& o) {
     req->topology = std::move(*topo);
     req->mode = o.mode == "full" ? FinetuneMode::kFull : FinetuneMode::kLoRA;
     req->lora_rank = o.lora_rank;
-    req->base_dtype = o.base_dtype;
+    Expected<Precision> base =
+        ParsePrecision("plan request", "base_dtype", o.base_dtype, PrecisionUse::kFrozenBase);
+    if (!base.ok()) return ReportError("plan", base.status());
+    req->base_dtype = *base;
     req->seq = o.seq;
     req->global_batch = o.global_batch;
     req->threads = o.threads;

@@ -65,6 +65,8 @@ Status ApplyPlanFile(const ProbeOptions& o, const ModelIR& model, const ProxySpe
   for (const agent::ProbeFactor& f : L->factors)
     os << "  " << f.factor << ": plan " << f.plan << " -> probe " << f.probe
        << (f.reason.empty() ? "" : " (" + f.reason + ")") << "\n";
+  os << "  compute_dtype: plan " << PrecisionName(plan->compute_dtype) << " -> probe " << cfg->dtype
+     << " (the probe trains in its own dtype on CPU; the plan's GEMM precision is not rehearsed)\n";
   return Status::Ok();
 }
 

@@ -83,7 +83,10 @@ int RunRun(const RunOptions& o) {
   req.lora_rank = o.lora_rank;
   req.seq = o.seq;
   req.global_batch = o.global_batch;
-  req.base_dtype = o.base_dtype;
+  Expected<Precision> base =
+      ParsePrecision("run request", "base_dtype", o.base_dtype, PrecisionUse::kFrozenBase);
+  if (!base.ok()) return ReportError("run", base.status());
+  req.base_dtype = *base;
   req.out_dir = o.out.empty() ? "onboard-run" : o.out;
   req.templates_override = o.templates;
   req.templates_dir = o.templates_dir;

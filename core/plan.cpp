@@ -90,16 +90,16 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
   if (d.cp > 1 && p.seq % (2 * d.cp) != 0)
     return Bad("cp=" + S(d.cp) + " needs seq=" + S(p.seq) + " divisible by 2*cp=" + S(2 * d.cp) +
                " (load-balanced causal split)");
-  if (p.optimizer_dtype != "fp32" && p.optimizer_dtype != "bf16")
-    return Bad("optimizer_dtype='" + p.optimizer_dtype + "' must be fp32 or bf16");
+  ONBOARD_RETURN_IF_ERROR(
+      CheckPrecisionUse("plan", "optimizer_dtype", p.optimizer_dtype, PrecisionUse::kOptimizerState));
+  ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse("plan", "grad_dtype", p.grad_dtype, PrecisionUse::kGrads));
   if (p.mtp_layers < 0 || p.mtp_layers > 16) return Bad("mtp_layers=" + S(p.mtp_layers) + " must be in [0, 16]");
   if (d.sequence_parallel && d.tp == 1) return Bad("sequence_parallel needs tp > 1 (tp=1)");
   if (p.mode == FinetuneMode::kLoRA && p.lora_rank < 1)
     return Bad("lora_rank=" + S(p.lora_rank) + " must be >= 1 in LoRA mode");
-  if (p.base_dtype != "bf16" && p.base_dtype != "fp8" && p.base_dtype != "mxfp4")
-    return Bad("base_dtype='" + p.base_dtype + "' must be bf16, fp8 or mxfp4");
-  if (p.compute_dtype != "bf16" && p.compute_dtype != "fp8" && p.compute_dtype != "fp16" && p.compute_dtype != "mxfp8")
-    return Bad("compute_dtype='" + p.compute_dtype + "' must be bf16, fp16, fp8 or mxfp8");
+  ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse("plan", "base_dtype", p.base_dtype, PrecisionUse::kFrozenBase));
+  ONBOARD_RETURN_IF_ERROR(
+      CheckPrecisionUse("plan", "compute_dtype", p.compute_dtype, PrecisionUse::kCompute));
   if (!p.stage_layer_starts.empty()) {
     if (static_cast<int64_t>(p.stage_layer_starts.size()) != d.pp * d.interleave)
       return Bad("stage_layer_starts has " + S(p.stage_layer_starts.size()) + " entries, needs pp*interleave=" +

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/precision.h"  // Precision: the plan's dtype fields (one parse/print home)
 #include "core/status.h"
 
 namespace onboard {
@@ -63,12 +64,12 @@ struct Plan {
   std::map<std::string, Recompute> recompute;   // block kind ("KDA","MLA","DSA","MoE","MLP",...) -> policy
   FinetuneMode mode = FinetuneMode::kFull;
   int64_t lora_rank = 0;
-  std::string base_dtype = "bf16";              // frozen base precision in LoRA: bf16 | fp8 | mxfp4
-  std::string compute_dtype = "bf16";           // bf16 | fp16 | fp8 (per-tensor scaling) | mxfp8 (1x32 block scales)
+  Precision base_dtype = Precision::kBF16;      // frozen base precision in LoRA: bf16 | fp8 | mxfp4
+  Precision compute_dtype = Precision::kBF16;   // bf16 | fp16 | fp8 (per-tensor) | mxfp8 (1x32 block scales)
   CpComm cp_comm = CpComm::kRing;               // with deg.cp > 1
-  std::string optimizer_dtype = "fp32";         // Adam moments + main grads: fp32 | bf16 (Megatron precision-aware
-                                                // optimizer: fp32 master params, bf16 grads and moments)
-  std::string grad_dtype = "fp32";              // Megatron main-grad buffer and its DP reduction: fp32 | bf16
+  Precision optimizer_dtype = Precision::kFP32;  // Adam moments + main grads: fp32 | bf16 (Megatron
+                                                 // precision-aware: fp32 master params, bf16 grads + moments)
+  Precision grad_dtype = Precision::kFP32;      // Megatron main-grad buffer and its DP reduction: fp32 | bf16
                                                 // (grad_reduce_in_fp32=False; bf16 with bf16 optimizer)
   int64_t mtp_layers = 0;                       // multi-token-prediction layers trained (on the last stage)
   CudaGraph cuda_graph = CudaGraph::kNone;

@@ -13,10 +13,10 @@ constexpr double kGiB = 1073741824.0;
 std::string LayoutText(const LayoutRun& r) {
   const Plan& p = r.plan;
   std::ostringstream os;
-  os << r.topology.device.name << " x" << r.topology.num_devices << " tp" << p.deg.tp << " pp" << p.deg.pp << " vp"
-     << p.deg.interleave << " cp" << p.deg.cp << " ep" << p.deg.ep << " dp" << p.deg.dp_shard * p.deg.dp_replicate
-     << (p.zero_stage >= 3 ? "(fsdp)" : "") << " mb" << p.micro_batch << "x" << p.num_micro_batches << " "
-     << p.compute_dtype;
+  os << r.topology.device.name << " x" << r.topology.num_devices << " tp" << p.deg.tp << " pp" << p.deg.pp
+     << " vp" << p.deg.interleave << " cp" << p.deg.cp << " ep" << p.deg.ep << " dp"
+     << p.deg.dp_shard * p.deg.dp_replicate << (p.zero_stage >= 3 ? "(fsdp)" : "") << " mb" << p.micro_batch
+     << "x" << p.num_micro_batches << " " << PrecisionName(p.compute_dtype);
   return os.str();
 }
 

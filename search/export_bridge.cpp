@@ -7,7 +7,8 @@
 //   megatron.bridge.peft.lora.LoRA(target_modules, dim, alpha)
 //   megatron.bridge.training.finetune.finetune(config, forward_step_func)
 //   megatron.bridge.training.gpt_step.forward_step
-//   megatron.bridge.training.mixed_precision.{bf16_mixed, fp16_mixed, bf16_with_fp8_current_scaling_mixed}
+//   megatron.bridge.training.mixed_precision.{bf16_mixed, fp16_mixed, bf16_with_fp8_current_scaling_mixed,
+//   bf16_with_mxfp8_mixed}
 // ConfigContainer.validate asserts cfg.checkpoint.pretrained_checkpoint is set when cfg.peft is,
 // and that model.seq_length == dataset.seq_length: both are set below.
 #include <sstream>
@@ -73,7 +74,8 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
   os << "    model.pipeline_model_parallel_size = " << p.deg.pp << "\n";
   os << "    model.virtual_pipeline_model_parallel_size = " << (p.deg.interleave > 1 ? S(p.deg.interleave) : "None") << "\n";
   if (p.deg.pp > 1) {
-    os << "    model.pipeline_dtype = torch." << (p.compute_dtype == "fp16" ? "float16" : "bfloat16") << "\n";
+    os << "    model.pipeline_dtype = torch."
+       << (p.compute_dtype == Precision::kFP16 ? "float16" : "bfloat16") << "\n";
     os << "    model.pipeline_model_parallel_layout = \"" << layout << "\"\n";
   } else {
     os << "    model.pipeline_dtype = None\n    model.pipeline_model_parallel_layout = None\n";
@@ -94,7 +96,11 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
        << PyList(m.experts > 0 ? std::vector<std::string>{"core_attn", "moe_act"} : std::vector<std::string>{"core_attn"}) << "\n";
   else
     os << "    model.recompute_granularity = None\n";
-  const char* mp = p.compute_dtype == "fp16" ? "fp16_mixed" : p.compute_dtype == "fp8" ? "bf16_with_fp8_current_scaling_mixed" : "bf16_mixed";
+  const char* mp = p.compute_dtype == Precision::kFP16  ? "fp16_mixed"
+                   : p.compute_dtype == Precision::kFP8 ? "bf16_with_fp8_current_scaling_mixed"
+                   : p.compute_dtype == Precision::kMXFP8
+                       ? "bf16_with_mxfp8_mixed"  // Bridge mixed_precision.py
+                       : "bf16_mixed";
   os << "    cfg.mixed_precision = mixed_precision." << mp << "()\n";
   const bool fsdp = p.zero_stage >= 3 && p.mode == FinetuneMode::kFull;
   if (fsdp) {
@@ -117,9 +123,10 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   std::vector<std::string> ignored;
   const ExportModel m = DescribeModel(ir, &ignored);
   c.approximations = {"model architecture comes from the HF config via AutoBridge (not from onboard's IR)"};
-  if (p.mode == FinetuneMode::kLoRA && p.base_dtype != "bf16")
-    c.approximations.push_back("frozen base in " + p.base_dtype + ": the recipe keeps it in bf16 (Bridge has no " +
-                               p.base_dtype + " base for LoRA here)");
+  if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
+    c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
+                               ": the recipe keeps it in bf16 (Bridge has no " + PrecisionName(p.base_dtype) +
+                               " base for LoRA here)");
   if (p.mode == FinetuneMode::kLoRA) {
     c.approximations.push_back("LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)");
     if (p.zero_stage >= 3 && p.deg.dp_shard > 1)

@@ -263,9 +263,14 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
   }
   const std::string mixed = MixedRecomputeNote(p);
   if (!mixed.empty()) c->approximations.push_back(mixed);
-  if (p.compute_dtype == "fp16") a->Add("--fp16");
+  if (p.compute_dtype == Precision::kFP16)
+    a->Add("--fp16");
   else a->Add("--bf16");
-  if (p.compute_dtype == "fp8") a->Add("--fp8-format", "hybrid");
+  if (p.compute_dtype == Precision::kFP8) a->Add("--fp8-format", "hybrid");
+  if (p.compute_dtype == Precision::kMXFP8) {  // TE MXFP8BlockScaling: e4m3 elements, one e8m0 scale per 32
+    a->Add("--fp8-format", "e4m3");
+    a->Add("--fp8-recipe", "mxfp8");
+  }
   a->Add("--micro-batch-size", S(p.micro_batch));
   a->Add("--global-batch-size", S(p.global_batch));
   a->Add("--seq-length", S(p.seq));

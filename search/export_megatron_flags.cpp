@@ -96,6 +96,7 @@ const std::map<std::string, MegatronFlagSpec>& MegatronKnownFlags() {
       {"--bf16", {K::kSwitch, {}}},
       {"--fp16", {K::kSwitch, {}}},
       {"--fp8-format", {K::kOne, {"e4m3", "hybrid"}}},
+      {"--fp8-recipe", {K::kOne, {"tensorwise", "delayed", "mxfp8", "blockwise"}}},
       {"--micro-batch-size", {K::kOne, {}}},
       {"--global-batch-size", {K::kOne, {}}},
       {"--seq-length", {K::kOne, {}}},

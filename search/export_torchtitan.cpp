@@ -99,10 +99,15 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
     c.unsupported.push_back(
         "DualPipe schedule: torchtitan's DualPipeV is another schedule (one copy of the stages, "
         "V-shaped); not exported");
-  if (p.compute_dtype == "fp16") c.approximations.push_back("fp16 compute: torchtitan's mixed_precision_param is bfloat16|float32; bfloat16 exported");
-  if (p.compute_dtype == "fp8") c.approximations.push_back("fp8 GEMMs: not exported (add a Float8/MXFP8 converter by hand)");
-  if (p.mode == FinetuneMode::kLoRA && p.base_dtype != "bf16")
-    c.approximations.push_back("frozen base in " + p.base_dtype + ": exported as bf16");
+  if (p.compute_dtype == Precision::kFP16)
+    c.approximations.push_back(
+        "fp16 compute: torchtitan's mixed_precision_param is bfloat16|float32; bfloat16 exported");
+  if (p.compute_dtype == Precision::kFP8 || p.compute_dtype == Precision::kMXFP8)
+    c.approximations.push_back(std::string(PrecisionName(p.compute_dtype)) +
+                               " GEMMs: not exported (add a Float8/MXFP8 converter by hand)");
+  if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
+    c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
+                               ": exported as bf16");
   if (m.mtp_layers > 0) c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
   const std::string mixed = MixedRecomputeNote(p);
   if (!mixed.empty()) c.approximations.push_back(mixed);

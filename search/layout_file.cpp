@@ -47,17 +47,10 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, kMaxSeq, &p->seq));
   ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 1, kMaxLoraRank, &p->lora_rank));
   ONBOARD_RETURN_IF_ERROR(f.Int("mtp_layers", 0, 16, &p->mtp_layers));
-  ONBOARD_RETURN_IF_ERROR(f.Str("base_dtype", &p->base_dtype));
-  ONBOARD_RETURN_IF_ERROR(f.Str("precision", &p->compute_dtype));
-  ONBOARD_RETURN_IF_ERROR(
-      CheckPlanPrecision(f.origin(), f.path() + "precision", p->compute_dtype, PlanPrecisionUse::kCompute)
-          .status());
-  ONBOARD_RETURN_IF_ERROR(f.Str("optimizer_dtype", &p->optimizer_dtype));
-  if (p->optimizer_dtype != "fp32" && p->optimizer_dtype != "bf16")
-    return BadInput(f.origin(), f.path() + "optimizer_dtype", "must be fp32 or bf16", p->optimizer_dtype);
-  ONBOARD_RETURN_IF_ERROR(f.Str("grad_dtype", &p->grad_dtype));
-  if (p->grad_dtype != "fp32" && p->grad_dtype != "bf16")
-    return BadInput(f.origin(), f.path() + "grad_dtype", "must be fp32 or bf16", p->grad_dtype);
+  ONBOARD_RETURN_IF_ERROR(f.Prec("base_dtype", PrecisionUse::kFrozenBase, &p->base_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("precision", PrecisionUse::kCompute, &p->compute_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("optimizer_dtype", PrecisionUse::kOptimizerState, &p->optimizer_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype));
   std::string mode = "full", sharding, cp_comm;
   ONBOARD_RETURN_IF_ERROR(f.Str("cp_comm", &cp_comm));
   if (!cp_comm.empty() && cp_comm != "ring" && cp_comm != "allgather")
@@ -226,7 +219,7 @@ Expected<LayoutRun> ParseRun(const json& r, const std::string& origin, const std
   if (run.attention_kernel != "flash" && run.attention_kernel != "unfused")
     return BadInput(origin, path + ".model.attention", "must be flash or unfused", run.attention_kernel);
   run.plan.seq = run.model.max_position;
-  run.plan.compute_dtype = "fp16";
+  run.plan.compute_dtype = Precision::kFP16;
   int64_t layout_layers = -1;
   ONBOARD_RETURN_IF_ERROR(ReadPlan(r, f, &run.plan, &layout_layers));
   ONBOARD_RETURN_IF_ERROR(CheckLayoutLayers(layout_layers, run.model, f));

@@ -56,6 +56,16 @@ class Fields {
     *out = it->get<std::string>();
     return Status::Ok();
   }
+  // A precision name (core/precision.h, the one parser) allowed for `use`.
+  Status Prec(const char* key, PrecisionUse use, Precision* out) const {
+    std::string name;
+    ONBOARD_RETURN_IF_ERROR(Str(key, &name));
+    if (j_.find(key) == j_.end()) return Status::Ok();
+    Expected<Precision> p = ParsePrecision(origin_, path_ + key, name, use);
+    if (!p.ok()) return p.status();
+    *out = *p;
+    return Status::Ok();
+  }
   const std::string& origin() const { return origin_; }
   const std::string& path() const { return path_; }
 

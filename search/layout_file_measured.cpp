@@ -237,11 +237,13 @@ Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
 
 void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
   const std::string prec = Lower(r.value("precision", std::string("bf16")));
-  run->plan.compute_dtype = prec.rfind("mxfp8", 0) == 0 ? "mxfp8" : prec.rfind("fp8", 0) == 0 ? "fp8" : "bf16";
-  if (prec.rfind("bf16", 0) != 0 && run->plan.compute_dtype == "bf16")
+  run->plan.compute_dtype = prec.rfind("mxfp8", 0) == 0 ? Precision::kMXFP8
+                            : prec.rfind("fp8", 0) == 0 ? Precision::kFP8
+                                                        : Precision::kBF16;
+  if (prec.rfind("bf16", 0) != 0 && run->plan.compute_dtype == Precision::kBF16)
     run->assumptions.push_back("precision '" + prec.substr(0, 20) + "' read as bf16");
   const std::string opt = Lower(r.value("optimizer", std::string()));
-  if (opt.find("precision-aware") != std::string::npos) run->plan.optimizer_dtype = "bf16";
+  if (opt.find("precision-aware") != std::string::npos) run->plan.optimizer_dtype = Precision::kBF16;
   std::string recipe_text;
   auto rec = r.find("recipe");
   if (rec != r.end() && rec->is_object())
@@ -256,7 +258,7 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
   const bool bridge_perf = recipe_text.find("Megatron-Bridge@") != std::string::npos &&
                            recipe_text.find(":scripts/performance/configs/") != std::string::npos;
   if (bridge_perf || recipe_text.find("grad_reduce_in_fp32=False") != std::string::npos)
-    run->plan.grad_dtype = "bf16";
+    run->plan.grad_dtype = Precision::kBF16;
   const bool llama_perf =
       bridge_perf && recipe_text.find("configs/llama/llama31_llm_pretrain.py") != std::string::npos;
   if (run->plan.deg.tp > 1 && (llama_perf || recipe_text.find("tp_comm_overlap=True") != std::string::npos)) {

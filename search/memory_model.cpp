@@ -101,9 +101,7 @@ double TokensPerRank(const Plan& p) {
 namespace {
 
 double LoraBytes(const CostContext& c) {
-  if (c.req->base_dtype == "mxfp4") return DTypeBytes(DType::kMXFP4);
-  if (c.req->base_dtype == "fp8") return 1.0;
-  return 2.0;
+  return DTypeBytes(PrecisionElement(c.req->base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
 }
 
 }  // namespace
@@ -206,8 +204,10 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp * cp) : 1.0;
     const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * cp * t / ep) : 1.0;
     const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
-    const bool bf16_state = p.optimizer_dtype == "bf16";   // precision-aware: bf16 m, v and main grads
-    const double gbytes = bf16_state || p.grad_dtype == "bf16" ? 2.0 : 4.0;  // Megatron DDP grad buffer dtype
+    const bool bf16_state =
+        p.optimizer_dtype == Precision::kBF16;  // precision-aware: bf16 m, v and main grads
+    const double gbytes =
+        bf16_state || p.grad_dtype == Precision::kBF16 ? 2.0 : 4.0;  // Megatron DDP grad buffer dtype
     const double moments = bf16_state ? 4.0 : 8.0;
     const double master = p.zero_stage >= 3 ? moments : 4.0 + moments;  // fp32 master lives in `weights` under FSDP2
     if (p.mode == FinetuneMode::kLoRA) {

@@ -42,8 +42,8 @@ json PlanJson(const Plan& p) {
   j["global_batch"] = p.global_batch;
   j["mode"] = p.mode == FinetuneMode::kLoRA ? "lora" : "full";
   j["lora_rank"] = p.lora_rank;
-  j["base_dtype"] = p.base_dtype;
-  j["compute_dtype"] = p.compute_dtype;
+  j["base_dtype"] = PrecisionName(p.base_dtype);
+  j["compute_dtype"] = PrecisionName(p.compute_dtype);
   j["zero_stage"] = p.zero_stage;
   json rc = json::object();
   for (const auto& [k, v] : p.recompute) rc[k] = RecomputeName(v);
@@ -53,8 +53,8 @@ json PlanJson(const Plan& p) {
     j["cp"] = p.deg.cp;
     j["cp_comm"] = CpCommName(p.cp_comm);
   }
-  if (p.optimizer_dtype != "fp32") j["optimizer_dtype"] = p.optimizer_dtype;
-  if (p.grad_dtype != "fp32") j["grad_dtype"] = p.grad_dtype;
+  if (p.optimizer_dtype != Precision::kFP32) j["optimizer_dtype"] = PrecisionName(p.optimizer_dtype);
+  if (p.grad_dtype != Precision::kFP32) j["grad_dtype"] = PrecisionName(p.grad_dtype);
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["summary"] = PlanSummary(p);
   return j;
@@ -147,7 +147,10 @@ std::string FormatSearchResult(const PlanRequest& req, const SearchResult& r) {
   std::ostringstream os;
   os << "model " << req.model.name << " on " << req.topology.name << " (" << req.topology.num_devices << " x "
      << req.topology.device.name << ", " << F("%.0f", req.topology.device.hbm_gib) << " GiB)\n";
-  os << "mode " << (req.mode == FinetuneMode::kLoRA ? "LoRA r=" + std::to_string(req.lora_rank) + " base " + req.base_dtype : "full fine-tuning")
+  os << "mode "
+     << (req.mode == FinetuneMode::kLoRA
+             ? "LoRA r=" + std::to_string(req.lora_rank) + " base " + PrecisionName(req.base_dtype)
+             : "full fine-tuning")
      << ", seq " << req.seq << "\n\n";
   os << (r.feasible ? "best plan:\n" : "NO PLAN FITS; closest layout:\n");
   os << FormatEstimate(req, r.best.plan, r.best.estimate);

@@ -1,7 +1,7 @@
 // The checks of the fields that a plan request shares with the loop's request (agent::RunRequest)
-// and with layout files: their limits and the precisions a plan can name. One home: PlanRequest::
-// Validate, RunRequest::Validate and the layout-file reader call these; the front ends (CLI, HTTP)
-// only convert types and map the Status.
+// and with layout files: their limits (the precisions a plan names: core/precision.h). One home:
+// PlanRequest::Validate, RunRequest::Validate and the layout-file reader call these; the front ends
+// (CLI, HTTP) only convert types and map the Status.
 //
 // Limits and why:
 //   lora_rank     [1, 65536]   adapters wider than any hidden size in the catalog are refused
@@ -28,13 +28,5 @@ inline constexpr int64_t kMaxGlobalBatch = int64_t{1} << 30;
 // input in the message ("plan request", "run request").
 [[nodiscard]] Status CheckPlanShape(const std::string& origin, FinetuneMode mode, int64_t lora_rank,
                                     int64_t seq, int64_t global_batch);
-
-// The precisions a plan names. The spelling is the one plans, layout files and exports use; each
-// maps to the DType it stores or computes in (mxfp8 has no storage DType: it is FP8 elements with
-// one e8m0 scale per 32, a GEMM recipe; DType::kFP8 here).
-enum class PlanPrecisionUse { kFrozenBase, kCompute };
-// The DType `value` names for that use, or kBadInput naming origin, field and value.
-[[nodiscard]] Expected<DType> CheckPlanPrecision(const std::string& origin, const std::string& field,
-                                                 const std::string& value, PlanPrecisionUse use);
 
 }  // namespace onboard

@@ -31,10 +31,8 @@ Status PlanRequest::Validate() const {
   if (model.hidden <= 0) return BadInput(model.source.empty() ? f : model.source, "hidden", "must be > 0", std::to_string(model.hidden));
   if (!ModelSizeFitsInt64(model)) return BadInput(model.source.empty() ? f : model.source, "(dims)", "model too large to count");
   ONBOARD_RETURN_IF_ERROR(CheckPlanShape(f, mode, lora_rank, seq, global_batch));
-  ONBOARD_RETURN_IF_ERROR(
-      CheckPlanPrecision(f, "base_dtype", base_dtype, PlanPrecisionUse::kFrozenBase).status());
-  ONBOARD_RETURN_IF_ERROR(
-      CheckPlanPrecision(f, "compute_dtype", compute_dtype, PlanPrecisionUse::kCompute).status());
+  ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse(f, "base_dtype", base_dtype, PrecisionUse::kFrozenBase));
+  ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse(f, "compute_dtype", compute_dtype, PrecisionUse::kCompute));
   if (!(expert_imbalance >= 1) || !std::isfinite(expert_imbalance) || expert_imbalance > 64)
     return BadInput(f, "expert_imbalance", "must be in [1, 64]", std::to_string(expert_imbalance));
   if (!(dropout >= 0 && dropout < 1)) return BadInput(f, "dropout", "must be in [0, 1)", std::to_string(dropout));
@@ -94,10 +92,9 @@ Expected<WorldSizeResult> SmallestFittingWorld(const PlanRequest& req, int64_t m
   const int64_t unit = req.topology.tiers.size() > 1 ? req.topology.tiers.front().group_size : 8;
   // Lower bound without searching: model states alone (16 B/param full, base bytes in LoRA).
   const double params = static_cast<double>(ComputeStats(req.model, req.seq).total_params);
-  const double bpp = req.mode == FinetuneMode::kFull ? 16.0
-                     : req.base_dtype == "mxfp4"     ? DTypeBytes(DType::kMXFP4)
-                     : req.base_dtype == "fp8"       ? 1.0
-                                                     : 2.0;
+  const double bpp = req.mode == FinetuneMode::kFull
+                         ? 16.0
+                         : DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
   const double usable = req.topology.device.hbm_gib * 1073741824.0 * (1 - req.constraints.memory_margin);
   auto fits_at = [&](int64_t world, PlanCandidate* best) -> Expected<bool> {
     if (params * bpp / static_cast<double>(world) > usable) {

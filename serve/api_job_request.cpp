@@ -137,7 +137,10 @@ const std::map<std::string, Setter>& OptionSetters() {
       {"base_dtype",
        [](const json& v, R& r) {
          if (!v.is_string()) return WrongType("options.base_dtype", "a string", v);
-         r.base_dtype = v.get<std::string>();
+         Expected<Precision> p =
+             ParsePrecision("run request", "base_dtype", v.get<std::string>(), PrecisionUse::kFrozenBase);
+         if (!p.ok()) return p.status();
+         r.base_dtype = *p;
          return Status::Ok();
        }},
       {"lora_rank", IntField<int64_t>("options.lora_rank", [](R& r, int64_t v) { r.lora_rank = v; })},

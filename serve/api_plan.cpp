@@ -55,8 +55,16 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
       else if (v == "full") r.mode = FinetuneMode::kFull;
       else err = Bad("options.mode", "must be \"lora\" or \"full\" (got " + v.dump() + ")");
     } else if (k == "base_dtype" || k == "compute_dtype") {
+      const bool base = k == "base_dtype";
+      Expected<Precision> p = v.is_string()
+                                  ? ParsePrecision("plan request", k, v.get<std::string>(),
+                                                   base ? PrecisionUse::kFrozenBase : PrecisionUse::kCompute)
+                                  : Expected<Precision>(Precision::kBF16);
       if (!v.is_string()) err = Bad("options." + k, "must be a string");
-      else (k == "base_dtype" ? r.base_dtype : r.compute_dtype) = v.get<std::string>();
+      else if (!p.ok())
+        err = ErrorFromStatus(p.status());
+      else
+        (base ? r.base_dtype : r.compute_dtype) = *p;
     } else if (k == "lora_rank") {
       err = to_int(r.lora_rank);
     } else if (k == "seq") {

@@ -4,6 +4,7 @@
 
 #include "agent/plan_file.h"
 #include "agent/plan_to_probe.h"
+#include "search/plan_request_checks.h"
 
 namespace onboard::agent {
 namespace {
@@ -53,6 +54,48 @@ TEST(PlanFile, BadPlansNameFileAndField) {
   m = Refusal("{not json");
   EXPECT_NE(m.find("not JSON"), std::string::npos) << m;
   EXPECT_FALSE(LoadPlanFile("/nonexistent/plan.json").ok());
+}
+
+// Issue 10: the plan's precisions are typed (core/precision.h): mxfp8 stays mxfp8, an unknown name
+// is refused naming the file, the field's path and the value.
+TEST(PlanFile, PrecisionsAreReadTypedAndAnUnknownOneIsNamed) {
+  const std::string ok =
+      R"("dp_replicate":1,"dp_shard":2,"tp":1,"pp":1,"ep":2,"micro_batch":1,"num_micro_batches":2)";
+  Expected<Plan> p =
+      ParsePlanJson(R"({"plan":{)" + ok +
+                        R"(,"compute_dtype":"mxfp8","base_dtype":"mxfp4","optimizer_dtype":"bf16",)"
+                        R"("grad_dtype":"bf16"}})",
+                    "plan.json");
+  ASSERT_TRUE(p.ok()) << p.status().message();
+  EXPECT_EQ(p->compute_dtype, Precision::kMXFP8);
+  EXPECT_EQ(p->base_dtype, Precision::kMXFP4);
+  EXPECT_EQ(p->optimizer_dtype, Precision::kBF16);
+  EXPECT_EQ(p->grad_dtype, Precision::kBF16);
+  Expected<Plan> seed = LoadPlanFile(kSeedPlan);  // `onboard plan --json` output reads back
+  ASSERT_TRUE(seed.ok()) << seed.status().message();
+  EXPECT_EQ(seed->base_dtype, Precision::kBF16);
+  std::string m = Refusal(R"({"plan":{)" + ok + R"(,"compute_dtype":"fp7"}})");
+  EXPECT_NE(m.find("plan.json: field 'plan.compute_dtype'"), std::string::npos) << m;
+  EXPECT_NE(m.find("fp7"), std::string::npos) << m;
+  m = Refusal(R"({"plan":{)" + ok + R"(,"base_dtype":"mxfp8"}})");  // a compute recipe, not a base
+  EXPECT_NE(m.find("plan.base_dtype"), std::string::npos) << m;
+  m = Refusal(R"({"plan":{)" + ok + R"(,"grad_dtype":8}})");
+  EXPECT_NE(m.find("plan.grad_dtype"), std::string::npos) << m;
+}
+
+// Issue 10 item 3: a plan file takes the plan request's limits (search/plan_request_checks.h), not
+// its own: lora_rank 5000 (refused at 4096 before) reads; one past each limit is refused.
+TEST(PlanFile, LimitsAreThePlanRequestsOwn) {
+  const std::string ok =
+      R"("dp_replicate":1,"dp_shard":2,"tp":1,"pp":1,"ep":2,"micro_batch":1,"num_micro_batches":2)";
+  auto with = [&](const std::string& kv) { return ParsePlanJson("{" + ok + "," + kv + "}", "plan.json"); };
+  EXPECT_TRUE(with(R"("mode":"lora","lora_rank":5000)").ok());
+  EXPECT_TRUE(with(R"("lora_rank":)" + std::to_string(kMaxLoraRank)).ok());
+  EXPECT_FALSE(with(R"("lora_rank":)" + std::to_string(kMaxLoraRank + 1)).ok());
+  EXPECT_TRUE(with(R"("global_batch":)" + std::to_string(kMaxGlobalBatch)).ok());
+  EXPECT_FALSE(with(R"("global_batch":)" + std::to_string(kMaxGlobalBatch + 1)).ok());
+  EXPECT_TRUE(with(R"("seq":)" + std::to_string(kMaxSeq)).ok());
+  EXPECT_FALSE(with(R"("seq":)" + std::to_string(kMaxSeq + 1)).ok());
 }
 
 }  // namespace

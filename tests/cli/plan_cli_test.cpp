@@ -121,4 +121,44 @@ TEST(PlanCli, BadLayoutExits2NamingFileFieldValue) {
   EXPECT_NE(degrees.out.find("ep=48"), std::string::npos) << degrees.out;
 }
 
+// Issue 10: precisions are parsed by core/precision.h (one parser): an unknown name on the command
+// line or in a layout file exits 2 naming where, the field and the value; mxfp8 stays mxfp8 (it
+// was costed as fp8 but printed and exported by string compares before).
+TEST(PlanCli, PrecisionsAreParsedOnceAndAnUnknownOneExits2) {
+  const std::string atlas = " --topology " + kTopo + "atlas-950-superpod-128.json";
+  const Result flag = Onboard("plan " + kFlagship + atlas + " --mode lora --base-dtype fp7");
+  EXPECT_EQ(flag.code, 2) << flag.out;
+  EXPECT_NE(flag.out.find("plan request: field 'base_dtype'"), std::string::npos) << flag.out;
+  EXPECT_NE(flag.out.find("fp7"), std::string::npos) << flag.out;
+  const Result misuse = Onboard("plan " + kFlagship + atlas + " --mode lora --base-dtype mxfp8");
+  EXPECT_EQ(misuse.code, 2) << misuse.out;  // mxfp8 is a GEMM recipe, not a frozen-base format
+  const std::string layout = R"({"tp":4,"dp_shard":32,"ep":128,"sequence_parallel":true,"micro_batch":1,)"
+                             R"("global_batch":1024,"seq":4096,"mode":"lora","lora_rank":16,"precision":)";
+  const Result bad =
+      Onboard("plan " + kFlagship + atlas + " --evaluate " + Write("p7.json", layout + "\"fp7\"}"));
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("p7.json"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("precision"), std::string::npos) << bad.out;
+  EXPECT_NE(bad.out.find("fp7"), std::string::npos) << bad.out;
+  const Result mx =
+      Onboard("plan " + kFlagship + atlas + " --json --evaluate " + Write("mx.json", layout + "\"mxfp8\"}"));
+  EXPECT_EQ(mx.code, 0) << mx.out;
+  EXPECT_NE(mx.out.find("\"compute_dtype\": \"mxfp8\""), std::string::npos) << mx.out;
+}
+
+// Issue 10 item 1: `onboard plan --topology NAME` resolves a shipped name as `onboard run` and the
+// service do (agent/topology_source.h): the same output as the file's path.
+TEST(PlanCli, TopologyNameResolvesToTheShippedFile) {
+  const Result by_name = Onboard("plan " + kFlagship + " --topology atlas-950-superpod-128 --mode lora");
+  const Result by_path =
+      Onboard("plan " + kFlagship + " --topology " + kTopo + "atlas-950-superpod-128.json --mode lora");
+  EXPECT_EQ(by_name.code, 0) << by_name.out;
+  auto untimed = [](const std::string& s) { return s.substr(0, s.rfind("candidates:")); };  // wall time last
+  EXPECT_EQ(untimed(by_name.out), untimed(by_path.out));
+  EXPECT_NE(by_name.out.find("best plan:"), std::string::npos) << by_name.out;
+  const Result unknown = Onboard("plan " + kFlagship + " --topology atlas-951");
+  EXPECT_EQ(unknown.code, 2) << unknown.out;
+  EXPECT_NE(unknown.out.find("atlas-951"), std::string::npos) << unknown.out;
+}
+
 }  // namespace

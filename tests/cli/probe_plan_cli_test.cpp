@@ -57,5 +57,17 @@ TEST(ProbePlanCli, PlanScaledToTheRanksAndRun) {
   EXPECT_NE(r.out.find("live-tensor peak per rank"), std::string::npos) << r.out;
 }
 
+// Issue 10: the plan file's precisions go through the one parser (core/precision.h): an unknown
+// one exits 2 naming the file, the field's JSON path and the value, before any worker starts.
+TEST(ProbePlanCli, UnknownPrecisionInThePlanExits2NamingFileAndField) {
+  const std::string bad = TempFile(
+      "fp7.json", R"({"best":{"plan":{"dp_replicate":1,"dp_shard":2,"tp":1,"pp":1,"ep":2,"micro_batch":1,)"
+                  R"("num_micro_batches":2,"compute_dtype":"fp7"}}})");
+  auto r = RunOnboard("probe " + kModel + " --plan " + bad + " --ranks 2");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find(bad + ": field 'best.plan.compute_dtype'"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("fp7"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace onboard

@@ -79,8 +79,8 @@ TEST(CostTerms, Fp8IsFasterButNotTwiceAndPaysQuantisation) {
   Plan p = test::MakePlan(d, 8192, 1, 4);
   p.zero_stage = 1;  // FSDP over IB would hide the GEMMs behind weight gathers
   auto bf = EvaluatePlan(req, p);
-  req.compute_dtype = "mxfp8";
-  p.compute_dtype = "mxfp8";
+  req.compute_dtype = Precision::kMXFP8;
+  p.compute_dtype = Precision::kMXFP8;
   auto f8 = EvaluatePlan(req, p);
   ASSERT_TRUE(bf.ok() && f8.ok()) << f8.status().ToString();
   const double speedup = bf->step_s / f8->step_s;
@@ -112,7 +112,7 @@ TEST(CostTerms, PrecisionAwareOptimizerHalvesGradsAndMoments) {
   Plan p = test::MakePlan(d, 4096, 1, 4);
   p.zero_stage = 1;
   auto fp32 = EvaluatePlan(req, p);
-  p.optimizer_dtype = "bf16";
+  p.optimizer_dtype = Precision::kBF16;
   auto bf16 = EvaluatePlan(req, p);
   ASSERT_TRUE(fp32.ok() && bf16.ok());
   EXPECT_NEAR(bf16->memory.grads / fp32->memory.grads, 0.5, 1e-9);          // 4 B -> 2 B main grads
@@ -125,10 +125,10 @@ TEST(CostTerms, MtpLayersCostTimeAndMemoryOnTheLastStage) {
   ASSERT_TRUE(m.ok());
   req.model = *m;
   req.topology = test::ShippedTopology("gb300-nvl72-x4");
-  req.compute_dtype = "mxfp8";
+  req.compute_dtype = Precision::kMXFP8;
   ParallelDegrees d{1, 256, 1, 1, 32, 8, 1, false, 1};
   Plan p = test::MakePlan(d, 4096, 1, 2);
-  p.compute_dtype = "mxfp8";
+  p.compute_dtype = Precision::kMXFP8;
   p.recompute = {{"*", Recompute::kFull}};
   auto base = EvaluatePlan(req, p);
   p.mtp_layers = 1;
@@ -185,8 +185,8 @@ TEST(MeasuredRunsReader, ReadsLayoutMtpAndLaunchSettings) {
   EXPECT_EQ(r.plan.mtp_layers, 1);
   EXPECT_EQ(r.plan.cuda_graph, CudaGraph::kFull);
   EXPECT_EQ(r.plan.ep_dispatcher, EpDispatcher::kHybridEP);
-  EXPECT_EQ(r.plan.optimizer_dtype, "bf16");
-  EXPECT_EQ(r.plan.compute_dtype, "mxfp8");
+  EXPECT_EQ(r.plan.optimizer_dtype, Precision::kBF16);
+  EXPECT_EQ(r.plan.compute_dtype, Precision::kMXFP8);
   EXPECT_TRUE(r.overlap_ep_comm);
   ASSERT_TRUE(r.measured_tokens_per_s_per_gpu.has_value());
   EXPECT_NEAR(*r.measured_step_s, 4096.0 * 4096 / (5000.0 * 256), 1e-9);

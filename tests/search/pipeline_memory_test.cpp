@@ -60,8 +60,8 @@ TEST(PipelineMemory, BridgePerfRecipesReduceGradsInBf16) {
       R"("pp":3,"vp":1,"dp":32)",
       R"(,"recipe":{"file":"NVIDIA-NeMo/Megatron-Bridge@21d102f5:scripts/performance/configs/deepseek/x.py"})");
   ASSERT_TRUE(fp32.ok() && bf16.ok());
-  EXPECT_EQ((*fp32)[0].plan.grad_dtype, "fp32");
-  EXPECT_EQ((*bf16)[0].plan.grad_dtype, "bf16");
+  EXPECT_EQ((*fp32)[0].plan.grad_dtype, Precision::kFP32);
+  EXPECT_EQ((*bf16)[0].plan.grad_dtype, Precision::kBF16);
   auto a = EvaluatePlan(RequestForRun((*fp32)[0]), (*fp32)[0].plan);
   auto b = EvaluatePlan(RequestForRun((*bf16)[0]), (*bf16)[0].plan);
   ASSERT_TRUE(a.ok() && b.ok());

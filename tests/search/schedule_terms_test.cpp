@@ -14,7 +14,7 @@ PlanRequest Request(const std::string& model, const std::string& topo, int64_t s
   req.topology = test::ShippedTopology(topo);
   req.mode = FinetuneMode::kFull;
   req.seq = seq;
-  req.compute_dtype = "fp8";
+  req.compute_dtype = Precision::kFP8;
   return req;
 }
 
@@ -33,7 +33,7 @@ double Exposed(const PlanEstimate& e, const std::string& name) {
 Plan LlamaPlan(const PlanRequest& req) {
   Plan p = test::MakePlan({1, 2, 8, 8, 1, 1, 1, true}, req.seq, 1, 16);
   p.zero_stage = 1;
-  p.compute_dtype = "fp8";
+  p.compute_dtype = Precision::kFP8;
   return p;
 }
 
@@ -65,7 +65,7 @@ Plan DsPlan(int64_t etp) {
   Plan p = test::MakePlan({1, 64, 1, 4, 8, 8 / etp, 1, false}, 4096, 1, 8);
   p.deg.etp = etp;
   p.zero_stage = 1;
-  p.compute_dtype = "fp8";
+  p.compute_dtype = Precision::kFP8;
   p.recompute["*"] = Recompute::kFull;
   return p;
 }
@@ -124,7 +124,7 @@ TEST(ExpertTensorParallel, RefusesSplitsTheModelOrTheRanksCannotTake) {
 Plan ReportPlan(PipelineSchedule s) {
   Plan p = test::MakePlan({1, 128, 1, 16, 64, 2, 1, false}, 4096, 1, 120);
   p.zero_stage = 1;
-  p.compute_dtype = "fp8";
+  p.compute_dtype = Precision::kFP8;
   p.mtp_layers = 1;
   p.pipeline_schedule = s;
   p.recompute["MLA"] = Recompute::kSelective;
