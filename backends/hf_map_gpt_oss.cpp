@@ -27,8 +27,8 @@ HfExpertSpan OwnedExperts(const HfWeightReader& r, int64_t experts) {
 
 // Owned experts' rows of a fused weight as [n, out, in]: MXFP4 blocks when present, else the dense
 // [E, in, out] tensor (only those experts' bytes are read).
-Expected<torch::Tensor> FusedExperts(const std::string& name, int64_t e, int64_t out, int64_t in, HfExpertSpan own,
-                                     HfWeightReader& r, const SafetensorsCheckpoint& ck) {
+Expected<torch::Tensor> FusedExperts(const std::string& name, int64_t e, int64_t out, int64_t in,
+                                     HfExpertSpan own, HfWeightReader& r, const SafetensorsCheckpoint& ck) {
   const int64_t n = own.end - own.begin;
   if (ck.Has(name + "_blocks")) return r.ReadMxfp4(name, {e, out, in}, own.begin, n);
   ONBOARD_ASSIGN_OR_RETURN(torch::Tensor w, r.ReadRows(name, {e, in, out}, own.begin, n));
@@ -41,14 +41,16 @@ Expected<std::vector<HfMlpWeights>> MapFusedExperts(const std::string& p, const 
   // Step 1: fused [E, ...] tensors load by expert (dim 0): EP, or EP folded over TP; not split inside.
   if (r.tp() > 1 && r.expert_tp())
     return BadInput(p + ".gate_up_proj", "expert_tp",
-                    "gpt-oss fused experts load whole experts per rank here (fold EP over the TP group)", "true");
+                    "gpt-oss fused experts load whole experts per rank here (fold EP over the TP group)",
+                    "true");
   if (r.fsdp() > 1)
     return BadInput(p + ".gate_up_proj", "fsdp", "gpt-oss fused experts are not FSDP-sharded here",
                     std::to_string(r.fsdp()));
   const HfExpertSpan own = OwnedExperts(r, E);
   const int64_t n = own.end - own.begin;
   ONBOARD_ASSIGN_OR_RETURN(torch::Tensor gate_up, FusedExperts(p + ".gate_up_proj", E, 2 * I, h, own, r, ck));
-  ONBOARD_ASSIGN_OR_RETURN(torch::Tensor gate_up_b, r.ReadRows(p + ".gate_up_proj_bias", {E, 2 * I}, own.begin, n));
+  ONBOARD_ASSIGN_OR_RETURN(torch::Tensor gate_up_b,
+                           r.ReadRows(p + ".gate_up_proj_bias", {E, 2 * I}, own.begin, n));
   ONBOARD_ASSIGN_OR_RETURN(torch::Tensor down, FusedExperts(p + ".down_proj", E, h, I, own, r, ck));
   ONBOARD_ASSIGN_OR_RETURN(torch::Tensor down_b, r.ReadRows(p + ".down_proj_bias", {E, h}, own.begin, n));
   // Step 2: per owned expert, gate / up from the interleaved columns; others stay empty.

@@ -101,8 +101,9 @@ class HfWeightReader {
   // gpt-oss MXFP4 pair "<prefix>_blocks" U8 [..., out, in/32, 16] + "<prefix>_scales" U8 [..., out, in/32]
   // -> [..., out, in] (`shape`) in the compute dtype.
   // With nr >= 0 only experts (dim-0 rows) [r0, r0 + nr) are read -> [nr, out, in].
-  [[nodiscard]] Expected<torch::Tensor> ReadMxfp4(const std::string& prefix, const std::vector<int64_t>& shape,
-                                                  int64_t r0 = 0, int64_t nr = -1);
+  [[nodiscard]] Expected<torch::Tensor> ReadMxfp4(const std::string& prefix,
+                                                  const std::vector<int64_t>& shape, int64_t r0 = 0,
+                                                  int64_t nr = -1);
   // Rows [r0, r0 + nr) of tensor `name` (whole shape `shape`) -> [nr, shape[1:]...], only those bytes
   // read (a rank's experts of a fused [E, ...] tensor). No TP / FSDP window applies.
   [[nodiscard]] Expected<torch::Tensor> ReadRows(const std::string& name, const std::vector<int64_t>& shape,
@@ -149,7 +150,8 @@ class HfWeightReader {
   int64_t tp_ = 1, tp_rank_ = 0;
   bool expert_tp_ = true;
   int64_t fsdp_ = 1, fsdp_rank_ = 0;
-  [[nodiscard]] Expected<const TensorInfo*> Lookup(const std::string& name, const std::vector<int64_t>& shape);
+  [[nodiscard]] Expected<const TensorInfo*> Lookup(const std::string& name,
+                                                   const std::vector<int64_t>& shape);
   [[nodiscard]] Expected<torch::Tensor> ReadWindow(const TensorInfo& t, HfTpSplit split);
   [[nodiscard]] Expected<torch::Tensor> DecodeRect(const TensorInfo& t, int64_t r0, int64_t nr, int64_t c0,
                                                    int64_t nc);
@@ -214,7 +216,7 @@ struct HfRankSlice {
   // Routed experts under tp > 1: true = expert TP (each expert's gate/up rows, down columns); false =
   // EP folded over the TP group (rank tp_rank owns whole experts HfExpertRange(E, tp, tp_rank)).
   bool expert_tp = true;
-  int64_t fsdp = 1, fsdp_rank = 0;            // FSDP rank: its dim-0 chunk of every tensor it holds
+  int64_t fsdp = 1, fsdp_rank = 0;  // FSDP rank: its dim-0 chunk of every tensor it holds
 };
 // Rank (stage, ep_index) of `pp` stages split at `stage_starts` (first layer of each stage) and `ep`
 // expert groups of num_experts / ep experts each.
@@ -236,8 +238,10 @@ struct HfTpLayer {
 };
 // kBadInput naming the field when heads, query groups, the intermediate width or (MoE) the routed
 // experts' width (expert_tp) / count (folded) do not divide by tp.
-[[nodiscard]] Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp, bool expert_tp = true);
-HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank, bool expert_tp = true);
+[[nodiscard]] Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp,
+                                    bool expert_tp = true);
+HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank,
+                       bool expert_tp = true);
 // Megatron's fused shards: linear_qkv rows per local query group [q heads of the group, k, v];
 // linear_fc1 = [gate rows of the rank; up rows of the rank].
 torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp,

@@ -118,11 +118,13 @@ Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp, 
   if (l.channel != ChannelKind::kMoE) return Status::Ok();
   if (expert_tp && l.moe.expert_intermediate % tp != 0)
     return fail("moe_intermediate_size", l.moe.expert_intermediate);
-  if (!expert_tp && l.moe.num_experts % tp != 0) return fail("num_experts (EP folded over TP)", l.moe.num_experts);
+  if (!expert_tp && l.moe.num_experts % tp != 0)
+    return fail("num_experts (EP folded over TP)", l.moe.num_experts);
   return Status::Ok();
 }
 
-HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank, bool expert_tp) {
+HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank,
+                       bool expert_tp) {
   ONBOARD_ASSERT(tp >= 1 && rank >= 0 && rank < tp, "tp rank outside [0, tp)");
   HfTpLayer out{l, w};
   AttentionSpec& a = out.spec.attn;

@@ -16,7 +16,8 @@ Status Decode(const WeightRef& w, const WeightRef* scale_inv, torch::Tensor* out
 
 }  // namespace
 
-Expected<const TensorInfo*> HfWeightReader::Lookup(const std::string& name, const std::vector<int64_t>& shape) {
+Expected<const TensorInfo*> HfWeightReader::Lookup(const std::string& name,
+                                                   const std::vector<int64_t>& shape) {
   // Presence and shape (from the header: no bytes touched yet), named with the expected value.
   const TensorInfo* info = ckpt_.inventory().Find(name);
   if (info == nullptr)
@@ -72,7 +73,8 @@ Expected<torch::Tensor> HfWeightReader::ReadWindow(const TensorInfo& t, HfTpSpli
   int64_t r0 = 0, nr = rows, c0 = 0, nc = cols;
   const bool by_rows = split == HfTpSplit::kRows, by_cols = split == HfTpSplit::kCols;
   if ((by_rows && rows % tp_ != 0) || (by_cols && cols % tp_ != 0))
-    return BadInput(t.file, t.name + ".shape", "must divide by tp=" + std::to_string(tp_), ShapeText(t.shape));
+    return BadInput(t.file, t.name + ".shape", "must divide by tp=" + std::to_string(tp_),
+                    ShapeText(t.shape));
   if (by_rows) nr = rows / tp_, r0 = tp_rank_ * nr;
   if (by_cols) nc = cols / tp_, c0 = tp_rank_ * nc;
   // Step 2: FSDP2's dim-0 chunk of what TP leaves.
@@ -106,8 +108,8 @@ Expected<torch::Tensor> HfWeightReader::DecodeRect(const TensorInfo& t, int64_t 
   return out;
 }
 
-Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix, const std::vector<int64_t>& shape,
-                                                  int64_t r0, int64_t nr) {
+Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix,
+                                                  const std::vector<int64_t>& shape, int64_t r0, int64_t nr) {
   // Step 1: both tensors present, blocks shaped [..., out, in/32, 16] (scales are checked by the decoder).
   const std::string bname = prefix + "_blocks", sname = prefix + "_scales";
   constexpr int64_t kValuesPerBlock = 2 * kMxfp4BlockBytes;
@@ -133,14 +135,16 @@ Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix, con
     ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, ckpt_.GetWindow(t.name, r0, nr, 0, cols));
     part[i] = t;
     part[i].shape[0] = nr;
-    ref[i] = {&part[i], nr == 0 ? ConstByteSpan{} : ConstByteSpan{w.rows[0].data, w.rows[0].size * uint64_t(nr)}};
+    ref[i] = {&part[i],
+              nr == 0 ? ConstByteSpan{} : ConstByteSpan{w.rows[0].data, w.rows[0].size * uint64_t(nr)}};
   }
   // Step 3: decode to the compute dtype.
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = nr;
   torch::Tensor out = torch::empty(out_shape, torch::TensorOptions().dtype(dtype_));
-  ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? DequantMxfp4<double>(ref[0], ref[1], out.data_ptr<double>())
-                                                   : DequantMxfp4<float>(ref[0], ref[1], out.data_ptr<float>()));
+  ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble
+                              ? DequantMxfp4<double>(ref[0], ref[1], out.data_ptr<double>())
+                              : DequantMxfp4<float>(ref[0], ref[1], out.data_ptr<float>()));
   return out;
 }
 

@@ -36,8 +36,8 @@ std::vector<torch::Tensor> AllTensors(const HfModelWeights& w) {
 
 // Maps rank `r` of `n` FSDP ranks (over TP rank `tp_rank` of `tp`); checks it against `base` (the
 // whole load, or the TP shard's load) and returns the bytes it read.
-uint64_t CheckFsdpRank(const Mapped& m, const std::vector<torch::Tensor>& base, int64_t n, int64_t r, int64_t tp,
-                       int64_t tp_rank) {
+uint64_t CheckFsdpRank(const Mapped& m, const std::vector<torch::Tensor>& base, int64_t n, int64_t r,
+                       int64_t tp, int64_t tp_rank) {
   Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(m.dir);  // each rank maps on its own
   EXPECT_TRUE(ck.ok());
   HfRankSlice s;
@@ -60,15 +60,15 @@ uint64_t CheckFsdpRank(const Mapped& m, const std::vector<torch::Tensor>& base, 
   // Bytes read from the mapping = bytes the rank holds (BF16 checkpoints: 2 per element).
   std::vector<std::vector<torch::Tensor>> layers;
   for (const HfLayerWeights& l : w->layers) layers.push_back(hftest::LayerTensors(l));
-  EXPECT_EQ(ck->touched_bytes(), hftest::HeldBytes(*w, layers, w->layers)) << m.cfg.ir.model_type << " rank " << r;
+  EXPECT_EQ(ck->touched_bytes(), hftest::HeldBytes(*w, layers, w->layers))
+      << m.cfg.ir.model_type << " rank " << r;
   return ck->touched_bytes();
 }
 
 TEST(HfFsdpLoad, EachRankReadsOnlyItsDim0Chunk) {
-  const hftest::Checkpoint cases[] = {hftest::MakeDense("qwen2"), hftest::MakeDense("qwen3"),
-                                      hftest::MakeQwen3Moe(),     hftest::MakeMixtral(),
-                                      hftest::MakeDeepSeekV32(),  hftest::MakeGlm4Moe(),
-                                      hftest::MakeKimiLinear()};
+  const hftest::Checkpoint cases[] = {
+      hftest::MakeDense("qwen2"), hftest::MakeDense("qwen3"), hftest::MakeQwen3Moe(),  hftest::MakeMixtral(),
+      hftest::MakeDeepSeekV32(),  hftest::MakeGlm4Moe(),      hftest::MakeKimiLinear()};
   for (const hftest::Checkpoint& c : cases) {
     const Mapped m = WriteCase(c);
     Expected<SafetensorsCheckpoint> whole = SafetensorsCheckpoint::Open(m.dir);
@@ -85,7 +85,8 @@ TEST(HfFsdpLoad, EachRankReadsOnlyItsDim0Chunk) {
         sum += read;
         if (n == 2 && r == 0)
           std::printf("%s fsdp=2 rank 0 read %llu of %llu bytes\n", m.cfg.ir.model_type.c_str(),
-                      static_cast<unsigned long long>(read), static_cast<unsigned long long>(whole->touched_bytes()));
+                      static_cast<unsigned long long>(read),
+                      static_cast<unsigned long long>(whole->touched_bytes()));
       }
       // Together the ranks read each byte of the whole load once: no overlap, nothing missing.
       EXPECT_EQ(sum, whole->touched_bytes()) << m.cfg.ir.model_type << " fsdp=" << n;

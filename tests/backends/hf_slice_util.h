@@ -61,7 +61,7 @@ inline std::vector<torch::Tensor> LayerTensors(const HfLayerWeights& l) {
 // everywhere, except routed-expert weights stored MXFP4 (`mxfp4`): 16 bytes of blocks + 1 scale byte
 // per 32 values.
 inline uint64_t HeldBytes(const HfModelWeights& w, const std::vector<std::vector<torch::Tensor>>& layers,
-                   const std::vector<HfLayerWeights>& mapped, bool mxfp4 = false) {
+                          const std::vector<HfLayerWeights>& mapped, bool mxfp4 = false) {
   std::set<const void*> seen, expert;
   if (mxfp4)
     for (const HfLayerWeights& l : mapped)

@@ -83,7 +83,8 @@ TEST(HfTpSlice, MoeShardsSumToTheFullChannel) {
   for (const hftest::Checkpoint& c : cases) {
     const Loaded m = Load(c);
     for (bool etp : {true, false})
-      EXPECT_LT(Diff(m, TpLogits(m, 2, nullptr, etp)), hftest::kF64Tol) << m.cfg.ir.model_type << " etp=" << etp;
+      EXPECT_LT(Diff(m, TpLogits(m, 2, nullptr, etp)), hftest::kF64Tol)
+          << m.cfg.ir.model_type << " etp=" << etp;
   }
   // The negatives: routed experts whole on every TP rank (the old layout) are counted tp times, and
   // the shared expert whole on every rank too.
@@ -163,7 +164,8 @@ void CheckRanksReadOnlyTheirSlice(const LoadCase& lc) {
   ASSERT_TRUE(full.ok()) << full.status().message();
   const std::string type = cfg->ir.model_type + (lc.expert_tp ? " etp" : " ep-over-tp");
   for (int64_t tp : lc.tps) {
-    for (const LayerSpec& l : cfg->ir.layers) ASSERT_TRUE(CheckTpDivides(*cfg, l, tp, lc.expert_tp).ok()) << type;
+    for (const LayerSpec& l : cfg->ir.layers)
+      ASSERT_TRUE(CheckTpDivides(*cfg, l, tp, lc.expert_tp).ok()) << type;
     for (int64_t r = 0; r < tp; ++r) {
       Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(dir);  // each rank maps on its own
       ASSERT_TRUE(ck.ok());
@@ -188,7 +190,8 @@ void CheckRanksReadOnlyTheirSlice(const LoadCase& lc) {
         }
       }
       // Step 2: bytes read from the mapping = bytes the rank holds (whole-then-slice would read more).
-      EXPECT_EQ(ck->touched_bytes(), hftest::HeldBytes(*w, mine, w->layers, lc.mxfp4)) << type << " tp=" << tp << " rank " << r;
+      EXPECT_EQ(ck->touched_bytes(), hftest::HeldBytes(*w, mine, w->layers, lc.mxfp4))
+          << type << " tp=" << tp << " rank " << r;
       EXPECT_LT(ck->touched_bytes(), whole->touched_bytes()) << type;
       // The negative: the whole tensors that the old path read exceed what the shard holds.
       EXPECT_GT(whole->touched_bytes(), hftest::HeldBytes(*w, cut, cut_layers, lc.mxfp4)) << type;
