@@ -35,8 +35,9 @@ std::vector<std::pair<std::string, std::string>> Summary(const json& w) {
   const json& c = JsonAt(w, "check");
   if (c.is_object()) {
     rows.push_back({"logit check", "ours (" + JsonStr(c, "ours") + ") vs " + JsonStr(c, "reference")});
-    rows.push_back({"tolerance", "|ours - ref| <= " + FmtSig(JsonAt(c, "atol_frac")) + " x max|ref| + " +
-                                     FmtSig(JsonAt(c, "rtol")) + " x |ref|"});
+    rows.push_back({"tolerance", "abs(ours - ref) <= " + FmtSig(JsonAt(c, "atol_frac")) +
+                                     " x max abs(ref) + " + FmtSig(JsonAt(c, "rtol")) +
+                                     " x abs(ref) per logit"});
     rows.push_back({"measured", "max abs " + FmtSig(JsonAt(c, "max_abs")) + ", max rel " +
                                     FmtSig(JsonAt(c, "max_rel")) + ", top-1 " +
                                     JsonAt(c, "top1_agree").dump() + "/" + JsonAt(c, "rows").dump()});

@@ -4,6 +4,7 @@
 // reference that differs by more than the tolerance gives FAIL in all three reports.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -55,6 +56,11 @@ TEST(RunWeights, CheckpointDirLoadsAndTheReportSaysSo) {
   const std::string md = Slurp(fs::path(out) / "report.md");
   EXPECT_NE(md.find("## Weights"), std::string::npos);
   EXPECT_NE(md.find("| verdict | PASS |"), std::string::npos) << md.substr(md.find("## Weights"), 1200);
+  // Every row of the section's summary table has exactly its two cells (no stray '|' in a value).
+  const size_t table = md.find("| | |", md.find("## Weights"));
+  std::istringstream lines(md.substr(table, md.find("\n\n", table) - table));
+  for (std::string line; std::getline(lines, line);)
+    EXPECT_EQ(std::count(line.begin(), line.end(), '|'), 3) << line;
 
   // The negative: the fp64 logits with one logit shifted by 1 (far past the tolerance) -> FAIL.
   std::string npy = Slurp(fs::path(out) / "weights/logits_fp64.npy");
