@@ -80,6 +80,9 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
   ONBOARD_RETURN_IF_ERROR(stage.Run("templates", 0, [&] { return StageTemplates(st); }));
   InitKnobs(st);
   ONBOARD_RETURN_IF_ERROR(stage.Run("plan", 0, [&] { return StagePlan(st, 0, "initial"); }));
+  bool weights_failed = false;  // recorded in the report's weights section, not fatal
+  ONBOARD_RETURN_IF_ERROR(stage.Run(
+      "weights", 0, [&] { return StageWeights(st); }, &weights_failed));
 
   // Step 4: kernels (a failure to run the checks is recorded, not fatal).
   if (req.generate_kernels) {

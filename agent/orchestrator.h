@@ -66,6 +66,11 @@ struct RunRequest {
   int64_t seq = 4096;            // tokens per sequence for the plan
   int64_t global_batch = 0;      // sequences per step; 0 = planner default (~4M tokens)
   Precision base_dtype = Precision::kBF16;  // LoRA frozen base: bf16 | fp8 | mxfp4 (core/precision.h)
+  // When model_path is a checkpoint directory with safetensors (stage "weights"): token ids to run
+  // (JSON list of lists; "" = a fixed 8-token sequence) and reference logits .npy ("" = an fp64
+  // forward of the same weights: a precision check, not an independent semantics check).
+  std::string verify_ids;
+  std::string verify_reference;
 
   std::string out_dir;           // artifacts go here (created); required
   std::string templates_override;  // user JSON file with template overrides ("" = none)

@@ -21,6 +21,9 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
 Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const CancelToken& cancel);
 // Validates the last probe round and runs the rules; fills knobs.replan / knobs.reprobe.
 Expected<std::string> StageValidate(RunState& st, int round, Emitter& em);
+// A checkpoint directory's weights: loads them (per plan rank too) and checks the fp32 logits against
+// the request's reference or an fp64 forward of the same weights (agent/orchestrator_weights.cpp).
+Expected<std::string> StageWeights(RunState& st);
 // report.json / report.md / report.html / trace.json.
 Expected<std::string> StageReport(RunState& st);
 

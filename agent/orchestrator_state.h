@@ -13,6 +13,7 @@
 #include "agent/plan_to_probe.h"
 #include "agent/rules/rules.h"
 #include "agent/trace.h"
+#include "backends/hf_verify.h"
 #include "backends/probe.h"
 #include "core/model_ir.h"
 #include "core/topology.h"
@@ -48,6 +49,16 @@ struct KernelStage {
   std::string dir;               // out/kernels
 };
 
+// Stage "weights" (agent/orchestrator_weights.cpp): a checkpoint directory's safetensors loaded and
+// its fp32 logits compared (report.json "weights", agent/report_weights.h).
+struct WeightsStage {
+  bool loaded = false;
+  std::string reason;  // when !loaded: why (no safetensors, or the load's error)
+  HfVerifyResult result;
+  std::string reference;     // what the logits were compared with
+  int64_t tp = 1, fsdp = 1;  // the plan's, for the per-rank bytes
+};
+
 struct RunState {
   RunRequest req;
   ModelIR model;
@@ -58,6 +69,7 @@ struct RunState {
   std::vector<PlanRound> plans;  // initial first
   KernelStage kernels;
   std::vector<ProbeRound> probes;
+  WeightsStage weights;
   LoopKnobs knobs;
   Trace trace;
   std::map<std::string, std::string> artifacts;  // name -> path

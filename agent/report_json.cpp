@@ -7,6 +7,7 @@
 
 #include "agent/probe_recipe.h"
 #include "agent/report_fusions.h"
+#include "agent/report_weights.h"
 #include "backends/probe_schedule.h"
 
 namespace onboard::agent {
@@ -310,6 +311,7 @@ json BuildReportJson(const RunState& st) {
   j["plan"] = PlanSection(st);
   j["kernels"] = KernelsSection(st);
   j["fusions"] = FusionsSection(st);
+  j["weights"] = WeightsSection(st);
   json rounds = json::array();
   for (const auto& pr : st.probes) rounds.push_back(ProbeRoundJson(pr, st.req.out_dir));
   j["probe"] = {{"enabled", st.req.probe.enabled}, {"rounds", rounds}};

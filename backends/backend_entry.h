@@ -23,7 +23,7 @@
 namespace onboard {
 
 // Bump when a signature below changes.
-inline constexpr int kBackendAbiVersion = 1;
+inline constexpr int kBackendAbiVersion = 2;  // 2: HfVerifyOptions/Result carry plan-rank bytes
 inline constexpr const char* kBackendEntrySymbol = "onboard_backend_entry_v1";
 inline constexpr const char* kBackendLibraryName = "libonboard_backend.so";
 
@@ -50,6 +50,8 @@ namespace backend {
 [[nodiscard]] Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config,
                                                  ProbeObserver* observer = nullptr);
 [[nodiscard]] Status RunProbeWorker(const ProbeWorkerArgs& args);
+// hf_verify.h's RunHfVerify (`onboard run`'s weights stage).
+[[nodiscard]] Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& options);
 
 }  // namespace backend
 }  // namespace onboard

@@ -89,5 +89,11 @@ Status RunProbeWorker(const ProbeWorkerArgs& args) {
   return (*be)->run_probe_worker(args);
 }
 
+Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& options) {
+  Expected<const BackendEntryPoints*> be = LoadBackend();
+  if (!be.ok()) return be.status();
+  return (*be)->run_hf_verify(options);
+}
+
 }  // namespace backend
 }  // namespace onboard

@@ -66,7 +66,13 @@ Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsC
                     std::to_string(s.layers.first) + "-" + std::to_string(last));
   HfWeightReader r(ckpt, dtype);
   r.OwnExperts(s.expert_begin, s.expert_end);
-  r.OwnTpSlice(s.tp, s.tp_rank);
+  if (s.tp > 1 && !s.expert_tp) {  // EP folded over the TP group: the rank's whole experts
+    ONBOARD_ASSERT(s.expert_begin == 0 && s.expert_end < 0, "EP folded over TP takes all experts");
+    const HfExpertSpan own = HfExpertRange(HfRoutedExperts(c), s.tp, s.tp_rank);
+    r.OwnExperts(own.begin, own.end);
+  }
+  r.OwnTpSlice(s.tp, s.tp_rank, s.expert_tp);
+  r.OwnFsdpShard(s.fsdp, s.fsdp_rank);
   HfModelWeights w;
   // Step 1: embedding (first stage), final norm + head (last stage; tied: the embedding itself).
   const bool tied = c.ir.tied_embeddings && !ckpt.Has("lm_head.weight");

@@ -75,9 +75,22 @@ struct HfModelWeights {
 
 // hf_tp_slice.cpp: how a tensor-parallel rank holds checkpoint tensor `name` (the names TpShardLayer's fields
 // come from): whole, its 1/tp of the rows (column-parallel weights and biases, sinks), its 1/tp of the
-// columns (row-parallel weights), or on rank 0 only (row-parallel biases).
+// columns (row-parallel weights), or on rank 0 only (row-parallel biases). Shared experts always split
+// (Megatron's SharedExpertMLP is tensor-parallel); routed experts (".experts.E.") split only when
+// `expert_tp` (expert tensor parallel = tp, Megatron's default), else they stay whole and the TP
+// ranks own whole experts instead (HfExpertRange).
 enum class HfTpSplit { kWhole, kRows, kCols, kRank0 };
-HfTpSplit HfTpSplitOf(const std::string& name);
+HfTpSplit HfTpSplitOf(const std::string& name, bool expert_tp = true);
+
+// hf_plan_slice.cpp: experts [begin, end) of group `index` when `num_experts` are split over `parts`
+// groups of num_experts / parts (the last takes the remainder). One home for EP and for EP folded over
+// a TP group.
+struct HfExpertSpan {
+  int64_t begin = 0, end = 0;
+};
+HfExpertSpan HfExpertRange(int64_t num_experts, int64_t parts, int64_t index);
+// Routed experts per MoE layer of the model (0 when dense).
+int64_t HfRoutedExperts(const HfForwardConfig& c);
 
 // Reads tensors by name with the expected shape, dequantised to `dtype` (F32/F64 checkpoints of that
 // dtype alias the mapping; BF16/F16 convert; F8_E4M3 with `<name>_scale_inv` block-dequantises).
@@ -87,8 +100,14 @@ class HfWeightReader {
   [[nodiscard]] Expected<torch::Tensor> Read(const std::string& name, const std::vector<int64_t>& shape);
   // gpt-oss MXFP4 pair "<prefix>_blocks" U8 [..., out, in/32, 16] + "<prefix>_scales" U8 [..., out, in/32]
   // -> [..., out, in] (`shape`) in the compute dtype.
+  // With nr >= 0 only experts (dim-0 rows) [r0, r0 + nr) are read -> [nr, out, in].
   [[nodiscard]] Expected<torch::Tensor> ReadMxfp4(const std::string& prefix,
-                                                  const std::vector<int64_t>& shape);
+                                                  const std::vector<int64_t>& shape, int64_t r0 = 0,
+                                                  int64_t nr = -1);
+  // Rows [r0, r0 + nr) of tensor `name` (whole shape `shape`) -> [nr, shape[1:]...], only those bytes
+  // read (a rank's experts of a fused [E, ...] tensor). No TP / FSDP window applies.
+  [[nodiscard]] Expected<torch::Tensor> ReadRows(const std::string& name, const std::vector<int64_t>& shape,
+                                                 int64_t r0, int64_t nr);
   // Linear weight [out, in] (+ bias [out] when `bias`).
   [[nodiscard]] Expected<HfLinear> Linear(const std::string& prefix, int64_t out, int64_t in, bool bias);
   [[nodiscard]] Expected<HfMlpWeights> Mlp(const std::string& prefix, int64_t hidden, int64_t inter,
@@ -101,11 +120,22 @@ class HfWeightReader {
   }
   bool OwnsExpert(int64_t e) const { return e >= expert_begin_ && (expert_end_ < 0 || e < expert_end_); }
   // Tensor-parallel rank `rank` of `tp`: Read then hands out only this rank's rows / columns of the
-  // tensors HfTpSplitOf splits, read from the mapping as a window (nothing else of them is touched).
-  void OwnTpSlice(int64_t tp, int64_t rank) {
+  // tensors HfTpSplitOf(name, expert_tp) splits, read from the mapping as a window (nothing else of
+  // them is touched).
+  void OwnTpSlice(int64_t tp, int64_t rank, bool expert_tp = true) {
     tp_ = tp;
     tp_rank_ = rank;
+    expert_tp_ = expert_tp;
   }
+  // FSDP rank `rank` of `n` (torchtitan's FSDP2: each parameter Shard(0)): Read hands out only this
+  // rank's dim-0 chunk (HfFsdpRows) of what the TP slice leaves, read as a window.
+  void OwnFsdpShard(int64_t n, int64_t rank) {
+    fsdp_ = n;
+    fsdp_rank_ = rank;
+  }
+  int64_t tp() const { return tp_; }
+  bool expert_tp() const { return expert_tp_; }
+  int64_t fsdp() const { return fsdp_; }
   const std::vector<std::string>& used() const { return used_; }
   const std::vector<std::string>& dtypes() const { return dtypes_; }
   torch::ScalarType dtype() const { return dtype_; }
@@ -118,8 +148,21 @@ class HfWeightReader {
   std::vector<std::string> dtypes_;
   int64_t expert_begin_ = 0, expert_end_ = -1;
   int64_t tp_ = 1, tp_rank_ = 0;
-  [[nodiscard]] Expected<torch::Tensor> ReadTpWindow(const TensorInfo& t, HfTpSplit split);
+  bool expert_tp_ = true;
+  int64_t fsdp_ = 1, fsdp_rank_ = 0;
+  [[nodiscard]] Expected<const TensorInfo*> Lookup(const std::string& name,
+                                                   const std::vector<int64_t>& shape);
+  [[nodiscard]] Expected<torch::Tensor> ReadWindow(const TensorInfo& t, HfTpSplit split);
+  [[nodiscard]] Expected<torch::Tensor> DecodeRect(const TensorInfo& t, int64_t r0, int64_t nr, int64_t c0,
+                                                   int64_t nc);
 };
+
+// hf_plan_slice.cpp: FSDP2's dim-0 chunk of `rows` for rank `rank` of `n` (torch.chunk: chunks of
+// ceil(rows / n), the last ones shorter or empty). Units: rows.
+struct HfRowSpan {
+  int64_t begin = 0, len = 0;
+};
+HfRowSpan HfFsdpRows(int64_t rows, int64_t n, int64_t rank);
 
 // hf_map_llama.cpp: q/k/v/o (+ biases, + q_norm/k_norm) under `prefix` ("model.layers.3.self_attn").
 [[nodiscard]] Expected<HfAttentionWeights> MapGqaAttention(const std::string& prefix, const AttentionSpec& a,
@@ -170,6 +213,10 @@ struct HfRankSlice {
   bool head = true;
   int64_t expert_begin = 0, expert_end = -1;  // [begin, end), end < 0 = all
   int64_t tp = 1, tp_rank = 0;                // tensor-parallel rank: its rows / columns only
+  // Routed experts under tp > 1: true = expert TP (each expert's gate/up rows, down columns); false =
+  // EP folded over the TP group (rank tp_rank owns whole experts HfExpertRange(E, tp, tp_rank)).
+  bool expert_tp = true;
+  int64_t fsdp = 1, fsdp_rank = 0;  // FSDP rank: its dim-0 chunk of every tensor it holds
 };
 // Rank (stage, ep_index) of `pp` stages split at `stage_starts` (first layer of each stage) and `ep`
 // expert groups of num_experts / ep experts each.
@@ -181,16 +228,20 @@ HfRankSlice SliceForRank(const HfForwardConfig& c, const std::vector<int64_t>& s
                                                   const HfRankSlice& s, torch::ScalarType dtype);
 
 // hf_tp_slice.cpp: one tensor-parallel rank's shard of a mapped layer (Megatron's column/row split; see
-// the file's legend). Summing HfAttention / channel outputs of the tp shards over ranks (the
-// all-reduce) gives the full layer's; `spec` has the per-rank heads / intermediate.
+// the file's legend). Summing HfAttention / channel (HfMlp or HfMoe) outputs of the tp shards over
+// ranks (the all-reduce) gives the full layer's; `spec` has the per-rank heads / intermediate. MoE:
+// router replicated, shared experts split, routed experts split (`expert_tp`) or owned whole by
+// HfExpertRange(E, tp, rank) (the others left empty: HfMoe skips them).
 struct HfTpLayer {
   LayerSpec spec;
   HfLayerWeights weights;
-  bool channel_sharded = true;  // false for MoE: the channel is whole on each rank (computed once)
 };
-// kBadInput naming the field when heads, query groups or the intermediate width do not divide by tp.
-[[nodiscard]] Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp);
-HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank);
+// kBadInput naming the field when heads, query groups, the intermediate width or (MoE) the routed
+// experts' width (expert_tp) / count (folded) do not divide by tp.
+[[nodiscard]] Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp,
+                                    bool expert_tp = true);
+HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank,
+                       bool expert_tp = true);
 // Megatron's fused shards: linear_qkv rows per local query group [q heads of the group, k, v];
 // linear_fc1 = [gate rows of the rank; up rows of the rank].
 torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp,
@@ -208,6 +259,7 @@ torch::Tensor HfMlp(const HfForwardConfig& c, const torch::Tensor& x, const HfMl
 torch::Tensor HfExpert(const HfForwardConfig& c, const torch::Tensor& x, const HfMlpWeights& w);
 torch::Tensor HfAttention(const HfForwardConfig& c, const LayerSpec& l, const HfAttentionWeights& w,
                           const torch::Tensor& x);
+// Experts with no weights (another rank's) are skipped: the output is then this rank's share.
 torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x);
 
 // hf_kda_layer.cpp: a Kimi-Linear KDA token mixer over x [S, hidden] -> [S, hidden].

@@ -64,7 +64,7 @@ torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeigh
   for (int64_t e = 0; e < m.num_experts; ++e) {
     const torch::Tensor hit = r.experts.eq(e);                       // [T, k]
     const torch::Tensor tokens = hit.any(1).nonzero().squeeze(1);    // tokens routed to e
-    if (tokens.numel() == 0) continue;
+    if (tokens.numel() == 0 || !w.experts[size_t(e)].down.w.defined()) continue;  // none, or another rank's
     const torch::Tensor weight = (r.weights * hit).sum(1).index_select(0, tokens).unsqueeze(1);
     out.index_add_(0, tokens, HfExpert(c, x.index_select(0, tokens), w.experts[size_t(e)]) * weight);
   }

@@ -4,9 +4,13 @@
 //     q_b_proj (or q_proj) and kv_b_proj by heads, gate/up by intermediate rows;
 //   row-parallel (input columns split, bias added once after the all-reduce: kept on rank 0):
 //     o_proj by heads, down by intermediate columns;
-//   replicated: norms, q/k norms (per head dim), MLA q_a/kv_a (latent), and the whole MoE channel
-//     here (routed experts: expert tensor parallel = 1, Megatron's default, splits them by EP, not TP;
-//     Megatron also TP-splits the shared experts, which this slice does not do yet).
+//   replicated: norms, q/k norms (per head dim), MLA q_a/kv_a (latent), the MoE router, its score bias
+//     and qwen2_moe's shared-expert gate;
+//   MoE experts: shared experts split as a dense MLP (Megatron's SharedExpertMLP is tensor-parallel);
+//     routed experts split the same way per expert under expert tensor parallel = tp (Megatron's
+//     default: --expert-tensor-parallel-size unset takes the TP size), or, with ETP = 1 and EP folded
+//     over the TP group, stay whole and each TP rank owns HfExpertRange(E, tp, rank) of them.
+//     Either way the ranks' MoE outputs sum to the full channel (the all-reduce / combine).
 //   Megatron fuses q/k/v as linear_qkv with rows ordered per query group [q heads of the group, k, v]
 //   and fc1 as [gate shard; up shard]; MegatronQkvShard / MegatronFc1Shard give those per rank.
 //   HfTpSplitOf states the same split by checkpoint name, for loading a rank's slice straight from the
@@ -22,6 +26,7 @@ namespace {
 // Rows [rank * n / tp, (rank + 1) * n / tp) of a column-parallel linear (weight and bias).
 HfLinear Rows(const HfLinear& l, int64_t tp, int64_t rank) {
   if (!l.w.defined()) return l;
+  ONBOARD_ASSERT(l.w.size(0) % tp == 0, "column-parallel rows must divide by tp");
   const int64_t n = l.w.size(0) / tp;
   return {l.w.narrow(0, rank * n, n), l.b.defined() ? l.b.narrow(0, rank * n, n) : torch::Tensor()};
 }
@@ -29,6 +34,7 @@ HfLinear Rows(const HfLinear& l, int64_t tp, int64_t rank) {
 // Columns of a row-parallel linear; the bias stays on rank 0 only.
 HfLinear Cols(const HfLinear& l, int64_t tp, int64_t rank) {
   if (!l.w.defined()) return l;
+  ONBOARD_ASSERT(l.w.size(1) % tp == 0, "row-parallel columns must divide by tp");
   const int64_t n = l.w.size(1) / tp;
   return {l.w.narrow(1, rank * n, n), rank == 0 ? l.b : torch::Tensor()};
 }
@@ -37,8 +43,7 @@ HfMlpWeights MlpShard(const HfMlpWeights& m, int64_t tp, int64_t rank) {
   return {Rows(m.gate, tp, rank), Rows(m.up, tp, rank), Cols(m.down, tp, rank)};
 }
 
-// The same split by checkpoint name, "model.layers.N." + one of these (a dense MLP only: MoE experts,
-// shared experts and routers are named below mlp.experts / mlp.shared_expert(s) / mlp.gate and stay whole).
+// The same split by checkpoint name, "model.layers.N." + one of these.
 struct SplitRow {
   const char* tail;
   HfTpSplit split;
@@ -52,10 +57,36 @@ constexpr SplitRow kTpSplits[] = {
     {"self_attn.o_proj.bias", HfTpSplit::kRank0},    {"mlp.gate_proj.weight", HfTpSplit::kRows},
     {"mlp.up_proj.weight", HfTpSplit::kRows},        {"mlp.down_proj.weight", HfTpSplit::kCols},
 };
+// An expert MLP's projections, after "<expert prefix>." (HF names; mixtral's w1 / w3 / w2).
+constexpr SplitRow kExpertSplits[] = {
+    {"gate_proj.weight", HfTpSplit::kRows}, {"up_proj.weight", HfTpSplit::kRows},
+    {"down_proj.weight", HfTpSplit::kCols}, {"w1.weight", HfTpSplit::kRows},
+    {"w3.weight", HfTpSplit::kRows},        {"w2.weight", HfTpSplit::kCols},
+};
+constexpr const char* kSharedPrefixes[] = {"mlp.shared_experts.", "mlp.shared_expert."};
+constexpr const char* kRoutedPrefixes[] = {"mlp.experts.", "block_sparse_moe.experts."};
+
+HfTpSplit ExpertSplit(const std::string& rest) {
+  for (const SplitRow& r : kExpertSplits)
+    if (rest == r.tail) return r.split;
+  return HfTpSplit::kWhole;
+}
+
+// `tail` past "<prefix>E." for a routed expert E, or "" when `tail` names no routed expert.
+std::string RoutedExpertRest(const std::string& tail) {
+  for (const char* p : kRoutedPrefixes) {
+    const std::string prefix = p;
+    if (tail.compare(0, prefix.size(), prefix) != 0) continue;
+    size_t i = prefix.size();
+    while (i < tail.size() && std::isdigit(static_cast<unsigned char>(tail[i]))) ++i;
+    if (i > prefix.size() && i < tail.size() && tail[i] == '.') return tail.substr(i + 1);
+  }
+  return "";
+}
 
 }  // namespace
 
-HfTpSplit HfTpSplitOf(const std::string& name) {
+HfTpSplit HfTpSplitOf(const std::string& name, bool expert_tp) {
   const std::string layers = "model.layers.";
   if (name.compare(0, layers.size(), layers) != 0) return HfTpSplit::kWhole;
   size_t i = layers.size();
@@ -64,10 +95,15 @@ HfTpSplit HfTpSplitOf(const std::string& name) {
   const std::string tail = name.substr(i + 1);
   for (const SplitRow& r : kTpSplits)
     if (tail == r.tail) return r.split;
-  return HfTpSplit::kWhole;
+  for (const char* p : kSharedPrefixes) {
+    const std::string prefix = p;
+    if (tail.compare(0, prefix.size(), prefix) == 0) return ExpertSplit(tail.substr(prefix.size()));
+  }
+  const std::string rest = RoutedExpertRest(tail);
+  return expert_tp && !rest.empty() ? ExpertSplit(rest) : HfTpSplit::kWhole;
 }
 
-Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp) {
+Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp, bool expert_tp) {
   const AttentionSpec& a = l.attn;
   const int64_t inter = l.channel == ChannelKind::kMoE ? 0 : l.mlp.intermediate;
   auto fail = [&](const char* field, int64_t v) {
@@ -79,10 +115,16 @@ Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp) 
   if (a.kind != MixerKind::kMLA && a.num_kv_heads % tp != 0)
     return fail("num_key_value_heads", a.num_kv_heads);
   if (inter % tp != 0) return fail("intermediate_size", inter);
+  if (l.channel != ChannelKind::kMoE) return Status::Ok();
+  if (expert_tp && l.moe.expert_intermediate % tp != 0)
+    return fail("moe_intermediate_size", l.moe.expert_intermediate);
+  if (!expert_tp && l.moe.num_experts % tp != 0)
+    return fail("num_experts (EP folded over TP)", l.moe.num_experts);
   return Status::Ok();
 }
 
-HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank) {
+HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank,
+                       bool expert_tp) {
   ONBOARD_ASSERT(tp >= 1 && rank >= 0 && rank < tp, "tp rank outside [0, tp)");
   HfTpLayer out{l, w};
   AttentionSpec& a = out.spec.attn;
@@ -93,12 +135,23 @@ HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, 
   for (HfLinear* col : {&s.q, &s.k, &s.v, &s.q_b, &s.kv_b}) *col = Rows(*col, tp, rank);
   s.o = Cols(s.o, tp, rank);
   if (s.sinks.defined()) s.sinks = s.sinks.narrow(0, rank * a.num_heads, a.num_heads);
-  // Step 2: a dense MLP by intermediate; an MoE channel stays whole (computed once, not summed).
-  out.channel_sharded = !w.moe;
+  // Step 2: a dense MLP by intermediate.
   if (!w.moe) {
     out.weights.mlp = MlpShard(w.mlp, tp, rank);
     out.spec.mlp.intermediate /= tp;
+    return out;
   }
+  // Step 3: MoE: shared experts by intermediate; routed experts by intermediate or by ownership.
+  HfMoeWeights& m = out.weights.experts;
+  if (m.has_shared) m.shared = MlpShard(m.shared, tp, rank);
+  if (expert_tp) {
+    for (HfMlpWeights& e : m.experts) e = MlpShard(e, tp, rank);
+    out.spec.moe.expert_intermediate /= tp;
+    return out;
+  }
+  const HfExpertSpan own = HfExpertRange(int64_t(m.experts.size()), tp, rank);
+  for (int64_t e = 0; e < int64_t(m.experts.size()); ++e)
+    if (e < own.begin || e >= own.end) m.experts[size_t(e)] = HfMlpWeights{};
   return out;
 }
 

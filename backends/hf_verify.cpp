@@ -52,6 +52,48 @@ Status Compare(const HfVerifyOptions& o, const std::vector<std::vector<int64_t>>
   return Status::Ok();
 }
 
+// How each checkpoint dtype reaches the compute dtype (the decoders of parsers/safetensors_dequant.cpp).
+std::string DequantText(const std::string& dtype, const std::string& compute) {
+  if (dtype == "F8_E4M3") return "F8_E4M3 x its 128x128 block's weight_scale_inv -> " + compute;
+  if (dtype == "MXFP4") return "MXFP4 (e2m1 pairs x one e8m0 scale per 32 values) -> " + compute;
+  return dtype + " -> " + compute + (dtype == "BF16" || dtype == "F16" ? " (exact widening)" : "");
+}
+
+// Step 5: each plan rank maps the checkpoint on its own and loads only its slice.
+void RankBytes(const HfVerifyOptions& o, const HfForwardConfig& c, torch::ScalarType dtype,
+               HfVerifyResult* r) {
+  if (o.tp * o.fsdp <= 1) return;
+  for (const LayerSpec& l : c.ir.layers) {
+    const Status st = CheckTpDivides(c, l, o.tp, o.expert_tp);
+    if (!st.ok()) {
+      r->rank_bytes_error = st.message();
+      return;
+    }
+  }
+  const std::vector<int64_t> fsdp_ranks =
+      o.fsdp > 1 ? std::vector<int64_t>{0, o.fsdp - 1} : std::vector<int64_t>{0};
+  for (int64_t t = 0; t < o.tp; ++t) {
+    for (int64_t f : fsdp_ranks) {
+      Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(o.checkpoint);
+      HfRankSlice s;
+      s.layers = o.layers;
+      s.tp = o.tp;
+      s.tp_rank = t;
+      s.expert_tp = o.expert_tp;
+      s.fsdp = o.fsdp;
+      s.fsdp_rank = f;
+      Expected<HfModelWeights> w =
+          ck.ok() ? MapHfSlice(c, *ck, s, dtype) : Expected<HfModelWeights>(ck.status());
+      if (!w.ok()) {
+        r->rank_bytes.clear();
+        r->rank_bytes_error = w.status().message();
+        return;
+      }
+      r->rank_bytes.push_back({t, f, ck->touched_bytes()});
+    }
+  }
+}
+
 }  // namespace
 
 Expected<std::vector<std::vector<int64_t>>> ReadInputIds(const std::string& path, int64_t vocab) {
@@ -92,6 +134,7 @@ Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& o) {
   r.layers_run = int64_t(w.layers.size());
   r.tensors_used = int64_t(w.used.size());
   r.dtypes = w.dtypes_seen;
+  for (const std::string& d : r.dtypes) r.dequant.push_back(DequantText(d, o.fp64 ? "fp64" : "fp32"));
 
   // Step 2: forward per sequence; NaN past each sequence's end.
   std::vector<float> logits(size_t(r.batch * r.longest * r.vocab), std::numeric_limits<float>::quiet_NaN());
@@ -105,6 +148,7 @@ Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& o) {
   // Step 3: the .npy, then the comparison.
   if (!o.logits_out.empty()) ONBOARD_RETURN_IF_ERROR(WriteNpyF32(o.logits_out, {r.batch, r.longest, r.vocab}, logits.data()));
   if (!o.reference.empty()) ONBOARD_RETURN_IF_ERROR(Compare(o, seqs, logits, &r));
+  RankBytes(o, c, dtype, &r);
   return r;
 }
 

@@ -27,6 +27,15 @@ struct HfVerifyOptions {
   std::string reference;        // .npy to compare with ("" = no comparison)
   HfLayerRange layers;          // layer slice (embedding + these layers + final norm + head)
   bool fp64 = false;            // compute in float64 instead of float32
+  // Bytes each plan rank reads (HfRankSlice): TP ranks x FSDP ranks 0 and last (torch.chunk: the
+  // largest and the smallest chunk); 1 x 1 = just the forward's load.
+  int64_t tp = 1, fsdp = 1;
+  bool expert_tp = true;  // routed experts split by TP (plan etp > 1), else EP folded over TP
+};
+
+struct HfRankBytes {
+  int64_t tp_rank = 0, fsdp_rank = 0;
+  uint64_t bytes = 0;  // distinct checkpoint bytes the rank read from its own mapping
 };
 
 struct HfVerifyResult {
@@ -38,6 +47,9 @@ struct HfVerifyResult {
   uint64_t bytes_touched = 0;   // bytes of the tensors the forward read
   uint64_t checkpoint_bytes = 0;
   std::vector<std::string> dtypes;
+  std::vector<std::string> dequant;     // per checkpoint dtype read: how it became the compute dtype
+  std::vector<HfRankBytes> rank_bytes;  // with tp * fsdp > 1
+  std::string rank_bytes_error;         // why rank_bytes is empty (tp does not divide the heads, ...)
   bool compared = false;
   double max_abs = 0, max_rel = 0;
   int64_t rows = 0, top1_agree = 0;

@@ -16,8 +16,9 @@ Status Decode(const WeightRef& w, const WeightRef* scale_inv, torch::Tensor* out
 
 }  // namespace
 
-Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std::vector<int64_t>& shape) {
-  // Step 1: presence and shape (from the header: no bytes touched yet), named with the expected value.
+Expected<const TensorInfo*> HfWeightReader::Lookup(const std::string& name,
+                                                   const std::vector<int64_t>& shape) {
+  // Presence and shape (from the header: no bytes touched yet), named with the expected value.
   const TensorInfo* info = ckpt_.inventory().Find(name);
   if (info == nullptr)
     return BadInput(ckpt_.dir(), name, "tensor is missing from the checkpoint (expected shape " + ShapeText(shape) + ")");
@@ -26,8 +27,14 @@ Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std:
   used_.push_back(name);
   if (std::find(dtypes_.begin(), dtypes_.end(), info->dtype_name) == dtypes_.end())
     dtypes_.push_back(info->dtype_name);
-  const HfTpSplit split = tp_ > 1 ? HfTpSplitOf(name) : HfTpSplit::kWhole;
-  if (split != HfTpSplit::kWhole) return ReadTpWindow(*info, split);
+  return info;
+}
+
+Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std::vector<int64_t>& shape) {
+  // Step 1: presence and shape; then the window this rank owns (TP rows / columns, FSDP dim-0 chunk).
+  ONBOARD_ASSIGN_OR_RETURN(const TensorInfo* info, Lookup(name, shape));
+  const HfTpSplit split = tp_ > 1 ? HfTpSplitOf(name, expert_tp_) : HfTpSplit::kWhole;
+  if (split != HfTpSplit::kWhole || fsdp_ > 1) return ReadWindow(*info, split);
   ONBOARD_ASSIGN_OR_RETURN(WeightRef w, ckpt_.Get(name));
 
   // Step 2: block-fp8 scales beside the weight (DeepSeek: "<name>_scale_inv").
@@ -51,27 +58,49 @@ Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std:
   return out;
 }
 
-Expected<torch::Tensor> HfWeightReader::ReadTpWindow(const TensorInfo& t, HfTpSplit split) {
-  // Step 1: this rank's rows (dim 0) or columns (dim 1) of [R, C]; a rank-0-only tensor elsewhere: none.
+Expected<torch::Tensor> HfWeightReader::ReadRows(const std::string& name, const std::vector<int64_t>& shape,
+                                                 int64_t r0, int64_t nr) {
+  ONBOARD_ASSIGN_OR_RETURN(const TensorInfo* info, Lookup(name, shape));
+  const int64_t rows = info->shape.empty() ? 1 : info->shape[0];
+  return DecodeRect(*info, r0, nr, 0, rows == 0 ? 0 : info->numel() / rows);
+}
+
+Expected<torch::Tensor> HfWeightReader::ReadWindow(const TensorInfo& t, HfTpSplit split) {
+  // Step 1: the TP window of [R, C]: this rank's rows (dim 0) or columns (dim 1); a rank-0-only
+  // tensor elsewhere: none.
   if (split == HfTpSplit::kRank0 && tp_rank_ != 0) return torch::Tensor();
-  const int64_t rows = t.shape[0], cols = rows == 0 ? 0 : t.numel() / rows;
-  const bool by_cols = split == HfTpSplit::kCols;
-  const int64_t n = split == HfTpSplit::kRank0 ? 1 : tp_, extent = by_cols ? cols : rows;
-  if (extent % n != 0)
+  const int64_t rows = t.shape.empty() ? 1 : t.shape[0], cols = rows == 0 ? 0 : t.numel() / rows;
+  int64_t r0 = 0, nr = rows, c0 = 0, nc = cols;
+  const bool by_rows = split == HfTpSplit::kRows, by_cols = split == HfTpSplit::kCols;
+  if ((by_rows && rows % tp_ != 0) || (by_cols && cols % tp_ != 0))
     return BadInput(t.file, t.name + ".shape", "must divide by tp=" + std::to_string(tp_),
                     ShapeText(t.shape));
-  const int64_t len = extent / n, begin = split == HfTpSplit::kRank0 ? 0 : tp_rank_ * len;
-  ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, by_cols ? ckpt_.GetWindow(t.name, 0, rows, begin, len)
-                                                   : ckpt_.GetWindow(t.name, begin, len, 0, cols));
-  // Step 2: block-fp8 scales (whole: 1/16384 of the weight), then decode the window only.
+  if (by_rows) nr = rows / tp_, r0 = tp_rank_ * nr;
+  if (by_cols) nc = cols / tp_, c0 = tp_rank_ * nc;
+  // Step 2: FSDP2's dim-0 chunk of what TP leaves.
+  const HfRowSpan f = HfFsdpRows(nr, fsdp_, fsdp_rank_);
+  return DecodeRect(t, r0 + f.begin, f.len, c0, nc);
+}
+
+Expected<torch::Tensor> HfWeightReader::DecodeRect(const TensorInfo& t, int64_t r0, int64_t nr, int64_t c0,
+                                                   int64_t nc) {
+  // Step 1: only the window's bytes; block-fp8 scales whole (1/16384 of the weight).
+  ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, ckpt_.GetWindow(t.name, r0, nr, c0, nc));
   std::optional<WeightRef> scale;
   const std::string scale_name = t.name + "_scale_inv";
   if (t.dtype_name == "F8_E4M3" && ckpt_.Has(scale_name)) {
     ONBOARD_ASSIGN_OR_RETURN(scale, ckpt_.Get(scale_name));
     used_.push_back(scale_name);
   }
-  std::vector<int64_t> shape = t.shape;
-  shape[by_cols ? 1 : 0] = len;
+  // Step 2: decode the window: [nr, ...] (rows) or [R, nc] (a 2-D tensor's columns).
+  std::vector<int64_t> shape = t.shape.empty() ? std::vector<int64_t>{1} : t.shape;
+  const int64_t cols = shape[0] == 0 ? 0 : t.numel() / shape[0];
+  shape[0] = nr;
+  if (nc != cols) {
+    ONBOARD_ASSERT(shape.size() == 2, "a column window needs a 2-D tensor: " + t.name);
+    shape[1] = nc;
+  }
+  if (t.shape.empty()) shape.clear();
   torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
   const WeightRef* s = scale ? &*scale : nullptr;
   ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? DecodeWindow<double>(w, s, out.data_ptr<double>())
@@ -80,7 +109,7 @@ Expected<torch::Tensor> HfWeightReader::ReadTpWindow(const TensorInfo& t, HfTpSp
 }
 
 Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix,
-                                                  const std::vector<int64_t>& shape) {
+                                                  const std::vector<int64_t>& shape, int64_t r0, int64_t nr) {
   // Step 1: both tensors present, blocks shaped [..., out, in/32, 16] (scales are checked by the decoder).
   const std::string bname = prefix + "_blocks", sname = prefix + "_scales";
   constexpr int64_t kValuesPerBlock = 2 * kMxfp4BlockBytes;
@@ -91,16 +120,31 @@ Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix,
     if (!ckpt_.Has(*n))
       return BadInput(ckpt_.dir(), *n,
                       "tensor is missing from the checkpoint (MXFP4 of shape " + ShapeText(shape) + ")");
-  ONBOARD_ASSIGN_OR_RETURN(WeightRef b, ckpt_.Get(bname));
-  ONBOARD_ASSIGN_OR_RETURN(WeightRef s, ckpt_.Get(sname));
-  if (shape.back() % kValuesPerBlock != 0 || b.info->shape != want)
-    return BadInput(b.info->file, bname + ".shape", "expected " + ShapeText(want), ShapeText(b.info->shape));
+  const TensorInfo* bi = ckpt_.inventory().Find(bname);
+  if (shape.back() % kValuesPerBlock != 0 || bi->shape != want)
+    return BadInput(bi->file, bname + ".shape", "expected " + ShapeText(want), ShapeText(bi->shape));
   for (const std::string* n : {&bname, &sname}) used_.push_back(*n);
   if (std::find(dtypes_.begin(), dtypes_.end(), "MXFP4") == dtypes_.end()) dtypes_.push_back("MXFP4");
-  // Step 2: decode to the compute dtype.
-  torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
-  ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? DequantMxfp4<double>(b, s, out.data_ptr<double>())
-                                                   : DequantMxfp4<float>(b, s, out.data_ptr<float>()));
+  // Step 2: rows [r0, r0 + nr) of both (whole rows: one contiguous span each), as tensors of nr rows.
+  if (nr < 0) nr = shape[0] - r0;
+  TensorInfo part[2];
+  WeightRef ref[2];
+  for (int i = 0; i < 2; ++i) {
+    const TensorInfo& t = *ckpt_.inventory().Find(i == 0 ? bname : sname);
+    const int64_t cols = t.shape[0] == 0 ? 0 : t.numel() / t.shape[0];
+    ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, ckpt_.GetWindow(t.name, r0, nr, 0, cols));
+    part[i] = t;
+    part[i].shape[0] = nr;
+    ref[i] = {&part[i],
+              nr == 0 ? ConstByteSpan{} : ConstByteSpan{w.rows[0].data, w.rows[0].size * uint64_t(nr)}};
+  }
+  // Step 3: decode to the compute dtype.
+  std::vector<int64_t> out_shape = shape;
+  out_shape[0] = nr;
+  torch::Tensor out = torch::empty(out_shape, torch::TensorOptions().dtype(dtype_));
+  ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble
+                              ? DequantMxfp4<double>(ref[0], ref[1], out.data_ptr<double>())
+                              : DequantMxfp4<float>(ref[0], ref[1], out.data_ptr<float>()));
   return out;
 }
 

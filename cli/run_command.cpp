@@ -16,6 +16,7 @@ namespace {
 
 struct RunOptions {
   std::string model, topology, mode = "lora", out, templates, templates_dir, base_dtype = "bf16";
+  std::string verify_ids, verify_reference;  // stage "weights" (a checkpoint directory)
   int64_t lora_rank = 16, seq = 4096, global_batch = 0;
   int max_rounds = 3, probe_ranks = 2, threads = 2;
   int probe_steps = 0;  // 0 = the probe recipe's (DefaultProbeConfig)
@@ -97,6 +98,8 @@ int RunRun(const RunOptions& o) {
   if (o.lr != 0) req.probe.learning_rate = o.lr;
   req.probe.enabled = !o.no_probe;
   req.generate_kernels = !o.no_kernels;
+  req.verify_ids = o.verify_ids;
+  req.verify_reference = o.verify_reference;
 
   ProgressPrinter printer;
   agent::CancelToken cancel;
@@ -145,6 +148,10 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                                      "starting probe peak learning rate (LoRA: the adapters'; default: the "
                                      "probe recipe's, as `onboard probe`)");
                       sub.add_option("--threads", o->threads, "plan search threads")->capture_default_str();
+                      sub.add_option("--verify-ids", o->verify_ids,
+                                     "checkpoint dir: token ids (JSON list of lists) for the logit check");
+                      sub.add_option("--verify-reference", o->verify_reference,
+                                     "checkpoint dir: reference logits .npy (default: fp64 forward)");
                       sub.add_flag("--no-probe", o->no_probe, "skip the training probes");
                       sub.add_flag("--no-kernels", o->no_kernels, "skip kernel generation and checks");
                       sub.add_flag("--json", o->json, "print report.json to stdout");

@@ -8,6 +8,7 @@
 #include "report/fusion_section.h"
 #include "report/report_format.h"
 #include "report/svg_charts.h"
+#include "report/weights_section.h"
 
 namespace onboard::agent {
 namespace {
@@ -341,6 +342,7 @@ std::string RenderHtmlReport(const nlohmann::json& report) {
   Plan(o, report);
   Kernels(o, report);
   FusionsHtml(o, report);
+  WeightsHtml(o, report);
   Probe(o, report);
   ProbeLayout(o, report);
   Decisions(o, report);

@@ -7,6 +7,7 @@
 
 #include "report/fusion_section.h"
 #include "report/report_format.h"
+#include "report/weights_section.h"
 
 namespace onboard::agent {
 namespace {
@@ -250,6 +251,7 @@ std::string RenderMarkdownReport(const nlohmann::json& report) {
   Plan(o, report);
   Kernels(o, report);
   FusionsMarkdown(o, report);
+  WeightsMarkdown(o, report);
   Probe(o, report);
   ProbeLayout(o, report);
   Decisions(o, report);

@@ -6,9 +6,10 @@
 // mapping and gets exactly TpShardLayer's shard.
 #include <gtest/gtest.h>
 
-#include <set>
+#include <functional>
 
 #include "tests/backends/hf_compare.h"
+#include "tests/backends/hf_slice_util.h"
 #include "tests/backends/hf_test_families.h"
 
 namespace onboard {
@@ -31,27 +32,28 @@ Loaded Load(const hftest::Checkpoint& c) {
   return {*cfg, *w};
 }
 
-// Logits with every layer run as tp shards whose outputs are summed; `corrupt` edits the shards.
-torch::Tensor TpLogits(const Loaded& m, int64_t tp, void (*corrupt)(std::vector<HfTpLayer>&) = nullptr) {
+// Edits one layer's tp shards (a wrong shard for the negatives); gets the whole layer too.
+using Corrupt = std::function<void(std::vector<HfTpLayer>&, const HfLayerWeights&)>;
+
+// Logits with every layer run as tp shards whose attention and channel outputs are summed (the
+// all-reduce); MoE routed experts split (`expert_tp`) or owned whole per rank.
+torch::Tensor TpLogits(const Loaded& m, int64_t tp, const Corrupt& corrupt = nullptr, bool expert_tp = true) {
   torch::NoGradGuard g;
   const HfForwardConfig& c = m.cfg;
   torch::Tensor h = m.w.embed.index_select(0, torch::tensor(hftest::kIds, torch::kLong));
   for (const HfLayerWeights& lw : m.w.layers) {
     const LayerSpec& l = c.ir.layers[size_t(lw.index)];
-    EXPECT_TRUE(CheckTpDivides(c, l, tp).ok());
+    EXPECT_TRUE(CheckTpDivides(c, l, tp, expert_tp).ok());
     std::vector<HfTpLayer> shards;
-    for (int64_t r = 0; r < tp; ++r) shards.push_back(TpShardLayer(l, lw, tp, r));
-    if (corrupt) corrupt(shards);
+    for (int64_t r = 0; r < tp; ++r) shards.push_back(TpShardLayer(l, lw, tp, r, expert_tp));
+    if (corrupt) corrupt(shards, lw);
     const torch::Tensor x = HfRmsNorm(h, lw.input_norm, c.rms_eps);
     torch::Tensor attn = torch::zeros_like(h);
     for (const HfTpLayer& s : shards) attn = attn + HfAttention(c, s.spec, s.weights.attn, x);
     h = h + attn;
     const torch::Tensor n = HfRmsNorm(h, lw.post_norm, c.rms_eps);
-    if (!shards[0].channel_sharded) {
-      h = h + HfMoe(c, l.moe, lw.experts, n);
-      continue;
-    }
-    for (const HfTpLayer& s : shards) h = h + HfMlp(c, n, s.weights.mlp);
+    for (const HfTpLayer& s : shards)
+      h = h + (lw.moe ? HfMoe(c, s.spec.moe, s.weights.experts, n) : HfMlp(c, n, s.weights.mlp));
   }
   return torch::matmul(HfRmsNorm(h, m.w.final_norm, c.rms_eps), m.w.lm_head.t());
 }
@@ -73,18 +75,47 @@ TEST(HfTpSlice, SumOfShardsReproducesTheFullForward) {
   EXPECT_LT(Diff(ds, TpLogits(ds, 4)), hftest::kF64Tol);
 }
 
+// MoE under TP: routed experts split per expert (ETP = TP) or owned whole per TP rank (EP folded over
+// TP), shared experts split; the ranks' MoE outputs sum to the full channel.
+TEST(HfTpSlice, MoeShardsSumToTheFullChannel) {
+  const hftest::Checkpoint cases[] = {hftest::MakeQwen3Moe(), hftest::MakeMixtral(), hftest::MakeDeepSeekV3(),
+                                      hftest::MakeGlm4Moe(), hftest::MakeGptOss(true)};
+  for (const hftest::Checkpoint& c : cases) {
+    const Loaded m = Load(c);
+    for (bool etp : {true, false})
+      EXPECT_LT(Diff(m, TpLogits(m, 2, nullptr, etp)), hftest::kF64Tol)
+          << m.cfg.ir.model_type << " etp=" << etp;
+  }
+  // The negatives: routed experts whole on every TP rank (the old layout) are counted tp times, and
+  // the shared expert whole on every rank too.
+  const Loaded ds = Load(hftest::MakeDeepSeekV3());
+  EXPECT_GT(Diff(ds, TpLogits(ds, 2,
+                              [](std::vector<HfTpLayer>& s, const HfLayerWeights& whole) {
+                                for (HfTpLayer& r : s) r.weights.experts.experts = whole.experts.experts;
+                              })),
+            hftest::kWrongAtLeast);
+  EXPECT_GT(Diff(ds, TpLogits(ds, 2,
+                              [](std::vector<HfTpLayer>& s, const HfLayerWeights& whole) {
+                                for (HfTpLayer& r : s) r.weights.experts.shared = whole.experts.shared;
+                              })),
+            hftest::kWrongAtLeast);
+}
+
 TEST(HfTpSlice, WrongShardBreaksTheSum) {
   const Loaded m = Load(hftest::MakeDense("qwen2"));
   // rank 1 holding rank 0's k/v group
-  EXPECT_GT(
-      Diff(m, TpLogits(m, 2, [](std::vector<HfTpLayer>& s) { s[1].weights.attn.k = s[0].weights.attn.k; })),
-      hftest::kWrongAtLeast);
+  EXPECT_GT(Diff(m, TpLogits(m, 2,
+                             [](std::vector<HfTpLayer>& s, const HfLayerWeights&) {
+                               s[1].weights.attn.k = s[0].weights.attn.k;
+                             })),
+            hftest::kWrongAtLeast);
   // the row-parallel o bias on both ranks (qwen2 has no o bias: use gpt-oss)
   const Loaded g = Load(hftest::MakeGptOss(true));
-  EXPECT_GT(
-      Diff(g,
-           TpLogits(g, 2, [](std::vector<HfTpLayer>& s) { s[1].weights.attn.o.b = s[0].weights.attn.o.b; })),
-      hftest::kWrongAtLeast);
+  EXPECT_GT(Diff(g, TpLogits(g, 2,
+                             [](std::vector<HfTpLayer>& s, const HfLayerWeights&) {
+                               s[1].weights.attn.o.b = s[0].weights.attn.o.b;
+                             })),
+            hftest::kWrongAtLeast);
 }
 
 // linear_qkv rows per local group [q heads of the group, k, v]: split back, they are the rank's q/k/v.
@@ -114,100 +145,96 @@ TEST(HfTpSlice, IndivisibleTpIsNamed) {
   EXPECT_NE(s.message().find("num_attention_heads"), std::string::npos) << s.message();
 }
 
-// Every weight tensor of a layer (undefined where the family has none), in a fixed order.
-std::vector<torch::Tensor> LayerTensors(const HfLayerWeights& l) {
-  const HfAttentionWeights& a = l.attn;
-  std::vector<torch::Tensor> t = {l.input_norm,
-                                  l.post_norm,
-                                  a.q.w,
-                                  a.q.b,
-                                  a.k.w,
-                                  a.k.b,
-                                  a.v.w,
-                                  a.v.b,
-                                  a.o.w,
-                                  a.o.b,
-                                  a.q_norm,
-                                  a.k_norm,
-                                  a.sinks,
-                                  a.q_a.w,
-                                  a.q_b.w,
-                                  a.kv_a.w,
-                                  a.kv_b.w,
-                                  a.q_a_norm,
-                                  a.kv_a_norm,
-                                  l.experts.router.w,
-                                  l.experts.router.b,
-                                  l.experts.score_bias};
-  auto mlp = [&](const HfMlpWeights& m) {
-    for (const HfLinear* x : {&m.gate, &m.up, &m.down}) t.insert(t.end(), {x->w, x->b});
-  };
-  mlp(l.mlp);
-  for (const HfMlpWeights& e : l.experts.experts) mlp(e);
-  mlp(l.experts.shared);
-  return t;
-}
+struct LoadCase {
+  hftest::Checkpoint ckpt;
+  std::vector<int64_t> tps;
+  bool expert_tp = true;  // false: EP folded over the TP group
+  bool mxfp4 = false;
+};
 
-// Bytes of BF16 storage the weights hold (each distinct tensor once): what a rank must read, no more.
-uint64_t HeldBf16Bytes(const HfModelWeights& w, const std::vector<std::vector<torch::Tensor>>& layers) {
-  std::set<const void*> seen;
-  uint64_t b = 0;
-  auto add = [&](const torch::Tensor& t) {
-    if (t.defined() && seen.insert(t.data_ptr()).second) b += 2 * uint64_t(t.numel());
-  };
-  for (const torch::Tensor& t : {w.embed, w.final_norm, w.lm_head}) add(t);
-  for (const auto& l : layers)
-    for (const torch::Tensor& t : l) add(t);
-  return b;
+// Each TP rank of each case maps its slice on its own; its tensors must be TpShardLayer's shard of the
+// whole load bit for bit, and the bytes it read from the mapping exactly the bytes it holds.
+void CheckRanksReadOnlyTheirSlice(const LoadCase& lc) {
+  const std::string dir = hftest::TempDir();
+  lc.ckpt.Write(dir, 2);
+  Expected<HfForwardConfig> cfg = ReadHfForwardConfig(dir);
+  Expected<SafetensorsCheckpoint> whole = SafetensorsCheckpoint::Open(dir);
+  ASSERT_TRUE(cfg.ok() && whole.ok());
+  Expected<HfModelWeights> full = MapHfWeights(*cfg, *whole, {}, torch::kDouble);
+  ASSERT_TRUE(full.ok()) << full.status().message();
+  const std::string type = cfg->ir.model_type + (lc.expert_tp ? " etp" : " ep-over-tp");
+  for (int64_t tp : lc.tps) {
+    for (const LayerSpec& l : cfg->ir.layers)
+      ASSERT_TRUE(CheckTpDivides(*cfg, l, tp, lc.expert_tp).ok()) << type;
+    for (int64_t r = 0; r < tp; ++r) {
+      Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(dir);  // each rank maps on its own
+      ASSERT_TRUE(ck.ok());
+      HfRankSlice s;
+      s.tp = tp;
+      s.tp_rank = r;
+      s.expert_tp = lc.expert_tp;
+      Expected<HfModelWeights> w = MapHfSlice(*cfg, *ck, s, torch::kDouble);
+      ASSERT_TRUE(w.ok()) << w.status().message();
+      // Step 1: the rank's tensors are TpShardLayer's shard of the whole layer, bit for bit.
+      std::vector<std::vector<torch::Tensor>> mine, cut;
+      std::vector<HfLayerWeights> cut_layers;
+      for (size_t i = 0; i < w->layers.size(); ++i) {
+        cut_layers.push_back(TpShardLayer(cfg->ir.layers[i], full->layers[i], tp, r, lc.expert_tp).weights);
+        mine.push_back(hftest::LayerTensors(w->layers[i]));
+        cut.push_back(hftest::LayerTensors(cut_layers.back()));
+        for (size_t k = 0; k < mine[i].size(); ++k) {
+          ASSERT_EQ(mine[i][k].defined(), cut[i][k].defined()) << type << " layer " << i << " tensor " << k;
+          if (mine[i][k].defined()) {
+            EXPECT_TRUE(torch::equal(mine[i][k], cut[i][k])) << type << " layer " << i << " tensor " << k;
+          }
+        }
+      }
+      // Step 2: bytes read from the mapping = bytes the rank holds (whole-then-slice would read more).
+      EXPECT_EQ(ck->touched_bytes(), hftest::HeldBytes(*w, mine, w->layers, lc.mxfp4))
+          << type << " tp=" << tp << " rank " << r;
+      EXPECT_LT(ck->touched_bytes(), whole->touched_bytes()) << type;
+      // The negative: the whole tensors that the old path read exceed what the shard holds.
+      EXPECT_GT(whole->touched_bytes(), hftest::HeldBytes(*w, cut, cut_layers, lc.mxfp4)) << type;
+      if (r == 0 && tp == 2)
+        std::printf("%s tp=2 rank 0 read %llu of %llu bytes\n", type.c_str(),
+                    static_cast<unsigned long long>(ck->touched_bytes()),
+                    static_cast<unsigned long long>(whole->touched_bytes()));
+    }
+  }
 }
 
 TEST(HfTpLoad, EachRankReadsOnlyItsRowsOrColumns) {
-  const hftest::Checkpoint cases[] = {hftest::MakeDense("qwen2"), hftest::MakeDeepSeekV3(),
-                                      hftest::MakeGptOss(false), hftest::MakeGlm4Moe()};
-  for (const hftest::Checkpoint& c : cases) {
-    const std::string dir = hftest::TempDir();
-    c.Write(dir, 2);
-    Expected<HfForwardConfig> cfg = ReadHfForwardConfig(dir);
-    Expected<SafetensorsCheckpoint> whole = SafetensorsCheckpoint::Open(dir);
-    ASSERT_TRUE(cfg.ok() && whole.ok());
-    Expected<HfModelWeights> full = MapHfWeights(*cfg, *whole, {}, torch::kDouble);
-    ASSERT_TRUE(full.ok()) << full.status().message();
-    const std::string& type = cfg->ir.model_type;
-    const std::vector<int64_t> tps =
-        type == "deepseek_v3" ? std::vector<int64_t>{2, 4} : std::vector<int64_t>{2};
-    for (int64_t tp : tps) {
-      for (int64_t r = 0; r < tp; ++r) {
-        Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(dir);  // each rank maps on its own
-        ASSERT_TRUE(ck.ok());
-        HfRankSlice s;
-        s.tp = tp;
-        s.tp_rank = r;
-        Expected<HfModelWeights> w = MapHfSlice(*cfg, *ck, s, torch::kDouble);
-        ASSERT_TRUE(w.ok()) << w.status().message();
-        // Step 1: the rank's tensors are TpShardLayer's shard of the whole layer, bit for bit.
-        std::vector<std::vector<torch::Tensor>> mine, cut;
-        for (size_t i = 0; i < w->layers.size(); ++i) {
-          mine.push_back(LayerTensors(w->layers[i]));
-          cut.push_back(LayerTensors(TpShardLayer(cfg->ir.layers[i], full->layers[i], tp, r).weights));
-          for (size_t k = 0; k < mine[i].size(); ++k) {
-            ASSERT_EQ(mine[i][k].defined(), cut[i][k].defined()) << type << " layer " << i << " tensor " << k;
-            if (mine[i][k].defined()) {
-              EXPECT_TRUE(torch::equal(mine[i][k], cut[i][k])) << type << " layer " << i << " tensor " << k;
-            }
-          }
-        }
-        // Step 2: bytes read from the mapping = bytes the rank holds (whole-then-slice would read more).
-        EXPECT_EQ(ck->touched_bytes(), HeldBf16Bytes(*w, mine)) << type << " tp=" << tp << " rank " << r;
-        EXPECT_LT(ck->touched_bytes(), whole->touched_bytes()) << type;
-        // The negative: the whole tensors that the old path read exceed what the shard holds.
-        EXPECT_GT(whole->touched_bytes(), HeldBf16Bytes(*w, cut)) << type;
-        if (r == 0 && tp == 2)
-          std::printf("%s tp=2 rank 0 read %llu of %llu bytes\n", type.c_str(),
-                      static_cast<unsigned long long>(ck->touched_bytes()),
-                      static_cast<unsigned long long>(whole->touched_bytes()));
-      }
-    }
-  }
+  CheckRanksReadOnlyTheirSlice({hftest::MakeDense("qwen2"), {2}});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeDeepSeekV3(), {2, 4}});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeGlm4Moe(), {2}});
+}
+
+// MoE under TP: routed experts by expert TP (gate/up rows, down columns of every expert) or whole
+// experts per TP rank (EP folded over TP; gpt-oss's fused [E, ...] tensors by expert rows, MXFP4 too);
+// shared experts split either way.
+TEST(HfTpLoad, MoeRanksReadOnlyTheirExpertSlices) {
+  CheckRanksReadOnlyTheirSlice({hftest::MakeQwen3Moe(), {2}});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeMixtral(), {2}});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeDeepSeekV3(), {2, 4}, false});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeQwen3Moe(), {2}, false});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeGptOss(false), {2}, false});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeGptOss(true), {2}, false, true});
+}
+
+// Split rules by name: shared experts (both namings) always, routed experts only under expert TP.
+TEST(HfTpLoad, ExpertNamesSplitByRule) {
+  const std::string l = "model.layers.3.";
+  EXPECT_EQ(HfTpSplitOf(l + "mlp.experts.12.gate_proj.weight"), HfTpSplit::kRows);
+  EXPECT_EQ(HfTpSplitOf(l + "mlp.experts.12.down_proj.weight"), HfTpSplit::kCols);
+  EXPECT_EQ(HfTpSplitOf(l + "block_sparse_moe.experts.0.w3.weight"), HfTpSplit::kRows);
+  EXPECT_EQ(HfTpSplitOf(l + "block_sparse_moe.experts.0.w2.weight"), HfTpSplit::kCols);
+  EXPECT_EQ(HfTpSplitOf(l + "mlp.experts.12.gate_proj.weight", false), HfTpSplit::kWhole);
+  EXPECT_EQ(HfTpSplitOf(l + "mlp.shared_expert.up_proj.weight", false), HfTpSplit::kRows);
+  EXPECT_EQ(HfTpSplitOf(l + "mlp.shared_experts.down_proj.weight", false), HfTpSplit::kCols);
+  // Not experts: the router, qwen2_moe's shared gate, gpt-oss's fused tensors, a name without an index.
+  for (const char* n : {"mlp.gate.weight", "mlp.shared_expert_gate.weight", "mlp.experts.gate_up_proj_bias",
+                        "mlp.experts..gate_proj.weight"})
+    EXPECT_EQ(HfTpSplitOf(l + n), HfTpSplit::kWhole) << n;
 }
 
 // Windows: overlapping windows count their common bytes once; a window leaving the tensor is named.

@@ -1,0 +1,36 @@
+// report.json's "weights" section (see agent/report_weights.h).
+#include "agent/report_weights.h"
+
+namespace onboard::agent {
+
+using nlohmann::json;
+
+json WeightsSection(const RunState& st) {
+  const WeightsStage& w = st.weights;
+  if (!w.loaded) return {{"loaded", false}, {"reason", w.reason}};
+  const HfVerifyResult& r = w.result;
+  json j = {{"loaded", true},
+            {"model_type", r.model_type},
+            {"layout", r.layout},
+            {"layers_run", r.layers_run},
+            {"tensors", r.tensors_used},
+            {"dtypes", r.dtypes},
+            {"compute_dtype", "fp32"},
+            {"dequant", r.dequant},
+            {"bytes_read", r.bytes_touched},
+            {"checkpoint_bytes", r.checkpoint_bytes},
+            {"tp", w.tp},
+            {"fsdp", w.fsdp},
+            {"ranks", json::array()}};
+  if (!r.rank_bytes_error.empty()) j["ranks_error"] = r.rank_bytes_error;
+  for (const HfRankBytes& b : r.rank_bytes)
+    j["ranks"].push_back({{"tp_rank", b.tp_rank}, {"fsdp_rank", b.fsdp_rank}, {"bytes_read", b.bytes}});
+  if (r.compared)
+    j["check"] = {
+        {"ours", "fp32 forward"},       {"reference", w.reference}, {"rtol", kVerifyRtol},
+        {"atol_frac", kVerifyAtolFrac}, {"max_abs", r.max_abs},     {"max_rel", r.max_rel},
+        {"top1_agree", r.top1_agree},   {"rows", r.rows},           {"verdict", r.passed ? "PASS" : "FAIL"}};
+  return j;
+}
+
+}  // namespace onboard::agent
