@@ -116,7 +116,7 @@ struct ProxyParamCounts {
 
 // ---- Probe configuration ----
 
-enum class ProbeTask { kCopy, kText };
+enum class ProbeTask { kCopy, kText, kLookup };  // kLookup: backends/probe_lookup.h
 
 struct ProbeConfig {
   int64_t ranks = 1;                 // processes
@@ -195,6 +195,13 @@ struct ProbeConfig {
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }
   int64_t micro_batch_size() const { return micro_batch > 0 ? micro_batch : batch / data_ranks(); }
   int64_t micro_steps() const { return batch / (data_ranks() * micro_batch_size()); }  // per rank per step
+  // ---- Lookup task (issue 12; backends/probe_lookup.h) ----
+  // task == kLookup: keys x keys table cells, each holding one of `values` symbols (16 x 16 cells
+  // of 16 values by default). Measured (backends/README.md "Lookup task"): the random_router control
+  // slows this task down but does not stop it.
+  int64_t lookup_keys = 16;
+  int64_t lookup_values = 16;
+  // ---- end lookup task ----
 };
 
 // Recompute per block kind (backends/probe_recompute.cpp): the plan's kind names of proxy layer
@@ -210,6 +217,7 @@ Status ValidateRecompute(const ProbeConfig& config);
 inline constexpr const char* kControlNoLookback = "no_lookback";
 inline constexpr const char* kControlRandomRouter = "random_router";
 inline constexpr const char* kControlFrozenLora = "frozen_lora";
+inline constexpr const char* kControlPerturbedKdaGate = "perturbed_kda_gate";  // issue 12
 
 // The tuned defaults of `mode` (backends/probe_schedule.cpp): ProbeConfig's own defaults for full
 // training; for LoRA the adapter phase's steps and learning rate and the base phase's length.

@@ -86,9 +86,9 @@ int RunProbeCommand(ProbeOptions o) {
   o.cfg.steps = o.steps == -1 ? defaults.steps : o.steps;
   o.cfg.lr = o.lr == -1 ? defaults.lr : o.lr;
   if (!o.cfg.text_file.empty()) o.task = "text";
-  if (o.task != "copy" && o.task != "text")
-    return ReportError("probe", BadInput("--task", "task", "must be copy or text", o.task));
-  o.cfg.task = o.task == "text" ? ProbeTask::kText : ProbeTask::kCopy;
+  if (o.task != "copy" && o.task != "text" && o.task != "lookup")
+    return ReportError("probe", BadInput("--task", "task", "must be copy, text or lookup", o.task));
+  o.cfg.task = o.task == "text" ? ProbeTask::kText : o.task == "lookup" ? ProbeTask::kLookup : ProbeTask::kCopy;
   if (!o.placement.empty()) {
     Status st = ParsePlacement(o.placement, &o.cfg.expert_placement);
     if (!st.ok()) return ReportError("probe", st);
@@ -154,7 +154,7 @@ OnboardCommand kProbe{
       sub.add_option("--micro-batch", o->cfg.micro_batch,
                      "sequences per micro-batch per rank (0 = batch/ranks); gradients accumulate "
                      "over batch/(ranks*micro_batch) micro-steps")->capture_default_str();
-      sub.add_option("--task", o->task, "copy | text")->capture_default_str();
+      sub.add_option("--task", o->task, "copy | text | lookup (needs the experts: backends/probe_lookup.h)")->capture_default_str();
       sub.add_option("--text", o->cfg.text_file, "text file for the byte-level text task");
       sub.add_option("--blocks", o->blocks, "proxy depth in 4-layer blocks")->capture_default_str();
       sub.add_option("--balance-rate", o->balance_rate,
