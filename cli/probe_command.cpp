@@ -175,7 +175,7 @@ OnboardCommand kProbe{
       sub.add_option("--dtype", o->cfg.dtype, "fp32 | fp64")->capture_default_str();
       sub.add_option("--control", o->cfg.control,
                      "negative control that must fail the learning verdict: no_lookback | "
-                     "random_router | frozen_lora (lora mode)");
+                     "random_router | frozen_lora (lora mode) | perturbed_kda_gate (caught by kernel loss parity)");
       sub.add_option("--recompute", o->recompute,
                      "recompute per block kind, e.g. KDA=selective,MoE=none (kinds KDA, MLA, DSA, MoE, "
                      "MLP, * = the rest; default full)");
