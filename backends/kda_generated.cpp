@@ -46,7 +46,8 @@ const Loaded& KernelFor(int64_t H, int64_t K, int64_t V, int64_t chunk, bool per
   spec.head_dim = K;
   spec.v_head_dim = V;
   spec.chunk_size = chunk;
-  spec.gate_form = perturbed_gate ? GateForm::kOriginal : GateForm::kNone;  // kNone: the layer computes the log decay
+  spec.gate_form =
+      perturbed_gate ? GateForm::kOriginal : GateForm::kNone;  // kNone: the layer computes the log decay
   spec.normalize_qk = true;           // same L2 normalisation (eps 1e-6) and K^-1/2 as the layer
   Expected<codegen::GeneratedKernel> gen = codegen::GenerateKda(spec, codegen::TargetOptions{});
   if (!gen.ok()) {
@@ -73,10 +74,10 @@ struct KdaGeneratedFn : public torch::autograd::Function<KdaGeneratedFn> {
     const at::Tensor gc = g.contiguous(), bc = beta.contiguous();
     at::Tensor o = at::empty({v.size(0), v.size(1), v.size(2), v.size(3)}, v.options());
     const at::Tensor a_log = at::zeros({q.size(2)}, q.options());  // read only by the perturbed gate form
-    const int rc = lib->kda_fwd(qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(),
-                                gc.data_ptr<float>(), bc.data_ptr<float>(), a_log.data_ptr<float>(), nullptr, nullptr,
-                                o.data_ptr<float>(), nullptr, q.size(0), q.size(1),
-                                static_cast<int64_t>(at::get_num_threads()));
+    const int rc =
+        lib->kda_fwd(qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(), gc.data_ptr<float>(),
+                     bc.data_ptr<float>(), a_log.data_ptr<float>(), nullptr, nullptr, o.data_ptr<float>(),
+                     nullptr, q.size(0), q.size(1), static_cast<int64_t>(at::get_num_threads()));
     ONBOARD_ASSERT(rc == 0, "generated KDA kernel " + lib->name + " returned " + std::to_string(rc));
     return o;
   }

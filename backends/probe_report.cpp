@@ -288,7 +288,9 @@ void FinishProbeResult(ProbeResult* r) {
   Expected<LearningReport> conv = CheckLearning(losses, accuracies, base, crit, r->held_out_loss);
   r->convergence = conv.ok() ? ConvergenceVerdictName(conv->verdict) : "not_converged";
   r->checks.push_back(conv.ok() ? conv->message : conv.status().message());
-  r->skill_metric = text ? "held_out_loss" : r->config.task == ProbeTask::kLookup ? "lookup_accuracy" : "copy_accuracy";
+  r->skill_metric = text                                   ? "held_out_loss"
+                    : r->config.task == ProbeTask::kLookup ? "lookup_accuracy"
+                                                           : "copy_accuracy";
   r->skill =
       text ? r->held_out_loss : (conv.ok() ? conv->final_accuracy : std::numeric_limits<double>::quiet_NaN());
   r->skill_target = text ? (conv.ok() ? conv->loss_target : r->bigram_nats) : crit.min_accuracy;

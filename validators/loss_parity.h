@@ -21,10 +21,10 @@ inline constexpr double kLossParityRelTol = 1e-3;
 
 struct LossParityReport {
   bool pass = false;
-  int64_t steps = 0;             // compared steps
-  double max_rel = 0;            // max over steps of |generated - reference| / |reference|
-  int64_t worst_step = -1;       // where max_rel is
-  std::string message;           // one line with the numbers
+  int64_t steps = 0;        // compared steps
+  double max_rel = 0;       // max over steps of |generated - reference| / |reference|
+  int64_t worst_step = -1;  // where max_rel is
+  std::string message;      // one line with the numbers
 };
 
 // generated[step], reference[step]: the two loss curves (same length, >= 1 step, finite).

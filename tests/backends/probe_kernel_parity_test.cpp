@@ -1,8 +1,8 @@
 // Kernel loss parity (validators/loss_parity.h): the probe with the generated KDA kernel and with the
 // reference LibTorch ops gives the same loss curve within kLossParityRelTol over 50 fp32 steps; the
-// generated kernel with a perturbed gate (control perturbed_kda_gate) does not, from step 0 on. DSA: the probe's
-// MLA+DSA layers run LibTorch ops only (no generated DSA kernel in the probe), so there is nothing
-// to compare there.
+// generated kernel with a perturbed gate (control perturbed_kda_gate) does not, from step 0 on. DSA: the
+// probe's MLA+DSA layers run LibTorch ops only (no generated DSA kernel in the probe), so there is nothing to
+// compare there.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -62,7 +62,7 @@ TEST(KernelLossParity, BadCurvesAreRefusedWithTheField) {
   EXPECT_NE(n.status().message().find("generated"), std::string::npos) << n.status().message();
   EXPECT_FALSE(CheckLossParity({NAN}, {1.0}).ok());
   EXPECT_FALSE(CheckLossParity({1.0}, {1.0}, 0.0).ok());
-  EXPECT_TRUE(CheckLossParity({1.0005, 2.0}, {1.0, 2.0})->pass);   // 5e-4: inside the bar
+  EXPECT_TRUE(CheckLossParity({1.0005, 2.0}, {1.0, 2.0})->pass);               // 5e-4: inside the bar
   Expected<LossParityReport> out = CheckLossParity({1.0, 2.004}, {1.0, 2.0});  // 2e-3 at step 1
   EXPECT_FALSE(out->pass);
   EXPECT_EQ(out->worst_step, 1);

@@ -24,7 +24,7 @@ TEST(ProbeLookup, TableIsFixedAndItsBaselineIsTheValueEntropy) {
   for (int64_t y : t) EXPECT_TRUE(y >= 0 && y < 16);
   const double h = LookupUnigramNats(t, 16);
   EXPECT_LE(h, std::log(16.0));
-  EXPECT_GT(h, std::log(16.0) - 0.1);                         // near-uniform values
+  EXPECT_GT(h, std::log(16.0) - 0.1);                           // near-uniform values
   EXPECT_NEAR(LookupUnigramNats({3, 3, 3, 3}, 4), 0.0, 1e-12);  // one value: nothing to learn
   EXPECT_NEAR(LookupUnigramNats({0, 1, 0, 1}, 4), std::log(2.0), 1e-12);
 }
@@ -70,7 +70,8 @@ TEST(ProbeLookup, BadSizesAndLoraAreRefusedWithTheField) {
   ProxySpec spec;
   ProbeConfig back;
   c.lookup_keys = 9;
-  ASSERT_TRUE(ProbeSpecConfigFromJson(ProbeSpecConfigToJson(testing_probe::SmallSpec(), c), &spec, &back).ok());
+  ASSERT_TRUE(
+      ProbeSpecConfigFromJson(ProbeSpecConfigToJson(testing_probe::SmallSpec(), c), &spec, &back).ok());
   EXPECT_EQ(back.task, ProbeTask::kLookup);
   EXPECT_EQ(back.lookup_keys, 9);
 }

@@ -63,7 +63,8 @@ TEST(ProbeTextSplit, BaselinesSeparateAPredictableTextFromRandomBytes) {
 }
 
 ProbeConfig TextConfig(const std::string& name, const std::string& file) {
-  ProbeConfig c = testing_probe::SmallConfig(1, TempDir("text-" + name));  // 1 rank: the verdict, not the layout
+  ProbeConfig c =
+      testing_probe::SmallConfig(1, TempDir("text-" + name));  // 1 rank: the verdict, not the layout
   c.task = ProbeTask::kText;
   c.text_file = file;
   c.steps = 150;
