@@ -29,11 +29,14 @@ struct Loaded {
   std::string why;
 };
 
-const Loaded& KernelFor(int64_t H, int64_t K, int64_t V, int64_t chunk) {
+// perturbed_gate (control perturbed_kda_gate): the kernel is generated with the kOriginal gate form
+// on an input that is already the log decay, so it applies -exp(0) * softplus(g) to it: the gate
+// activated twice, a wrong gate_form in the kernel spec.
+const Loaded& KernelFor(int64_t H, int64_t K, int64_t V, int64_t chunk, bool perturbed_gate) {
   static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Loaded> cache;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, Loaded> cache;
   std::lock_guard<std::mutex> lock(mu);
-  auto key = std::make_tuple(H, K, V, chunk);
+  auto key = std::make_tuple(H, K, V, chunk, perturbed_gate);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
   Loaded l;
@@ -43,7 +46,8 @@ const Loaded& KernelFor(int64_t H, int64_t K, int64_t V, int64_t chunk) {
   spec.head_dim = K;
   spec.v_head_dim = V;
   spec.chunk_size = chunk;
-  spec.gate_form = GateForm::kNone;   // the layer computes the bounded log decay itself
+  spec.gate_form =
+      perturbed_gate ? GateForm::kOriginal : GateForm::kNone;  // kNone: the layer computes the log decay
   spec.normalize_qk = true;           // same L2 normalisation (eps 1e-6) and K^-1/2 as the layer
   Expected<codegen::GeneratedKernel> gen = codegen::GenerateKda(spec, codegen::TargetOptions{});
   if (!gen.ok()) {
@@ -69,10 +73,11 @@ struct KdaGeneratedFn : public torch::autograd::Function<KdaGeneratedFn> {
     const at::Tensor qc = q.contiguous(), kc = k.contiguous(), vc = v.contiguous();
     const at::Tensor gc = g.contiguous(), bc = beta.contiguous();
     at::Tensor o = at::empty({v.size(0), v.size(1), v.size(2), v.size(3)}, v.options());
-    const int rc = lib->kda_fwd(qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(),
-                                gc.data_ptr<float>(), bc.data_ptr<float>(), nullptr, nullptr, nullptr,
-                                o.data_ptr<float>(), nullptr, q.size(0), q.size(1),
-                                static_cast<int64_t>(at::get_num_threads()));
+    const at::Tensor a_log = at::zeros({q.size(2)}, q.options());  // read only by the perturbed gate form
+    const int rc =
+        lib->kda_fwd(qc.data_ptr<float>(), kc.data_ptr<float>(), vc.data_ptr<float>(), gc.data_ptr<float>(),
+                     bc.data_ptr<float>(), a_log.data_ptr<float>(), nullptr, nullptr, o.data_ptr<float>(),
+                     nullptr, q.size(0), q.size(1), static_cast<int64_t>(at::get_num_threads()));
     ONBOARD_ASSERT(rc == 0, "generated KDA kernel " + lib->name + " returned " + std::to_string(rc));
     return o;
   }
@@ -121,7 +126,7 @@ at::Tensor KdaCore(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::T
     } else if (q_raw.scalar_type() != at::kFloat || v.scalar_type() != at::kFloat) {
       reason = "the generated CPU kernel is fp32 only (dtype " + std::string(c10::toString(q_raw.scalar_type())) + ")";
     } else {
-      const Loaded& l = KernelFor(q_raw.size(2), q_raw.size(3), v.size(3), chunk);
+      const Loaded& l = KernelFor(q_raw.size(2), q_raw.size(3), v.size(3), chunk, ProcessKdaGateFault());
       if (l.lib)
         return KdaGeneratedFn::apply(q_raw, k_raw, v, g, beta, chunk,
                                      reinterpret_cast<int64_t>(l.lib.get()));
@@ -143,5 +148,12 @@ std::atomic<KdaImpl> g_process_kda_impl{KdaImpl::kGenerated};
 
 void SetProcessKdaImpl(KdaImpl impl) { g_process_kda_impl.store(impl); }
 KdaImpl ProcessKdaImpl() { return g_process_kda_impl.load(); }
+
+namespace {
+std::atomic<bool> g_process_kda_gate_fault{false};
+}  // namespace
+
+void SetProcessKdaGateFault(bool on) { g_process_kda_gate_fault.store(on); }
+bool ProcessKdaGateFault() { return g_process_kda_gate_fault.load(); }
 
 }  // namespace onboard::backends

@@ -36,5 +36,9 @@ KdaImpl KdaImplFromName(const std::string& name);
 // worker sets it from its ProbeConfig before building the model.
 void SetProcessKdaImpl(KdaImpl impl);
 KdaImpl ProcessKdaImpl();
+// Negative control perturbed_kda_gate (probe_controls.h): the generated kernel's gate is wrong (its
+// forward only; the backward still differentiates the LibTorch-ops form). Set by the probe worker.
+void SetProcessKdaGateFault(bool on);
+bool ProcessKdaGateFault();
 
 }  // namespace onboard::backends

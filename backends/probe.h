@@ -117,7 +117,7 @@ struct ProxyParamCounts {
 
 // ---- Probe configuration ----
 
-enum class ProbeTask { kCopy, kText };
+enum class ProbeTask { kCopy, kText, kLookup };  // kLookup: backends/probe_lookup.h
 
 struct ProbeConfig {
   int64_t ranks = 1;                 // processes
@@ -228,6 +228,13 @@ struct ProbeConfig {
   // Read by the launcher (FinishProbeResult), not sent to the workers.
   ObservationThresholds thresholds;
   // ---- end observation thresholds ----
+  // ---- Lookup task (issue 12; backends/probe_lookup.h) ----
+  // task == kLookup: keys x keys table cells, each holding one of `values` symbols (16 x 16 cells
+  // of 16 values by default). Measured (backends/README.md "Lookup task"): the random_router control
+  // slows this task down but does not stop it.
+  int64_t lookup_keys = 16;
+  int64_t lookup_values = 16;
+  // ---- end lookup task ----
 };
 
 inline constexpr const char* kPipeFaultSwapBackward = "swap_backward";
@@ -245,6 +252,7 @@ Status ValidateRecompute(const ProbeConfig& config);
 inline constexpr const char* kControlNoLookback = "no_lookback";
 inline constexpr const char* kControlRandomRouter = "random_router";
 inline constexpr const char* kControlFrozenLora = "frozen_lora";
+inline constexpr const char* kControlPerturbedKdaGate = "perturbed_kda_gate";  // issue 12
 
 // The tuned defaults of `mode` (backends/probe_schedule.cpp): ProbeConfig's own defaults for full
 // training; for LoRA the adapter phase's steps and learning rate and the base phase's length.

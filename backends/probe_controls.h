@@ -1,11 +1,16 @@
 // INTERNAL to backends/ (includes LibTorch). Negative controls of the probe (ProbeConfig::control,
 // `onboard probe --control NAME`): runs that remove what the copy task needs, so the learning
-// verdict (validators/learning_verdict.h) must fail them where the normal run converges.
+// verdict (validators/learning_verdict.h) must fail them where the normal run converges
+// (random_router: on the lookup task, backends/probe_lookup.h; the copy needs no experts).
 //   no_lookback    every token mixer (KDA, MLA+DSA) sees each token alone: no look-back at all
 //   random_router  each token's top-k experts are drawn at random every micro-step (the gate
 //                  weights stay the router's scores): the router cannot specialise experts
 //   frozen_lora    mode lora: the adapters get learning rate 0 after the base phase (nothing
 //                  trains on the target task; probe_schedule.cpp)
+//   perturbed_kda_gate  the generated KDA kernel is built with the wrong gate form (kOriginal on a
+//                  log decay: -softplus(g) instead of g, kda_generated.cpp); its forward only,
+//                  the backward differentiates the reference ops. Kernel loss parity
+//                  (validators/loss_parity.h) must catch it
 #pragma once
 
 #include <cstdint>

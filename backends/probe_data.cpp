@@ -9,6 +9,8 @@
 #include <utility>
 #include <vector>
 
+#include "backends/probe_lookup.h"
+
 namespace onboard::backends {
 namespace {
 
@@ -22,6 +24,22 @@ std::mt19937_64 SeqRng(uint64_t seed, int64_t step, int64_t j) {
 }
 
 }  // namespace
+
+// Lookup task (probe_lookup.h): triples (a, b, Y[a][b]) after BOS; only the values are counted.
+void ProbeData::FillLookup(std::mt19937_64& rng, int64_t T, at::TensorAccessor<int64_t, 1> seq,
+                           at::TensorAccessor<float, 1> mask) const {
+  const int64_t keys = cfg_.lookup_keys, n = LookupTriples(T);
+  std::uniform_int_distribution<int64_t> key(0, keys - 1);
+  seq[0] = kBos;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t a = key(rng), b = key(rng), t = 1 + 3 * i;
+    seq[t] = 'A' + a;
+    seq[t + 1] = 'a' + b;
+    seq[t + 2] = 128 + lookup_[static_cast<size_t>(a * keys + b)];
+    mask[t + 1] = 1.0f;  // target of b's position: the value
+  }
+  for (int64_t t = 3 * n + 1; t <= T; ++t) seq[t] = 'A' + key(rng);  // filler
+}
 
 ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t symbol_offset,
                      double unshifted_share)
@@ -43,6 +61,7 @@ ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t s
     else
       split_ = *split;
   }
+  if (cfg_.task == ProbeTask::kLookup) lookup_ = LookupTable(cfg_.lookup_keys, cfg_.lookup_values);
   if (cfg_.task == ProbeTask::kCopy && kFirstSymbol + symbol_offset_ + cfg_.copy_symbols > 256)
     status_ = BadInput("probe", "copy_symbols", "'a' + symbol offset " + std::to_string(symbol_offset_) +
                        " + copy_symbols must stay below 256", std::to_string(cfg_.copy_symbols));
@@ -51,6 +70,7 @@ ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t s
 }
 
 int64_t ProbeData::CountedTokensPerStep() const {
+  if (cfg_.task == ProbeTask::kLookup) return cfg_.batch * LookupTriples(cfg_.seq);
   return cfg_.batch * (cfg_.task == ProbeTask::kCopy ? CopyHalf(cfg_.seq) : cfg_.seq);
 }
 
@@ -81,6 +101,8 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
       std::uniform_int_distribution<int64_t> uni(0, cfg_.copy_symbols - 1);
       for (int64_t t = 2 * h + 2; t <= T; ++t) sa[i][t] = kFirstSymbol + uni(rng);  // even seq: 1 filler
       for (int64_t t = h + 1; t <= 2 * h; ++t) ma[i][t] = 1.0f;  // targets t+1: the copied half
+    } else if (cfg_.task == ProbeTask::kLookup) {
+      FillLookup(rng, T, sa[i], ma[i]);
     } else {
       std::uniform_int_distribution<int64_t> off(0, split_.train_end - T - 1);  // train split only
       const int64_t o = off(rng);

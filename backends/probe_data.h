@@ -9,6 +9,7 @@
 //         No-learning baseline: the targets' unigram entropy ln(copy_symbols) nats (uniform marginal).
 //         symbol_offset shifts the alphabet (LoRA's base phase trains on the next copy_symbols
 //         letters: a related source task whose symbols the target task does not use).
+//   lookup: triples (a, b, Y[a][b]) of a fixed random table (probe_lookup.h); only the values count.
 //   text: windows of seq+1 bytes at seeded offsets in the file's train split, byte-level tokens;
 //         every position counts. The held-out tail (probe_text_split.h) is never trained on:
 //         GetHeldOut reads its fixed windows. No known floor.
@@ -17,7 +18,9 @@
 
 #include <torch/torch.h>
 
+#include <random>
 #include <string>
+#include <vector>
 
 #include "backends/probe.h"
 #include "backends/probe_text_split.h"
@@ -51,7 +54,10 @@ class ProbeData {
   double unshifted_share_ = 0.0;
   std::string text_;
   TextSplit split_;
+  std::vector<int64_t> lookup_;  // lookup task: the table (probe_lookup.h)
   Status status_;
+  void FillLookup(std::mt19937_64& rng, int64_t T, at::TensorAccessor<int64_t, 1> seq,
+                  at::TensorAccessor<float, 1> mask) const;
 };
 
 // LoRA base phase length: LoraBaseSteps (backends/probe_schedule.h).

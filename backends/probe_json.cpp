@@ -95,6 +95,9 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
   c->control = j.value("control", std::string());
+  if (j.at("task") == "lookup") c->task = ProbeTask::kLookup;  // lookup task (issue 12)
+  c->lookup_keys = j.value("lookup_keys", int64_t{16});
+  c->lookup_values = j.value("lookup_values", int64_t{16});
   c->tp = j.value("tp", int64_t{1});  // tensor parallelism (issue 17); absent in older files
   c->recompute.clear();
   const json rc = j.value("recompute", json::object());  // named: items() of a temporary dangles
@@ -122,6 +125,9 @@ json SpecJson(const ProxySpec& s) {
 json ConfigJson(const ProbeConfig& c) {
   json j = ConfigJsonCore(c);
   j["control"] = c.control;
+  if (c.task == ProbeTask::kLookup) j["task"] = "lookup";  // lookup task (issue 12, probe_lookup.h)
+  j["lookup_keys"] = c.lookup_keys;
+  j["lookup_values"] = c.lookup_values;
   j["tp"] = c.tp_degree();  // tensor parallelism (issue 17)
   json rc = json::object();  // recompute per block kind (issue 17)
   for (const auto& [kind, r] : c.recompute) rc[kind] = RecomputeName(r);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/probe_data.h"
+#include "backends/probe_lookup.h"
 #include "backends/probe_schedule.h"
 #include "backends/probe_step_codec.h"
 #include "backends/probe_step_series.h"
@@ -212,6 +213,13 @@ std::string TextTaskFloor(const ProbeConfig& c, ProbeResult* r) {
 
 std::string TaskFloor(const ProbeConfig& c, double* floor_nats, double* baseline_nats) {
   *floor_nats = 0.0;
+  if (c.task == ProbeTask::kLookup) {  // probe_lookup.h: the table's value entropy
+    *baseline_nats = LookupUnigramNats(LookupTable(c.lookup_keys, c.lookup_values), c.lookup_values);
+    return "lookup task (" + std::to_string(LookupTriples(c.seq)) + " (a, b, Y[a][b]) triples of a fixed " +
+           std::to_string(c.lookup_keys) + "x" + std::to_string(c.lookup_keys) + " table of " +
+           std::to_string(c.lookup_values) + " values, loss + exact match on the values): floor 0 nats; " +
+           "no-learning (unigram of the values) baseline " + Fmt(*baseline_nats) + " nats";
+  }
   *baseline_nats = std::log(static_cast<double>(c.copy_symbols));  // uniform targets: unigram entropy
   return "copy task (" + std::to_string(CopyHalf(c.seq)) + " distinct of " + std::to_string(c.copy_symbols) +
          " symbols, loss + exact match on the copied half): floor 0 nats; no-learning (unigram) baseline ln(" +
@@ -325,7 +333,9 @@ void FinishProbeResult(ProbeResult* r) {
   Expected<LearningReport> conv = CheckLearning(losses, accuracies, base, crit, r->held_out_loss);
   r->convergence = conv.ok() ? ConvergenceVerdictName(conv->verdict) : "not_converged";
   r->checks.push_back(conv.ok() ? conv->message : conv.status().message());
-  r->skill_metric = text ? "held_out_loss" : "copy_accuracy";
+  r->skill_metric = text                                   ? "held_out_loss"
+                    : r->config.task == ProbeTask::kLookup ? "lookup_accuracy"
+                                                           : "copy_accuracy";
   r->skill =
       text ? r->held_out_loss : (conv.ok() ? conv->final_accuracy : std::numeric_limits<double>::quiet_NaN());
   r->skill_target = text ? (conv.ok() ? conv->loss_target : r->bigram_nats) : crit.min_accuracy;

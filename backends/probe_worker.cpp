@@ -59,6 +59,7 @@ void ConfigureProcess(const ProbeConfig& cfg, int64_t rank) {
     std::printf("rank %lld openblas threads %lld\n", static_cast<long long>(rank),
                 static_cast<long long>(cfg.threads_per_rank));
   backends::SetProcessKdaImpl(backends::KdaImplFromName(cfg.kda_kernel));
+  backends::SetProcessKdaGateFault(cfg.control == kControlPerturbedKdaGate);         // negative control
   if (cfg.dtype == "fp64") at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
 }
 

@@ -247,6 +247,15 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   if (task == ProbeTask::kCopy && copy_symbols < (seq - 1) / 2)
     return Bad("copy_symbols", "must be >= (seq-1)/2 = " + std::to_string((seq - 1) / 2) +
                " (the copied symbols are distinct)", std::to_string(copy_symbols));
+  if (task == ProbeTask::kLookup) {  // lookup task (issue 12, backends/probe_lookup.h)
+    if (lookup_keys < 2 || lookup_keys > 26)
+      return Bad("lookup_keys", "must be in [2, 26]", std::to_string(lookup_keys));
+    if (lookup_values < 2 || lookup_values > 127)
+      return Bad("lookup_values", "must be in [2, 127]", std::to_string(lookup_values));
+    if (seq < 3) return Bad("seq", "the lookup task needs seq >= 3 (one triple)", std::to_string(seq));
+    if (mode == FinetuneMode::kLoRA)
+      return Bad("task", "lookup runs in mode full only (no LoRA source task)", "lookup");
+  }
   if (task == ProbeTask::kText && text_file.empty())
     return Bad("text_file", "text task needs a file", "");
   if (dtype != "fp32" && dtype != "fp64") return Bad("dtype", "must be fp32 or fp64", dtype);
@@ -262,11 +271,16 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   if (base_steps < -1 || base_steps > 100000)
     return Bad("base_steps", "must be -1 (default) or in [0, 100000]", std::to_string(base_steps));
   if (!control.empty() && control != kControlNoLookback && control != kControlRandomRouter &&
-      control != kControlFrozenLora)
+      control != kControlFrozenLora && control != kControlPerturbedKdaGate)
     return Bad("control",
                std::string("must be one of ") + kControlNoLookback + ", " + kControlRandomRouter + ", " +
-                   kControlFrozenLora,
+                   kControlFrozenLora + ", " + kControlPerturbedKdaGate,
                control);
+  if (control == kControlPerturbedKdaGate &&
+      (kda_kernel != "generated" ||
+       std::none_of(spec.layers.begin(), spec.layers.end(),
+                    [](const ProxyLayer& l) { return l.mixer == ProxyMixer::kKDA; })))
+    return Bad("control", "perturbed_kda_gate needs a KDA layer and kda_kernel generated", control);
   if (control == kControlFrozenLora && mode != FinetuneMode::kLoRA)
     return Bad("control", "frozen_lora needs mode lora", control);
   if (control == kControlRandomRouter &&

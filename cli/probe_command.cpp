@@ -94,9 +94,11 @@ int RunProbeCommand(ProbeOptions o) {
   o.cfg.steps = o.steps == -1 ? defaults.steps : o.steps;
   o.cfg.lr = o.lr == -1 ? defaults.lr : o.lr;
   if (!o.cfg.text_file.empty()) o.task = "text";
-  if (o.task != "copy" && o.task != "text")
-    return ReportError("probe", BadInput("--task", "task", "must be copy or text", o.task));
-  o.cfg.task = o.task == "text" ? ProbeTask::kText : ProbeTask::kCopy;
+  if (o.task != "copy" && o.task != "text" && o.task != "lookup")
+    return ReportError("probe", BadInput("--task", "task", "must be copy, text or lookup", o.task));
+  o.cfg.task = o.task == "text"     ? ProbeTask::kText
+               : o.task == "lookup" ? ProbeTask::kLookup
+                                    : ProbeTask::kCopy;
   if (!o.placement.empty()) {
     Status st = ParsePlacement(o.placement, &o.cfg.expert_placement);
     if (!st.ok()) return ReportError("probe", st);
@@ -169,7 +171,8 @@ OnboardCommand kProbe{
       sub.add_option("--micro-batch", o->cfg.micro_batch,
                      "sequences per micro-batch per rank (0 = batch/ranks); gradients accumulate "
                      "over batch/(ranks*micro_batch) micro-steps")->capture_default_str();
-      sub.add_option("--task", o->task, "copy | text")->capture_default_str();
+      sub.add_option("--task", o->task, "copy | text | lookup (needs the experts: backends/probe_lookup.h)")
+          ->capture_default_str();
       sub.add_option("--text", o->cfg.text_file, "text file for the byte-level text task");
       sub.add_option("--blocks", o->blocks, "proxy depth in 4-layer blocks")->capture_default_str();
       sub.add_option("--balance-rate", o->balance_rate,
@@ -188,9 +191,10 @@ OnboardCommand kProbe{
                      "local (fork/exec here) | slurm (one srun step: inside an allocation, or its own)")
           ->check(CLI::IsMember({"local", "slurm"}))->capture_default_str();
       sub.add_option("--dtype", o->cfg.dtype, "fp32 | fp64")->capture_default_str();
-      sub.add_option("--control", o->cfg.control,
-                     "negative control that must fail the learning verdict: no_lookback | "
-                     "random_router | frozen_lora (lora mode)");
+      sub.add_option(
+          "--control", o->cfg.control,
+          "negative control that must fail the learning verdict: no_lookback | "
+          "random_router | frozen_lora (lora mode) | perturbed_kda_gate (caught by kernel loss parity)");
       sub.add_option("--recompute", o->recompute,
                      "recompute per block kind, e.g. KDA=selective,MoE=none (kinds KDA, MLA, DSA, MoE, "
                      "MLP, * = the rest; default full)");

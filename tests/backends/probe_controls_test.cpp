@@ -59,8 +59,9 @@ TEST(ProbeControls, NoLookbackIsNotLearned) {
 
 // Measured: random routing does NOT fail the copy verdict (100% accuracy): the copy is done by
 // attention, the experts are not needed, so the copy task cannot detect a broken router. This
-// pins that finding (a routing-sensitive task is needed for this control to fail); it fails if
-// the control breaks the model instead of only the routing.
+// pins that finding; it fails if the control breaks the model instead of only the routing. The
+// lookup task (backends/probe_lookup.h), which needs the experts, does not fail it either: random
+// routing only slows it (backends/README.md "Lookup task").
 TEST(ProbeControls, RandomRouterDoesNotStopTheCopy) {
   ProbeConfig c = ControlConfig("router", FinetuneMode::kFull);
   c.control = kControlRandomRouter;
