@@ -9,15 +9,20 @@
 #   TORCHTITAN_V02_DIR   pytorch/torchtitan v0.2.x        -> plan.torchtitan-v0.2.toml (ConfigManager, ParallelDims, model args)
 #   TORCHTITAN_DIR       pytorch/torchtitan main          -> plan_torchtitan.py      (ConfigManager over the config function,
 #                        ParallelDims, the model's update_from_config)
+#   MEGATRON_BRIDGE_DIR  NVIDIA-NeMo/Megatron-Bridge main -> plan_megatron_bridge.py (the recipe's plan_config(): AutoBridge
+#                        over the HF config, then runtime_config_update / ConfigContainer.validate); also needs
+#                        BRIDGE_MEGATRON_LM_DIR (Megatron-LM at Bridge's 3rdparty/Megatron-LM pin) and, on
+#                        ENGINE_PYTHONPATH, huggingface/transformers' and huggingface_hub's src/ folders
 # PYTHON: an interpreter that imports torch (default /usr/bin/python3: Debian's python3-torch).
 # ENGINE_PYTHONPATH: extra import path for engine dependencies Debian lacks (torchtitan needs tyro,
 #   docstring_parser, typeguard >= 4 and typing_extensions >= 4.13; its main's update_from_config
-#   needs meta-pytorch/spmd_types).
+#   needs meta-pytorch/spmd_types; Megatron-Bridge needs transformers and huggingface_hub, see scripts/README.md).
 # Expected verdicts: every Megatron export accepted (what Megatron cannot build is left out of the
-# arguments and the script refuses to launch); a torchtitan export accepted unless it is written to
-# stop torchtitan (then torchtitan must refuse it). --self-test also breaks one copy per engine
-# (a flag Megatron lacks; a TOML key torchtitan lacks; a TrainingConfig field torchtitan main lacks)
-# and requires the engine to refuse it, so a check that accepts everything is caught.
+# arguments and the script refuses to launch); a torchtitan or Bridge export accepted unless it is
+# written to stop that engine (then the engine must refuse it). --self-test also breaks one copy per engine
+# (a flag Megatron lacks; a TOML key torchtitan lacks; a TrainingConfig field torchtitan main lacks;
+# for Bridge, more TP ranks than attention heads and a global batch the data-parallel ranks do not
+# divide) and requires the engine to refuse it, so a check that accepts everything is caught.
 # Exit: 0 all as expected, 1 an unexpected verdict, 2 bad usage or no engine given.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,8 +30,11 @@ py="${PYTHON:-/usr/bin/python3}"
 export PYTHONPATH="${ENGINE_PYTHONPATH:-}"
 self_test=0
 if [[ "${1:-}" == "--self-test" ]]; then self_test=1; shift; fi
-if [[ -z "${MEGATRON_LM_DIR:-}${TORCHTITAN_V02_DIR:-}${TORCHTITAN_DIR:-}" ]]; then
-  echo "check-exports-with-engines: set MEGATRON_LM_DIR, TORCHTITAN_V02_DIR and/or TORCHTITAN_DIR" >&2; exit 2
+if [[ -z "${MEGATRON_LM_DIR:-}${TORCHTITAN_V02_DIR:-}${TORCHTITAN_DIR:-}${MEGATRON_BRIDGE_DIR:-}" ]]; then
+  echo "check-exports-with-engines: set MEGATRON_LM_DIR, TORCHTITAN_V02_DIR, TORCHTITAN_DIR and/or MEGATRON_BRIDGE_DIR" >&2; exit 2
+fi
+if [[ -n "${MEGATRON_BRIDGE_DIR:-}" && ! -d "${BRIDGE_MEGATRON_LM_DIR:-}/megatron/core" ]]; then
+  echo "check-exports-with-engines: MEGATRON_BRIDGE_DIR needs BRIDGE_MEGATRON_LM_DIR (Megatron-LM at Bridge's submodule pin)" >&2; exit 2
 fi
 if ! "$py" -c 'import torch' 2>/dev/null; then echo "check-exports-with-engines: $py cannot import torch" >&2; exit 2; fi
 
@@ -52,12 +60,17 @@ report() {
   printf '%-15s %-20s %-26s %s -> %s\n' "$1" "$2" "$3" "${5:-VERDICT missing (the check crashed)}" "$mark"
 }
 # refused where the export stops the engine itself: the TOML's [onboard_not_launchable] section,
-# the config function's raise NotImplementedError
-expect_for() { if grep -q '^\[onboard_not_launchable\]\|raise NotImplementedError' "$1"; then echo refused; else echo accepted; fi; }
+# the config function's raise NotImplementedError, the Bridge recipe's UNSUPPORTED count
+expect_for() {
+  if grep -q '^\[onboard_not_launchable\]\|raise NotImplementedError\|^UNSUPPORTED = [1-9]' "$1"; then echo refused; else echo accepted; fi
+}
 world_of() {
   HF_MODEL_PATH=x MEGATRON_CHECKPOINT_DIR=x SAVE_DIR=x DATA_PREFIX=x bash -c 'source "$1" >/dev/null 2>&1; echo $((NNODES * GPUS_PER_NODE))' _ "$1"
 }
 verdict() { "$py" "$@" 2>&1 | grep '^VERDICT' | tail -1; }
+bridge_verdict() {  # RECIPE HF_CONFIG WORLD
+  verdict "$here/engine_checks/megatron_bridge_validate.py" "$MEGATRON_BRIDGE_DIR" "$BRIDGE_MEGATRON_LM_DIR" "$@"
+}
 
 # Step 2: each export through each engine given.
 check_dir() {  # DIR HF_CONFIG LABEL
@@ -75,6 +88,10 @@ check_dir() {  # DIR HF_CONFIG LABEL
     report torchtitan "$name" plan_torchtitan.py "$(expect_for "$d/plan_torchtitan.py")" \
       "$(verdict "$here/engine_checks/torchtitan_main_validate.py" "$TORCHTITAN_DIR" "$d/plan_torchtitan.py" "$world")"
   fi
+  if [[ -n "${MEGATRON_BRIDGE_DIR:-}" ]]; then
+    report megatron-bridge "$name" plan_megatron_bridge.py "$(expect_for "$d/plan_megatron_bridge.py")" \
+      "$(bridge_verdict "$d/plan_megatron_bridge.py" "$cfg" "$world")"
+  fi
 }
 for ((i = 0; i < ${#pairs[@]}; i += 2)); do check_dir "${pairs[i]}" "${pairs[i + 1]}" "$(basename "${pairs[i]}")"; done
 
@@ -83,7 +100,7 @@ if [[ $self_test == 1 ]]; then
   tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
   pick=0   # the first export every engine accepts
   for ((i = 0; i < ${#pairs[@]}; i += 2)); do
-    if [[ $(expect_for "${pairs[i]}/plan_torchtitan.py") == accepted && $(expect_for "${pairs[i]}/plan.torchtitan-v0.2.toml") == accepted ]]; then
+    if [[ $(expect_for "${pairs[i]}/plan_torchtitan.py") == accepted && $(expect_for "${pairs[i]}/plan.torchtitan-v0.2.toml") == accepted && $(expect_for "${pairs[i]}/plan_megatron_bridge.py") == accepted ]]; then
       pick=$i; break
     fi
   done
@@ -108,6 +125,25 @@ if [[ $self_test == 1 ]]; then
     v="$(verdict "$here/engine_checks/torchtitan_main_validate.py" "$TORCHTITAN_DIR" "$t" "$world")"
     [[ "$v" == *update_from_config* ]] || v="VERDICT not refused by update_from_config: $v"
     report torchtitan tp-over-heads plan_torchtitan.py refused "$v"
+  fi
+  # Megatron-Bridge (the pick is one whose recipe Bridge accepts): (a) every non-pipeline rank in
+  # one TP group, more than the model's attention heads: Megatron-Core's TransformerConfig must
+  # refuse it (the verdict must name num_attention_heads); (b) a global batch one sample over the
+  # plan's: ConfigContainer.validate's batch divisibility must refuse it (the verdict must name
+  # batch_size).
+  if [[ -n "${MEGATRON_BRIDGE_DIR:-}" ]]; then
+    r="$b/plan_megatron_bridge.py"; cp "${pairs[pick]}/plan_megatron_bridge.py" "$r"
+    world="$(world_of "${pairs[pick]}/plan.megatron.sh")"
+    pp="$(sed -n -E 's/^ +model.pipeline_model_parallel_size = ([0-9]+)$/\1/p' "$r")"
+    sed -i -E "s/^( +model.tensor_model_parallel_size = )[0-9]+$/\1$((world / pp))/" "$r"
+    v="$(bridge_verdict "$r" "${pairs[pick + 1]}" "$world")"
+    [[ "$v" == *num_attention_heads* ]] || v="VERDICT not refused by the heads rule: $v"
+    report megatron-bridge tp-over-heads plan_megatron_bridge.py refused "$v"
+    cp "${pairs[pick]}/plan_megatron_bridge.py" "$r"
+    sed -i -E 's/^( +cfg.train.global_batch_size = )([0-9]+)$/echo "\1$((\2 + 1))"/e' "$r"
+    v="$(bridge_verdict "$r" "${pairs[pick + 1]}" "$world")"
+    [[ "$v" == *batch_size* ]] || v="VERDICT not refused by a batch rule: $v"
+    report megatron-bridge batch-plus-one plan_megatron_bridge.py refused "$v"
   fi
 fi
 

@@ -13,6 +13,8 @@
 //   --enable-hf2mg-convert --model-type-hf X   features_manager/convert_checkpoint/convert_checkpoint.py
 //   --lora-r --lora-alpha --lora-target-modules  features_manager/finetune/lora.py
 // The layout/FSDP/rope flags of the Megatron list that MindSpeed replaces are removed.
+#include <algorithm>
+
 #include "search/export_model.h"
 #include "search/plan_export.h"
 
@@ -99,8 +101,15 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
   a.Add("--tokenizer-name-or-path", "${HF_MODEL_PATH:?required}");
   const std::string hf = MindSpeedHfType(m.model_type);
   if (!hf.empty()) {
+    // convert_checkpoint.py validate_args: with --enable-hf2mg-convert, --load is the HF folder
+    // (it must hold *.safetensors); the conversion runs in initialize_megatron.
     a.Add("--enable-hf2mg-convert");
     a.Add("--model-type-hf", hf);
+    a.Remove("--load");
+    a.Add("--load", "${HF_MODEL_PATH:?required}");
+    auto& us = e->caveats.user_supplies;
+    us.erase(std::remove_if(us.begin(), us.end(), [](const std::string& s) { return s.rfind("MEGATRON_CHECKPOINT_DIR", 0) == 0; }),
+             us.end());
   } else {
     e->caveats.user_supplies.push_back("a MindSpeed checkpoint of the HF weights (MindSpeed-LLM lists no --model-type-hf for " +
                                        m.model_type + "; convert with its checkpoint tools)");

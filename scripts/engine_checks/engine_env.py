@@ -107,6 +107,13 @@ def target_transformer_engine(version):
             setattr(rope_utils, name, absent_modules._absent("transformer_engine." + name))
 
 
+def prepend_path(paths):
+    """paths: ':'-separated folders put first on the import path, in that order (an engine's own
+    pins, e.g. BRIDGE_PYTHONPATH)."""
+    for p in reversed([p for p in paths.split(":") if p]):
+        sys.path.insert(0, p)
+
+
 def prepare(root):
     """Puts the engine checkout first on the import path and installs the stand-ins."""
     sys.path.insert(0, root)

@@ -9,7 +9,6 @@
 #   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
-#   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
 #   - SAVE_DIR - where checkpoints are written
 #   - DATA_PREFIX - Megatron indexed dataset prefix (tools/preprocess_data.py output, no .bin/.idx)
 #   - MINDSPEED_LLM_DIR - a MindSpeed-LLM checkout (with MindSpeed and Megatron-LM as it pins)
@@ -58,7 +57,6 @@ ARGS=(
   --micro-batch-size 2
   --global-batch-size 1024
   --seq-length 4096
-  --load "${MEGATRON_CHECKPOINT_DIR:?required}"
   --finetune
   --save "${SAVE_DIR:?required}"
   --save-interval "${SAVE_INTERVAL:-500}"
@@ -77,6 +75,7 @@ ARGS=(
   --tokenizer-name-or-path "${HF_MODEL_PATH:?required}"
   --enable-hf2mg-convert
   --model-type-hf mixtral
+  --load "${HF_MODEL_PATH:?required}"
   --lora-r 16
   --lora-alpha 32
   --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
