@@ -10,9 +10,11 @@
 #   TORCHTITAN_DIR       pytorch/torchtitan main          -> plan_torchtitan.py      (ConfigManager over the config function,
 #                        ParallelDims, the model's update_from_config)
 #   MEGATRON_BRIDGE_DIR  NVIDIA-NeMo/Megatron-Bridge main -> plan_megatron_bridge.py (the recipe's plan_config(): AutoBridge
-#                        over the HF config, then runtime_config_update / ConfigContainer.validate); also needs
-#                        BRIDGE_MEGATRON_LM_DIR (Megatron-LM at Bridge's 3rdparty/Megatron-LM pin) and, on
-#                        ENGINE_PYTHONPATH, huggingface/transformers' and huggingface_hub's src/ folders
+#                        over the HF config, then runtime_config_update / ConfigContainer.validate); BRIDGE_PYTHONPATH:
+#                        Megatron-LM at Bridge's 3rdparty/Megatron-LM pin, transformers' and huggingface_hub's src/
+#   MINDSPEED_LLM_DIR    Ascend/MindSpeed-LLM master      -> plan.mindspeed.sh       (megatron_adaptor, then the patched
+#                        parse_args and validate_args); MINDSPEED_PYTHONPATH: Ascend/MindSpeed, Megatron-LM at
+#                        MindSpeed-LLM's pin, the src/ of transformers (its pinned version), peft, accelerate, huggingface_hub
 # PYTHON: an interpreter that imports torch (default /usr/bin/python3: Debian's python3-torch).
 # ENGINE_PYTHONPATH: extra import path for engine dependencies Debian lacks (torchtitan needs tyro,
 #   docstring_parser, typeguard >= 4 and typing_extensions >= 4.13; its main's update_from_config
@@ -30,12 +32,14 @@ py="${PYTHON:-/usr/bin/python3}"
 export PYTHONPATH="${ENGINE_PYTHONPATH:-}"
 self_test=0
 if [[ "${1:-}" == "--self-test" ]]; then self_test=1; shift; fi
-if [[ -z "${MEGATRON_LM_DIR:-}${TORCHTITAN_V02_DIR:-}${TORCHTITAN_DIR:-}${MEGATRON_BRIDGE_DIR:-}" ]]; then
-  echo "check-exports-with-engines: set MEGATRON_LM_DIR, TORCHTITAN_V02_DIR, TORCHTITAN_DIR and/or MEGATRON_BRIDGE_DIR" >&2; exit 2
+if [[ -z "${MEGATRON_LM_DIR:-}${TORCHTITAN_V02_DIR:-}${TORCHTITAN_DIR:-}${MEGATRON_BRIDGE_DIR:-}${MINDSPEED_LLM_DIR:-}" ]]; then
+  echo "check-exports-with-engines: set MEGATRON_LM_DIR, TORCHTITAN_V02_DIR, TORCHTITAN_DIR, MEGATRON_BRIDGE_DIR and/or MINDSPEED_LLM_DIR" >&2
+  exit 2
 fi
-if [[ -n "${MEGATRON_BRIDGE_DIR:-}" && ! -d "${BRIDGE_MEGATRON_LM_DIR:-}/megatron/core" ]]; then
-  echo "check-exports-with-engines: MEGATRON_BRIDGE_DIR needs BRIDGE_MEGATRON_LM_DIR (Megatron-LM at Bridge's submodule pin)" >&2; exit 2
-fi
+[[ -z "${MEGATRON_BRIDGE_DIR:-}" || -n "${BRIDGE_PYTHONPATH:-}" ]] ||
+  { echo "check-exports-with-engines: MEGATRON_BRIDGE_DIR needs BRIDGE_PYTHONPATH (see the header)" >&2; exit 2; }
+[[ -z "${MINDSPEED_LLM_DIR:-}" || -n "${MINDSPEED_PYTHONPATH:-}" ]] ||
+  { echo "check-exports-with-engines: MINDSPEED_LLM_DIR needs MINDSPEED_PYTHONPATH (see the header)" >&2; exit 2; }
 if ! "$py" -c 'import torch' 2>/dev/null; then echo "check-exports-with-engines: $py cannot import torch" >&2; exit 2; fi
 
 # Step 1: the (export dir, HF config) pairs.
@@ -69,8 +73,9 @@ world_of() {
 }
 verdict() { "$py" "$@" 2>&1 | grep '^VERDICT' | tail -1; }
 bridge_verdict() {  # RECIPE HF_CONFIG WORLD
-  verdict "$here/engine_checks/megatron_bridge_validate.py" "$MEGATRON_BRIDGE_DIR" "$BRIDGE_MEGATRON_LM_DIR" "$@"
+  verdict "$here/engine_checks/megatron_bridge_validate.py" "$MEGATRON_BRIDGE_DIR" "$@"
 }
+mindspeed_verdict() { verdict "$here/engine_checks/mindspeed_validate.py" "$MINDSPEED_LLM_DIR" "$@"; }  # SCRIPT HF_CONFIG
 
 # Step 2: each export through each engine given.
 check_dir() {  # DIR HF_CONFIG LABEL
@@ -91,6 +96,9 @@ check_dir() {  # DIR HF_CONFIG LABEL
   if [[ -n "${MEGATRON_BRIDGE_DIR:-}" ]]; then
     report megatron-bridge "$name" plan_megatron_bridge.py "$(expect_for "$d/plan_megatron_bridge.py")" \
       "$(bridge_verdict "$d/plan_megatron_bridge.py" "$cfg" "$world")"
+  fi
+  if [[ -n "${MINDSPEED_LLM_DIR:-}" ]]; then   # like Megatron: what it cannot build is left out, the script refuses to launch
+    report mindspeed-llm "$name" plan.mindspeed.sh accepted "$(mindspeed_verdict "$d/plan.mindspeed.sh" "$cfg")"
   fi
 }
 for ((i = 0; i < ${#pairs[@]}; i += 2)); do check_dir "${pairs[i]}" "${pairs[i + 1]}" "$(basename "${pairs[i]}")"; done
@@ -144,6 +152,23 @@ if [[ $self_test == 1 ]]; then
     v="$(bridge_verdict "$r" "${pairs[pick + 1]}" "$world")"
     [[ "$v" == *batch_size* ]] || v="VERDICT not refused by a batch rule: $v"
     report megatron-bridge batch-plus-one plan_megatron_bridge.py refused "$v"
+  fi
+  # MindSpeed-LLM: (a) a flag neither Megatron-LM nor MindSpeed has, on the pick; (b) the first
+  # export with --num-layer-list, one layer moved onto its first stage: the list no longer sums to
+  # --num-layers, and MindSpeed's num-layer-list check must refuse it (the verdict must name it).
+  if [[ -n "${MINDSPEED_LLM_DIR:-}" ]]; then
+    m="$tmp/plan.mindspeed.sh"; cp "${pairs[pick]}/plan.mindspeed.sh" "$m"
+    sed -i 's/^ARGS=($/&\n  --onboard-no-such-flag/' "$m"
+    report mindspeed-llm broken-copy plan.mindspeed.sh refused "$(mindspeed_verdict "$m" "${pairs[pick + 1]}")"
+    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+      grep -q -- '--num-layer-list' "${pairs[i]}/plan.mindspeed.sh" || continue
+      cp "${pairs[i]}/plan.mindspeed.sh" "$m"
+      sed -i -E 's/^(  --num-layer-list )([0-9]+)/echo "\1$((\2 + 1))"/e' "$m"
+      v="$(mindspeed_verdict "$m" "${pairs[i + 1]}")"
+      [[ "$v" == *num[-_]layer[-_]list* || "$v" == *num_layers* ]] || v="VERDICT not refused by the layer-list rule: $v"
+      report mindspeed-llm layer-list-sum plan.mindspeed.sh refused "$v"
+      break
+    done
   fi
 fi
 

@@ -14,6 +14,9 @@
 //   --lora-r --lora-alpha --lora-target-modules  features_manager/finetune/lora.py
 // The layout/FSDP/rope flags of the Megatron list that MindSpeed replaces are removed.
 #include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "search/export_model.h"
 #include "search/plan_export.h"
@@ -76,6 +79,25 @@ void ReplaceModelFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
     a.Add("--low-freq-factor", Num(m.rope.low_freq_factor));
     a.Add("--high-freq-factor", Num(m.rope.high_freq_factor));
     a.Add("--original-max-position-embeddings", S(m.rope.original_max_position));
+  }
+  // DSA indexer: Megatron-LM main's --experimental-attention-variant dsa / --dsa-indexer-* are
+  // MindSpeed-LLM's --enable-dsa-indexer / --index-* (features_manager/transformer/multi_latent_attention/
+  // dsa_indexer_feature.py). Its Megatron base (core_r0.12) has no latent MoE (--moe-latent-size).
+  if (a.Value("--experimental-attention-variant") == "dsa") {
+    a.Remove("--experimental-attention-variant");
+    a.Add("--enable-dsa-indexer");
+    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
+             {"--dsa-indexer-n-heads", "--index-n-heads"}, {"--dsa-indexer-head-dim", "--index-head-dim"},
+             {"--dsa-indexer-topk", "--index-topk"}}) {
+      const std::string v = a.Value(from);
+      a.Remove(from);
+      if (!v.empty()) a.Add(to, v);
+    }
+  }
+  if (a.Has("--moe-latent-size")) {
+    e->caveats.unsupported.push_back("MoE latent projection (moe_latent_size " + a.Value("--moe-latent-size") +
+                                     "): MindSpeed-LLM's Megatron base (core_r0.12) has no --moe-latent-size");
+    a.Remove("--moe-latent-size");
   }
   if (m.model_type == "deepseek_v3") a.Add("--spec", "mindspeed_llm.tasks.models.spec.deepseek_spec layer_spec");
   a.Add("--use-mcore-models");

@@ -138,10 +138,18 @@ def engine_frame(e, root):
     return f"{os.path.relpath(f.filename, root)}:{f.lineno} {f.name}"
 
 
+class _CapturedStderr(io.StringIO):
+    """Captures what Python code writes to stderr; code that asks for the stream's file descriptor
+    (MindSpeed's imports do) gets the real stderr's."""
+
+    def fileno(self):
+        return sys.__stderr__.fileno()
+
+
 def print_verdict(root, check):
     """Runs check() (it returns what was accepted) and prints the one VERDICT line; 0 / 1.
     An argparse or tyro refusal (SystemExit) is reported with its 'error' lines."""
-    err = io.StringIO()
+    err = _CapturedStderr()
     try:
         with contextlib.redirect_stderr(err):
             what = check()

@@ -19,8 +19,10 @@ MEGATRON_CHECKPOINT_DIR is an empty temporary folder (CheckpointConfig checks it
 Not run: model build and LoRA's transform (they need CUDA and Transformer Engine), so LoRA target
 module names are not matched against a model here.
 Prints 'VERDICT accepted' or 'VERDICT refused: <engine message>'; exit 0 / 1."""
+import atexit
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 
@@ -37,6 +39,7 @@ def main():
         return 2
     bridge, recipe, hf_config, world = sys.argv[1:]
     tmp = tempfile.mkdtemp(prefix="onboard-bridge-check-")
+    atexit.register(shutil.rmtree, tmp, True)
     os.environ.update(WORLD_SIZE=world, RANK="0", LOCAL_RANK="0", HF_HUB_OFFLINE="1",
                       HF_MODEL_PATH=bridge_env.hf_model_dir(hf_config, os.path.join(tmp, "hf")),
                       MEGATRON_CHECKPOINT_DIR=os.path.join(tmp, "megatron_ckpt"))

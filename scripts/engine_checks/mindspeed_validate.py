@@ -19,9 +19,9 @@ temporary folder with HF_CONFIG.json as config.json and an empty model.safetenso
 torch_npu (Ascend's torch backend), torchair and acl (CANN) are stand-ins: recorded at import,
 raising when called after Step 1, so a validation that needed an NPU is refused, never accepted.
 Prints 'VERDICT accepted' or 'VERDICT refused: <engine message>'; exit 0 / 1."""
-import contextlib
-import io
+import atexit
 import os
+import shutil
 import sys
 import tempfile
 
@@ -44,6 +44,7 @@ def main():
         return 2
     root, script, hf_config = sys.argv[1:]
     tmp = tempfile.mkdtemp(prefix="onboard-mindspeed-check-")
+    atexit.register(shutil.rmtree, tmp, True)
     hf = bridge_env.hf_model_dir(hf_config, os.path.join(tmp, "hf"))
     open(os.path.join(hf, "model.safetensors"), "w").close()
     os.environ["HF_MODEL_PATH"] = hf
@@ -57,20 +58,18 @@ def main():
     absent_modules.FILES["torch_npu"] = "/absent/torch_npu/__init__.py"
     absent_modules.install(NPU_MODULES, NPU_ATTRS)
     sys.argv = [os.path.join(root, "pretrain_gpt.py")] + args
-    out = io.StringIO()
 
-    def check():
-        with contextlib.redirect_stdout(out):   # the adaptor and validate_args print every argument
-            from mindspeed_llm import megatron_adaptor  # noqa: F401          Step 1
-            import megatron.training.arguments as mta
-            engine_env.arm()
-            parsed = mta.parse_args(None, False)                             # Step 2
-            mta.validate_args(parsed, {})                                    # Step 3
+    def check():   # the adaptor and validate_args print every argument (stdout; the verdict is its own line)
+        from mindspeed_llm import megatron_adaptor  # noqa: F401              Step 1
+        import megatron.training.arguments as mta
+        engine_env.arm()
+        parsed = mta.parse_args(None, False)                                 # Step 2
+        mta.validate_args(parsed, {})                                        # Step 3
         gate = bridge_env.gate_summary()
         return (f"world {parsed.world_size}, layers {parsed.num_layers}, tp {parsed.tensor_model_parallel_size} "
                 f"pp {parsed.pipeline_model_parallel_size} ep {parsed.expert_model_parallel_size}, "
                 f"num-layer-list {getattr(parsed, 'num_layer_list', None)}, "
-                f"lora r {getattr(parsed, 'lora_r', None)}" + (f"; {gate}" if gate else ""))
+                f"lora r {parsed.lora_r if getattr(parsed, 'lora_target_modules', None) else None}" + (f"; {gate}" if gate else ""))
     return engine_env.print_verdict(root, check)
 
 
