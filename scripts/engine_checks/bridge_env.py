@@ -94,8 +94,9 @@ def prepare():
     return absent_modules.install(ABSENT_MODULES, TORCH2_ATTRS)
 
 
-def gate_summary():
-    return f"transformers version gate refused (recorded, import went on): {GATE_REFUSED}" if GATE_REFUSED else ""
+def gate_suffix():
+    """'; <what transformers' version gate refused>' for the verdict line, or ''."""
+    return f"; transformers version gate refused (recorded, import went on): {GATE_REFUSED}" if GATE_REFUSED else ""
 
 
 def hf_model_dir(hf_config, tmp):

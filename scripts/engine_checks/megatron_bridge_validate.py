@@ -59,14 +59,13 @@ def main():
         cfg = plan.plan_config()                                        # Step 2
         runtime_config_update(cfg)                                      # Step 3
         m, peft = cfg.model, cfg.peft
-        lora = (f", LoRA dim {peft.dim} alpha {peft.alpha} targets {len(peft.target_modules)}"
-                if peft is not None else ", no PEFT")
-        gate = bridge_env.gate_summary()
-        return (f"world {world}, {type(m).__name__}, layers {m.num_layers}, tp {m.tensor_model_parallel_size} "
-                f"pp {m.pipeline_model_parallel_size} vp {m.virtual_pipeline_model_parallel_size} "
-                f"cp {m.context_parallel_size} ep {m.expert_model_parallel_size} etp {m.expert_tensor_parallel_size} "
-                f"dp {cfg.data_parallel_size}, micro {cfg.train.micro_batch_size} global {cfg.train.global_batch_size}"
-                f"{lora}" + (f"; {gate}" if gate else ""))
+        sizes = " ".join(f"{k} {getattr(m, a)}" for k, a in (
+            ("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+            ("vp", "virtual_pipeline_model_parallel_size"), ("cp", "context_parallel_size"),
+            ("ep", "expert_model_parallel_size"), ("etp", "expert_tensor_parallel_size")))
+        lora = f"LoRA dim {peft.dim} alpha {peft.alpha} targets {len(peft.target_modules)}" if peft else "no PEFT"
+        return (f"world {world}, {type(m).__name__}, layers {m.num_layers}, {sizes} dp {cfg.data_parallel_size}, "
+                f"micro {cfg.train.micro_batch_size} global {cfg.train.global_batch_size}, {lora}" + bridge_env.gate_suffix())
     return engine_env.print_verdict(root, check)
 
 

@@ -65,11 +65,10 @@ def main():
         engine_env.arm()
         parsed = mta.parse_args(None, False)                                 # Step 2
         mta.validate_args(parsed, {})                                        # Step 3
-        gate = bridge_env.gate_summary()
+        lora = parsed.lora_r if getattr(parsed, "lora_target_modules", None) else None
         return (f"world {parsed.world_size}, layers {parsed.num_layers}, tp {parsed.tensor_model_parallel_size} "
-                f"pp {parsed.pipeline_model_parallel_size} ep {parsed.expert_model_parallel_size}, "
-                f"num-layer-list {getattr(parsed, 'num_layer_list', None)}, "
-                f"lora r {parsed.lora_r if getattr(parsed, 'lora_target_modules', None) else None}" + (f"; {gate}" if gate else ""))
+                f"pp {parsed.pipeline_model_parallel_size} ep {parsed.expert_model_parallel_size}, num-layer-list "
+                f"{getattr(parsed, 'num_layer_list', None)}, lora r {lora}" + bridge_env.gate_suffix())
     return engine_env.print_verdict(root, check)
 
 
