@@ -142,6 +142,11 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
     a.Add("--lora-target-modules", "linear_qkv linear_proj linear_fc1 linear_fc2");
     e->caveats.approximations.push_back("LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include "
                                         "routed experts where MindSpeed applies them)");
+    if (m.experts > 0) {  // features_manager/finetune/lora.py validate_args: LoRA on MoE needs alltoall_seq
+      a.Remove("--moe-token-dispatcher-type");
+      a.Add("--moe-token-dispatcher-type", "alltoall_seq");
+      e->caveats.approximations.push_back("token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one");
+    }
   }
   a.env.erase("CUDA_DEVICE_MAX_CONNECTIONS");
   a.env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1";

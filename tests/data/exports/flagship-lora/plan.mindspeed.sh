@@ -13,6 +13,7 @@
 #   - rope_theta not in config.json: Megatron's default base 10000 exported
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
 #   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
+#   - token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
 #   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
@@ -57,7 +58,6 @@ ARGS=(
   --moe-router-load-balancing-type none
   --moe-router-dtype fp32
   --moe-grouped-gemm
-  --moe-token-dispatcher-type alltoall
   --tensor-model-parallel-size 4
   --pipeline-model-parallel-size 1
   --context-parallel-size 1
@@ -97,6 +97,7 @@ ARGS=(
   --lora-r 16
   --lora-alpha 32
   --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
+  --moe-token-dispatcher-type alltoall_seq
 )
 # onboard_launch TORCHRUN_ARGS...: refuses what the engine cannot do, then starts the ranks.
 onboard_launch() {
