@@ -136,8 +136,10 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
                                  "are replicated over data-parallel ranks: check per-device memory");
   }
   if (p.micro_batch > 1)
-    c.approximations.push_back("offline sequence packing (the templates' default) is off: Bridge packs only with "
-                               "micro-batch 1, and the plan's micro-batch is " + S(p.micro_batch));
+    c.approximations.push_back(
+        "offline sequence packing (the templates' default) is off: Bridge packs only with "
+        "micro-batch 1, and the plan's micro-batch is " +
+        S(p.micro_batch));
   c.user_supplies = {"HF_MODEL_PATH - Hugging Face model id or folder",
                      "MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)",
                      "dataset: the template's default (SQuAD through HF datasets); replace cfg.dataset for your data",

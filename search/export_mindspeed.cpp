@@ -86,17 +86,19 @@ void ReplaceModelFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
   if (a.Value("--experimental-attention-variant") == "dsa") {
     a.Remove("--experimental-attention-variant");
     a.Add("--enable-dsa-indexer");
-    for (const auto& [from, to] : std::vector<std::pair<std::string, std::string>>{
-             {"--dsa-indexer-n-heads", "--index-n-heads"}, {"--dsa-indexer-head-dim", "--index-head-dim"},
-             {"--dsa-indexer-topk", "--index-topk"}}) {
+    for (const auto& [from, to] :
+         std::vector<std::pair<std::string, std::string>>{{"--dsa-indexer-n-heads", "--index-n-heads"},
+                                                          {"--dsa-indexer-head-dim", "--index-head-dim"},
+                                                          {"--dsa-indexer-topk", "--index-topk"}}) {
       const std::string v = a.Value(from);
       a.Remove(from);
       if (!v.empty()) a.Add(to, v);
     }
   }
   if (a.Has("--moe-latent-size")) {
-    e->caveats.unsupported.push_back("MoE latent projection (moe_latent_size " + a.Value("--moe-latent-size") +
-                                     "): MindSpeed-LLM's Megatron base (core_r0.12) has no --moe-latent-size");
+    e->caveats.unsupported.push_back(
+        "MoE latent projection (moe_latent_size " + a.Value("--moe-latent-size") +
+        "): MindSpeed-LLM's Megatron base (core_r0.12) has no --moe-latent-size");
     a.Remove("--moe-latent-size");
   }
   if (m.model_type == "deepseek_v3") a.Add("--spec", "mindspeed_llm.tasks.models.spec.deepseek_spec layer_spec");
@@ -130,7 +132,8 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
     a.Remove("--load");
     a.Add("--load", "${HF_MODEL_PATH:?required}");
     auto& us = e->caveats.user_supplies;
-    us.erase(std::remove_if(us.begin(), us.end(), [](const std::string& s) { return s.rfind("MEGATRON_CHECKPOINT_DIR", 0) == 0; }),
+    us.erase(std::remove_if(us.begin(), us.end(),
+                            [](const std::string& s) { return s.rfind("MEGATRON_CHECKPOINT_DIR", 0) == 0; }),
              us.end());
   } else {
     e->caveats.user_supplies.push_back("a MindSpeed checkpoint of the HF weights (MindSpeed-LLM lists no --model-type-hf for " +
@@ -145,7 +148,8 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
     if (m.experts > 0) {  // features_manager/finetune/lora.py validate_args: LoRA on MoE needs alltoall_seq
       a.Remove("--moe-token-dispatcher-type");
       a.Add("--moe-token-dispatcher-type", "alltoall_seq");
-      e->caveats.approximations.push_back("token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one");
+      e->caveats.approximations.push_back(
+          "token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one");
     }
   }
   a.env.erase("CUDA_DEVICE_MAX_CONNECTIONS");

@@ -74,7 +74,8 @@ TEST(ExportGolden, BridgeAndMindSpeedExportsFollowTheRulesTheirEnginesRefusedThe
     if (c.plan.micro_batch > 1) {
       EXPECT_NE(recipe.find("cfg.dataset.enable_offline_packing = False"), std::string::npos) << c.name;
     } else {
-      EXPECT_NE(recipe.find("packed_sequence_size = " + std::to_string(c.plan.seq) + "\n"), std::string::npos) << c.name;
+      EXPECT_NE(recipe.find("packed_sequence_size = " + std::to_string(c.plan.seq) + "\n"), std::string::npos)
+          << c.name;
     }
     const std::string ms = test::ReadText(kGolden + "/" + c.name + "/plan.mindspeed.sh");
     for (const char* flag : {"--experimental-attention-variant", "--dsa-indexer-", "--moe-latent-size"})
