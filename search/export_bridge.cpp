@@ -122,6 +122,11 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   ExportCaveats c;
   for (const std::string& u : mex.caveats.unsupported)
     if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);
+  // AutoBridge refuses an architecture no bridge is registered for (models/*/..._bridge.py at 067f987d:
+  // Mistral's dense bridge only, no Mixtral), as the engine check found.
+  if (ir.architecture == "MixtralForCausalLM")
+    c.unsupported.push_back(
+        "MixtralForCausalLM: Megatron-Bridge has no bridge for it (AutoBridge refuses it)");
   std::vector<std::string> ignored;
   const ExportModel m = DescribeModel(ir, &ignored);
   c.approximations = {"model architecture comes from the HF config via AutoBridge (not from onboard's IR)"};

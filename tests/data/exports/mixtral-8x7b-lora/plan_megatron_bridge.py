@@ -2,6 +2,8 @@
 # Target: NVIDIA-NeMo/Megatron-Bridge main @ 067f987d (2026-08-22).
 # Run once, in one process, to convert the HF checkpoint:  python THIS --import
 # Then launch on every node:  torchrun --nnodes 16 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 THIS
+# NOT SUPPORTED (the recipe exits 3 unless ONBOARD_FORCE=1):
+#   - MixtralForCausalLM: Megatron-Bridge has no bridge for it (AutoBridge refuses it)
 # Exported differently from the plan:
 #   - model architecture comes from the HF config via AutoBridge (not from onboard's IR)
 #   - LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)
@@ -25,7 +27,7 @@ from megatron.bridge.training import mixed_precision
 
 HF_MODEL_PATH = os.environ.get("HF_MODEL_PATH", "<set HF_MODEL_PATH>")
 MEGATRON_CHECKPOINT_DIR = os.environ.get("MEGATRON_CHECKPOINT_DIR", "<set MEGATRON_CHECKPOINT_DIR>")
-UNSUPPORTED = 0
+UNSUPPORTED = 1
 LORA = True
 
 
