@@ -9,15 +9,22 @@
 #   TORCHTITAN_V02_DIR   pytorch/torchtitan v0.2.x        -> plan.torchtitan-v0.2.toml (ConfigManager, ParallelDims, model args)
 #   TORCHTITAN_DIR       pytorch/torchtitan main          -> plan_torchtitan.py      (ConfigManager over the config function,
 #                        ParallelDims, the model's update_from_config)
+#   MEGATRON_BRIDGE_DIR  NVIDIA-NeMo/Megatron-Bridge main -> plan_megatron_bridge.py (the recipe's plan_config(): AutoBridge
+#                        over the HF config, then runtime_config_update / ConfigContainer.validate); BRIDGE_PYTHONPATH:
+#                        Megatron-LM at Bridge's 3rdparty/Megatron-LM pin, transformers' and huggingface_hub's src/
+#   MINDSPEED_LLM_DIR    Ascend/MindSpeed-LLM master      -> plan.mindspeed.sh       (megatron_adaptor, then the patched
+#                        parse_args and validate_args); MINDSPEED_PYTHONPATH: Ascend/MindSpeed, Megatron-LM at
+#                        MindSpeed-LLM's pin, the src/ of transformers (its pinned version), peft, accelerate, huggingface_hub
 # PYTHON: an interpreter that imports torch (default /usr/bin/python3: Debian's python3-torch).
 # ENGINE_PYTHONPATH: extra import path for engine dependencies Debian lacks (torchtitan needs tyro,
 #   docstring_parser, typeguard >= 4 and typing_extensions >= 4.13; its main's update_from_config
-#   needs meta-pytorch/spmd_types).
+#   needs meta-pytorch/spmd_types; Megatron-Bridge needs transformers and huggingface_hub, see scripts/README.md).
 # Expected verdicts: every Megatron export accepted (what Megatron cannot build is left out of the
-# arguments and the script refuses to launch); a torchtitan export accepted unless it is written to
-# stop torchtitan (then torchtitan must refuse it). --self-test also breaks one copy per engine
-# (a flag Megatron lacks; a TOML key torchtitan lacks; a TrainingConfig field torchtitan main lacks)
-# and requires the engine to refuse it, so a check that accepts everything is caught.
+# arguments and the script refuses to launch); a torchtitan or Bridge export accepted unless it is
+# written to stop that engine (then the engine must refuse it). --self-test also breaks one copy per engine
+# (a flag Megatron lacks; a TOML key torchtitan lacks; a TrainingConfig field torchtitan main lacks;
+# for Bridge, more TP ranks than attention heads and a global batch the data-parallel ranks do not
+# divide) and requires the engine to refuse it, so a check that accepts everything is caught.
 # Exit: 0 all as expected, 1 an unexpected verdict, 2 bad usage or no engine given.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -25,9 +32,14 @@ py="${PYTHON:-/usr/bin/python3}"
 export PYTHONPATH="${ENGINE_PYTHONPATH:-}"
 self_test=0
 if [[ "${1:-}" == "--self-test" ]]; then self_test=1; shift; fi
-if [[ -z "${MEGATRON_LM_DIR:-}${TORCHTITAN_V02_DIR:-}${TORCHTITAN_DIR:-}" ]]; then
-  echo "check-exports-with-engines: set MEGATRON_LM_DIR, TORCHTITAN_V02_DIR and/or TORCHTITAN_DIR" >&2; exit 2
+if [[ -z "${MEGATRON_LM_DIR:-}${TORCHTITAN_V02_DIR:-}${TORCHTITAN_DIR:-}${MEGATRON_BRIDGE_DIR:-}${MINDSPEED_LLM_DIR:-}" ]]; then
+  echo "check-exports-with-engines: set MEGATRON_LM_DIR, TORCHTITAN_V02_DIR, TORCHTITAN_DIR, MEGATRON_BRIDGE_DIR and/or MINDSPEED_LLM_DIR" >&2
+  exit 2
 fi
+[[ -z "${MEGATRON_BRIDGE_DIR:-}" || -n "${BRIDGE_PYTHONPATH:-}" ]] ||
+  { echo "check-exports-with-engines: MEGATRON_BRIDGE_DIR needs BRIDGE_PYTHONPATH (see the header)" >&2; exit 2; }
+[[ -z "${MINDSPEED_LLM_DIR:-}" || -n "${MINDSPEED_PYTHONPATH:-}" ]] ||
+  { echo "check-exports-with-engines: MINDSPEED_LLM_DIR needs MINDSPEED_PYTHONPATH (see the header)" >&2; exit 2; }
 if ! "$py" -c 'import torch' 2>/dev/null; then echo "check-exports-with-engines: $py cannot import torch" >&2; exit 2; fi
 
 # Step 1: the (export dir, HF config) pairs.
@@ -52,12 +64,18 @@ report() {
   printf '%-15s %-20s %-26s %s -> %s\n' "$1" "$2" "$3" "${5:-VERDICT missing (the check crashed)}" "$mark"
 }
 # refused where the export stops the engine itself: the TOML's [onboard_not_launchable] section,
-# the config function's raise NotImplementedError
-expect_for() { if grep -q '^\[onboard_not_launchable\]\|raise NotImplementedError' "$1"; then echo refused; else echo accepted; fi; }
+# the config function's raise NotImplementedError, the Bridge recipe's UNSUPPORTED count
+expect_for() {
+  if grep -q '^\[onboard_not_launchable\]\|raise NotImplementedError\|^UNSUPPORTED = [1-9]' "$1"; then echo refused; else echo accepted; fi
+}
 world_of() {
   HF_MODEL_PATH=x MEGATRON_CHECKPOINT_DIR=x SAVE_DIR=x DATA_PREFIX=x bash -c 'source "$1" >/dev/null 2>&1; echo $((NNODES * GPUS_PER_NODE))' _ "$1"
 }
 verdict() { "$py" "$@" 2>&1 | grep '^VERDICT' | tail -1; }
+bridge_verdict() {  # RECIPE HF_CONFIG WORLD
+  verdict "$here/engine_checks/megatron_bridge_validate.py" "$MEGATRON_BRIDGE_DIR" "$@"
+}
+mindspeed_verdict() { verdict "$here/engine_checks/mindspeed_validate.py" "$MINDSPEED_LLM_DIR" "$@"; }  # SCRIPT HF_CONFIG
 
 # Step 2: each export through each engine given.
 check_dir() {  # DIR HF_CONFIG LABEL
@@ -75,6 +93,13 @@ check_dir() {  # DIR HF_CONFIG LABEL
     report torchtitan "$name" plan_torchtitan.py "$(expect_for "$d/plan_torchtitan.py")" \
       "$(verdict "$here/engine_checks/torchtitan_main_validate.py" "$TORCHTITAN_DIR" "$d/plan_torchtitan.py" "$world")"
   fi
+  if [[ -n "${MEGATRON_BRIDGE_DIR:-}" ]]; then
+    report megatron-bridge "$name" plan_megatron_bridge.py "$(expect_for "$d/plan_megatron_bridge.py")" \
+      "$(bridge_verdict "$d/plan_megatron_bridge.py" "$cfg" "$world")"
+  fi
+  if [[ -n "${MINDSPEED_LLM_DIR:-}" ]]; then   # like Megatron: what it cannot build is left out, the script refuses to launch
+    report mindspeed-llm "$name" plan.mindspeed.sh accepted "$(mindspeed_verdict "$d/plan.mindspeed.sh" "$cfg")"
+  fi
 }
 for ((i = 0; i < ${#pairs[@]}; i += 2)); do check_dir "${pairs[i]}" "${pairs[i + 1]}" "$(basename "${pairs[i]}")"; done
 
@@ -83,7 +108,7 @@ if [[ $self_test == 1 ]]; then
   tmp="$(mktemp -d)"; trap 'rm -rf "$tmp"' EXIT
   pick=0   # the first export every engine accepts
   for ((i = 0; i < ${#pairs[@]}; i += 2)); do
-    if [[ $(expect_for "${pairs[i]}/plan_torchtitan.py") == accepted && $(expect_for "${pairs[i]}/plan.torchtitan-v0.2.toml") == accepted ]]; then
+    if [[ $(expect_for "${pairs[i]}/plan_torchtitan.py") == accepted && $(expect_for "${pairs[i]}/plan.torchtitan-v0.2.toml") == accepted && $(expect_for "${pairs[i]}/plan_megatron_bridge.py") == accepted ]]; then
       pick=$i; break
     fi
   done
@@ -106,8 +131,47 @@ if [[ $self_test == 1 ]]; then
     sed -i -E 's/^( +)(data_parallel_replicate|data_parallel_shard|context_parallel|expert_parallel|pipeline_parallel|expert_tensor_parallel)_degree=[0-9-]+,/\1\2_degree=1,/' "$t"
     sed -i -E "s/^( +)tensor_parallel_degree=[0-9]+,/\1tensor_parallel_degree=$world,/" "$t"
     v="$(verdict "$here/engine_checks/torchtitan_main_validate.py" "$TORCHTITAN_DIR" "$t" "$world")"
-    [[ "$v" == *update_from_config* ]] || v="VERDICT not refused by update_from_config: $v"
+    [[ "$v" == *update_from_config* ]] || v="VERDICT accepted by update_from_config (so reported UNEXPECTED): $v"
     report torchtitan tp-over-heads plan_torchtitan.py refused "$v"
+  fi
+  # Megatron-Bridge (the pick is one whose recipe Bridge accepts): (a) every non-pipeline rank in
+  # one TP group, more than the model's attention heads: Megatron-Core's TransformerConfig must
+  # refuse it (the verdict must name num_attention_heads); (b) a global batch one sample over the
+  # plan's: ConfigContainer.validate's batch divisibility must refuse it (the verdict must name
+  # batch_size).
+  if [[ -n "${MEGATRON_BRIDGE_DIR:-}" ]]; then
+    r="$b/plan_megatron_bridge.py"; cp "${pairs[pick]}/plan_megatron_bridge.py" "$r"
+    world="$(world_of "${pairs[pick]}/plan.megatron.sh")"
+    pp="$(sed -n -E 's/^ +model.pipeline_model_parallel_size = ([0-9]+)$/\1/p' "$r")"
+    sed -i -E "s/^( +model.tensor_model_parallel_size = )[0-9]+$/\1$((world / pp))/" "$r"
+    v="$(bridge_verdict "$r" "${pairs[pick + 1]}" "$world")"
+    [[ "$v" == *num_attention_heads* ]] || v="VERDICT accepted by the heads rule (so reported UNEXPECTED): $v"
+    report megatron-bridge tp-over-heads plan_megatron_bridge.py refused "$v"
+    cp "${pairs[pick]}/plan_megatron_bridge.py" "$r"
+    sed -i -E 's/^( +cfg.train.global_batch_size = )([0-9]+)$/echo "\1$((\2 + 1))"/e' "$r"
+    v="$(bridge_verdict "$r" "${pairs[pick + 1]}" "$world")"
+    [[ "$v" == *batch_size* ]] || v="VERDICT accepted by a batch rule (so reported UNEXPECTED): $v"
+    report megatron-bridge batch-plus-one plan_megatron_bridge.py refused "$v"
+  fi
+  # MindSpeed-LLM: (a) a flag neither Megatron-LM nor MindSpeed has, on the pick; (b) the first
+  # export with --num-layer-list, its last stage dropped: one entry fewer than pipeline stages, which
+  # MindSpeed-LLM's own code must refuse (the verdict names num_layer_list or a mindspeed_llm/ frame;
+  # measured: its arguments wrapper, "layers divisible by pp"). Its validate_args does not check that
+  # the list sums to --num-layers: a list one layer over was accepted. A guarded negative refused by
+  # another rule is turned into an accepted verdict, so it is reported UNEXPECTED.
+  if [[ -n "${MINDSPEED_LLM_DIR:-}" ]]; then
+    m="$tmp/plan.mindspeed.sh"; cp "${pairs[pick]}/plan.mindspeed.sh" "$m"
+    sed -i 's/^ARGS=($/&\n  --onboard-no-such-flag/' "$m"
+    report mindspeed-llm broken-copy plan.mindspeed.sh refused "$(mindspeed_verdict "$m" "${pairs[pick + 1]}")"
+    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+      grep -q -- '--num-layer-list' "${pairs[i]}/plan.mindspeed.sh" || continue
+      cp "${pairs[i]}/plan.mindspeed.sh" "$m"
+      sed -i -E 's/^(  --num-layer-list [0-9,]*),[0-9]+$/\1/' "$m"
+      v="$(mindspeed_verdict "$m" "${pairs[i + 1]}")"
+      [[ "$v" == *num_layer_list* || "$v" == *"(mindspeed_llm/"* ]] || v="VERDICT accepted by the layer-list rule (so reported UNEXPECTED): $v"
+      report mindspeed-llm layer-list-short plan.mindspeed.sh refused "$v"
+      break
+    done
   fi
 fi
 

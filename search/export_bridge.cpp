@@ -87,6 +87,14 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
   if (m.experts > 0) os << "    model.moe_token_dispatcher_type = \"alltoall\"\n";
   os << "    model.seq_length = " << p.seq << "\n";
   os << "    cfg.dataset.seq_length = " << p.seq << "\n";
+  // The templates' SQuAD set packs sequences offline; Bridge's validate() allows packing only with
+  // micro-batch 1 (config.py, "Micro batch size should be 1 when training with packed sequence").
+  if (p.micro_batch > 1) {
+    os << "    cfg.dataset.enable_offline_packing = False\n    cfg.dataset.offline_packing_specs = None\n";
+  } else {
+    os << "    if cfg.dataset.offline_packing_specs is not None:\n";
+    os << "        cfg.dataset.offline_packing_specs.packed_sequence_size = " << p.seq << "\n";
+  }
   os << "    cfg.train.micro_batch_size = " << p.micro_batch << "\n";
   os << "    cfg.train.global_batch_size = " << p.global_batch << "\n";
   if (r == Recompute::kFull)
@@ -120,6 +128,11 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   ExportCaveats c;
   for (const std::string& u : mex.caveats.unsupported)
     if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);
+  // AutoBridge refuses an architecture no bridge is registered for (models/*/..._bridge.py at 067f987d:
+  // Mistral's dense bridge only, no Mixtral), as the engine check found.
+  if (ir.architecture == "MixtralForCausalLM")
+    c.unsupported.push_back(
+        "MixtralForCausalLM: Megatron-Bridge has no bridge for it (AutoBridge refuses it)");
   std::vector<std::string> ignored;
   const ExportModel m = DescribeModel(ir, &ignored);
   c.approximations = {"model architecture comes from the HF config via AutoBridge (not from onboard's IR)"};
@@ -134,6 +147,11 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
                                  "; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights "
                                  "are replicated over data-parallel ranks: check per-device memory");
   }
+  if (p.micro_batch > 1)
+    c.approximations.push_back(
+        "offline sequence packing (the templates' default) is off: Bridge packs only with "
+        "micro-batch 1, and the plan's micro-batch is " +
+        S(p.micro_batch));
   c.user_supplies = {"HF_MODEL_PATH - Hugging Face model id or folder",
                      "MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)",
                      "dataset: the template's default (SQuAD through HF datasets); replace cfg.dataset for your data",

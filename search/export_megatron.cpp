@@ -313,8 +313,10 @@ MegatronExport BuildMegatronExport(const Plan& p, const ModelIR& ir, const Launc
   AddTraining(m, p, &e.args, &e.caveats);
   AddPlaceholders(&e.args, &e.caveats);
   if (p.mode == FinetuneMode::kLoRA)
-    e.caveats.unsupported.push_back("LoRA (rank " + S(p.lora_rank) + "): Megatron-LM has no LoRA; this list would train "
-                                    "every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead");
+    e.caveats.unsupported.push_back(
+        "LoRA (rank " + S(p.lora_rank) +
+        "): Megatron-LM has no LoRA; this list would train "
+        "every weight. Launch plan_megatron_bridge.py (Megatron-Bridge PEFT) instead");
   if (p.pipeline_schedule == PipelineSchedule::kDualPipe)  // the search may choose it (issue 13)
     e.caveats.unsupported.push_back("DualPipe schedule (pp " + S(p.deg.pp) +
                                     "): Megatron-LM schedules 1F1B and "

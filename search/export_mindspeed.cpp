@@ -13,6 +13,11 @@
 //   --enable-hf2mg-convert --model-type-hf X   features_manager/convert_checkpoint/convert_checkpoint.py
 //   --lora-r --lora-alpha --lora-target-modules  features_manager/finetune/lora.py
 // The layout/FSDP/rope flags of the Megatron list that MindSpeed replaces are removed.
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "search/export_model.h"
 #include "search/plan_export.h"
 
@@ -75,6 +80,27 @@ void ReplaceModelFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
     a.Add("--high-freq-factor", Num(m.rope.high_freq_factor));
     a.Add("--original-max-position-embeddings", S(m.rope.original_max_position));
   }
+  // DSA indexer: Megatron-LM main's --experimental-attention-variant dsa / --dsa-indexer-* are
+  // MindSpeed-LLM's --enable-dsa-indexer / --index-* (features_manager/transformer/multi_latent_attention/
+  // dsa_indexer_feature.py). Its Megatron base (core_r0.12) has no latent MoE (--moe-latent-size).
+  if (a.Value("--experimental-attention-variant") == "dsa") {
+    a.Remove("--experimental-attention-variant");
+    a.Add("--enable-dsa-indexer");
+    for (const auto& [from, to] :
+         std::vector<std::pair<std::string, std::string>>{{"--dsa-indexer-n-heads", "--index-n-heads"},
+                                                          {"--dsa-indexer-head-dim", "--index-head-dim"},
+                                                          {"--dsa-indexer-topk", "--index-topk"}}) {
+      const std::string v = a.Value(from);
+      a.Remove(from);
+      if (!v.empty()) a.Add(to, v);
+    }
+  }
+  if (a.Has("--moe-latent-size")) {
+    e->caveats.unsupported.push_back(
+        "MoE latent projection (moe_latent_size " + a.Value("--moe-latent-size") +
+        "): MindSpeed-LLM's Megatron base (core_r0.12) has no --moe-latent-size");
+    a.Remove("--moe-latent-size");
+  }
   if (m.model_type == "deepseek_v3") a.Add("--spec", "mindspeed_llm.tasks.models.spec.deepseek_spec layer_spec");
   a.Add("--use-mcore-models");
   a.Add("--use-flash-attn");
@@ -99,8 +125,16 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
   a.Add("--tokenizer-name-or-path", "${HF_MODEL_PATH:?required}");
   const std::string hf = MindSpeedHfType(m.model_type);
   if (!hf.empty()) {
+    // convert_checkpoint.py validate_args: with --enable-hf2mg-convert, --load is the HF folder
+    // (it must hold *.safetensors); the conversion runs in initialize_megatron.
     a.Add("--enable-hf2mg-convert");
     a.Add("--model-type-hf", hf);
+    a.Remove("--load");
+    a.Add("--load", "${HF_MODEL_PATH:?required}");
+    auto& us = e->caveats.user_supplies;
+    us.erase(std::remove_if(us.begin(), us.end(),
+                            [](const std::string& s) { return s.rfind("MEGATRON_CHECKPOINT_DIR", 0) == 0; }),
+             us.end());
   } else {
     e->caveats.user_supplies.push_back("a MindSpeed checkpoint of the HF weights (MindSpeed-LLM lists no --model-type-hf for " +
                                        m.model_type + "; convert with its checkpoint tools)");
@@ -111,6 +145,12 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
     a.Add("--lora-target-modules", "linear_qkv linear_proj linear_fc1 linear_fc2");
     e->caveats.approximations.push_back("LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include "
                                         "routed experts where MindSpeed applies them)");
+    if (m.experts > 0) {  // features_manager/finetune/lora.py validate_args: LoRA on MoE needs alltoall_seq
+      a.Remove("--moe-token-dispatcher-type");
+      a.Add("--moe-token-dispatcher-type", "alltoall_seq");
+      e->caveats.approximations.push_back(
+          "token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one");
+    }
   }
   a.env.erase("CUDA_DEVICE_MAX_CONNECTIONS");
   a.env["CUDA_DEVICE_MAX_CONNECTIONS"] = "1";

@@ -27,7 +27,7 @@ struct ExportOptions {
   int64_t devices_per_node = 8;   // GPUs/NPUs per node (topology's first tier)
 };
 
-// Every export of `plan` for `model` (plan.megatron.sh, plan.megatron_bridge.py,
+// Every export of `plan` for `model` (plan.megatron.sh, plan_megatron_bridge.py,
 // plan.torchtitan.py, plan.torchtitan-v0.2.toml, plan.mindspeed.sh, plan.torchrun.sh,
 // plan.sbatch, EXPORTS.md), in that order.
 std::vector<ExportFile> BuildAllExports(const Plan& plan, const ModelIR& model, const ExportOptions& options = {});

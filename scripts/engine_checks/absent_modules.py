@@ -13,6 +13,9 @@ CALLABLE_AFTER_ARM = {'grain'}
 CALLED_ALLOWED = []
 # CUDA kernel packages whose version is read at import (a Triton-era version: the kernels are never built)
 VERSIONS = {'triton': '3.4.0'}
+# Stand-in packages whose __file__ is read at import (MindSpeed's op builders locate torch_npu's
+# folder for kernels they would JIT-build later): a path that names the stand-in.
+FILES = {}
 # Plain constants the engines read at import as config defaults, with torch 2.x's values.
 VALUES = {'torch.nn.attention.flex_attention._DEFAULT_SPARSE_BLOCK_SIZE': 128,
           # torch.compiler.is_compiling(): nothing is being compiled here, the true answer
@@ -80,6 +83,8 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         m.__path__ = []
         if spec.name in VERSIONS:
             m.__version__ = VERSIONS[spec.name]
+        if spec.name in FILES:
+            m.__file__ = FILES[spec.name]
         return m
     def exec_module(self, module):
         pass

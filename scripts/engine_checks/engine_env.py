@@ -107,6 +107,13 @@ def target_transformer_engine(version):
             setattr(rope_utils, name, absent_modules._absent("transformer_engine." + name))
 
 
+def prepend_path(paths):
+    """paths: ':'-separated folders put first on the import path, in that order (an engine's own
+    pins, e.g. BRIDGE_PYTHONPATH)."""
+    for p in reversed([p for p in paths.split(":") if p]):
+        sys.path.insert(0, p)
+
+
 def prepare(root):
     """Puts the engine checkout first on the import path and installs the stand-ins."""
     sys.path.insert(0, root)
@@ -131,10 +138,18 @@ def engine_frame(e, root):
     return f"{os.path.relpath(f.filename, root)}:{f.lineno} {f.name}"
 
 
+class _CapturedStderr(io.StringIO):
+    """Captures what Python code writes to stderr; code that asks for the stream's file descriptor
+    (MindSpeed's imports do) gets the real stderr's."""
+
+    def fileno(self):
+        return sys.__stderr__.fileno()
+
+
 def print_verdict(root, check):
     """Runs check() (it returns what was accepted) and prints the one VERDICT line; 0 / 1.
     An argparse or tyro refusal (SystemExit) is reported with its 'error' lines."""
-    err = io.StringIO()
+    err = _CapturedStderr()
     try:
         with contextlib.redirect_stderr(err):
             what = check()

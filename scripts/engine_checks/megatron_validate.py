@@ -25,7 +25,8 @@ import engine_env  # noqa: E402
 
 def exported_args(script):
     """Step 0: the ARGS array and the node shape, read by bash itself (the script is sourced)."""
-    env = dict(os.environ, HF_MODEL_PATH="/placeholder/hf_model", MEGATRON_CHECKPOINT_DIR="/placeholder/ckpt",
+    env = dict(os.environ, HF_MODEL_PATH=os.environ.get("HF_MODEL_PATH", "/placeholder/hf_model"),
+               MEGATRON_CHECKPOINT_DIR="/placeholder/ckpt",
                SAVE_DIR="/placeholder/save", DATA_PREFIX="/placeholder/data_text_document")
     out = subprocess.run(["bash", "-c", 'source "$1" && printf "%s\\0" "$NNODES" "$GPUS_PER_NODE" "${CUDA_DEVICE_MAX_CONNECTIONS:-}" "${ARGS[@]}"',
                           "_", script], env=env, capture_output=True, check=True).stdout

@@ -63,6 +63,30 @@ TEST(ExportGolden, GoldenMegatronScriptsPassTheMegatronRules) {
   EXPECT_EQ(checked, 11);
 }
 
+// What the engines' own validation refused before (scripts/check-exports-with-engines.sh found it):
+// Bridge allows offline sequence packing only with micro-batch 1 (ConfigContainer.validate);
+// MindSpeed-LLM's parser has no Megatron-LM-main DSA / latent-MoE flags, and its hf2mg conversion
+// reads the HF folder from --load (convert_checkpoint.py validate_args).
+TEST(ExportGolden, BridgeAndMindSpeedExportsFollowTheRulesTheirEnginesRefusedThemFor) {
+  int dsa = 0;
+  for (const test::ExportCase& c : test::ExportCases()) {
+    const std::string recipe = test::ReadText(kGolden + "/" + c.name + "/plan_megatron_bridge.py");
+    if (c.plan.micro_batch > 1) {
+      EXPECT_NE(recipe.find("cfg.dataset.enable_offline_packing = False"), std::string::npos) << c.name;
+    } else {
+      EXPECT_NE(recipe.find("packed_sequence_size = " + std::to_string(c.plan.seq) + "\n"), std::string::npos)
+          << c.name;
+    }
+    const std::string ms = test::ReadText(kGolden + "/" + c.name + "/plan.mindspeed.sh");
+    for (const char* flag : {"--experimental-attention-variant", "--dsa-indexer-", "--moe-latent-size"})
+      EXPECT_EQ(ms.find(std::string("\n  ") + flag), std::string::npos) << c.name << ": " << flag;
+    if (ms.find("--enable-hf2mg-convert") != std::string::npos)
+      EXPECT_NE(ms.find("--load \"${HF_MODEL_PATH:?required}\""), std::string::npos) << c.name;
+    dsa += ms.find("\n  --enable-dsa-indexer\n") != std::string::npos;
+  }
+  EXPECT_EQ(dsa, 2);  // flagship full and LoRA
+}
+
 TEST(ExportGolden, BrokenExportFailsTheChecker) {
   // Issue 14's measured failure: torch FSDP2 with the distributed optimizer, pipeline and experts.
   const std::string path = kGolden + "/deepseek-v3-pp16/plan.megatron.sh";

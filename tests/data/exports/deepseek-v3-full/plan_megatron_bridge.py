@@ -4,6 +4,7 @@
 # Then launch on every node:  torchrun --nnodes 256 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 THIS
 # Exported differently from the plan:
 #   - model architecture comes from the HF config via AutoBridge (not from onboard's IR)
+#   - offline sequence packing (the templates' default) is off: Bridge packs only with micro-batch 1, and the plan's micro-batch is 2
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model id or folder
 #   - MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)
@@ -44,6 +45,8 @@ def plan_config():
     model.moe_token_dispatcher_type = "alltoall"
     model.seq_length = 4096
     cfg.dataset.seq_length = 4096
+    cfg.dataset.enable_offline_packing = False
+    cfg.dataset.offline_packing_specs = None
     cfg.train.micro_batch_size = 2
     cfg.train.global_batch_size = 1024
     model.recompute_granularity = "full"

@@ -4,7 +4,7 @@
 # Source it (`source THIS`) to get ARGS and the environment; run it to launch on one node with torchrun
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # NOT SUPPORTED by this engine (the script refuses to run; ONBOARD_FORCE=1 overrides):
-#   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead
+#   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan_megatron_bridge.py (Megatron-Bridge PEFT) instead
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
 #   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)

@@ -7,9 +7,9 @@
 #   - virtual pipeline (interleave 3): --num-layer-list cannot express it; one stage per rank exported
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
 #   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
+#   - token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
-#   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
 #   - SAVE_DIR - where checkpoints are written
 #   - DATA_PREFIX - Megatron indexed dataset prefix (tools/preprocess_data.py output, no .bin/.idx)
 #   - MINDSPEED_LLM_DIR - a MindSpeed-LLM checkout (with MindSpeed and Megatron-LM as it pins)
@@ -53,7 +53,6 @@ ARGS=(
   --moe-router-load-balancing-type none
   --moe-router-dtype fp32
   --moe-grouped-gemm
-  --moe-token-dispatcher-type alltoall
   --tensor-model-parallel-size 4
   --pipeline-model-parallel-size 2
   --context-parallel-size 1
@@ -68,7 +67,6 @@ ARGS=(
   --micro-batch-size 1
   --global-batch-size 1024
   --seq-length 4096
-  --load "${MEGATRON_CHECKPOINT_DIR:?required}"
   --finetune
   --save "${SAVE_DIR:?required}"
   --save-interval "${SAVE_INTERVAL:-500}"
@@ -98,9 +96,11 @@ ARGS=(
   --tokenizer-name-or-path "${HF_MODEL_PATH:?required}"
   --enable-hf2mg-convert
   --model-type-hf deepseek3
+  --load "${HF_MODEL_PATH:?required}"
   --lora-r 16
   --lora-alpha 32
   --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
+  --moe-token-dispatcher-type alltoall_seq
 )
 # onboard_launch TORCHRUN_ARGS...: refuses what the engine cannot do, then starts the ranks.
 onboard_launch() {

@@ -46,6 +46,8 @@ def plan_config():
     model.moe_token_dispatcher_type = "alltoall"
     model.seq_length = 4096
     cfg.dataset.seq_length = 4096
+    if cfg.dataset.offline_packing_specs is not None:
+        cfg.dataset.offline_packing_specs.packed_sequence_size = 4096
     cfg.train.micro_batch_size = 1
     cfg.train.global_batch_size = 1024
     model.recompute_granularity = None

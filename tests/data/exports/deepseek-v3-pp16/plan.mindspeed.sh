@@ -8,7 +8,6 @@
 #   - recompute per block kind (MLA=selective, MLP=none, MoE=selective): the engine takes one setting; the strongest is exported
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
-#   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
 #   - SAVE_DIR - where checkpoints are written
 #   - DATA_PREFIX - Megatron indexed dataset prefix (tools/preprocess_data.py output, no .bin/.idx)
 #   - MINDSPEED_LLM_DIR - a MindSpeed-LLM checkout (with MindSpeed and Megatron-LM as it pins)
@@ -68,7 +67,6 @@ ARGS=(
   --micro-batch-size 1
   --global-batch-size 1024
   --seq-length 4096
-  --load "${MEGATRON_CHECKPOINT_DIR:?required}"
   --finetune
   --save "${SAVE_DIR:?required}"
   --save-interval "${SAVE_INTERVAL:-500}"
@@ -98,6 +96,7 @@ ARGS=(
   --tokenizer-name-or-path "${HF_MODEL_PATH:?required}"
   --enable-hf2mg-convert
   --model-type-hf deepseek3
+  --load "${HF_MODEL_PATH:?required}"
 )
 # onboard_launch TORCHRUN_ARGS...: refuses what the engine cannot do, then starts the ranks.
 onboard_launch() {

@@ -8,6 +8,7 @@
 #   - attention output gate with MLA: Megatron-LM has no output gate for MLA yet (Megatron core's gap; MindSpeed-LLM builds on it)
 #   - 69 KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer (its linear-attention variant is gated DeltaNet, scalar decay per head) (Megatron core's gap; MindSpeed-LLM builds on it)
 #   - MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims (Megatron core's gap; MindSpeed-LLM builds on it)
+#   - MoE latent projection (moe_latent_size 3584): MindSpeed-LLM's Megatron base (core_r0.12) has no --moe-latent-size
 # Exported differently from the plan:
 #   - rope_theta not in config.json: Megatron's default base 10000 exported
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
@@ -24,7 +25,7 @@ GPUS_PER_NODE=8
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 export HCCL_CONNECT_TIMEOUT=3600
 export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True
-ONBOARD_UNSUPPORTED=4
+ONBOARD_UNSUPPORTED=5
 ARGS=(
   --num-layers 93
   --hidden-size 7168
@@ -45,10 +46,6 @@ ARGS=(
   --qk-head-dim 128
   --qk-pos-emb-head-dim 64
   --v-head-dim 128
-  --experimental-attention-variant dsa
-  --dsa-indexer-n-heads 32
-  --dsa-indexer-head-dim 128
-  --dsa-indexer-topk 2048
   --no-rope-fusion
   --num-experts 896
   --moe-router-topk 16
@@ -57,7 +54,6 @@ ARGS=(
   --moe-router-score-function sigmoid
   --moe-router-enable-expert-bias
   --moe-router-load-balancing-type none
-  --moe-latent-size 3584
   --moe-router-dtype fp32
   --moe-grouped-gemm
   --moe-token-dispatcher-type alltoall
@@ -88,6 +84,10 @@ ARGS=(
   --first-k-dense-replace 1
   --moe-layer-freq 1
   --norm-topk-prob
+  --enable-dsa-indexer
+  --index-n-heads 32
+  --index-head-dim 128
+  --index-topk 2048
   --use-mcore-models
   --use-flash-attn
   --ckpt-format torch

@@ -8,7 +8,7 @@
 #   - attention output gate with MLA: Megatron-LM has no output gate for MLA yet
 #   - 69 KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer (its linear-attention variant is gated DeltaNet, scalar decay per head)
 #   - MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims
-#   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead
+#   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan_megatron_bridge.py (Megatron-Bridge PEFT) instead
 # Exported differently from the plan:
 #   - rope_theta not in config.json: Megatron's default base 10000 exported
 # You must supply:

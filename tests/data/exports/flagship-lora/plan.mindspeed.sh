@@ -8,10 +8,12 @@
 #   - attention output gate with MLA: Megatron-LM has no output gate for MLA yet (Megatron core's gap; MindSpeed-LLM builds on it)
 #   - 69 KDA (Kimi Delta Attention) layers: Megatron-LM has no KDA layer (its linear-attention variant is gated DeltaNet, scalar decay per head) (Megatron core's gap; MindSpeed-LLM builds on it)
 #   - MLA without RoPE (mla_use_nope): Megatron's MLA rotates the qk-pos-emb dims (Megatron core's gap; MindSpeed-LLM builds on it)
+#   - MoE latent projection (moe_latent_size 3584): MindSpeed-LLM's Megatron base (core_r0.12) has no --moe-latent-size
 # Exported differently from the plan:
 #   - rope_theta not in config.json: Megatron's default base 10000 exported
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
 #   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
+#   - token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
 #   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
@@ -25,7 +27,7 @@ GPUS_PER_NODE=8
 export CUDA_DEVICE_MAX_CONNECTIONS=1
 export HCCL_CONNECT_TIMEOUT=3600
 export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True
-ONBOARD_UNSUPPORTED=4
+ONBOARD_UNSUPPORTED=5
 ARGS=(
   --num-layers 93
   --hidden-size 7168
@@ -46,10 +48,6 @@ ARGS=(
   --qk-head-dim 128
   --qk-pos-emb-head-dim 64
   --v-head-dim 128
-  --experimental-attention-variant dsa
-  --dsa-indexer-n-heads 32
-  --dsa-indexer-head-dim 128
-  --dsa-indexer-topk 2048
   --no-rope-fusion
   --num-experts 896
   --moe-router-topk 16
@@ -58,10 +56,8 @@ ARGS=(
   --moe-router-score-function sigmoid
   --moe-router-enable-expert-bias
   --moe-router-load-balancing-type none
-  --moe-latent-size 3584
   --moe-router-dtype fp32
   --moe-grouped-gemm
-  --moe-token-dispatcher-type alltoall
   --tensor-model-parallel-size 4
   --pipeline-model-parallel-size 1
   --context-parallel-size 1
@@ -89,6 +85,10 @@ ARGS=(
   --first-k-dense-replace 1
   --moe-layer-freq 1
   --norm-topk-prob
+  --enable-dsa-indexer
+  --index-n-heads 32
+  --index-head-dim 128
+  --index-topk 2048
   --use-mcore-models
   --use-flash-attn
   --ckpt-format torch
@@ -97,6 +97,7 @@ ARGS=(
   --lora-r 16
   --lora-alpha 32
   --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
+  --moe-token-dispatcher-type alltoall_seq
 )
 # onboard_launch TORCHRUN_ARGS...: refuses what the engine cannot do, then starts the ranks.
 onboard_launch() {

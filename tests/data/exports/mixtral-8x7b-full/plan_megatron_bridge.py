@@ -2,8 +2,11 @@
 # Target: NVIDIA-NeMo/Megatron-Bridge main @ 067f987d (2026-08-22).
 # Run once, in one process, to convert the HF checkpoint:  python THIS --import
 # Then launch on every node:  torchrun --nnodes 16 --nproc-per-node 8 --rdzv-backend c10d --rdzv-endpoint $MASTER_ADDR:29500 THIS
+# NOT SUPPORTED (the recipe exits 3 unless ONBOARD_FORCE=1):
+#   - MixtralForCausalLM: Megatron-Bridge has no bridge for it (AutoBridge refuses it)
 # Exported differently from the plan:
 #   - model architecture comes from the HF config via AutoBridge (not from onboard's IR)
+#   - offline sequence packing (the templates' default) is off: Bridge packs only with micro-batch 1, and the plan's micro-batch is 2
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model id or folder
 #   - MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)
@@ -22,7 +25,7 @@ from megatron.bridge.training import mixed_precision
 
 HF_MODEL_PATH = os.environ.get("HF_MODEL_PATH", "<set HF_MODEL_PATH>")
 MEGATRON_CHECKPOINT_DIR = os.environ.get("MEGATRON_CHECKPOINT_DIR", "<set MEGATRON_CHECKPOINT_DIR>")
-UNSUPPORTED = 0
+UNSUPPORTED = 1
 LORA = False
 
 
@@ -44,6 +47,8 @@ def plan_config():
     model.moe_token_dispatcher_type = "alltoall"
     model.seq_length = 4096
     cfg.dataset.seq_length = 4096
+    cfg.dataset.enable_offline_packing = False
+    cfg.dataset.offline_packing_specs = None
     cfg.train.micro_batch_size = 2
     cfg.train.global_batch_size = 1024
     model.recompute_granularity = None

@@ -4,7 +4,7 @@
 # Source it (`source THIS`) to get ARGS and the environment; run it to launch on one node with torchrun
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # NOT SUPPORTED by this engine (the script refuses to run; ONBOARD_FORCE=1 overrides):
-#   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead
+#   - LoRA (rank 16): Megatron-LM has no LoRA; this list would train every weight. Launch plan_megatron_bridge.py (Megatron-Bridge PEFT) instead
 # Exported differently from the plan:
 #   - aux-loss coefficient 1e-3 is a training choice, not from the config
 # You must supply:

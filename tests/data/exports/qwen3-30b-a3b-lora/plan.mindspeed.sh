@@ -7,9 +7,9 @@
 #   - aux-loss coefficient 1e-3 is a training choice, not from the config
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
 #   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
+#   - token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
-#   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)
 #   - SAVE_DIR - where checkpoints are written
 #   - DATA_PREFIX - Megatron indexed dataset prefix (tools/preprocess_data.py output, no .bin/.idx)
 #   - MINDSPEED_LLM_DIR - a MindSpeed-LLM checkout (with MindSpeed and Megatron-LM as it pins)
@@ -46,7 +46,6 @@ ARGS=(
   --moe-aux-loss-coeff 0.001
   --moe-router-dtype fp32
   --moe-grouped-gemm
-  --moe-token-dispatcher-type alltoall
   --tensor-model-parallel-size 1
   --pipeline-model-parallel-size 1
   --context-parallel-size 1
@@ -59,7 +58,6 @@ ARGS=(
   --micro-batch-size 4
   --global-batch-size 1024
   --seq-length 4096
-  --load "${MEGATRON_CHECKPOINT_DIR:?required}"
   --finetune
   --save "${SAVE_DIR:?required}"
   --save-interval "${SAVE_INTERVAL:-500}"
@@ -78,9 +76,11 @@ ARGS=(
   --tokenizer-name-or-path "${HF_MODEL_PATH:?required}"
   --enable-hf2mg-convert
   --model-type-hf qwen3-moe
+  --load "${HF_MODEL_PATH:?required}"
   --lora-r 16
   --lora-alpha 32
   --lora-target-modules linear_qkv linear_proj linear_fc1 linear_fc2
+  --moe-token-dispatcher-type alltoall_seq
 )
 # onboard_launch TORCHRUN_ARGS...: refuses what the engine cannot do, then starts the ranks.
 onboard_launch() {

@@ -6,6 +6,7 @@
 #   - model architecture comes from the HF config via AutoBridge (not from onboard's IR)
 #   - LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)
 #   - the plan FSDP-shards the frozen base over dp_shard=4; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights are replicated over data-parallel ranks: check per-device memory
+#   - offline sequence packing (the templates' default) is off: Bridge packs only with micro-batch 1, and the plan's micro-batch is 4
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model id or folder
 #   - MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)
@@ -46,6 +47,8 @@ def plan_config():
     model.moe_token_dispatcher_type = "alltoall"
     model.seq_length = 4096
     cfg.dataset.seq_length = 4096
+    cfg.dataset.enable_offline_packing = False
+    cfg.dataset.offline_packing_specs = None
     cfg.train.micro_batch_size = 4
     cfg.train.global_batch_size = 1024
     model.recompute_granularity = None
