@@ -140,6 +140,7 @@ std::string FormatProbeResult(const ProbeResult& r) {
      << F("%.1f", static_cast<double>(r.baseline_rss_bytes) / 1048576.0) << " MiB of LibTorch runtime)\n";
   for (const std::string& note : r.prediction.notes) os << "  note: " << note << "\n";
   FormatComparisons(r, os);
+  os << FormatCoactivation(r.coactivation);
   os << "\nverdict: " << r.convergence << "\n";
   for (const std::string& line : r.checks) os << "  " << line << "\n";
   os << "logs and per-rank JSON: " << r.out_dir << F(" (wall %.1f s)", r.wall_s) << "\n";

@@ -103,6 +103,8 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
     if (!r.ok()) throw std::invalid_argument(r.status().message());
     c->recompute[it.key()] = *r;
   }
+  c->ranks_per_node = j.value("ranks_per_node", int64_t{0});
+  c->max_route_nodes = j.value("max_route_nodes", int64_t{0});
 }
 // clang-format on
 
@@ -121,6 +123,8 @@ json ConfigJson(const ProbeConfig& c) {
   json rc = json::object();  // recompute per block kind (issue 17)
   for (const auto& [kind, r] : c.recompute) rc[kind] = RecomputeName(r);
   j["recompute"] = rc;
+  j["ranks_per_node"] = c.ranks_per_node;
+  j["max_route_nodes"] = c.max_route_nodes;
   return j;
 }
 
@@ -196,7 +200,8 @@ std::string ProbeResultToJson(const ProbeResult& r) {
               {"convergence", r.convergence},
               {"checks", r.checks},
               {"out_dir", r.out_dir},
-              {"wall_s", r.wall_s}}
+              {"wall_s", r.wall_s},
+              {"coactivation", CoactivationToJson(r.coactivation)}}  // issue 18
       .dump(2);
 }
 

@@ -62,6 +62,13 @@ void PlaceExperts(Group& ep, WorkerState* st) {
   for (int64_t e = 0; e < spec.num_experts; ++e)
     if (routing.placement[static_cast<size_t>(e)] == ep.rank()) routing.local_experts.push_back(e);
   routing.load = &st->load;
+  st->coact.Configure(spec.num_experts, spec.top_k, st->cfg.ranks_per_node, E * (st->rank / E), st->rank);
+  routing.coact = &st->coact;
+  for (int64_t e = 0; e < spec.num_experts; ++e)  // node of each expert's EP rank (global rank / rpn)
+    routing.expert_node.push_back(st->cfg.ranks_per_node > 0
+                                      ? (E * (st->rank / E) + routing.placement[static_cast<size_t>(e)]) / st->cfg.ranks_per_node
+                                      : 0);
+  routing.max_route_nodes = st->cfg.max_route_nodes;
   if (spec.balance_bias)
     for (const UnitLayout& L : st->units)
       if (L.expert.numel > 0) st->score_bias[L.layer] = at::zeros({spec.num_experts}, at::kFloat);

@@ -73,6 +73,11 @@ struct MoeRouting {
   // drawn at random from this seed (+ the layer); the gate weights stay the router's scores.
   uint64_t random_route_seed = 0;
   const TpContext* tp = nullptr;  // shared experts: column/row-parallel over TP (null = no TP)
+  // Co-activation and tier traffic (backends/probe_coactivation.h), recorded passes only; null = off.
+  CoactivationRecorder* coact = nullptr;
+  // Node-limited routing (ProbeConfig::max_route_nodes): expert -> node, and M (0 = off).
+  std::vector<int64_t> expert_node;
+  int64_t max_route_nodes = 0;
 };
 
 struct UnitInputs {

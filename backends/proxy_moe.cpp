@@ -2,6 +2,8 @@
 // Legend: b sequences, T tokens, D hidden, E experts, n = b*T tokens, P = n*top_k (token, expert)
 // pairs, d = latent width (or D). Rows are tokens; counts are rows.
 #include <ATen/CPUGeneratorImpl.h>
+#include <algorithm>
+#include <limits>
 #include <torch/torch.h>
 
 #include "backends/ordered_sum.h"
@@ -108,6 +110,26 @@ class ExpertSegmentsFn : public torch::autograd::Function<ExpertSegmentsFn> {
   }
 };
 
+// Node-limited routing (DeepSeek-V3): keeps the selection scores of the M nodes with the highest
+// sum of their top max(1, k/M) scores and sets the others' to -inf, so the top-k that follows picks
+// inside those nodes. choice [n, E]; node_of[e] in [0, nodes). Ties go to the lower node id.
+at::Tensor LimitToNodes(const at::Tensor& choice, const std::vector<int64_t>& node_of, int64_t M, int64_t k) {
+  const int64_t nodes = *std::max_element(node_of.begin(), node_of.end()) + 1;
+  if (M >= nodes) return choice;
+  const int64_t per = std::max<int64_t>(1, k / M);
+  at::Tensor node_t = at::tensor(node_of, at::kLong).to(choice.device());
+  std::vector<at::Tensor> node_score;
+  for (int64_t n = 0; n < nodes; ++n) {
+    at::Tensor members = at::nonzero(node_t == n).flatten();
+    at::Tensor s = choice.index_select(1, members);
+    node_score.push_back(std::get<0>(s.sort(true, -1, true)).narrow(-1, 0, std::min(per, s.size(1))).sum(-1));
+  }
+  at::Tensor keep = std::get<1>(at::stack(node_score, 1).sort(true, -1, true)).narrow(-1, 0, M);  // [n, M]
+  at::Tensor node_keep = at::zeros({choice.size(0), nodes}, choice.options().dtype(at::kBool)).scatter_(1, keep, true);
+  at::Tensor mask = node_keep.index_select(1, node_t);                                              // [n, E]
+  return choice.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+}
+
 }  // namespace
 
 at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
@@ -131,10 +153,15 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
                                                                                  0x9E3779B97F4A7C15ull);
     choice = at::rand({b * T, E}, gen, at::TensorOptions().dtype(at::kFloat)).to(scores.device());
   }
+  if (R.max_route_nodes > 0) choice = LimitToNodes(choice, R.expert_node, R.max_route_nodes, k);
   at::Tensor itop = std::get<1>(choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
   at::Tensor wtop = scores.gather(-1, itop);
   if (s.renormalize) wtop = wtop / (wtop.sum(-1, true) + 1e-20);
   wtop = wtop * s.routed_scaling;
+  if (R.record && R.coact != nullptr) {  // co-activation: the routing as chosen (read only)
+    const at::Tensor top = itop.to(at::kCPU, at::kLong).contiguous();
+    R.coact->RecordRouting(u.layer, top.data_ptr<int64_t>(), top.size(0), k, R.placement);
+  }
   if (R.record && R.load != nullptr) {
     at::Tensor cnt = at::bincount(itop.flatten(), {}, E);
     auto& row = (*R.load)[u.layer];  // summed over the micro-batches of the step
@@ -172,6 +199,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     send[static_cast<size_t>(r)] = counts.narrow(0, r * el, el).sum().item<int64_t>();
     for (int64_t j = 0; j < el; ++j) recv[static_cast<size_t>(r)] += rc[r][j];
   }
+  if (R.record && R.coact != nullptr) R.coact->RecordDispatch(u.layer, send, xl.size(1) * xl.element_size());
   const auto group = reinterpret_cast<int64_t>(R.ep);
   at::Tensor xr = AllToAllFn::apply(xl.index_select(0, tok), group, send, recv);  // [R, d]
   // Step 5: received rows are grouped by source then local expert; regroup by expert (stable:

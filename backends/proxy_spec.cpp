@@ -293,6 +293,15 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
                                            std::to_string(spec.num_experts / e),
                    std::to_string(per_rank[static_cast<size_t>(r)]));
   }
+  if (ranks_per_node < 0 || (ranks_per_node > 0 && ranks % ranks_per_node != 0))
+    return Bad("ranks_per_node", "must be 0 (one node) or divide ranks=" + std::to_string(ranks),
+               std::to_string(ranks_per_node));
+  if (max_route_nodes < 0 || max_route_nodes > nodes())
+    return Bad("max_route_nodes", "must be 0 (off) or in [1, nodes=" + std::to_string(nodes()) + "]",
+               std::to_string(max_route_nodes));
+  if (max_route_nodes > 0 && max_route_nodes * (spec.num_experts / nodes()) < spec.top_k)
+    return Bad("max_route_nodes", "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
+               std::to_string(max_route_nodes));
   if (die_rank >= ranks) return Bad("die_rank", "must be < ranks", std::to_string(die_rank));
   return spec.Validate();
 }
