@@ -17,9 +17,9 @@
 #include <string>
 #include <vector>
 
+#include "backends/probe_coactivation.h"
 #include "core/model_ir.h"
 #include "core/plan.h"
-#include "backends/probe_coactivation.h"
 #include "core/status.h"
 
 namespace onboard {

@@ -34,10 +34,14 @@ json LayerJson(const ProbeCoactivationLayer& l, size_t max_pairs) {
   json pairs = json::array();
   for (size_t i = 0; i < l.pairs.size() && i < max_pairs; ++i)
     pairs.push_back({l.pairs[i].a, l.pairs[i].b, l.pairs[i].tokens});
-  return {{"layer", l.layer},           {"tokens", l.tokens},
-          {"pairs", pairs},             {"ranks_hist", l.ranks_hist},
-          {"nodes_hist", l.nodes_hist}, {"remote_node_copies", l.remote_node_copies},
-          {"rows", l.rows},             {"cross_node_rows", l.cross_node_rows},
+  return {{"layer", l.layer},
+          {"tokens", l.tokens},
+          {"pairs", pairs},
+          {"ranks_hist", l.ranks_hist},
+          {"nodes_hist", l.nodes_hist},
+          {"remote_node_copies", l.remote_node_copies},
+          {"rows", l.rows},
+          {"cross_node_rows", l.cross_node_rows},
           {"row_bytes", l.row_bytes}};
 }
 
@@ -52,7 +56,8 @@ Status LayerFromJson(const json& j, const std::string& where, ProbeCoactivationL
     l->cross_node_rows = j.at("cross_node_rows").get<int64_t>();
     l->row_bytes = j.at("row_bytes").get<int64_t>();
     l->pairs.clear();
-    for (const json& p : j.at("pairs")) l->pairs.push_back({p.at(0).get<int64_t>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>()});
+    for (const json& p : j.at("pairs"))
+      l->pairs.push_back({p.at(0).get<int64_t>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>()});
   } catch (const std::exception& e) {
     return BadInput(where, "coactivation", e.what());
   }
@@ -61,7 +66,8 @@ Status LayerFromJson(const json& j, const std::string& where, ProbeCoactivationL
 
 double Mean(const std::vector<int64_t>& hist) {
   double n = 0, s = 0;
-  for (size_t c = 0; c < hist.size(); ++c) n += static_cast<double>(hist[c]), s += static_cast<double>(c * hist[c]);
+  for (size_t c = 0; c < hist.size(); ++c)
+    n += static_cast<double>(hist[c]), s += static_cast<double>(c * hist[c]);
   return n > 0 ? s / n : 0;
 }
 
@@ -93,7 +99,8 @@ ProbeTierTraffic TotalTraffic(const ProbeCoactivation& c) {
 }
 
 std::vector<std::vector<double>> SummedPairCounts(const ProbeCoactivation& c, int64_t experts) {
-  std::vector<std::vector<double>> w(static_cast<size_t>(experts), std::vector<double>(static_cast<size_t>(experts), 0));
+  std::vector<std::vector<double>> w(static_cast<size_t>(experts),
+                                     std::vector<double>(static_cast<size_t>(experts), 0));
   for (const ProbeCoactivationLayer& l : c.layers)
     for (const ExpertPairCount& p : l.pairs) {
       ONBOARD_ASSERT(p.a >= 0 && p.b < experts && p.a < p.b, "pair outside [0, experts)");
@@ -145,7 +152,8 @@ void CoactivationRecorder::RecordRouting(int64_t layer, const int64_t* top, int6
       const int64_t n = NodeOf(r);
       if (std::find(nodes.begin(), nodes.end(), n) == nodes.end()) nodes.push_back(n);
       for (int64_t j = i + 1; j < k; ++j)
-        if (e[i] != e[j]) ++pairs[static_cast<size_t>(std::min(e[i], e[j]) * experts_ + std::max(e[i], e[j]))];
+        if (e[i] != e[j])
+          ++pairs[static_cast<size_t>(std::min(e[i], e[j]) * experts_ + std::max(e[i], e[j]))];
     }
     ++l.ranks_hist[ranks.size()];
     ++l.nodes_hist[nodes.size()];
@@ -155,7 +163,8 @@ void CoactivationRecorder::RecordRouting(int64_t layer, const int64_t* top, int6
   l.tokens += tokens;
 }
 
-void CoactivationRecorder::RecordDispatch(int64_t layer, const std::vector<int64_t>& send_rows, int64_t row_bytes) {
+void CoactivationRecorder::RecordDispatch(int64_t layer, const std::vector<int64_t>& send_rows,
+                                          int64_t row_bytes) {
   // Step 2: the all-to-all's split sizes.
   ProbeCoactivationLayer& l = layers_[Slot(layer)];
   const int64_t my_node = rpn_ > 0 ? rank_ / rpn_ : 0;
@@ -172,7 +181,8 @@ json CoactivationRecorder::ToJson() const {
     ProbeCoactivationLayer l = layers_[s];
     for (int64_t a = 0; a < experts_; ++a)
       for (int64_t b = a + 1; b < experts_; ++b)
-        if (const int64_t c = pairs_[s][static_cast<size_t>(a * experts_ + b)]; c > 0) l.pairs.push_back({a, b, c});
+        if (const int64_t c = pairs_[s][static_cast<size_t>(a * experts_ + b)]; c > 0)
+          l.pairs.push_back({a, b, c});
     SortPairs(&l.pairs);
     layers.push_back(LayerJson(l, l.pairs.size()));
   }
@@ -205,7 +215,8 @@ Status MergeCoactivation(const std::vector<json>& per_rank, const std::vector<st
         pairs.emplace_back();
       } else {
         ProbeCoactivationLayer& m = out->layers[i];
-        if (l.layer != m.layer || l.ranks_hist.size() != m.ranks_hist.size() || l.nodes_hist.size() != m.nodes_hist.size())
+        if (l.layer != m.layer || l.ranks_hist.size() != m.ranks_hist.size() ||
+            l.nodes_hist.size() != m.nodes_hist.size())
           return BadInput(where[k], "coactivation.layers[" + std::to_string(i) + "]",
                           "layer or histogram length differs from rank 0's", std::to_string(l.layer));
         m.tokens += l.tokens, m.remote_node_copies += l.remote_node_copies;
@@ -253,9 +264,10 @@ std::string FormatCoactivation(const ProbeCoactivation& c) {
   if (c.empty()) return "";
   std::ostringstream os;
   os << "\nexpert co-activation and tier traffic (" << c.nodes << " node(s) x "
-     << (c.ranks_per_node > 0 ? std::to_string(c.ranks_per_node) : std::string("all")) << " ranks, top-" << c.top_k
-     << ", recorded steps; per routed token):\n";
-  os << "  layer   tokens  ranks/tok  nodes/tok  xnode_rows  xnode_copies  slow_B/tok  top pairs (i-j:tokens)\n";
+     << (c.ranks_per_node > 0 ? std::to_string(c.ranks_per_node) : std::string("all")) << " ranks, top-"
+     << c.top_k << ", recorded steps; per routed token):\n";
+  os << "  layer   tokens  ranks/tok  nodes/tok  xnode_rows  xnode_copies  slow_B/tok  top pairs "
+        "(i-j:tokens)\n";
   for (const ProbeCoactivationLayer& l : c.layers) {
     const ProbeTierTraffic t = LayerTraffic(l);
     std::string top;
@@ -263,15 +275,15 @@ std::string FormatCoactivation(const ProbeCoactivation& c) {
       top += (i ? " " : "") + std::to_string(l.pairs[i].a) + "-" + std::to_string(l.pairs[i].b) + ":" +
              std::to_string(l.pairs[i].tokens);
     os << F("  %5.0f", static_cast<double>(l.layer)) << F(" %8.0f", static_cast<double>(l.tokens))
-       << F(" %10.3f", t.ranks_per_token) << F(" %10.3f", t.nodes_per_token) << F(" %11.3f", t.cross_node_rows_per_token)
-       << F(" %13.3f", t.cross_node_copies_per_token) << F(" %11.1f", t.slow_tier_bytes_per_token) << "  " << top
-       << "\n";
+       << F(" %10.3f", t.ranks_per_token) << F(" %10.3f", t.nodes_per_token)
+       << F(" %11.3f", t.cross_node_rows_per_token) << F(" %13.3f", t.cross_node_copies_per_token)
+       << F(" %11.1f", t.slow_tier_bytes_per_token) << "  " << top << "\n";
   }
   const ProbeTierTraffic t = TotalTraffic(c);
   os << "  all MoE layers: nodes/token " << F("%.3f", t.nodes_per_token) << ", cross-node rows/token "
      << F("%.3f", t.cross_node_rows_per_token) << ", node-deduplicated copies/token "
-     << F("%.3f", t.cross_node_copies_per_token) << ", slow-tier bytes/token " << F("%.1f", t.slow_tier_bytes_per_token)
-     << " (dispatch + combine, measured split sizes)\n";
+     << F("%.3f", t.cross_node_copies_per_token) << ", slow-tier bytes/token "
+     << F("%.1f", t.slow_tier_bytes_per_token) << " (dispatch + combine, measured split sizes)\n";
   return os.str();
 }
 

@@ -70,13 +70,16 @@ class CoactivationRecorder {
                      const std::vector<int64_t>& placement);
   // send_rows[j]: rows this rank's dispatch sends to EP rank j; row_bytes: bytes per row.
   void RecordDispatch(int64_t layer, const std::vector<int64_t>& send_rows, int64_t row_bytes);
-  void Clear() { layers_.clear(); pairs_.clear(); }
+  void Clear() {
+    layers_.clear();
+    pairs_.clear();
+  }
   nlohmann::json ToJson() const;  // every pair seen (the merge needs them all)
 
  private:
   int64_t experts_ = 0, top_k_ = 0, rpn_ = 0, ep_base_ = 0, rank_ = 0;
-  std::vector<ProbeCoactivationLayer> layers_;       // by first appearance
-  std::vector<std::vector<int64_t>> pairs_;          // per layer entry: dense E*E upper triangle
+  std::vector<ProbeCoactivationLayer> layers_;  // by first appearance
+  std::vector<std::vector<int64_t>> pairs_;     // per layer entry: dense E*E upper triangle
   size_t Slot(int64_t layer);
   int64_t NodeOf(int64_t ep_rank) const;
 };

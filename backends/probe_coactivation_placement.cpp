@@ -29,8 +29,10 @@ Expected<ProbeCoactivationPlacement> PlaceFromProbeCoactivation(const ProbeResul
   const int64_t E = p.spec.num_experts, ep = c.ep_degree();
   if (p.coactivation.empty()) return BadInput(f, "coactivation", "the probe recorded none (no MoE layer?)");
   if (c.ranks_per_node <= 0 || c.nodes() < 2)
-    return BadInput(f, "ranks_per_node", "needs >= 2 nodes (ranks_per_node < ranks)", std::to_string(c.ranks_per_node));
-  if (ep != c.ranks) return BadInput(f, "ep", "needs one EP group over all ranks (ep = ranks)", std::to_string(ep));
+    return BadInput(f, "ranks_per_node", "needs >= 2 nodes (ranks_per_node < ranks)",
+                    std::to_string(c.ranks_per_node));
+  if (ep != c.ranks)
+    return BadInput(f, "ep", "needs one EP group over all ranks (ep = ranks)", std::to_string(ep));
   // Step 2: measured data -> the search.
   CoactivationPlacementRequest req;
   req.base.expert_load = MeasuredExpertLoad(p);

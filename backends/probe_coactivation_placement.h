@@ -15,11 +15,11 @@
 namespace onboard {
 
 struct ProbeCoactivationPlacement {
-  std::vector<int64_t> placement;          // expert -> EP rank (ProbeConfig::expert_placement)
-  int64_t co_selected_pairs = 0;           // measured tokens choosing two distinct experts (pairs)
-  int64_t intra_node_pairs_before = 0;     // of those, pairs on one node under the probe's placement
-  int64_t intra_node_pairs_after = 0;      // ... under the new placement (same routings)
-  double rank_max_over_mean_before = 0;    // tokens per EP rank
+  std::vector<int64_t> placement;        // expert -> EP rank (ProbeConfig::expert_placement)
+  int64_t co_selected_pairs = 0;         // measured tokens choosing two distinct experts (pairs)
+  int64_t intra_node_pairs_before = 0;   // of those, pairs on one node under the probe's placement
+  int64_t intra_node_pairs_after = 0;    // ... under the new placement (same routings)
+  double rank_max_over_mean_before = 0;  // tokens per EP rank
   double rank_max_over_mean_after = 0;
 };
 

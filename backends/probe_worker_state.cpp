@@ -66,7 +66,8 @@ void PlaceExperts(Group& ep, WorkerState* st) {
   routing.coact = &st->coact;
   for (int64_t e = 0; e < spec.num_experts; ++e)  // node of each expert's EP rank (global rank / rpn)
     routing.expert_node.push_back(st->cfg.ranks_per_node > 0
-                                      ? (E * (st->rank / E) + routing.placement[static_cast<size_t>(e)]) / st->cfg.ranks_per_node
+                                      ? (E * (st->rank / E) + routing.placement[static_cast<size_t>(e)]) /
+                                            st->cfg.ranks_per_node
                                       : 0);
   routing.max_route_nodes = st->cfg.max_route_nodes;
   if (spec.balance_bias)

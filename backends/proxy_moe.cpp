@@ -2,9 +2,9 @@
 // Legend: b sequences, T tokens, D hidden, E experts, n = b*T tokens, P = n*top_k (token, expert)
 // pairs, d = latent width (or D). Rows are tokens; counts are rows.
 #include <ATen/CPUGeneratorImpl.h>
+#include <torch/torch.h>
 #include <algorithm>
 #include <limits>
-#include <torch/torch.h>
 
 #include "backends/ordered_sum.h"
 #include "backends/probe_tp.h"
@@ -125,8 +125,9 @@ at::Tensor LimitToNodes(const at::Tensor& choice, const std::vector<int64_t>& no
     node_score.push_back(std::get<0>(s.sort(true, -1, true)).narrow(-1, 0, std::min(per, s.size(1))).sum(-1));
   }
   at::Tensor keep = std::get<1>(at::stack(node_score, 1).sort(true, -1, true)).narrow(-1, 0, M);  // [n, M]
-  at::Tensor node_keep = at::zeros({choice.size(0), nodes}, choice.options().dtype(at::kBool)).scatter_(1, keep, true);
-  at::Tensor mask = node_keep.index_select(1, node_t);                                              // [n, E]
+  at::Tensor node_keep =
+      at::zeros({choice.size(0), nodes}, choice.options().dtype(at::kBool)).scatter_(1, keep, true);
+  at::Tensor mask = node_keep.index_select(1, node_t);  // [n, E]
   return choice.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
 }
 

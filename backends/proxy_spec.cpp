@@ -300,7 +300,8 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("max_route_nodes", "must be 0 (off) or in [1, nodes=" + std::to_string(nodes()) + "]",
                std::to_string(max_route_nodes));
   if (max_route_nodes > 0 && max_route_nodes * (spec.num_experts / nodes()) < spec.top_k)
-    return Bad("max_route_nodes", "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
+    return Bad("max_route_nodes",
+               "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
                std::to_string(max_route_nodes));
   if (die_rank >= ranks) return Bad("die_rank", "must be < ranks", std::to_string(die_rank));
   return spec.Validate();

@@ -125,10 +125,13 @@ Status AddPairCounts(const std::vector<std::vector<double>>& pc, std::vector<std
   if (pc.empty()) return Status::Ok();
   const size_t E = W.size();
   const std::string f = "co-activation placement";
-  if (pc.size() != E) return BadInput(f, "pair_counts", "needs one row per expert (" + std::to_string(E) + ")", std::to_string(pc.size()));
+  if (pc.size() != E)
+    return BadInput(f, "pair_counts", "needs one row per expert (" + std::to_string(E) + ")",
+                    std::to_string(pc.size()));
   for (size_t i = 0; i < E; ++i)
     if (pc[i].size() != E)
-      return BadInput(f, "pair_counts[" + std::to_string(i) + "]", "needs " + std::to_string(E) + " entries", std::to_string(pc[i].size()));
+      return BadInput(f, "pair_counts[" + std::to_string(i) + "]", "needs " + std::to_string(E) + " entries",
+                      std::to_string(pc[i].size()));
   for (size_t i = 0; i < E; ++i) {
     for (size_t j = 0; j < E; ++j) {
       const double v = pc[i][j];

@@ -14,7 +14,8 @@ namespace {
 constexpr double kMinCrossNodeCut = 0.05;  // the new placement must split >= 5 % fewer co-selected pairs
 }
 
-std::optional<Decision> RuleExpertCoactivation(const RoundEvidence& ev, const Thresholds& /*th*/, LoopKnobs& k) {
+std::optional<Decision> RuleExpertCoactivation(const RoundEvidence& ev, const Thresholds& /*th*/,
+                                               LoopKnobs& k) {
   if (!ev.probe || ev.probe->coactivation.empty() || ev.probe->config.nodes() < 2) return std::nullopt;
   // Step 1: placement from the measured pairs and loads.
   Expected<ProbeCoactivationPlacement> p = PlaceFromProbeCoactivation(*ev.probe);
@@ -36,7 +37,8 @@ std::optional<Decision> RuleExpertCoactivation(const RoundEvidence& ev, const Th
                 {"rank_max_over_mean_before", p->rank_max_over_mean_before},
                 {"rank_max_over_mean_after_predicted", p->rank_max_over_mean_after}};
   char thr[96];
-  std::snprintf(thr, sizeof(thr), "co-selected pairs split over nodes cut by >= %.0f%%", 100 * kMinCrossNodeCut);
+  std::snprintf(thr, sizeof(thr), "co-selected pairs split over nodes cut by >= %.0f%%",
+                100 * kMinCrossNodeCut);
   d.threshold = thr;
   d.changed["expert_placement"] = {k.expert_placement, p->placement};
   k.expert_placement = p->placement;

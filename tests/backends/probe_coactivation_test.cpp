@@ -30,7 +30,8 @@ CoactivationRecorder ThreeTokens(int64_t ranks_per_node) {
 
 ProbeCoactivation Merged(const std::vector<nlohmann::json>& ranks, int64_t rpn, int64_t nodes) {
   ProbeCoactivation c;
-  const Status st = MergeCoactivation(ranks, std::vector<std::string>(ranks.size(), "rank.json"), rpn, nodes, &c);
+  const Status st =
+      MergeCoactivation(ranks, std::vector<std::string>(ranks.size(), "rank.json"), rpn, nodes, &c);
   EXPECT_TRUE(st.ok()) << st.ToString();
   return c;
 }
@@ -59,7 +60,8 @@ TEST(ProbeCoactivation, RecorderCountsPairsRanksNodesAndCrossNodeRows) {
   EXPECT_EQ(one.layers[0].nodes_hist, (std::vector<int64_t>{0, 3, 0}));
   EXPECT_EQ(one.layers[0].cross_node_rows, 0);
   EXPECT_EQ(one.layers[0].remote_node_copies, 0);
-  EXPECT_NE(FormatCoactivation(c).find("slow-tier bytes/token 128.0"), std::string::npos) << FormatCoactivation(c);
+  EXPECT_NE(FormatCoactivation(c).find("slow-tier bytes/token 128.0"), std::string::npos)
+      << FormatCoactivation(c);
 }
 
 TEST(ProbeCoactivation, MergeSumsRanksAndRefusesMismatchedLayers) {
@@ -123,22 +125,24 @@ TEST(ProbeCoactivation, FourRanksTwoNodesPlacementCutsCrossNodeTrafficSameCurve)
   Expected<ProbeResult> after = RunProbeSpec(spec, c);
   ASSERT_TRUE(after.ok()) << after.status().ToString();
   EXPECT_EQ(Losses(*after), Losses(*before)) << "placement changed the maths";
-  for (size_t i = 0; i < after->steps.size(); ++i) EXPECT_EQ(after->steps[i].expert_load, before->steps[i].expert_load);
+  for (size_t i = 0; i < after->steps.size(); ++i)
+    EXPECT_EQ(after->steps[i].expert_load, before->steps[i].expert_load);
   ExpectNodesFollowPairs(*after, placed->intra_node_pairs_after, "co-activation placement");
   const ProbeTierTraffic tb = TotalTraffic(before->coactivation), ta = TotalTraffic(after->coactivation);
   EXPECT_LT(ta.nodes_per_token, tb.nodes_per_token);
   EXPECT_LT(ta.cross_node_copies_per_token, tb.cross_node_copies_per_token);
   EXPECT_LT(ta.slow_tier_bytes_per_token, tb.slow_tier_bytes_per_token);
-  std::printf("4 ranks = 2 nodes x 2, 3 MoE layers, %lld steps: nodes/token %.3f -> %.3f, node-dedup "
-              "cross-node copies/token %.3f -> %.3f, cross-node rows/token %.3f -> %.3f, slow-tier "
-              "bytes/token %.1f -> %.1f; intra-node pairs %lld -> %lld of %lld; rank max/mean %.3f -> %.3f\n",
-              static_cast<long long>(c.steps), tb.nodes_per_token, ta.nodes_per_token,
-              tb.cross_node_copies_per_token, ta.cross_node_copies_per_token, tb.cross_node_rows_per_token,
-              ta.cross_node_rows_per_token, tb.slow_tier_bytes_per_token, ta.slow_tier_bytes_per_token,
-              static_cast<long long>(placed->intra_node_pairs_before),
-              static_cast<long long>(placed->intra_node_pairs_after),
-              static_cast<long long>(placed->co_selected_pairs), placed->rank_max_over_mean_before,
-              placed->rank_max_over_mean_after);
+  std::printf(
+      "4 ranks = 2 nodes x 2, 3 MoE layers, %lld steps: nodes/token %.3f -> %.3f, node-dedup "
+      "cross-node copies/token %.3f -> %.3f, cross-node rows/token %.3f -> %.3f, slow-tier "
+      "bytes/token %.1f -> %.1f; intra-node pairs %lld -> %lld of %lld; rank max/mean %.3f -> %.3f\n",
+      static_cast<long long>(c.steps), tb.nodes_per_token, ta.nodes_per_token, tb.cross_node_copies_per_token,
+      ta.cross_node_copies_per_token, tb.cross_node_rows_per_token, ta.cross_node_rows_per_token,
+      tb.slow_tier_bytes_per_token, ta.slow_tier_bytes_per_token,
+      static_cast<long long>(placed->intra_node_pairs_before),
+      static_cast<long long>(placed->intra_node_pairs_after),
+      static_cast<long long>(placed->co_selected_pairs), placed->rank_max_over_mean_before,
+      placed->rank_max_over_mean_after);
   // Negative: a one-node probe has no slow tier to cut.
   ProbeResult one = *before;
   one.config.ranks_per_node = 4;
@@ -170,12 +174,13 @@ TEST(ProbeCoactivation, NodeLimitedRoutingKeepsEachTokenOnOneNode) {
   EXPECT_LT(tl.cross_node_rows_per_token, tf.cross_node_rows_per_token);
   ASSERT_EQ(limited->steps.size(), free_run->steps.size());
   EXPECT_TRUE(std::isfinite(limited->steps.back().loss));
-  std::printf("node-limited routing M=1 of 2 nodes, %lld steps: nodes/token %.3f -> %.3f, cross-node rows/token "
-              "%.3f -> %.3f, slow-tier bytes/token %.1f -> %.1f; loss step 0 %.4f vs %.4f, last %.4f vs %.4f\n",
-              static_cast<long long>(c.steps), tf.nodes_per_token, tl.nodes_per_token, tf.cross_node_rows_per_token,
-              tl.cross_node_rows_per_token, tf.slow_tier_bytes_per_token, tl.slow_tier_bytes_per_token,
-              free_run->steps[0].loss, limited->steps[0].loss, free_run->steps.back().loss,
-              limited->steps.back().loss);
+  std::printf(
+      "node-limited routing M=1 of 2 nodes, %lld steps: nodes/token %.3f -> %.3f, cross-node rows/token "
+      "%.3f -> %.3f, slow-tier bytes/token %.1f -> %.1f; loss step 0 %.4f vs %.4f, last %.4f vs %.4f\n",
+      static_cast<long long>(c.steps), tf.nodes_per_token, tl.nodes_per_token, tf.cross_node_rows_per_token,
+      tl.cross_node_rows_per_token, tf.slow_tier_bytes_per_token, tl.slow_tier_bytes_per_token,
+      free_run->steps[0].loss, limited->steps[0].loss, free_run->steps.back().loss,
+      limited->steps.back().loss);
 }
 
 TEST(ProbeCoactivation, RanksPerNodeMustDivideRanks) {
