@@ -183,9 +183,8 @@ TEST(ProbeCoactivation, NodeLimitedRoutingKeepsEachTokenOnOneNode) {
       "%.4f vs %.4f, last %.4f vs %.4f\n",
       static_cast<long long>(c.steps), tf.nodes_per_token, tl.nodes_per_token, tf.cross_node_copies_per_token,
       tl.cross_node_copies_per_token, tf.cross_node_rows_per_token, tl.cross_node_rows_per_token,
-      tf.slow_tier_bytes_per_token, tl.slow_tier_bytes_per_token,
-      free_run->steps[0].loss, limited->steps[0].loss, free_run->steps.back().loss,
-      limited->steps.back().loss);
+      tf.slow_tier_bytes_per_token, tl.slow_tier_bytes_per_token, free_run->steps[0].loss,
+      limited->steps[0].loss, free_run->steps.back().loss, limited->steps.back().loss);
 }
 
 TEST(ProbeCoactivation, RanksPerNodeMustDivideRanks) {
