@@ -201,6 +201,14 @@ struct ProbeConfig {
   // changes the routing, so curves are compared against the same run without it.
   int64_t max_route_nodes = 0;
   int64_t nodes() const { return ranks_per_node > 0 ? ranks / ranks_per_node : 1; }
+  int64_t node_of(int64_t rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
+  // Redundant experts (DeepSeek EPLB's phy2log; backends/probe_replicas.h): physical slot p sits on
+  // EP rank p / (size / ep) and holds logical expert expert_phy2log[p]; a logical expert has one or
+  // two copies. Empty = none (expert_placement). Overrides expert_placement when set.
+  std::vector<int64_t> expert_phy2log;
+  // Fault injection for tests: true = each source's log2phy sends a replicated expert's tokens to
+  // the physical slot after the right one (a wrong map; the curve must then change).
+  bool fault_log2phy = false;
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
   int64_t ep_degree() const { return ep > 0 ? ep : data_ranks(); }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }

@@ -42,7 +42,8 @@ json LayerJson(const ProbeCoactivationLayer& l, size_t max_pairs) {
           {"remote_node_copies", l.remote_node_copies},
           {"rows", l.rows},
           {"cross_node_rows", l.cross_node_rows},
-          {"row_bytes", l.row_bytes}};
+          {"row_bytes", l.row_bytes},
+          {"rank_rows", l.rank_rows}};
 }
 
 Status LayerFromJson(const json& j, const std::string& where, ProbeCoactivationLayer* l) {
@@ -55,6 +56,7 @@ Status LayerFromJson(const json& j, const std::string& where, ProbeCoactivationL
     l->rows = j.at("rows").get<int64_t>();
     l->cross_node_rows = j.at("cross_node_rows").get<int64_t>();
     l->row_bytes = j.at("row_bytes").get<int64_t>();
+    l->rank_rows = j.value("rank_rows", std::vector<int64_t>{});
     l->pairs.clear();
     for (const json& p : j.at("pairs"))
       l->pairs.push_back({p.at(0).get<int64_t>(), p.at(1).get<int64_t>(), p.at(2).get<int64_t>()});
@@ -82,6 +84,11 @@ ProbeTierTraffic LayerTraffic(const ProbeCoactivationLayer& l) {
   t.cross_node_copies_per_token = static_cast<double>(l.remote_node_copies) / n;
   // dispatch + combine: every cross-node row goes out and its result comes back
   t.slow_tier_bytes_per_token = 2.0 * static_cast<double>(l.cross_node_rows * l.row_bytes) / n;
+  int64_t max_rows = 0, sum_rows = 0;
+  for (int64_t r : l.rank_rows) max_rows = std::max(max_rows, r), sum_rows += r;
+  if (sum_rows > 0)
+    t.rank_max_over_mean =
+        static_cast<double>(max_rows) * static_cast<double>(l.rank_rows.size()) / static_cast<double>(sum_rows);
   return t;
 }
 
@@ -94,6 +101,7 @@ ProbeTierTraffic TotalTraffic(const ProbeCoactivation& c) {
     t.cross_node_rows_per_token += x.cross_node_rows_per_token;
     t.cross_node_copies_per_token += x.cross_node_copies_per_token;
     t.slow_tier_bytes_per_token += x.slow_tier_bytes_per_token;
+    t.rank_max_over_mean = std::max(t.rank_max_over_mean, x.rank_max_over_mean);
   }
   return t;
 }
@@ -110,14 +118,15 @@ std::vector<std::vector<double>> SummedPairCounts(const ProbeCoactivation& c, in
   return w;
 }
 
-void CoactivationRecorder::Configure(int64_t experts, int64_t top_k, int64_t ranks_per_node, int64_t ep_base,
-                                     int64_t rank) {
-  experts_ = experts, top_k_ = top_k, rpn_ = ranks_per_node, ep_base_ = ep_base, rank_ = rank;
+void CoactivationRecorder::Configure(int64_t experts, int64_t top_k, std::vector<int64_t> ep_rank_node,
+                                     int64_t my_node) {
+  experts_ = experts, top_k_ = top_k, ep_rank_node_ = std::move(ep_rank_node), my_node_ = my_node;
   Clear();
 }
 
 int64_t CoactivationRecorder::NodeOf(int64_t ep_rank) const {
-  return rpn_ > 0 ? (ep_base_ + ep_rank) / rpn_ : 0;
+  ONBOARD_ASSERT(ep_rank >= 0 && ep_rank < static_cast<int64_t>(ep_rank_node_.size()), "EP rank outside group");
+  return ep_rank_node_[static_cast<size_t>(ep_rank)];
 }
 
 size_t CoactivationRecorder::Slot(int64_t layer) {
@@ -138,7 +147,7 @@ void CoactivationRecorder::RecordRouting(int64_t layer, const int64_t* top, int6
   const size_t s = Slot(layer);
   ProbeCoactivationLayer& l = layers_[s];
   std::vector<int64_t>& pairs = pairs_[s];
-  const int64_t my_node = rpn_ > 0 ? rank_ / rpn_ : 0;
+  const int64_t my_node = my_node_;
   std::vector<int64_t> ranks, nodes;
   // Step 1: per token.
   for (int64_t t = 0; t < tokens; ++t) {
@@ -167,8 +176,10 @@ void CoactivationRecorder::RecordDispatch(int64_t layer, const std::vector<int64
                                           int64_t row_bytes) {
   // Step 2: the all-to-all's split sizes.
   ProbeCoactivationLayer& l = layers_[Slot(layer)];
-  const int64_t my_node = rpn_ > 0 ? rank_ / rpn_ : 0;
+  const int64_t my_node = my_node_;
+  l.rank_rows.resize(send_rows.size(), 0);
   for (size_t j = 0; j < send_rows.size(); ++j) {
+    l.rank_rows[j] += send_rows[j];
     l.rows += send_rows[j];
     if (NodeOf(static_cast<int64_t>(j)) != my_node) l.cross_node_rows += send_rows[j];
   }
@@ -216,13 +227,14 @@ Status MergeCoactivation(const std::vector<json>& per_rank, const std::vector<st
       } else {
         ProbeCoactivationLayer& m = out->layers[i];
         if (l.layer != m.layer || l.ranks_hist.size() != m.ranks_hist.size() ||
-            l.nodes_hist.size() != m.nodes_hist.size())
+            l.nodes_hist.size() != m.nodes_hist.size() || l.rank_rows.size() != m.rank_rows.size())
           return BadInput(where[k], "coactivation.layers[" + std::to_string(i) + "]",
                           "layer or histogram length differs from rank 0's", std::to_string(l.layer));
         m.tokens += l.tokens, m.remote_node_copies += l.remote_node_copies;
         m.rows += l.rows, m.cross_node_rows += l.cross_node_rows;
         for (size_t c = 0; c < m.ranks_hist.size(); ++c) m.ranks_hist[c] += l.ranks_hist[c];
         for (size_t c = 0; c < m.nodes_hist.size(); ++c) m.nodes_hist[c] += l.nodes_hist[c];
+        for (size_t c = 0; c < m.rank_rows.size(); ++c) m.rank_rows[c] += l.rank_rows[c];
       }
       for (const ExpertPairCount& p : l.pairs) pairs[i][{p.a, p.b}] += p.tokens;
     }
@@ -244,6 +256,7 @@ json CoactivationToJson(const ProbeCoactivation& c) {
     j["cross_node_rows_per_token"] = t.cross_node_rows_per_token;
     j["cross_node_copies_per_token"] = t.cross_node_copies_per_token;
     j["slow_tier_bytes_per_token"] = t.slow_tier_bytes_per_token;
+    j["rank_max_over_mean"] = t.rank_max_over_mean;
     j["distinct_pairs"] = l.pairs.size();
     layers.push_back(j);
   }
@@ -257,7 +270,8 @@ json CoactivationToJson(const ProbeCoactivation& c) {
             {"nodes_per_token", t.nodes_per_token},
             {"cross_node_rows_per_token", t.cross_node_rows_per_token},
             {"cross_node_copies_per_token", t.cross_node_copies_per_token},
-            {"slow_tier_bytes_per_token", t.slow_tier_bytes_per_token}}}};
+            {"slow_tier_bytes_per_token", t.slow_tier_bytes_per_token},
+            {"rank_max_over_mean", t.rank_max_over_mean}}}};
 }
 
 std::string FormatCoactivation(const ProbeCoactivation& c) {
@@ -283,7 +297,8 @@ std::string FormatCoactivation(const ProbeCoactivation& c) {
   os << "  all MoE layers: nodes/token " << F("%.3f", t.nodes_per_token) << ", cross-node rows/token "
      << F("%.3f", t.cross_node_rows_per_token) << ", node-deduplicated copies/token "
      << F("%.3f", t.cross_node_copies_per_token) << ", slow-tier bytes/token "
-     << F("%.1f", t.slow_tier_bytes_per_token) << " (dispatch + combine, measured split sizes)\n";
+     << F("%.1f", t.slow_tier_bytes_per_token) << " (dispatch + combine, measured split sizes), rows per EP rank "
+     << "max/mean " << F("%.3f", t.rank_max_over_mean) << " (worst layer)\n";
   return os.str();
 }
 

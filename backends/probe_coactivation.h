@@ -35,6 +35,7 @@ struct ProbeCoactivationLayer {
   int64_t rows = 0;                    // dispatched (token, expert) rows, every destination
   int64_t cross_node_rows = 0;         // of those, rows sent to a rank on another node
   int64_t row_bytes = 0;               // bytes of one dispatched row (width * element size)
+  std::vector<int64_t> rank_rows;      // [ep] rows dispatched to each EP rank (its load), all sources
 };
 
 // Per-token means of one layer, or over all MoE layers (each layer's tokens weigh alike).
@@ -44,6 +45,7 @@ struct ProbeTierTraffic {
   double cross_node_rows_per_token = 0;    // rows the probe's all-to-all sent across nodes
   double cross_node_copies_per_token = 0;  // node-deduplicated copies (DeepEP dispatch)
   double slow_tier_bytes_per_token = 0;    // measured rows: dispatch + combine, bytes
+  double rank_max_over_mean = 0;           // rows per EP rank: max / mean (all layers: worst layer)
 };
 
 struct ProbeCoactivation {
@@ -63,8 +65,8 @@ std::vector<std::vector<double>> SummedPairCounts(const ProbeCoactivation& c, in
 // One rank's recorder (held by the worker, fed by MoeForward's routing and dispatch steps).
 class CoactivationRecorder {
  public:
-  // ep_base: global rank of EP rank 0 of this rank's EP group; rank: this rank (global).
-  void Configure(int64_t experts, int64_t top_k, int64_t ranks_per_node, int64_t ep_base, int64_t rank);
+  // ep_rank_node[j]: node of EP rank j of this rank's group; my_node: this rank's node.
+  void Configure(int64_t experts, int64_t top_k, std::vector<int64_t> ep_rank_node, int64_t my_node);
   // top: [tokens, k] expert ids (row-major); placement: expert -> EP rank.
   void RecordRouting(int64_t layer, const int64_t* top, int64_t tokens, int64_t k,
                      const std::vector<int64_t>& placement);
@@ -77,7 +79,8 @@ class CoactivationRecorder {
   nlohmann::json ToJson() const;  // every pair seen (the merge needs them all)
 
  private:
-  int64_t experts_ = 0, top_k_ = 0, rpn_ = 0, ep_base_ = 0, rank_ = 0;
+  int64_t experts_ = 0, top_k_ = 0, my_node_ = 0;
+  std::vector<int64_t> ep_rank_node_;
   std::vector<ProbeCoactivationLayer> layers_;  // by first appearance
   std::vector<std::vector<int64_t>> pairs_;     // per layer entry: dense E*E upper triangle
   size_t Slot(int64_t layer);

@@ -105,6 +105,8 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   }
   c->ranks_per_node = j.value("ranks_per_node", int64_t{0});
   c->max_route_nodes = j.value("max_route_nodes", int64_t{0});
+  c->expert_phy2log = j.value("expert_phy2log", std::vector<int64_t>{});
+  c->fault_log2phy = j.value("fault_log2phy", false);
 }
 // clang-format on
 
@@ -125,6 +127,8 @@ json ConfigJson(const ProbeConfig& c) {
   j["recompute"] = rc;
   j["ranks_per_node"] = c.ranks_per_node;
   j["max_route_nodes"] = c.max_route_nodes;
+  j["expert_phy2log"] = c.expert_phy2log;
+  j["fault_log2phy"] = c.fault_log2phy;
   return j;
 }
 

@@ -131,6 +131,37 @@ at::Tensor LimitToNodes(const at::Tensor& choice, const std::vector<int64_t>& no
   return choice.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
 }
 
+// Redundant experts (probe_replicas.h): identity forward; backward all-gathers every physical
+// slot's weight gradient over EP and gives each slot the pairwise sum (ordered_sum.h) over its
+// expert's copies in replica order. A replica's gradient covers one aligned block of sources, so
+// the sum has the bits of the expert's gradient without replicas. w: this rank's slots, flat.
+class ReplicaGradSyncFn : public torch::autograd::Function<ReplicaGradSyncFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w, int64_t sync_ptr) {
+    ctx->saved_data["sync"] = sync_ptr;
+    return w.clone();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto* s = reinterpret_cast<const ReplicaGradSync*>(ctx->saved_data["sync"].toInt());
+    const int64_t S = s->slots_per_rank, me = s->ep->rank();
+    const at::Tensor g = grads[0].contiguous();
+    const at::Tensor all = s->ep->AllGather(g).view({S * s->ep->size(), -1});  // [P, numel per slot]
+    std::vector<at::Tensor> out;
+    for (int64_t j = 0; j < S; ++j) {
+      const auto& copies = s->copies[static_cast<size_t>(s->phy2log[static_cast<size_t>(me * S + j)])];
+      TreeAccumulator acc;
+      for (int64_t p : copies) acc.Push(all[p]);
+      out.push_back(acc.Take());
+    }
+    return {at::stack(out).view_as(grads[0]), at::Tensor()};
+  }
+};
+
+at::Tensor SyncReplicas(const at::Tensor& w, const ReplicaGradSync* sync) {
+  if (sync == nullptr || w.numel() == 0 || !w.requires_grad()) return w;
+  return ReplicaGradSyncFn::apply(w, reinterpret_cast<int64_t>(sync));
+}
+
 }  // namespace
 
 at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
@@ -177,21 +208,24 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   }
   // Step 3: order (token, expert) pairs by destination rank, then expert (ordinal = position in
   // the list "experts of EP rank 0 ascending, of rank 1 ascending, ...").
+  // Redundant experts (R.log2phy, probe_replicas.h): the ordinal is this source's physical slot.
   std::vector<int64_t> ordinal(static_cast<size_t>(E)), per_rank(static_cast<size_t>(ep), 0);
-  {
+  if (!R.log2phy.empty()) {
+    ordinal = R.log2phy;
+  } else {
     int64_t pos = 0;
     for (int64_t r = 0; r < ep; ++r)
       for (int64_t e = 0; e < E; ++e)
         if (R.placement[static_cast<size_t>(e)] == r) { ordinal[static_cast<size_t>(e)] = pos++; per_rank[static_cast<size_t>(r)]++; }
   }
+  const int64_t el = R.log2phy.empty() ? E / ep : R.slots_per_rank;  // slots per EP rank
   at::Tensor ord = at::tensor(ordinal, at::kLong).to(itop.device());
   at::Tensor key = ord.index_select(0, itop.flatten());                          // [P]
   at::Tensor perm = std::get<1>(key.sort(/*stable=*/true, 0, false));
   at::Tensor tok = at::arange(b * T, itop.options()).repeat_interleave(k).index_select(0, perm);
-  at::Tensor counts = at::bincount(key, {}, E);                                  // per ordinal
+  at::Tensor counts = at::bincount(key, {}, el * ep);                            // per ordinal
   // Step 4: exchange per-expert counts, then the token rows (split sizes = actual counts).
-  const int64_t el = E / ep;
-  at::Tensor recv_counts = R.ep->AllToAll(counts.view({E, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
+  at::Tensor recv_counts = R.ep->AllToAll(counts.view({el * ep, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
                                           std::vector<int64_t>(static_cast<size_t>(ep), el)).view({ep, el});
   const at::Tensor rc_cpu = recv_counts.to(at::kCPU).contiguous();              // [ep source, el]
   const auto rc = rc_cpu.accessor<int64_t, 2>();
@@ -210,8 +244,9 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   at::Tensor xe = xr.index_select(0, by_e);
   const int64_t n_local = experts.numel() / std::max<int64_t>(1, u.expert.numel);
   ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) + " experts, EP expects " + std::to_string(el));
-  at::Tensor ex_rows = experts.view({el, u.expert.numel});
-  at::Tensor exl_rows = u.expert_lora.numel > 0 ? expert_lora.view({el, u.expert_lora.numel}) : at::Tensor();
+  at::Tensor ex_rows = SyncReplicas(experts, R.replica_sync).view({el, u.expert.numel});
+  at::Tensor exl_rows =
+      u.expert_lora.numel > 0 ? SyncReplicas(expert_lora, R.replica_sync).view({el, u.expert_lora.numel}) : at::Tensor();
   std::vector<at::Tensor> ys;
   int64_t start = 0;
   for (int64_t j = 0; j < el; ++j) {

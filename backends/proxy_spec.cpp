@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "backends/probe.h"
+#include "backends/probe_replicas.h"
 #include "backends/probe_layout_check.h"
 
 namespace onboard {
@@ -303,6 +304,13 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("max_route_nodes",
                "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
                std::to_string(max_route_nodes));
+  if (!expert_phy2log.empty()) {  // redundant experts (probe_replicas.h): one EP group, no TP
+    Expected<ReplicaMap> m = BuildReplicaMap(expert_phy2log, spec.num_experts, ep_degree());
+    if (!m.ok()) return m.status();
+    if (ep_degree() != data_ranks() || tp_degree() > 1)
+      return Bad("expert_phy2log", "needs one EP group over all ranks and tp=1",
+                 "ep=" + std::to_string(ep_degree()) + " tp=" + std::to_string(tp_degree()));
+  }
   if (die_rank >= ranks) return Bad("die_rank", "must be < ranks", std::to_string(die_rank));
   return spec.Validate();
 }

@@ -191,6 +191,10 @@ OnboardCommand kProbe{
                      "node-limited routing (DeepSeek-V3): each token's experts on at most M nodes "
                      "(0 = off; needs --ranks-per-node)")
           ->capture_default_str();
+      sub.add_option("--expert-phy2log", o->cfg.expert_phy2log,
+                     "redundant experts (EPLB phy2log): logical expert of each physical slot, slots of EP "
+                     "rank r = [r*S, (r+1)*S); copies a power of two dividing ep")
+          ->delimiter(',');
       sub.add_flag("--json", o->json, "print the result as JSON");
       return [o] { return RunProbeCommand(*o); };
     }};

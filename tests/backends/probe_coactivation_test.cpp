@@ -14,6 +14,7 @@
 namespace onboard {
 namespace {
 
+using testing_probe::Losses;
 using testing_probe::SmallConfig;
 using testing_probe::SmallSpec;
 using testing_probe::TempDir;
@@ -21,7 +22,8 @@ using testing_probe::TempDir;
 // 3 tokens, top-2 of 4 experts, experts {0,1} on EP rank 0 and {2,3} on EP rank 1; this is rank 0.
 CoactivationRecorder ThreeTokens(int64_t ranks_per_node) {
   CoactivationRecorder rec;
-  rec.Configure(/*experts=*/4, /*top_k=*/2, ranks_per_node, /*ep_base=*/0, /*rank=*/0);
+  // EP ranks 0 and 1 on nodes (0, 1) or both on node 0; this is rank 0, on node 0.
+  rec.Configure(/*experts=*/4, /*top_k=*/2, ranks_per_node == 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0, 0}, 0);
   const std::vector<int64_t> top = {0, 1, 2, 0, 3, 2};  // {0,1} {2,0} {3,2}
   rec.RecordRouting(/*layer=*/1, top.data(), 3, 2, {0, 0, 1, 1});
   rec.RecordDispatch(1, {3, 3}, /*row_bytes=*/64);  // rows to EP rank 0 (experts 0,1,0), rank 1 (2,3,2)
@@ -82,10 +84,74 @@ TEST(ProbeCoactivation, MergeSumsRanksAndRefusesMismatchedLayers) {
   EXPECT_FALSE(MergeCoactivation({bad}, {"r0.json"}, 1, 2, &out).ok());
 }
 
-std::vector<double> Losses(const ProbeResult& r) {
-  std::vector<double> l;
-  for (const ProbeStep& s : r.steps) l.push_back(s.loss);
-  return l;
+// Exhaustive node split of 8 experts into 2 nodes x 4 (the 35 partitions): the intra-node pair
+// weight of the best one, the mean over all, and of the contiguous split {0..3} {4..7}.
+struct SplitStats {
+  double best = 0, mean = 0, contiguous = 0;
+};
+SplitStats ExhaustiveSplits(const std::vector<std::vector<double>>& w) {
+  SplitStats s;
+  int n = 0;
+  for (int mask = 0; mask < 256; ++mask) {
+    if (__builtin_popcount(mask) != 4 || !(mask & 1)) continue;  // expert 0 on node 0
+    double intra = 0;
+    for (int i = 0; i < 8; ++i)
+      for (int j = i + 1; j < 8; ++j)
+        if (((mask >> i) & 1) == ((mask >> j) & 1)) intra += w[i][j];
+    s.best = std::max(s.best, intra);
+    s.mean += intra;
+    ++n;
+    if (mask == 0x0f) s.contiguous = intra;
+  }
+  s.mean /= n;
+  return s;
+}
+
+// A probe result over 4 ranks = 2 nodes x 2 with even loads and these pair counts (one layer).
+ProbeResult WithPairs(const std::vector<ExpertPairCount>& pairs) {
+  ProbeResult p;
+  p.spec.num_experts = 8;
+  p.spec.top_k = 2;
+  p.config.ranks = 4;
+  p.config.ep = 4;
+  p.config.ranks_per_node = 2;
+  ProbeStep st;
+  st.expert_load = {std::vector<int64_t>(8, 100)};
+  p.steps.push_back(st);
+  ProbeCoactivationLayer l;
+  l.layer = 1;
+  l.pairs = pairs;
+  p.coactivation.ranks_per_node = 2;
+  p.coactivation.nodes = 2;
+  p.coactivation.top_k = 2;
+  p.coactivation.layers = {l};
+  return p;
+}
+
+TEST(ProbeCoactivation, PlacementFindsAPlantedGroupingAndNothingInAUniformMatrix) {
+  // Planted: two groups of 4 experts, {1,3,4,6} and {0,2,5,7} (split by the contiguous
+  // placement), co-selected 50 tokens per pair inside a group, 5 across.
+  const std::vector<int64_t> group = {1, 0, 1, 0, 0, 1, 0, 1};  // node of each expert in the plant
+  std::vector<ExpertPairCount> planted, uniform;
+  for (int64_t a = 0; a < 8; ++a)
+    for (int64_t b = a + 1; b < 8; ++b) {
+      planted.push_back({a, b, group[a] == group[b] ? 50 : 5});
+      uniform.push_back({a, b, 20});
+    }
+  const ProbeResult p = WithPairs(planted);
+  Expected<ProbeCoactivationPlacement> r = PlaceFromProbeCoactivation(p);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  for (int64_t a = 0; a < 8; ++a)
+    for (int64_t b = 0; b < 8; ++b)
+      EXPECT_EQ(r->placement[a] / 2 == r->placement[b] / 2, group[a] == group[b]) << a << "," << b;
+  const SplitStats s = ExhaustiveSplits(SummedPairCounts(p.coactivation, 8));
+  EXPECT_EQ(static_cast<double>(r->intra_node_pairs_after), s.best);  // the optimum: 12 x 50
+  EXPECT_EQ(r->intra_node_pairs_after, 600);
+  EXPECT_LT(r->intra_node_pairs_before, r->intra_node_pairs_after);
+  // Negative: every pair equally often: no split is better than the contiguous one.
+  Expected<ProbeCoactivationPlacement> u = PlaceFromProbeCoactivation(WithPairs(uniform));
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->intra_node_pairs_after, u->intra_node_pairs_before);
 }
 
 // For top-2 routing a token spans 2 nodes exactly when its pair is split over nodes, so the
@@ -118,6 +184,18 @@ TEST(ProbeCoactivation, FourRanksTwoNodesPlacementCutsCrossNodeTrafficSameCurve)
   Expected<ProbeCoactivationPlacement> placed = PlaceFromProbeCoactivation(*before);
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();
   ExpectNodesFollowPairs(*before, placed->intra_node_pairs_before, "contiguous");
+  // What the measured pairs offer: every 2 x 4 node split, per MoE layer and summed.
+  for (const ProbeCoactivationLayer& l : before->coactivation.layers) {
+    ProbeCoactivation one = before->coactivation;
+    one.layers = {l};
+    const SplitStats st = ExhaustiveSplits(SummedPairCounts(one, 8));
+    std::printf("layer %lld: intra-node pairs contiguous %.0f, mean split %.1f, best split %.0f of %lld\n",
+                static_cast<long long>(l.layer), st.contiguous, st.mean, st.best, static_cast<long long>(l.tokens));
+  }
+  const SplitStats all = ExhaustiveSplits(SummedPairCounts(before->coactivation, 8));
+  std::printf("summed: contiguous %.0f, mean split %.1f, best split %.0f; placement %lld -> %lld\n",
+              all.contiguous, all.mean, all.best, static_cast<long long>(placed->intra_node_pairs_before),
+              static_cast<long long>(placed->intra_node_pairs_after));
   ASSERT_GT(placed->intra_node_pairs_after, placed->intra_node_pairs_before);
 
   c.expert_placement = placed->placement;
