@@ -1,5 +1,5 @@
 // The next probe's expert placement from the co-activation this probe measured (issue 18 item 3):
-// the measured pair counts and loads (summed over MoE layers and recorded steps) go to
+// the measured pair counts and loads (summed over MoE layers and recorded steps, and per layer) go to
 // search/coactivation_placement.h PlaceExpertsByCoactivation with the probe's node layout
 // (ProbeConfig::ranks_per_node) and no spare slots (every EP rank holds num_experts/ep experts, as
 // the probe's buffers do). Torch-free: the agent's re-placement rule calls it between rounds.
@@ -21,6 +21,10 @@ struct ProbeCoactivationPlacement {
   int64_t intra_node_pairs_after = 0;    // ... under the new placement (same routings)
   double rank_max_over_mean_before = 0;  // tokens per EP rank
   double rank_max_over_mean_after = 0;
+  // Per MoE layer (ProbeConfig::expert_placement_by_layer), each from its own loads and pairs, and
+  // the measured pairs sharing a node, summed over layers, each layer under its own placement.
+  std::vector<std::vector<int64_t>> placement_by_layer;
+  int64_t intra_node_pairs_by_layer_before = 0, intra_node_pairs_by_layer_after = 0;
 };
 
 // Errors (kBadInput, naming the field): no co-activation recorded, one node (ranks_per_node),

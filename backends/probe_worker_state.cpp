@@ -70,6 +70,16 @@ void PlaceReplicas(Group& ep, const std::vector<int64_t>& ep_node, WorkerState* 
   routing.replica_sync = &st->replica_sync;
 }
 
+// The experts EP rank `ep_rank` holds in model layer `layer` (per-layer placement, else the global).
+std::vector<int64_t> LayerLocalExperts(const MoeRouting& routing, int64_t layer, int64_t ep_rank) {
+  const auto it = routing.layer_placement.find(layer);
+  if (it == routing.layer_placement.end()) return routing.local_experts;
+  std::vector<int64_t> out;
+  for (size_t e = 0; e < it->second.size(); ++e)
+    if (it->second[e] == ep_rank) out.push_back(static_cast<int64_t>(e));
+  return out;
+}
+
 // Redundant experts: per element of this rank's slots, 1 on an expert's first copy, else 0.
 at::Tensor ReplicaShare(const ReplicaGradSync& sync, int64_t numel) {
   if (sync.ep == nullptr) return at::Tensor();
@@ -102,6 +112,11 @@ void PlaceExperts(Group& ep, WorkerState* st) {
   for (int64_t e = 0; e < spec.num_experts; ++e)
     routing.expert_node.push_back(ep_node[static_cast<size_t>(routing.placement[static_cast<size_t>(e)])]);
   routing.max_route_nodes = st->cfg.max_route_nodes;
+  routing.ep_rank_node = ep_node;
+  size_t moe = 0;  // per-layer placement: the i-th MoE layer's entry
+  for (const UnitLayout& L : st->units)
+    if (L.expert.numel > 0 && moe < st->cfg.expert_placement_by_layer.size())
+      routing.layer_placement[L.layer] = st->cfg.expert_placement_by_layer[moe++];
   PlaceReplicas(ep, ep_node, st);
   if (spec.balance_bias)
     for (const UnitLayout& L : st->units)
@@ -134,13 +149,13 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
   // Step 3b: seeded full init, then shards. LoRA with a base phase: the base (dense + experts) is
   // trained first, adapters frozen.
   const bool lora = st->lora, base_first = st->base_steps > 0;
-  const std::vector<int64_t>& local = st->routing.local_experts;
   st->state.assign(st->units.size(), UnitState{});
   for (size_t u = 0; u < st->units.size(); ++u) {
     const uint64_t base = cfg.seed * 1000003u + u * 16u;
     const UnitLayout& L = st->units[u];
     UnitState& s = st->state[u];
     const UnitLayout& Full = full[u];
+    const std::vector<int64_t> local = LayerLocalExperts(st->routing, L.layer, r % E);
     s.dense = MakeShard(TpSliceFlat(Full.dense, L.dense, InitFlat(Full.dense, base), t, T),
                         DecayMask(L.dense), r % F, F, !lora || base_first);
     s.lora = MakeShard(TpSliceFlat(Full.lora, L.lora, InitFlat(Full.lora, base + 1), t, T), DecayMask(L.lora),

@@ -169,6 +169,13 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
                       const at::Tensor& h, MoeRouting& R) {
   const int64_t b = h.size(0), T = h.size(1), D = s.hidden, E = s.num_experts, k = s.top_k;
   const int64_t ep = R.ep->size();
+  // Per-layer placement (MoeRouting::layer_placement): this layer's expert -> EP rank and node.
+  const auto lp = R.layer_placement.find(u.layer);
+  const std::vector<int64_t>& placement = lp != R.layer_placement.end() ? lp->second : R.placement;
+  std::vector<int64_t> expert_node = R.expert_node;
+  if (lp != R.layer_placement.end())
+    for (int64_t e = 0; e < E; ++e)
+      expert_node[static_cast<size_t>(e)] = R.ep_rank_node[static_cast<size_t>(placement[static_cast<size_t>(e)])];
   at::Tensor x = h.reshape({b * T, D});
   // Step 1: router in fp32; top-k experts and their weights per token.
   at::Tensor logits = W.Lin("router", x.scalar_type() == at::kDouble ? x : x.to(at::kFloat));
@@ -185,14 +192,14 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
                                                                                  0x9E3779B97F4A7C15ull);
     choice = at::rand({b * T, E}, gen, at::TensorOptions().dtype(at::kFloat)).to(scores.device());
   }
-  if (R.max_route_nodes > 0) choice = LimitToNodes(choice, R.expert_node, R.max_route_nodes, k);
+  if (R.max_route_nodes > 0) choice = LimitToNodes(choice, expert_node, R.max_route_nodes, k);
   at::Tensor itop = std::get<1>(choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
   at::Tensor wtop = scores.gather(-1, itop);
   if (s.renormalize) wtop = wtop / (wtop.sum(-1, true) + 1e-20);
   wtop = wtop * s.routed_scaling;
   if (R.record && R.coact != nullptr) {  // co-activation: the routing as chosen (read only)
     const at::Tensor top = itop.to(at::kCPU, at::kLong).contiguous();
-    R.coact->RecordRouting(u.layer, top.data_ptr<int64_t>(), top.size(0), k, R.placement);
+    R.coact->RecordRouting(u.layer, top.data_ptr<int64_t>(), top.size(0), k, placement);
   }
   if (R.record && R.load != nullptr) {
     at::Tensor cnt = at::bincount(itop.flatten(), {}, E);
@@ -216,7 +223,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     int64_t pos = 0;
     for (int64_t r = 0; r < ep; ++r)
       for (int64_t e = 0; e < E; ++e)
-        if (R.placement[static_cast<size_t>(e)] == r) { ordinal[static_cast<size_t>(e)] = pos++; per_rank[static_cast<size_t>(r)]++; }
+        if (placement[static_cast<size_t>(e)] == r) { ordinal[static_cast<size_t>(e)] = pos++; per_rank[static_cast<size_t>(r)]++; }
   }
   const int64_t el = R.log2phy.empty() ? E / ep : R.slots_per_rank;  // slots per EP rank
   at::Tensor ord = at::tensor(ordinal, at::kLong).to(itop.device());

@@ -304,6 +304,22 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("max_route_nodes",
                "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
                std::to_string(max_route_nodes));
+  const auto moe_layers = std::count_if(spec.layers.begin(), spec.layers.end(),
+                                        [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
+  if (static_cast<int64_t>(expert_placement_by_layer.size()) > moe_layers)
+    return Bad("expert_placement_by_layer", "has more entries than the proxy's " + std::to_string(moe_layers) +
+                                                " MoE layers", std::to_string(expert_placement_by_layer.size()));
+  for (size_t i = 0; i < expert_placement_by_layer.size(); ++i) {  // per layer: each as expert_placement
+    ProbeConfig one = *this;
+    one.expert_placement = expert_placement_by_layer[i];
+    one.expert_placement_by_layer.clear();
+    one.expert_phy2log.clear();
+    if (Status st = one.Validate(spec); !st.ok())
+      return Bad("expert_placement_by_layer", "entry " + std::to_string(i) + ": " + st.message(),
+                 std::to_string(expert_placement_by_layer[i].size()) + " experts");
+    if (!expert_phy2log.empty())
+      return Bad("expert_placement_by_layer", "cannot be combined with expert_phy2log", "both set");
+  }
   if (!expert_phy2log.empty()) {  // redundant experts (probe_replicas.h): one EP group, no TP
     Expected<ReplicaMap> m = BuildReplicaMap(expert_phy2log, spec.num_experts, ep_degree());
     if (!m.ok()) return m.status();

@@ -4,8 +4,9 @@
 //   contiguous      experts e on EP rank e / (E / ep) (the probe's default; the baseline)
 //   load-only       DeepSeek-EPLB-style load packing from the baseline's measured loads, no replicas
 //                   (search/expert_placement.h PlaceExperts)
-//   co-activation   co-selected experts onto one node from the baseline's measured pairs
-//                   (backends/probe_coactivation_placement.h)
+//   co-act global   co-selected experts onto one node from the baseline's measured pairs summed
+//                   over the MoE layers, one placement for all (backends/probe_coactivation_placement.h)
+//   co-act/layer    the same per MoE layer from its own pairs and loads (as EPLB places each layer)
 //   replicas        hottest experts doubled into one spare slot per rank (backends/probe_replicas.h)
 //   node-limited    each token's experts on at most 1 node (DeepSeek-V3 M = 1; changes the routing)
 // Columns (per routed token, summed over the MoE layers): nodes the top-k span, node-deduplicated
@@ -115,7 +116,10 @@ int main(int argc, char** argv) {
     for (int64_t e : lo->rank_experts[r]) v.expert_placement[static_cast<size_t>(e)] = static_cast<int64_t>(r);
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("load-only", *r, curve);
   v.expert_placement = co->placement;
-  if (Expected<ProbeResult> r = run(v); r.ok()) Row("co-activation", *r, curve);
+  if (Expected<ProbeResult> r = run(v); r.ok()) Row("co-act global", *r, curve);
+  v.expert_placement.clear();
+  v.expert_placement_by_layer = co->placement_by_layer;
+  if (Expected<ProbeResult> r = run(v); r.ok()) Row("co-act/layer", *r, curve);
   v = c;
   v.expert_phy2log = Phy2LogFromLoads(req.expert_load, 4, 1);
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("replicas", *r, curve);

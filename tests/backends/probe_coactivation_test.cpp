@@ -9,6 +9,8 @@
 
 #include "backends/probe_coactivation.h"
 #include "backends/probe_coactivation_placement.h"
+#include "backends/probe_step_series.h"
+#include "search/expert_placement.h"
 #include "tests/backends/probe_test_util.h"
 
 namespace onboard {
@@ -86,19 +88,24 @@ TEST(ProbeCoactivation, MergeSumsRanksAndRefusesMismatchedLayers) {
 
 // Exhaustive node split of 8 experts into 2 nodes x 4 (the 35 partitions): the intra-node pair
 // weight of the best one, the mean over all, and of the contiguous split {0..3} {4..7}.
+// best_capped: the best split whose node loads stay within max/mean <= cap (load: tokens per expert).
 struct SplitStats {
-  double best = 0, mean = 0, contiguous = 0;
+  double best = 0, mean = 0, contiguous = 0, best_capped = 0;
 };
-SplitStats ExhaustiveSplits(const std::vector<std::vector<double>>& w) {
+SplitStats ExhaustiveSplits(const std::vector<std::vector<double>>& w, const std::vector<double>& load = {},
+                            double cap = 0) {
   SplitStats s;
   int n = 0;
   for (int mask = 0; mask < 256; ++mask) {
     if (__builtin_popcount(mask) != 4 || !(mask & 1)) continue;  // expert 0 on node 0
-    double intra = 0;
-    for (int i = 0; i < 8; ++i)
+    double intra = 0, node0 = 0, total = 0;
+    for (int i = 0; i < 8; ++i) {
       for (int j = i + 1; j < 8; ++j)
         if (((mask >> i) & 1) == ((mask >> j) & 1)) intra += w[i][j];
+      if (!load.empty()) node0 += ((mask >> i) & 1) ? load[i] : 0, total += load[i];
+    }
     s.best = std::max(s.best, intra);
+    if (!load.empty() && std::max(node0, total - node0) <= cap * total / 2) s.best_capped = std::max(s.best_capped, intra);
     s.mean += intra;
     ++n;
     if (mask == 0x0f) s.contiguous = intra;
@@ -168,61 +175,106 @@ void ExpectNodesFollowPairs(const ProbeResult& r, int64_t intra_node_pairs, cons
   EXPECT_EQ(two_nodes, pairs - intra_node_pairs) << what;
 }
 
-TEST(ProbeCoactivation, FourRanksTwoNodesPlacementCutsCrossNodeTrafficSameCurve) {
-  // 4 ranks told they are 2 nodes x 2 ranks; fp32 with a fixed micro-batch: the curve does not
-  // depend on the placement (probe_equivalence_test.cpp), so the re-run routes the same tokens.
+// Measured pairs of the i-th MoE layer that share a node under `placement` (expert -> EP rank).
+int64_t IntraPairs(const ProbeCoactivationLayer& l, const std::vector<int64_t>& placement, int64_t rpn) {
+  int64_t s = 0;
+  for (const ExpertPairCount& p : l.pairs)
+    if (placement[p.a] / rpn == placement[p.b] / rpn) s += p.tokens;
+  return s;
+}
+
+// One probe (4 ranks = 2 nodes x 2, fp32, fixed micro-batch: the curve does not depend on the
+// placement, so every run routes the same tokens) under three placements: the contiguous default,
+// DeepSeek-EPLB-style load packing without replicas (search/expert_placement.h), and the per-layer
+// co-activation placement, both from the first run's measurements.
+struct PlacementRuns {
+  ProbeResult contiguous, load_only, coact;
+  ProbeCoactivationPlacement placed;
+  int64_t intra_contiguous = 0, intra_load_only = 0, intra_coact = 0;  // measured pairs on one node
+};
+
+void RunPlacements(ProbeConfig c, const std::string& name, PlacementRuns* out) {
   const ProxySpec spec = SmallSpec();
-  ProbeConfig c = SmallConfig(4, TempDir("coact-before"));
-  c.steps = 8;
   c.micro_batch = 2;
   c.ranks_per_node = 2;
-  Expected<ProbeResult> before = RunProbeSpec(spec, c);
-  ASSERT_TRUE(before.ok()) << before.status().ToString();
-  ASSERT_EQ(before->coactivation.layers.size(), 3u);
-  EXPECT_EQ(before->coactivation.nodes, 2);
-  EXPECT_EQ(before->coactivation.layers[0].tokens, c.steps * c.batch * c.seq);
-  Expected<ProbeCoactivationPlacement> placed = PlaceFromProbeCoactivation(*before);
+  c.out_dir = TempDir(name + "-contiguous");
+  Expected<ProbeResult> base = RunProbeSpec(spec, c);
+  ASSERT_TRUE(base.ok()) << base.status().ToString();
+  out->contiguous = *base;
+  Expected<ProbeCoactivationPlacement> placed = PlaceFromProbeCoactivation(*base);
   ASSERT_TRUE(placed.ok()) << placed.status().ToString();
-  ExpectNodesFollowPairs(*before, placed->intra_node_pairs_before, "contiguous");
-  // What the measured pairs offer: every 2 x 4 node split, per MoE layer and summed.
-  for (const ProbeCoactivationLayer& l : before->coactivation.layers) {
-    ProbeCoactivation one = before->coactivation;
+  out->placed = *placed;
+  ExpertPlacementRequest req;  // load-only, per layer, as EPLB places each layer
+  req.ep_ranks = 4;
+  req.ranks_per_node = 2;
+  ProbeConfig lo = c, co = c;
+  for (size_t i = 0; i < base->coactivation.layers.size(); ++i) {
+    req.expert_load.assign(8, 0);
+    for (const ProbeStep& s : base->steps)
+      for (size_t e = 0; e < 8; ++e) req.expert_load[e] += static_cast<double>(s.expert_load[i][e]);
+    Expected<ExpertPlacement> p = PlaceExperts(req);
+    ASSERT_TRUE(p.ok()) << p.status().ToString();
+    std::vector<int64_t> pl(8, 0);
+    for (size_t r = 0; r < p->rank_experts.size(); ++r)
+      for (int64_t e : p->rank_experts[r]) pl[e] = static_cast<int64_t>(r);
+    lo.expert_placement_by_layer.push_back(pl);
+    const ProbeCoactivationLayer& l = base->coactivation.layers[i];
+    out->intra_contiguous += IntraPairs(l, {0, 0, 1, 1, 2, 2, 3, 3}, 2);
+    out->intra_load_only += IntraPairs(l, pl, 2);
+    out->intra_coact += IntraPairs(l, placed->placement_by_layer[i], 2);
+  }
+  co.expert_placement_by_layer = placed->placement_by_layer;
+  lo.out_dir = TempDir(name + "-load-only");
+  co.out_dir = TempDir(name + "-coact");
+  Expected<ProbeResult> rl = RunProbeSpec(spec, lo), rc = RunProbeSpec(spec, co);
+  ASSERT_TRUE(rl.ok()) << rl.status().ToString();
+  ASSERT_TRUE(rc.ok()) << rc.status().ToString();
+  out->load_only = *rl;
+  out->coact = *rc;
+  // The maths and the routing do not depend on the placement; the measured traffic follows the pairs.
+  EXPECT_EQ(Losses(*rl), Losses(*base)) << "load-only placement changed the maths";
+  EXPECT_EQ(Losses(*rc), Losses(*base)) << "co-activation placement changed the maths";
+  for (size_t i = 0; i < base->steps.size(); ++i) EXPECT_EQ(rc->steps[i].expert_load, base->steps[i].expert_load);
+  ExpectNodesFollowPairs(*base, out->intra_contiguous, "contiguous");
+  ExpectNodesFollowPairs(*rl, out->intra_load_only, "load-only");
+  ExpectNodesFollowPairs(*rc, out->intra_coact, "co-activation");
+  EXPECT_EQ(out->intra_coact, placed->intra_node_pairs_by_layer_after);
+  // What the measured pairs offer: every 2 x 4 node split of each layer.
+  for (const ProbeCoactivationLayer& l : base->coactivation.layers) {
+    ProbeCoactivation one = base->coactivation;
     one.layers = {l};
     const SplitStats st = ExhaustiveSplits(SummedPairCounts(one, 8));
-    std::printf("layer %lld: intra-node pairs contiguous %.0f, mean split %.1f, best split %.0f of %lld\n",
-                static_cast<long long>(l.layer), st.contiguous, st.mean, st.best, static_cast<long long>(l.tokens));
+    std::printf("%s layer %lld: pairs on one node: contiguous %.0f, mean of the 35 splits %.1f, best %.0f (of %lld)\n",
+                name.c_str(), static_cast<long long>(l.layer), st.contiguous, st.mean, st.best,
+                static_cast<long long>(l.tokens));
   }
-  const SplitStats all = ExhaustiveSplits(SummedPairCounts(before->coactivation, 8));
-  std::printf("summed: contiguous %.0f, mean split %.1f, best split %.0f; placement %lld -> %lld\n",
-              all.contiguous, all.mean, all.best, static_cast<long long>(placed->intra_node_pairs_before),
-              static_cast<long long>(placed->intra_node_pairs_after));
-  ASSERT_GT(placed->intra_node_pairs_after, placed->intra_node_pairs_before);
-
-  c.expert_placement = placed->placement;
-  c.out_dir = TempDir("coact-after");
-  Expected<ProbeResult> after = RunProbeSpec(spec, c);
-  ASSERT_TRUE(after.ok()) << after.status().ToString();
-  EXPECT_EQ(Losses(*after), Losses(*before)) << "placement changed the maths";
-  for (size_t i = 0; i < after->steps.size(); ++i)
-    EXPECT_EQ(after->steps[i].expert_load, before->steps[i].expert_load);
-  ExpectNodesFollowPairs(*after, placed->intra_node_pairs_after, "co-activation placement");
-  const ProbeTierTraffic tb = TotalTraffic(before->coactivation), ta = TotalTraffic(after->coactivation);
-  EXPECT_LT(ta.nodes_per_token, tb.nodes_per_token);
-  EXPECT_LT(ta.cross_node_copies_per_token, tb.cross_node_copies_per_token);
-  EXPECT_LT(ta.slow_tier_bytes_per_token, tb.slow_tier_bytes_per_token);
+  const ProbeTierTraffic t0 = TotalTraffic(base->coactivation), tl = TotalTraffic(rl->coactivation),
+                         tc = TotalTraffic(rc->coactivation);
   std::printf(
-      "4 ranks = 2 nodes x 2, 3 MoE layers, %lld steps: nodes/token %.3f -> %.3f, node-dedup "
-      "cross-node copies/token %.3f -> %.3f, cross-node rows/token %.3f -> %.3f, slow-tier "
-      "bytes/token %.1f -> %.1f; intra-node pairs %lld -> %lld of %lld; rank max/mean %.3f -> %.3f\n",
-      static_cast<long long>(c.steps), tb.nodes_per_token, ta.nodes_per_token, tb.cross_node_copies_per_token,
-      ta.cross_node_copies_per_token, tb.cross_node_rows_per_token, ta.cross_node_rows_per_token,
-      tb.slow_tier_bytes_per_token, ta.slow_tier_bytes_per_token,
-      static_cast<long long>(placed->intra_node_pairs_before),
-      static_cast<long long>(placed->intra_node_pairs_after),
-      static_cast<long long>(placed->co_selected_pairs), placed->rank_max_over_mean_before,
-      placed->rank_max_over_mean_after);
+      "%s, 4 ranks = 2 nodes x 2, %lld steps; contiguous / load-only / co-activation: pairs on one node "
+      "%lld / %lld / %lld of %lld; nodes/token %.3f / %.3f / %.3f; node-dedup cross-node copies/token "
+      "%.3f / %.3f / %.3f; slow-tier bytes/token %.1f / %.1f / %.1f; rows per EP rank max/mean %.3f / %.3f / %.3f\n",
+      name.c_str(), static_cast<long long>(c.steps), static_cast<long long>(out->intra_contiguous),
+      static_cast<long long>(out->intra_load_only), static_cast<long long>(out->intra_coact),
+      static_cast<long long>(placed->co_selected_pairs), t0.nodes_per_token, tl.nodes_per_token, tc.nodes_per_token,
+      t0.cross_node_copies_per_token, tl.cross_node_copies_per_token, tc.cross_node_copies_per_token,
+      t0.slow_tier_bytes_per_token, tl.slow_tier_bytes_per_token, tc.slow_tier_bytes_per_token,
+      t0.rank_max_over_mean, tl.rank_max_over_mean, tc.rank_max_over_mean);
+}
+
+TEST(ProbeCoactivation, FourRanksTwoNodesCopyTaskPlacementFollowsMeasuredPairsSameCurve) {
+  ProbeConfig c = SmallConfig(4, "");
+  c.steps = 8;
+  PlacementRuns r;
+  RunPlacements(c, "copy", &r);
+  if (HasFatalFailure()) return;
+  EXPECT_EQ(r.contiguous.coactivation.nodes, 2);
+  EXPECT_EQ(r.contiguous.coactivation.layers[0].tokens, c.steps * c.batch * c.seq);
+  // The placement never keeps fewer measured pairs on one node than either default.
+  EXPECT_GE(r.intra_coact, r.intra_contiguous);
+  EXPECT_GE(r.intra_coact, r.intra_load_only);
   // Negative: a one-node probe has no slow tier to cut.
-  ProbeResult one = *before;
+  ProbeResult one = r.contiguous;
   one.config.ranks_per_node = 4;
   EXPECT_FALSE(PlaceFromProbeCoactivation(one).ok());
 }
