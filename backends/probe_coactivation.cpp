@@ -87,8 +87,8 @@ ProbeTierTraffic LayerTraffic(const ProbeCoactivationLayer& l) {
   int64_t max_rows = 0, sum_rows = 0;
   for (int64_t r : l.rank_rows) max_rows = std::max(max_rows, r), sum_rows += r;
   if (sum_rows > 0)
-    t.rank_max_over_mean =
-        static_cast<double>(max_rows) * static_cast<double>(l.rank_rows.size()) / static_cast<double>(sum_rows);
+    t.rank_max_over_mean = static_cast<double>(max_rows) * static_cast<double>(l.rank_rows.size()) /
+                           static_cast<double>(sum_rows);
   return t;
 }
 
@@ -125,7 +125,8 @@ void CoactivationRecorder::Configure(int64_t experts, int64_t top_k, std::vector
 }
 
 int64_t CoactivationRecorder::NodeOf(int64_t ep_rank) const {
-  ONBOARD_ASSERT(ep_rank >= 0 && ep_rank < static_cast<int64_t>(ep_rank_node_.size()), "EP rank outside group");
+  ONBOARD_ASSERT(ep_rank >= 0 && ep_rank < static_cast<int64_t>(ep_rank_node_.size()),
+                 "EP rank outside group");
   return ep_rank_node_[static_cast<size_t>(ep_rank)];
 }
 
@@ -297,7 +298,8 @@ std::string FormatCoactivation(const ProbeCoactivation& c) {
   os << "  all MoE layers: nodes/token " << F("%.3f", t.nodes_per_token) << ", cross-node rows/token "
      << F("%.3f", t.cross_node_rows_per_token) << ", node-deduplicated copies/token "
      << F("%.3f", t.cross_node_copies_per_token) << ", slow-tier bytes/token "
-     << F("%.1f", t.slow_tier_bytes_per_token) << " (dispatch + combine, measured split sizes), rows per EP rank "
+     << F("%.1f", t.slow_tier_bytes_per_token)
+     << " (dispatch + combine, measured split sizes), rows per EP rank "
      << "max/mean " << F("%.3f", t.rank_max_over_mean) << " (worst layer)\n";
   return os.str();
 }

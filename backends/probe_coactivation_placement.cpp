@@ -24,8 +24,9 @@ int64_t IntraNodePairs(const std::vector<std::vector<double>>& w, const std::vec
 }
 
 // One placement (expert -> EP rank) from loads and pair counts.
-Expected<std::vector<int64_t>> PlaceOnce(const std::vector<double>& load, const std::vector<std::vector<double>>& w,
-                                         int64_t ep, int64_t ranks_per_node) {
+Expected<std::vector<int64_t>> PlaceOnce(const std::vector<double>& load,
+                                         const std::vector<std::vector<double>>& w, int64_t ep,
+                                         int64_t ranks_per_node) {
   CoactivationPlacementRequest req;
   req.base.expert_load = load;
   req.base.ep_ranks = ep;
@@ -85,7 +86,8 @@ Expected<ProbeCoactivationPlacement> PlaceFromProbeCoactivation(const ProbeResul
     one.layers = {p.coactivation.layers[i]};
     const std::vector<std::vector<double>> wl = SummedPairCounts(one, E);
     ONBOARD_ASSIGN_OR_RETURN(std::vector<int64_t> pl, PlaceOnce(LayerLoad(p, i), wl, ep, rpn));
-    const std::vector<int64_t>& ran = i < c.expert_placement_by_layer.size() ? c.expert_placement_by_layer[i] : run;
+    const std::vector<int64_t>& ran =
+        i < c.expert_placement_by_layer.size() ? c.expert_placement_by_layer[i] : run;
     out.intra_node_pairs_by_layer_before += IntraNodePairs(wl, ran, rpn);
     out.intra_node_pairs_by_layer_after += IntraNodePairs(wl, pl, rpn);
     out.placement_by_layer.push_back(std::move(pl));

@@ -22,8 +22,8 @@ Expected<ReplicaMap> BuildReplicaMap(const std::vector<int64_t>& phy2log, int64_
   // Step 1: shape and ids.
   const int64_t P = static_cast<int64_t>(phy2log.size());
   if (ep <= 0 || P % ep != 0 || P < experts)
-    return Bad("needs a multiple of ep=" + std::to_string(ep) + " slots, at least experts=" +
-                   std::to_string(experts),
+    return Bad("needs a multiple of ep=" + std::to_string(ep) +
+                   " slots, at least experts=" + std::to_string(experts),
                std::to_string(P) + " slots");
   ReplicaMap m;
   m.slots_per_rank = P / ep;
@@ -32,8 +32,9 @@ Expected<ReplicaMap> BuildReplicaMap(const std::vector<int64_t>& phy2log, int64_
   for (int64_t p = 0; p < P; ++p) {
     const int64_t e = phy2log[static_cast<size_t>(p)];
     if (e < 0 || e >= experts)
-      return Bad("slot " + std::to_string(p) + " holds an expert outside [0, " + std::to_string(experts) + ")",
-                 std::to_string(e));
+      return Bad(
+          "slot " + std::to_string(p) + " holds an expert outside [0, " + std::to_string(experts) + ")",
+          std::to_string(e));
     m.copies[static_cast<size_t>(e)].push_back(p);
   }
   // Step 2: copies per expert.
@@ -41,8 +42,9 @@ Expected<ReplicaMap> BuildReplicaMap(const std::vector<int64_t>& phy2log, int64_
   for (int64_t e = 0; e < experts; ++e) {
     const int64_t c = static_cast<int64_t>(m.copies[static_cast<size_t>(e)].size());
     if (!PowerOfTwo(c) || ep % c != 0)
-      return Bad("expert " + std::to_string(e) + " needs 1, 2, 4, ... copies dividing ep=" + std::to_string(ep),
-                 std::to_string(c) + " copies");
+      return Bad(
+          "expert " + std::to_string(e) + " needs 1, 2, 4, ... copies dividing ep=" + std::to_string(ep),
+          std::to_string(c) + " copies");
     replicated = replicated || c > 1;
   }
   if (replicated && !PowerOfTwo(ep))
@@ -70,8 +72,9 @@ std::vector<int64_t> Phy2LogFromLoads(const std::vector<double>& load, int64_t e
     for (int64_t e = 0; e < E; ++e) {
       const int64_t c = copies[static_cast<size_t>(e)];
       if (c > free_slots || ep % (2 * c) != 0) continue;
-      if (best < 0 || load[static_cast<size_t>(e)] / static_cast<double>(c) >
-                          load[static_cast<size_t>(best)] / static_cast<double>(copies[static_cast<size_t>(best)]))
+      if (best < 0 ||
+          load[static_cast<size_t>(e)] / static_cast<double>(c) >
+              load[static_cast<size_t>(best)] / static_cast<double>(copies[static_cast<size_t>(best)]))
         best = e;
     }
     if (best < 0) break;
@@ -88,7 +91,8 @@ std::vector<int64_t> Phy2LogFromLoads(const std::vector<double>& load, int64_t e
   std::vector<Slot> slots;
   for (int64_t e = 0; e < E; ++e)
     for (int64_t i = 0; i < copies[static_cast<size_t>(e)]; ++i)
-      slots.push_back({e, load[static_cast<size_t>(e)] / static_cast<double>(copies[static_cast<size_t>(e)])});
+      slots.push_back(
+          {e, load[static_cast<size_t>(e)] / static_cast<double>(copies[static_cast<size_t>(e)])});
   std::stable_sort(slots.begin(), slots.end(), [](const Slot& a, const Slot& b) { return a.w > b.w; });
   const int64_t S = static_cast<int64_t>(slots.size()) / ep;
   ONBOARD_ASSERT(static_cast<int64_t>(slots.size()) == S * ep, "slots do not fill the ranks evenly");

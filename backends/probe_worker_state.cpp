@@ -86,7 +86,8 @@ at::Tensor ReplicaShare(const ReplicaGradSync& sync, int64_t numel) {
   std::vector<double> share;
   for (int64_t j = 0; j < sync.slots_per_rank; ++j) {
     const int64_t p = sync.ep->rank() * sync.slots_per_rank + j;
-    share.push_back(sync.copies[static_cast<size_t>(sync.phy2log[static_cast<size_t>(p)])][0] == p ? 1.0 : 0.0);
+    share.push_back(sync.copies[static_cast<size_t>(sync.phy2log[static_cast<size_t>(p)])][0] == p ? 1.0
+                                                                                                   : 0.0);
   }
   return at::tensor(share, at::kDouble).repeat_interleave(numel);
 }

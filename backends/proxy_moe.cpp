@@ -175,7 +175,8 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   std::vector<int64_t> expert_node = R.expert_node;
   if (lp != R.layer_placement.end())
     for (int64_t e = 0; e < E; ++e)
-      expert_node[static_cast<size_t>(e)] = R.ep_rank_node[static_cast<size_t>(placement[static_cast<size_t>(e)])];
+      expert_node[static_cast<size_t>(e)] =
+          R.ep_rank_node[static_cast<size_t>(placement[static_cast<size_t>(e)])];
   at::Tensor x = h.reshape({b * T, D});
   // Step 1: router in fp32; top-k experts and their weights per token.
   at::Tensor logits = W.Lin("router", x.scalar_type() == at::kDouble ? x : x.to(at::kFloat));
@@ -223,17 +224,22 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     int64_t pos = 0;
     for (int64_t r = 0; r < ep; ++r)
       for (int64_t e = 0; e < E; ++e)
-        if (placement[static_cast<size_t>(e)] == r) { ordinal[static_cast<size_t>(e)] = pos++; per_rank[static_cast<size_t>(r)]++; }
+        if (placement[static_cast<size_t>(e)] == r) {
+          ordinal[static_cast<size_t>(e)] = pos++;
+          per_rank[static_cast<size_t>(r)]++;
+        }
   }
   const int64_t el = R.log2phy.empty() ? E / ep : R.slots_per_rank;  // slots per EP rank
   at::Tensor ord = at::tensor(ordinal, at::kLong).to(itop.device());
   at::Tensor key = ord.index_select(0, itop.flatten());                          // [P]
   at::Tensor perm = std::get<1>(key.sort(/*stable=*/true, 0, false));
   at::Tensor tok = at::arange(b * T, itop.options()).repeat_interleave(k).index_select(0, perm);
-  at::Tensor counts = at::bincount(key, {}, el * ep);                            // per ordinal
+  at::Tensor counts = at::bincount(key, {}, el * ep);  // per ordinal
   // Step 4: exchange per-expert counts, then the token rows (split sizes = actual counts).
-  at::Tensor recv_counts = R.ep->AllToAll(counts.view({el * ep, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
-                                          std::vector<int64_t>(static_cast<size_t>(ep), el)).view({ep, el});
+  at::Tensor recv_counts =
+      R.ep->AllToAll(counts.view({el * ep, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
+                     std::vector<int64_t>(static_cast<size_t>(ep), el))
+          .view({ep, el});
   const at::Tensor rc_cpu = recv_counts.to(at::kCPU).contiguous();              // [ep source, el]
   const auto rc = rc_cpu.accessor<int64_t, 2>();
   std::vector<int64_t> send(static_cast<size_t>(ep)), recv(static_cast<size_t>(ep), 0);
@@ -252,8 +258,9 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   const int64_t n_local = experts.numel() / std::max<int64_t>(1, u.expert.numel);
   ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) + " experts, EP expects " + std::to_string(el));
   at::Tensor ex_rows = SyncReplicas(experts, R.replica_sync).view({el, u.expert.numel});
-  at::Tensor exl_rows =
-      u.expert_lora.numel > 0 ? SyncReplicas(expert_lora, R.replica_sync).view({el, u.expert_lora.numel}) : at::Tensor();
+  at::Tensor exl_rows = u.expert_lora.numel > 0
+                            ? SyncReplicas(expert_lora, R.replica_sync).view({el, u.expert_lora.numel})
+                            : at::Tensor();
   std::vector<at::Tensor> ys;
   int64_t start = 0;
   for (int64_t j = 0; j < el; ++j) {

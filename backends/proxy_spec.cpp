@@ -5,8 +5,8 @@
 #include <sstream>
 
 #include "backends/probe.h"
-#include "backends/probe_replicas.h"
 #include "backends/probe_layout_check.h"
+#include "backends/probe_replicas.h"
 
 namespace onboard {
 namespace {
@@ -307,8 +307,9 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   const auto moe_layers = std::count_if(spec.layers.begin(), spec.layers.end(),
                                         [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
   if (static_cast<int64_t>(expert_placement_by_layer.size()) > moe_layers)
-    return Bad("expert_placement_by_layer", "has more entries than the proxy's " + std::to_string(moe_layers) +
-                                                " MoE layers", std::to_string(expert_placement_by_layer.size()));
+    return Bad("expert_placement_by_layer",
+               "has more entries than the proxy's " + std::to_string(moe_layers) + " MoE layers",
+               std::to_string(expert_placement_by_layer.size()));
   for (size_t i = 0; i < expert_placement_by_layer.size(); ++i) {  // per layer: each as expert_placement
     ProbeConfig one = *this;
     one.expert_placement = expert_placement_by_layer[i];

@@ -88,9 +88,10 @@ int main(int argc, char** argv) {
   c.timeout_s = 600;
   c.worker_binary = worker;
   if (argc > 3) c.task = ProbeTask::kText, c.text_file = argv[3];
-  std::printf("bench_expert_comm: 4 ranks = 2 nodes x 2 (loopback), proxy %s, %lld steps, %s task, %ld cores\n",
-              spec.PatternString().c_str(), static_cast<long long>(c.steps), argc > 3 ? "text" : "copy",
-              sysconf(_SC_NPROCESSORS_ONLN));
+  std::printf(
+      "bench_expert_comm: 4 ranks = 2 nodes x 2 (loopback), proxy %s, %lld steps, %s task, %ld cores\n",
+      spec.PatternString().c_str(), static_cast<long long>(c.steps), argc > 3 ? "text" : "copy",
+      sysconf(_SC_NPROCESSORS_ONLN));
   std::printf("%-14s %9s %12s %10s %10s %13s %9s %10s %10s\n", "layout", "nodes/tok", "xnode_copies",
               "xnode_rows", "slow_B/tok", "rank_max/mean", "a2a_ms", "last_loss", "same_curve");
   auto run = [&](const ProbeConfig& cfg) {
@@ -113,7 +114,8 @@ int main(int argc, char** argv) {
   ProbeConfig v = c;
   v.expert_placement.assign(8, 0);
   for (size_t r = 0; r < lo->rank_experts.size(); ++r)
-    for (int64_t e : lo->rank_experts[r]) v.expert_placement[static_cast<size_t>(e)] = static_cast<int64_t>(r);
+    for (int64_t e : lo->rank_experts[r])
+      v.expert_placement[static_cast<size_t>(e)] = static_cast<int64_t>(r);
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("load-only", *r, curve);
   v.expert_placement = co->placement;
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("co-act global", *r, curve);
@@ -126,6 +128,7 @@ int main(int argc, char** argv) {
   v = c;
   v.max_route_nodes = 1;
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("node-limited", *r, curve);
-  std::printf("(a2a is synchronous in the probe: exposed = measured; wall times on a shared machine are noisy)\n");
+  std::printf(
+      "(a2a is synchronous in the probe: exposed = measured; wall times on a shared machine are noisy)\n");
   return 0;
 }

@@ -25,7 +25,8 @@ using testing_probe::TempDir;
 CoactivationRecorder ThreeTokens(int64_t ranks_per_node) {
   CoactivationRecorder rec;
   // EP ranks 0 and 1 on nodes (0, 1) or both on node 0; this is rank 0, on node 0.
-  rec.Configure(/*experts=*/4, /*top_k=*/2, ranks_per_node == 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0, 0}, 0);
+  rec.Configure(/*experts=*/4, /*top_k=*/2,
+                ranks_per_node == 1 ? std::vector<int64_t>{0, 1} : std::vector<int64_t>{0, 0}, 0);
   const std::vector<int64_t> top = {0, 1, 2, 0, 3, 2};  // {0,1} {2,0} {3,2}
   rec.RecordRouting(/*layer=*/1, top.data(), 3, 2, {0, 0, 1, 1});
   rec.RecordDispatch(1, {3, 3}, /*row_bytes=*/64);  // rows to EP rank 0 (experts 0,1,0), rank 1 (2,3,2)
@@ -105,7 +106,8 @@ SplitStats ExhaustiveSplits(const std::vector<std::vector<double>>& w, const std
       if (!load.empty()) node0 += ((mask >> i) & 1) ? load[i] : 0, total += load[i];
     }
     s.best = std::max(s.best, intra);
-    if (!load.empty() && std::max(node0, total - node0) <= cap * total / 2) s.best_capped = std::max(s.best_capped, intra);
+    if (!load.empty() && std::max(node0, total - node0) <= cap * total / 2)
+      s.best_capped = std::max(s.best_capped, intra);
     s.mean += intra;
     ++n;
     if (mask == 0x0f) s.contiguous = intra;
@@ -234,7 +236,8 @@ void RunPlacements(ProbeConfig c, const std::string& name, PlacementRuns* out) {
   // The maths and the routing do not depend on the placement; the measured traffic follows the pairs.
   EXPECT_EQ(Losses(*rl), Losses(*base)) << "load-only placement changed the maths";
   EXPECT_EQ(Losses(*rc), Losses(*base)) << "co-activation placement changed the maths";
-  for (size_t i = 0; i < base->steps.size(); ++i) EXPECT_EQ(rc->steps[i].expert_load, base->steps[i].expert_load);
+  for (size_t i = 0; i < base->steps.size(); ++i)
+    EXPECT_EQ(rc->steps[i].expert_load, base->steps[i].expert_load);
   ExpectNodesFollowPairs(*base, out->intra_contiguous, "contiguous");
   ExpectNodesFollowPairs(*rl, out->intra_load_only, "load-only");
   ExpectNodesFollowPairs(*rc, out->intra_coact, "co-activation");
@@ -244,22 +247,25 @@ void RunPlacements(ProbeConfig c, const std::string& name, PlacementRuns* out) {
     ProbeCoactivation one = base->coactivation;
     one.layers = {l};
     const SplitStats st = ExhaustiveSplits(SummedPairCounts(one, 8));
-    std::printf("%s layer %lld: pairs on one node: contiguous %.0f, mean of the 35 splits %.1f, best %.0f (of %lld)\n",
-                name.c_str(), static_cast<long long>(l.layer), st.contiguous, st.mean, st.best,
-                static_cast<long long>(l.tokens));
+    std::printf(
+        "%s layer %lld: pairs on one node: contiguous %.0f, mean of the 35 splits %.1f, best %.0f (of "
+        "%lld)\n",
+        name.c_str(), static_cast<long long>(l.layer), st.contiguous, st.mean, st.best,
+        static_cast<long long>(l.tokens));
   }
   const ProbeTierTraffic t0 = TotalTraffic(base->coactivation), tl = TotalTraffic(rl->coactivation),
                          tc = TotalTraffic(rc->coactivation);
   std::printf(
       "%s, 4 ranks = 2 nodes x 2, %lld steps; contiguous / load-only / co-activation: pairs on one node "
       "%lld / %lld / %lld of %lld; nodes/token %.3f / %.3f / %.3f; node-dedup cross-node copies/token "
-      "%.3f / %.3f / %.3f; slow-tier bytes/token %.1f / %.1f / %.1f; rows per EP rank max/mean %.3f / %.3f / %.3f\n",
+      "%.3f / %.3f / %.3f; slow-tier bytes/token %.1f / %.1f / %.1f; rows per EP rank max/mean %.3f / %.3f / "
+      "%.3f\n",
       name.c_str(), static_cast<long long>(c.steps), static_cast<long long>(out->intra_contiguous),
       static_cast<long long>(out->intra_load_only), static_cast<long long>(out->intra_coact),
-      static_cast<long long>(placed->co_selected_pairs), t0.nodes_per_token, tl.nodes_per_token, tc.nodes_per_token,
-      t0.cross_node_copies_per_token, tl.cross_node_copies_per_token, tc.cross_node_copies_per_token,
-      t0.slow_tier_bytes_per_token, tl.slow_tier_bytes_per_token, tc.slow_tier_bytes_per_token,
-      t0.rank_max_over_mean, tl.rank_max_over_mean, tc.rank_max_over_mean);
+      static_cast<long long>(placed->co_selected_pairs), t0.nodes_per_token, tl.nodes_per_token,
+      tc.nodes_per_token, t0.cross_node_copies_per_token, tl.cross_node_copies_per_token,
+      tc.cross_node_copies_per_token, t0.slow_tier_bytes_per_token, tl.slow_tier_bytes_per_token,
+      tc.slow_tier_bytes_per_token, t0.rank_max_over_mean, tl.rank_max_over_mean, tc.rank_max_over_mean);
 }
 
 TEST(ProbeCoactivation, FourRanksTwoNodesCopyTaskPlacementFollowsMeasuredPairsSameCurve) {

@@ -9,8 +9,8 @@
 #include "backends/probe_replicas.h"
 #include "backends/probe_step_series.h"
 #include "core/load_balance.h"
-#include "validators/probe_observations.h"
 #include "tests/backends/probe_test_util.h"
+#include "validators/probe_observations.h"
 
 namespace onboard {
 namespace {
@@ -59,7 +59,8 @@ TEST(ProbeReplicas, PlacementFromLoadsEvensRanks) {
 
 std::vector<double> RankRowsMaxOverMean(const ProbeResult& r) {
   std::vector<double> out;
-  for (const ProbeCoactivationLayer& l : r.coactivation.layers) out.push_back(LayerTraffic(l).rank_max_over_mean);
+  for (const ProbeCoactivationLayer& l : r.coactivation.layers)
+    out.push_back(LayerTraffic(l).rank_max_over_mean);
   return out;
 }
 
