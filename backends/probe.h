@@ -206,9 +206,6 @@ struct ProbeConfig {
   // EP rank p / (size / ep) and holds logical expert expert_phy2log[p]; a logical expert has one or
   // two copies. Empty = none (expert_placement). Overrides expert_placement when set.
   std::vector<int64_t> expert_phy2log;
-  // Per-layer placement (EPLB places each MoE layer on its own): [i] = expert -> EP rank of the
-  // i-th MoE layer; empty = expert_placement for every layer. Not combined with expert_phy2log.
-  std::vector<std::vector<int64_t>> expert_placement_by_layer;
   // Fault injection for tests: true = each source's log2phy sends a replicated expert's tokens to
   // the physical slot after the right one (a wrong map; the curve must then change).
   bool fault_log2phy = false;

@@ -70,12 +70,14 @@ Expected<ProbeCoactivationPlacement> PlaceFromProbeCoactivation(const ProbeResul
   const std::vector<double> load = MeasuredExpertLoad(p);
   const std::vector<std::vector<double>> w = SummedPairCounts(p.coactivation, E);
   ONBOARD_ASSIGN_OR_RETURN(out.placement, PlaceOnce(load, w, ep, rpn));
-  std::vector<int64_t> run = c.expert_placement;
+  const std::vector<int64_t> ran_all = c.expert_placement;
+  std::vector<int64_t> run = ran_all;
   if (run.empty())
     for (int64_t e = 0; e < E; ++e) run.push_back(e / (E / ep));
   for (const auto& row : w)
     for (double v : row) out.co_selected_pairs += static_cast<int64_t>(v);
   out.co_selected_pairs /= 2;
+  if (static_cast<int64_t>(run.size()) > E) run.resize(static_cast<size_t>(E));  // per layer: the first
   out.intra_node_pairs_before = IntraNodePairs(w, run, rpn);
   out.intra_node_pairs_after = IntraNodePairs(w, out.placement, rpn);
   out.rank_max_over_mean_before = MaxOverMean(RankLoads(load, ep, run));
@@ -86,12 +88,18 @@ Expected<ProbeCoactivationPlacement> PlaceFromProbeCoactivation(const ProbeResul
     one.layers = {p.coactivation.layers[i]};
     const std::vector<std::vector<double>> wl = SummedPairCounts(one, E);
     ONBOARD_ASSIGN_OR_RETURN(std::vector<int64_t> pl, PlaceOnce(LayerLoad(p, i), wl, ep, rpn));
-    const std::vector<int64_t>& ran =
-        i < c.expert_placement_by_layer.size() ? c.expert_placement_by_layer[i] : run;
+    std::vector<int64_t> ran = run;  // a per-layer placement: this layer's block
+    if (static_cast<int64_t>(ran_all.size()) > E) ran.assign(ran_all.begin() + i * E, ran_all.begin() + (i + 1) * E);
     out.intra_node_pairs_by_layer_before += IntraNodePairs(wl, ran, rpn);
     out.intra_node_pairs_by_layer_after += IntraNodePairs(wl, pl, rpn);
     out.placement_by_layer.push_back(std::move(pl));
   }
+  return out;
+}
+
+std::vector<int64_t> PerLayerPlacement(const std::vector<std::vector<int64_t>>& by_layer) {
+  std::vector<int64_t> out;
+  for (const std::vector<int64_t>& l : by_layer) out.insert(out.end(), l.begin(), l.end());
   return out;
 }
 

@@ -21,7 +21,7 @@ struct ProbeCoactivationPlacement {
   int64_t intra_node_pairs_after = 0;    // ... under the new placement (same routings)
   double rank_max_over_mean_before = 0;  // tokens per EP rank
   double rank_max_over_mean_after = 0;
-  // Per MoE layer (ProbeConfig::expert_placement_by_layer), each from its own loads and pairs, and
+  // Per MoE layer (PerLayerPlacement), each from its own loads and pairs, and
   // the measured pairs sharing a node, summed over layers, each layer under its own placement.
   std::vector<std::vector<int64_t>> placement_by_layer;
   int64_t intra_node_pairs_by_layer_before = 0, intra_node_pairs_by_layer_after = 0;
@@ -30,5 +30,9 @@ struct ProbeCoactivationPlacement {
 // Errors (kBadInput, naming the field): no co-activation recorded, one node (ranks_per_node),
 // an EP group that is not all ranks, and those of PlaceExpertsByCoactivation.
 Expected<ProbeCoactivationPlacement> PlaceFromProbeCoactivation(const ProbeResult& probe);
+
+// ProbeConfig::expert_placement for one placement per MoE layer: the layers' expert -> EP rank
+// lists one after the other (num_experts x MoE layers entries; ProbeConfig::Validate checks each).
+std::vector<int64_t> PerLayerPlacement(const std::vector<std::vector<int64_t>>& by_layer);
 
 }  // namespace onboard

@@ -107,7 +107,6 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->max_route_nodes = j.value("max_route_nodes", int64_t{0});
   c->expert_phy2log = j.value("expert_phy2log", std::vector<int64_t>{});
   c->fault_log2phy = j.value("fault_log2phy", false);
-  c->expert_placement_by_layer = j.value("expert_placement_by_layer", std::vector<std::vector<int64_t>>{});
 }
 // clang-format on
 
@@ -130,7 +129,6 @@ json ConfigJson(const ProbeConfig& c) {
   j["max_route_nodes"] = c.max_route_nodes;
   j["expert_phy2log"] = c.expert_phy2log;
   j["fault_log2phy"] = c.fault_log2phy;
-  j["expert_placement_by_layer"] = c.expert_placement_by_layer;
   return j;
 }
 

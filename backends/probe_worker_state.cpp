@@ -70,13 +70,15 @@ void PlaceReplicas(Group& ep, const std::vector<int64_t>& ep_node, WorkerState* 
   routing.replica_sync = &st->replica_sync;
 }
 
-// The experts EP rank `ep_rank` holds in model layer `layer` (per-layer placement, else the global).
-std::vector<int64_t> LayerLocalExperts(const MoeRouting& routing, int64_t layer, int64_t ep_rank) {
-  const auto it = routing.layer_placement.find(layer);
-  if (it == routing.layer_placement.end()) return routing.local_experts;
+// The experts EP rank `ep_rank` holds in the i-th MoE layer (per-layer placement: the i-th block
+// of num_experts entries; else the one placement's local experts).
+std::vector<int64_t> LayerLocalExperts(const MoeRouting& routing, size_t moe_index, int64_t experts,
+                                       int64_t ep_rank) {
+  if (static_cast<int64_t>(routing.placement.size()) <= experts) return routing.local_experts;
   std::vector<int64_t> out;
-  for (size_t e = 0; e < it->second.size(); ++e)
-    if (it->second[e] == ep_rank) out.push_back(static_cast<int64_t>(e));
+  for (int64_t e = 0; e < experts; ++e)
+    if (routing.placement[moe_index * static_cast<size_t>(experts) + static_cast<size_t>(e)] == ep_rank)
+      out.push_back(e);
   return out;
 }
 
@@ -110,14 +112,9 @@ void PlaceExperts(Group& ep, WorkerState* st) {
   const std::vector<int64_t> ep_node(gathered.data_ptr<int64_t>(), gathered.data_ptr<int64_t>() + E);
   st->coact.Configure(spec.num_experts, spec.top_k, ep_node, st->cfg.node_of(st->rank));
   routing.coact = &st->coact;
-  for (int64_t e = 0; e < spec.num_experts; ++e)
-    routing.expert_node.push_back(ep_node[static_cast<size_t>(routing.placement[static_cast<size_t>(e)])]);
+  for (int64_t r : routing.placement)  // per layer too (one block of num_experts per MoE layer)
+    routing.expert_node.push_back(ep_node[static_cast<size_t>(r)]);
   routing.max_route_nodes = st->cfg.max_route_nodes;
-  routing.ep_rank_node = ep_node;
-  size_t moe = 0;  // per-layer placement: the i-th MoE layer's entry
-  for (const UnitLayout& L : st->units)
-    if (L.expert.numel > 0 && moe < st->cfg.expert_placement_by_layer.size())
-      routing.layer_placement[L.layer] = st->cfg.expert_placement_by_layer[moe++];
   PlaceReplicas(ep, ep_node, st);
   if (spec.balance_bias)
     for (const UnitLayout& L : st->units)
@@ -151,12 +148,14 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
   // trained first, adapters frozen.
   const bool lora = st->lora, base_first = st->base_steps > 0;
   st->state.assign(st->units.size(), UnitState{});
+  size_t moe = 0;  // MoE layers so far (per-layer placement)
   for (size_t u = 0; u < st->units.size(); ++u) {
     const uint64_t base = cfg.seed * 1000003u + u * 16u;
     const UnitLayout& L = st->units[u];
     UnitState& s = st->state[u];
     const UnitLayout& Full = full[u];
-    const std::vector<int64_t> local = LayerLocalExperts(st->routing, L.layer, r % E);
+    const std::vector<int64_t> local = LayerLocalExperts(st->routing, moe, st->spec.num_experts, r % E);
+    if (L.expert.numel > 0) ++moe;
     s.dense = MakeShard(TpSliceFlat(Full.dense, L.dense, InitFlat(Full.dense, base), t, T),
                         DecayMask(L.dense), r % F, F, !lora || base_first);
     s.lora = MakeShard(TpSliceFlat(Full.lora, L.lora, InitFlat(Full.lora, base + 1), t, T), DecayMask(L.lora),

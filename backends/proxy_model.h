@@ -92,10 +92,6 @@ struct MoeRouting {
   std::vector<int64_t> log2phy;
   int64_t slots_per_rank = 0;
   const ReplicaGradSync* replica_sync = nullptr;
-  // Per-layer placement (ProbeConfig::expert_placement_by_layer): model layer -> expert -> EP rank,
-  // and the node of each EP rank; a layer absent uses `placement` / `expert_node`.
-  std::map<int64_t, std::vector<int64_t>> layer_placement;
-  std::vector<int64_t> ep_rank_node;
 };
 
 struct UnitInputs {

@@ -169,14 +169,15 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
                       const at::Tensor& h, MoeRouting& R) {
   const int64_t b = h.size(0), T = h.size(1), D = s.hidden, E = s.num_experts, k = s.top_k;
   const int64_t ep = R.ep->size();
-  // Per-layer placement (MoeRouting::layer_placement): this layer's expert -> EP rank and node.
-  const auto lp = R.layer_placement.find(u.layer);
-  const std::vector<int64_t>& placement = lp != R.layer_placement.end() ? lp->second : R.placement;
-  std::vector<int64_t> expert_node = R.expert_node;
-  if (lp != R.layer_placement.end())
-    for (int64_t e = 0; e < E; ++e)
-      expert_node[static_cast<size_t>(e)] =
-          R.ep_rank_node[static_cast<size_t>(placement[static_cast<size_t>(e)])];
+  // Per-layer placement (ProbeConfig::expert_placement with one block of E per MoE layer): this
+  // layer's expert -> EP rank and node.
+  std::vector<int64_t> placement = R.placement, expert_node = R.expert_node;
+  if (static_cast<int64_t>(R.placement.size()) > E) {
+    const auto moe_before = std::count_if(s.layers.begin(), s.layers.begin() + u.layer,
+                                          [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
+    placement.assign(R.placement.begin() + moe_before * E, R.placement.begin() + (moe_before + 1) * E);
+    expert_node.assign(R.expert_node.begin() + moe_before * E, R.expert_node.begin() + (moe_before + 1) * E);
+  }
   at::Tensor x = h.reshape({b * T, D});
   // Step 1: router in fp32; top-k experts and their weights per token.
   at::Tensor logits = W.Lin("router", x.scalar_type() == at::kDouble ? x : x.to(at::kFloat));

@@ -272,6 +272,22 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("control", "random_router needs a MoE layer (the proxy has none)", control);
   if (kda_kernel != "generated" && kda_kernel != "torch")
     return Bad("kda_kernel", "must be generated or torch", kda_kernel);
+  // Per-layer placement (issue 18): num_experts x MoE layers entries, layer after layer; each
+  // layer's block is checked as a placement of its own.
+  const auto moe_layers = std::count_if(spec.layers.begin(), spec.layers.end(),
+                                        [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
+  if (moe_layers > 1 && static_cast<int64_t>(expert_placement.size()) == spec.num_experts * moe_layers) {
+    if (!expert_phy2log.empty())
+      return Bad("expert_placement", "a per-layer placement cannot be combined with expert_phy2log", "both set");
+    ProbeConfig one = *this;
+    for (int64_t i = 0; i < moe_layers; ++i) {
+      one.expert_placement.assign(expert_placement.begin() + i * spec.num_experts,
+                                  expert_placement.begin() + (i + 1) * spec.num_experts);
+      if (Status st = one.Validate(spec); !st.ok())
+        return Bad("expert_placement", "MoE layer " + std::to_string(i) + ": " + st.message(), "per layer");
+    }
+    return Status::Ok();
+  }
   if (!expert_placement.empty()) {
     const int64_t e = ep_degree();
     if (static_cast<int64_t>(expert_placement.size()) != spec.num_experts)
@@ -304,23 +320,6 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("max_route_nodes",
                "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
                std::to_string(max_route_nodes));
-  const auto moe_layers = std::count_if(spec.layers.begin(), spec.layers.end(),
-                                        [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
-  if (static_cast<int64_t>(expert_placement_by_layer.size()) > moe_layers)
-    return Bad("expert_placement_by_layer",
-               "has more entries than the proxy's " + std::to_string(moe_layers) + " MoE layers",
-               std::to_string(expert_placement_by_layer.size()));
-  for (size_t i = 0; i < expert_placement_by_layer.size(); ++i) {  // per layer: each as expert_placement
-    ProbeConfig one = *this;
-    one.expert_placement = expert_placement_by_layer[i];
-    one.expert_placement_by_layer.clear();
-    one.expert_phy2log.clear();
-    if (Status st = one.Validate(spec); !st.ok())
-      return Bad("expert_placement_by_layer", "entry " + std::to_string(i) + ": " + st.message(),
-                 std::to_string(expert_placement_by_layer[i].size()) + " experts");
-    if (!expert_phy2log.empty())
-      return Bad("expert_placement_by_layer", "cannot be combined with expert_phy2log", "both set");
-  }
   if (!expert_phy2log.empty()) {  // redundant experts (probe_replicas.h): one EP group, no TP
     Expected<ReplicaMap> m = BuildReplicaMap(expert_phy2log, spec.num_experts, ep_degree());
     if (!m.ok()) return m.status();

@@ -119,8 +119,7 @@ int main(int argc, char** argv) {
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("load-only", *r, curve);
   v.expert_placement = co->placement;
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("co-act global", *r, curve);
-  v.expert_placement.clear();
-  v.expert_placement_by_layer = co->placement_by_layer;
+  v.expert_placement = PerLayerPlacement(co->placement_by_layer);
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("co-act/layer", *r, curve);
   v = c;
   v.expert_phy2log = Phy2LogFromLoads(req.expert_load, 4, 1);

@@ -210,6 +210,7 @@ void RunPlacements(ProbeConfig c, const std::string& name, PlacementRuns* out) {
   req.ep_ranks = 4;
   req.ranks_per_node = 2;
   ProbeConfig lo = c, co = c;
+  std::vector<std::vector<int64_t>> lo_layers;
   for (size_t i = 0; i < base->coactivation.layers.size(); ++i) {
     req.expert_load.assign(8, 0);
     for (const ProbeStep& s : base->steps)
@@ -219,13 +220,14 @@ void RunPlacements(ProbeConfig c, const std::string& name, PlacementRuns* out) {
     std::vector<int64_t> pl(8, 0);
     for (size_t r = 0; r < p->rank_experts.size(); ++r)
       for (int64_t e : p->rank_experts[r]) pl[e] = static_cast<int64_t>(r);
-    lo.expert_placement_by_layer.push_back(pl);
+    lo_layers.push_back(pl);
     const ProbeCoactivationLayer& l = base->coactivation.layers[i];
     out->intra_contiguous += IntraPairs(l, {0, 0, 1, 1, 2, 2, 3, 3}, 2);
     out->intra_load_only += IntraPairs(l, pl, 2);
     out->intra_coact += IntraPairs(l, placed->placement_by_layer[i], 2);
   }
-  co.expert_placement_by_layer = placed->placement_by_layer;
+  lo.expert_placement = PerLayerPlacement(lo_layers);
+  co.expert_placement = PerLayerPlacement(placed->placement_by_layer);
   lo.out_dir = TempDir(name + "-load-only");
   co.out_dir = TempDir(name + "-coact");
   Expected<ProbeResult> rl = RunProbeSpec(spec, lo), rc = RunProbeSpec(spec, co);
