@@ -89,7 +89,8 @@ Expected<ProbeCoactivationPlacement> PlaceFromProbeCoactivation(const ProbeResul
     const std::vector<std::vector<double>> wl = SummedPairCounts(one, E);
     ONBOARD_ASSIGN_OR_RETURN(std::vector<int64_t> pl, PlaceOnce(LayerLoad(p, i), wl, ep, rpn));
     std::vector<int64_t> ran = run;  // a per-layer placement: this layer's block
-    if (static_cast<int64_t>(ran_all.size()) > E) ran.assign(ran_all.begin() + i * E, ran_all.begin() + (i + 1) * E);
+    if (static_cast<int64_t>(ran_all.size()) > E)
+      ran.assign(ran_all.begin() + i * E, ran_all.begin() + (i + 1) * E);
     out.intra_node_pairs_by_layer_before += IntraNodePairs(wl, ran, rpn);
     out.intra_node_pairs_by_layer_after += IntraNodePairs(wl, pl, rpn);
     out.placement_by_layer.push_back(std::move(pl));

@@ -41,6 +41,7 @@ std::vector<int64_t> Phy2LogFromLoads(const std::vector<double>& expert_load, in
                                       int64_t spare_slots_per_rank);
 
 // Tokens per EP rank when each expert's load is split evenly over its copies (max/mean input).
-std::vector<double> ReplicaRankLoads(const ReplicaMap& map, const std::vector<double>& expert_load, int64_t ep);
+std::vector<double> ReplicaRankLoads(const ReplicaMap& map, const std::vector<double>& expert_load,
+                                     int64_t ep);
 
 }  // namespace onboard

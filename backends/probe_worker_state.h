@@ -81,8 +81,8 @@ struct WorkerState {
   std::vector<UnitLayout> units;
   MoeRouting routing;
   std::map<int64_t, std::vector<int64_t>> load;  // MoE layer -> tokens per expert, this step, this rank
-  CoactivationRecorder coact;
-  ReplicaGradSync replica_sync;  // redundant experts (probe_replicas.h); unused without replicas  // expert co-activation + tier traffic over the recorded steps, this rank
+  CoactivationRecorder coact;    // expert co-activation + tier traffic over the recorded steps, this rank
+  ReplicaGradSync replica_sync;  // redundant experts (probe_replicas.h); unused without replicas
   // Aux-loss-free balancing (ProxySpec::balance_bias): per MoE layer, a selection bias per expert.
   std::map<int64_t, at::Tensor> score_bias;
   std::vector<UnitState> state;  // one per unit

@@ -173,8 +173,9 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   // layer's expert -> EP rank and node.
   std::vector<int64_t> placement = R.placement, expert_node = R.expert_node;
   if (static_cast<int64_t>(R.placement.size()) > E) {
-    const auto moe_before = std::count_if(s.layers.begin(), s.layers.begin() + u.layer,
-                                          [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
+    const auto moe_before =
+        std::count_if(s.layers.begin(), s.layers.begin() + u.layer,
+                      [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
     placement.assign(R.placement.begin() + moe_before * E, R.placement.begin() + (moe_before + 1) * E);
     expert_node.assign(R.expert_node.begin() + moe_before * E, R.expert_node.begin() + (moe_before + 1) * E);
   }

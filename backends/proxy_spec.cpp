@@ -278,7 +278,8 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
                                         [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
   if (moe_layers > 1 && static_cast<int64_t>(expert_placement.size()) == spec.num_experts * moe_layers) {
     if (!expert_phy2log.empty())
-      return Bad("expert_placement", "a per-layer placement cannot be combined with expert_phy2log", "both set");
+      return Bad("expert_placement", "a per-layer placement cannot be combined with expert_phy2log",
+                 "both set");
     ProbeConfig one = *this;
     for (int64_t i = 0; i < moe_layers; ++i) {
       one.expert_placement.assign(expert_placement.begin() + i * spec.num_experts,
