@@ -247,8 +247,7 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
     info.notes.push_back(std::to_string(ir.extra_params) + " parameters outside the modelled modules -> extra_params");
   info.unique_params = p.total;
   info.shared_initializers = p.shared;
-  if (!ModelSizeFitsInt64(ir))
-    return BadInput(origin, "graph.initializer", "parameter count overflows int64");
+  if (!ModelSizeFitsInt64(ir)) return BadInput(origin, "graph.initializer", "parameter count overflows int64");
   return info;
 }
 

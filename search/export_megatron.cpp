@@ -308,10 +308,8 @@ MegatronExport BuildMegatronExport(const Plan& p, const ModelIR& ir, const Launc
   AddTraining(m, p, &e.args, &e.caveats);
   AddPlaceholders(&e.args, &e.caveats);
   if (p.mode == FinetuneMode::kLoRA)
-    e.caveats.unsupported.push_back(
-        "LoRA (rank " + S(p.lora_rank) +
-        "): Megatron-LM has no LoRA; this list would train "
-        "every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead");
+    e.caveats.unsupported.push_back("LoRA (rank " + S(p.lora_rank) + "): Megatron-LM has no LoRA; this list would train "
+                                    "every weight. Launch plan.megatron_bridge.py (Megatron-Bridge PEFT) instead");
   const bool fsdp = e.args.Has("--use-megatron-fsdp");
   e.args.env["CUDA_DEVICE_MAX_CONNECTIONS"] = fsdp ? "32" : "1";
   return e;

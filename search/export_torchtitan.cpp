@@ -94,8 +94,7 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
                             S(m.hidden) + " (torchtitan/models has llama3, qwen3, deepseek_v3, gpt_oss, ...): add one");
   else if (v02 && !f->in_v02)
     c.unsupported.push_back("flavor " + std::string(f->flavor) + " is not in v0.2.2");
-  if (p.mode == FinetuneMode::kLoRA && v02)
-    c.unsupported.push_back("LoRA: torchtitan v0.2.x has no LoRA (main has LoRAConverter)");
+  if (p.mode == FinetuneMode::kLoRA && v02) c.unsupported.push_back("LoRA: torchtitan v0.2.x has no LoRA (main has LoRAConverter)");
   if (p.compute_dtype == "fp16") c.approximations.push_back("fp16 compute: torchtitan's mixed_precision_param is bfloat16|float32; bfloat16 exported");
   if (p.compute_dtype == "fp8") c.approximations.push_back("fp8 GEMMs: not exported (add a Float8/MXFP8 converter by hand)");
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != "bf16")

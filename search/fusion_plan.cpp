@@ -48,11 +48,10 @@ void AddAttentionTerms(const ModelIR& m, const AttentionSpec& a, const FusionOpt
   if (a.kind == MixerKind::kKDA) {
     const double H = static_cast<double>(a.num_heads), K = static_cast<double>(a.head_dim);
     const double HV = static_cast<double>(a.num_v_heads > 0 ? a.num_v_heads : a.num_heads);
-    out->push_back(
-        Term(FusionKind::kKdaPrologue, "gate activation + q/k L2 norm + beta sigmoid -> KDA kernel", 4,
-             2 * (HV * K * o.fp32_bytes + 2 * H * K * b + HV * b),
-             "2 x (" + Num(HV * K) + " x " + Num(o.fp32_bytes) + " B + " + Num(2 * H * K) + " x " + Num(b) +
-                 " B + " + Num(HV) + " x " + Num(b) + " B) (gate, q/k, beta: write + read)"));
+    out->push_back(Term(FusionKind::kKdaPrologue, "gate activation + q/k L2 norm + beta sigmoid -> KDA kernel", 4,
+                        2 * (HV * K * o.fp32_bytes + 2 * H * K * b + HV * b),
+                        "2 x (" + Num(HV * K) + " x " + Num(o.fp32_bytes) + " B + " + Num(2 * H * K) + " x " +
+                            Num(b) + " B + " + Num(HV) + " x " + Num(b) + " B) (gate, q/k, beta: write + read)"));
     return;
   }
   if (!IsSoftmaxAttention(a.kind) || m.has_position_embedding) return;
@@ -242,8 +241,8 @@ std::string FormatFusionPlan(const FusionPlan& plan) {
       os << "layers " << l.layer + 1 << "-" << plan.layers[run.last].layer + 1 << " (each):\n";
     for (const FusionTerm& t : l.terms) {
       std::snprintf(line, sizeof(line), "  %-26s %-62s %2.0f launch%s %10.0f B/token = %s\n",
-                    FusionKindName(t.kind), t.chain.c_str(), t.launches_saved,
-                    t.launches_saved == 1 ? " " : "es", t.bytes_saved, t.formula.c_str());
+                    FusionKindName(t.kind), t.chain.c_str(), t.launches_saved, t.launches_saved == 1 ? " " : "es",
+                    t.bytes_saved, t.formula.c_str());
       os << line;
     }
     std::snprintf(line, sizeof(line), "  %-26s %-62s %2.0f launches %10.0f B/token\n", "layer total", "",

@@ -190,8 +190,8 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
         continue;
       }
       Plan p;
-      p.deg = {lay.dp_rep, lay.dp_shard, lay.tp, lay.pp, lay.ep, (lay.dp_shard * lay.cp * lay.tp) / lay.ep,
-               v,          lay.tp > 1,   lay.cp};
+      p.deg = {lay.dp_rep, lay.dp_shard, lay.tp, lay.pp, lay.ep, (lay.dp_shard * lay.cp * lay.tp) / lay.ep, v, lay.tp > 1,
+               lay.cp};
       p.micro_batch = mb;
       p.num_micro_batches = m;
       p.seq = req.seq;
@@ -209,8 +209,7 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
       if (!ChooseRecompute(c, levels, &p, &mem, w)) {
         const double over = mem.total - mem.usable();
         const std::string msg = PlanSummary(p) + ": needs " + Gib(mem.total) + " GiB per device, has " +
-                                Gib(mem.usable()) + " (" + Gib(mem.capacity) + " less " + Gib(mem.margin) +
-                                " margin)";
+                                Gib(mem.usable()) + " (" + Gib(mem.capacity) + " less " + Gib(mem.margin) + " margin)";
         w->rejects.Add("memory", msg, over);
         if (over < w->closest_over || (over == w->closest_over && msg < w->closest_msg)) {
           w->closest_over = over;
