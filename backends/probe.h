@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/probe_coactivation.h"
 #include "core/model_ir.h"
 #include "core/plan.h"
 #include "core/status.h"
@@ -216,6 +217,24 @@ struct ProbeConfig {
   // full activation checkpointing per layer, the probe's behaviour before policies existed).
   std::map<std::string, Recompute> recompute;
   Recompute recompute_for(const std::string& kind) const;
+  // Issue 18 (expert communication): which ranks share a node (consecutive global ranks, this many
+  // per node; 0 = all on one node), so a localhost probe acts as nodes x ranks_per_node and measures
+  // its slow-tier (cross-node) traffic (backends/probe_coactivation.h).
+  int64_t ranks_per_node = 0;
+  // Node-limited routing (DeepSeek-V3): each token's top-k experts come from at most this many
+  // nodes: the nodes with the highest sum of their top max(1, top_k / M) selection scores, then the
+  // top-k inside them. Nodes = where the placement puts each expert (ranks_per_node); 0 = off. It
+  // changes the routing, so curves are compared against the same run without it.
+  int64_t max_route_nodes = 0;
+  int64_t nodes() const { return ranks_per_node > 0 ? ranks / ranks_per_node : 1; }
+  int64_t node_of(int64_t rank) const { return ranks_per_node > 0 ? rank / ranks_per_node : 0; }
+  // Redundant experts (DeepSeek EPLB's phy2log; backends/probe_replicas.h): physical slot p sits on
+  // EP rank p / (size / ep) and holds logical expert expert_phy2log[p]; a logical expert has one or
+  // two copies. Empty = none (expert_placement). Overrides expert_placement when set.
+  std::vector<int64_t> expert_phy2log;
+  // Fault injection for tests: true = each source's log2phy sends a replicated expert's tokens to
+  // the physical slot after the right one (a wrong map; the curve must then change).
+  bool fault_log2phy = false;
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
   int64_t ep_degree() const { return ep > 0 ? ep : data_ranks(); }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }
@@ -378,6 +397,8 @@ struct ProbeResult {
   std::vector<std::string> checks;   // human-readable lines, first = convergence
   std::string out_dir;
   double wall_s = 0;
+  // Expert co-activation and tier traffic over the recorded steps, summed over ranks (issue 18).
+  ProbeCoactivation coactivation;
 };
 
 // What a caller sees of a running probe. OnStep: rank 0's record of each recorded step, in order

@@ -173,6 +173,7 @@ std::string FormatProbeResult(const ProbeResult& r) {
   for (const std::string& note : r.prediction.notes) os << "  note: " << note << "\n";
   FormatComparisons(r, os);
   FormatPipeline(r, os);
+  os << FormatCoactivation(r.coactivation);
   os << "\nverdict: " << r.convergence << "\n";
   for (const std::string& line : r.checks) os << "  " << line << "\n";
   os << "logs and per-rank JSON: " << r.out_dir << F(" (wall %.1f s)", r.wall_s) << "\n";

@@ -111,6 +111,10 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->interleave = j.value("interleave", int64_t{1});
   c->stage_layer_starts = j.value("stage_layer_starts", std::vector<int64_t>{});
   c->pp_fault = j.value("pp_fault", std::string());
+  c->ranks_per_node = j.value("ranks_per_node", int64_t{0});
+  c->max_route_nodes = j.value("max_route_nodes", int64_t{0});
+  c->expert_phy2log = j.value("expert_phy2log", std::vector<int64_t>{});
+  c->fault_log2phy = j.value("fault_log2phy", false);
 }
 // clang-format on
 
@@ -137,6 +141,10 @@ json ConfigJson(const ProbeConfig& c) {
   j["interleave"] = c.interleave;
   j["stage_layer_starts"] = c.stage_layer_starts;
   j["pp_fault"] = c.pp_fault;
+  j["ranks_per_node"] = c.ranks_per_node;
+  j["max_route_nodes"] = c.max_route_nodes;
+  j["expert_phy2log"] = c.expert_phy2log;
+  j["fault_log2phy"] = c.fault_log2phy;
   return j;
 }
 
@@ -213,7 +221,8 @@ std::string ProbeResultToJson(const ProbeResult& r) {
               {"convergence", r.convergence},
               {"checks", r.checks},
               {"out_dir", r.out_dir},
-              {"wall_s", r.wall_s}}
+              {"wall_s", r.wall_s},
+              {"coactivation", CoactivationToJson(r.coactivation)}}  // issue 18
       .dump(2);
 }
 

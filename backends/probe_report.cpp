@@ -185,7 +185,14 @@ Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* r) {
     ONBOARD_RETURN_IF_ERROR(MergeStep(per_rank, ranks, tokens, &s));
     r->steps.push_back(std::move(s));
   }
-  return Status::Ok();
+  // Step 4: expert co-activation and tier traffic, summed over ranks (absent in older rank files).
+  std::vector<json> coact;
+  std::vector<std::string> where;
+  for (const RankFile& f : ranks) {
+    coact.push_back(f.j.contains("coactivation") ? f.j.at("coactivation") : json());
+    where.push_back(f.path);
+  }
+  return MergeCoactivation(coact, where, r->config.ranks_per_node, r->config.nodes(), &r->coactivation);
 }
 
 // Text: the held-out baselines from the file (probe_text_split.h); a file that cannot be read

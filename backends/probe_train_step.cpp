@@ -139,6 +139,7 @@ double TakeGradients(WorkerState& st, Accumulators& acc) {
     const double copies = static_cast<double>(b->expert ? T : N / F);
     at::Tensor g2 = grad.to(at::kDouble).pow(2);
     if (!b->expert && b->tp_share.defined()) g2 = g2 * b->tp_share.to(at::kDouble);
+    if (b->replica_share.defined()) g2 = g2 * b->replica_share.to(g2.device());  // redundant experts: once
     sq += g2.sum().item<double>() / copies;
   });
   return sq;

@@ -201,6 +201,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   // Step 4a (LoRA): the base phase, then the base is frozen.
   json base_phase;
   ONBOARD_RETURN_IF_ERROR(RunBasePhase(st, g, &base_phase));
+  st.coact.Clear();  // co-activation of the recorded steps only
 
   // Step 4b: the recorded training loop (full, or LoRA adapters on the frozen base); rank 0
   // streams each step's record to steps_file.
@@ -238,7 +239,8 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
                 {"trainable", counts.trainable}}},
               {"steps", StepsJson(steps)},
               {"base_phase", base_phase},
-              {"held_out", held_out}};
+              {"held_out", held_out},
+              {"coactivation", st.coact.ToJson()}};
   return WriteResult(a.out_file, out);
 }
 

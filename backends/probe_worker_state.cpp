@@ -6,6 +6,7 @@
 
 #include <tuple>
 
+#include "backends/probe_replicas.h"
 #include "backends/probe_worker_state.h"
 
 namespace onboard::backends {
@@ -49,6 +50,50 @@ Buffer MakeExperts(const FlatLayout& layout, const std::vector<int64_t>& local, 
   return b;
 }
 
+// Step 3a helper, redundant experts (probe_replicas.h): this source's log2phy, the destination
+// rank and node of each expert from here, this rank's slots and the replica gradient exchange.
+void PlaceReplicas(Group& ep, const std::vector<int64_t>& ep_node, WorkerState* st) {
+  if (st->cfg.expert_phy2log.empty()) return;
+  const Expected<ReplicaMap> m = BuildReplicaMap(st->cfg.expert_phy2log, st->spec.num_experts, ep.size());
+  ONBOARD_ASSERT(m.ok(), m.status().message());  // ProbeConfig::Validate checked it
+  MoeRouting& routing = st->routing;
+  const int64_t S = m->slots_per_rank, P = static_cast<int64_t>(m->phy2log.size());
+  routing.slots_per_rank = S;
+  routing.log2phy = SourceLog2Phy(*m, ep.rank(), ep.size());
+  for (size_t e = 0; e < routing.log2phy.size(); ++e) {
+    if (st->cfg.fault_log2phy && m->copies[e].size() > 1) routing.log2phy[e] = (routing.log2phy[e] + 1) % P;
+    routing.placement[e] = routing.log2phy[e] / S;
+    routing.expert_node[e] = ep_node[static_cast<size_t>(routing.placement[e])];
+  }
+  routing.local_experts.assign(m->phy2log.begin() + ep.rank() * S, m->phy2log.begin() + (ep.rank() + 1) * S);
+  st->replica_sync = ReplicaGradSync{&ep, m->phy2log, m->copies, S};
+  routing.replica_sync = &st->replica_sync;
+}
+
+// The experts EP rank `ep_rank` holds in the i-th MoE layer (per-layer placement: the i-th block
+// of num_experts entries; else the one placement's local experts).
+std::vector<int64_t> LayerLocalExperts(const MoeRouting& routing, size_t moe_index, int64_t experts,
+                                       int64_t ep_rank) {
+  if (static_cast<int64_t>(routing.placement.size()) <= experts) return routing.local_experts;
+  std::vector<int64_t> out;
+  for (int64_t e = 0; e < experts; ++e)
+    if (routing.placement[moe_index * static_cast<size_t>(experts) + static_cast<size_t>(e)] == ep_rank)
+      out.push_back(e);
+  return out;
+}
+
+// Redundant experts: per element of this rank's slots, 1 on an expert's first copy, else 0.
+at::Tensor ReplicaShare(const ReplicaGradSync& sync, int64_t numel) {
+  if (sync.ep == nullptr) return at::Tensor();
+  std::vector<double> share;
+  for (int64_t j = 0; j < sync.slots_per_rank; ++j) {
+    const int64_t p = sync.ep->rank() * sync.slots_per_rank + j;
+    share.push_back(sync.copies[static_cast<size_t>(sync.phy2log[static_cast<size_t>(p)])][0] == p ? 1.0
+                                                                                                   : 0.0);
+  }
+  return at::tensor(share, at::kDouble).repeat_interleave(numel);
+}
+
 // Step 3a helper: expert -> EP rank (contiguous blocks unless cfg.expert_placement), this rank's
 // experts, and the balancing bias per MoE layer.
 void PlaceExperts(Group& ep, WorkerState* st) {
@@ -62,6 +107,15 @@ void PlaceExperts(Group& ep, WorkerState* st) {
   for (int64_t e = 0; e < spec.num_experts; ++e)
     if (routing.placement[static_cast<size_t>(e)] == ep.rank()) routing.local_experts.push_back(e);
   routing.load = &st->load;
+  // Issue 18: node of each EP rank of this group, gathered (whatever the rank layout).
+  const at::Tensor gathered = ep.AllGather(at::full({1}, st->cfg.node_of(st->rank), at::kLong)).cpu();
+  const std::vector<int64_t> ep_node(gathered.data_ptr<int64_t>(), gathered.data_ptr<int64_t>() + E);
+  st->coact.Configure(spec.num_experts, spec.top_k, ep_node, st->cfg.node_of(st->rank));
+  routing.coact = &st->coact;
+  for (int64_t r : routing.placement)  // per layer too (one block of num_experts per MoE layer)
+    routing.expert_node.push_back(ep_node[static_cast<size_t>(r)]);
+  routing.max_route_nodes = st->cfg.max_route_nodes;
+  PlaceReplicas(ep, ep_node, st);
   if (spec.balance_bias)
     for (const UnitLayout& L : st->units)
       if (L.expert.numel > 0) st->score_bias[L.layer] = at::zeros({spec.num_experts}, at::kFloat);
@@ -98,8 +152,8 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
   // Step 3b: seeded full init, then shards. LoRA with a base phase: the base (dense + experts) is
   // trained first, adapters frozen.
   const bool lora = st->lora, base_first = st->base_steps > 0;
-  const std::vector<int64_t>& local = st->routing.local_experts;
   st->state.assign(st->units.size(), UnitState{});
+  size_t moe = 0;  // MoE layers so far (per-layer placement)
   for (size_t u = 0; u < st->units.size(); ++u) {
     const uint64_t base = cfg.seed * 1000003u + u * 16u;
     const UnitLayout& L = st->units[u];
@@ -112,6 +166,8 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
       continue;
     }
     const UnitLayout& Full = full[u];
+    const std::vector<int64_t> local = LayerLocalExperts(st->routing, moe, st->spec.num_experts, r % E);
+    if (L.expert.numel > 0) ++moe;
     s.dense = MakeShard(TpSliceFlat(Full.dense, L.dense, InitFlat(Full.dense, base), t, T),
                         DecayMask(L.dense), r % F, F, !lora || base_first);
     s.lora = MakeShard(TpSliceFlat(Full.lora, L.lora, InitFlat(Full.lora, base + 1), t, T), DecayMask(L.lora),
@@ -126,6 +182,8 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
     }
     s.expert = MakeExperts(L.expert, local, base + 2, !lora || base_first, r / E, N / E);
     s.expert_lora = MakeExperts(L.expert_lora, local, base + 3, lora && !base_first, r / E, N / E);
+    s.expert.replica_share = ReplicaShare(st->replica_sync, L.expert.numel);  // redundant experts
+    s.expert_lora.replica_share = ReplicaShare(st->replica_sync, L.expert_lora.numel);
   }
   // Step 3c: built on the CPU from seeds (same values on every device), then moved to the rank's device.
   if (!st->dev.is_cpu()) {

@@ -48,6 +48,9 @@ struct Buffer {
   // TP (probe_tp.h), shards like p; undefined without TP: partial-gradient slots (summed over
   // the TP group; undefined too when there are none) and each element's grad-norm share.
   at::Tensor tp_partial, tp_share;
+  // Redundant experts (probe_replicas.h), like p: 1 on each expert's first copy, 0 on the other
+  // copies (the grad norm counts an expert once); undefined without replicas.
+  at::Tensor replica_share;
 };
 
 struct UnitState {
@@ -100,6 +103,8 @@ struct WorkerState {
   std::vector<UnitLayout> units;
   MoeRouting routing;
   std::map<int64_t, std::vector<int64_t>> load;  // MoE layer -> tokens per expert, this step, this rank
+  CoactivationRecorder coact;    // expert co-activation + tier traffic over the recorded steps, this rank
+  ReplicaGradSync replica_sync;  // redundant experts (probe_replicas.h); unused without replicas
   // Aux-loss-free balancing (ProxySpec::balance_bias): per MoE layer, a selection bias per expert.
   std::map<int64_t, at::Tensor> score_bias;
   std::vector<UnitState> state;  // one per unit

@@ -58,6 +58,14 @@ ProxyParamCounts CountParams(const std::vector<UnitLayout>& units, const ProxySp
 at::Tensor InitFlat(const FlatLayout& layout, uint64_t seed);
 at::Tensor DecayMask(const FlatLayout& layout);
 
+// Redundant experts (backends/probe_replicas.h): what the replicas' gradient exchange needs.
+struct ReplicaGradSync {
+  Group* ep = nullptr;
+  std::vector<int64_t> phy2log;              // [P] physical slot -> logical expert
+  std::vector<std::vector<int64_t>> copies;  // [E] physical slots of each expert, ascending
+  int64_t slots_per_rank = 0;
+};
+
 // What a MoE layer needs beyond its weights: the EP group, expert -> EP rank placement, and the
 // per-expert token counts it records (forward passes with record == true only).
 struct MoeRouting {
@@ -73,6 +81,17 @@ struct MoeRouting {
   // drawn at random from this seed (+ the layer); the gate weights stay the router's scores.
   uint64_t random_route_seed = 0;
   const TpContext* tp = nullptr;  // shared experts: column/row-parallel over TP (null = no TP)
+  // Co-activation and tier traffic (backends/probe_coactivation.h), recorded passes only; null = off.
+  CoactivationRecorder* coact = nullptr;
+  // Node-limited routing (ProbeConfig::max_route_nodes): expert -> node, and M (0 = off).
+  std::vector<int64_t> expert_node;
+  int64_t max_route_nodes = 0;
+  // Redundant experts (backends/probe_replicas.h): this source's log2phy (logical expert -> the
+  // physical slot its tokens go to; slots of EP rank r are [r*S, (r+1)*S)), S = slots per rank,
+  // and the replica gradient exchange (null = no replicas). Empty log2phy = the placement's order.
+  std::vector<int64_t> log2phy;
+  int64_t slots_per_rank = 0;
+  const ReplicaGradSync* replica_sync = nullptr;
 };
 
 struct UnitInputs {

@@ -3,6 +3,8 @@
 // pairs, d = latent width (or D). Rows are tokens; counts are rows.
 #include <ATen/CPUGeneratorImpl.h>
 #include <torch/torch.h>
+#include <algorithm>
+#include <limits>
 
 #include "backends/ordered_sum.h"
 #include "backends/probe_tp.h"
@@ -108,6 +110,58 @@ class ExpertSegmentsFn : public torch::autograd::Function<ExpertSegmentsFn> {
   }
 };
 
+// Node-limited routing (DeepSeek-V3): keeps the selection scores of the M nodes with the highest
+// sum of their top max(1, k/M) scores and sets the others' to -inf, so the top-k that follows picks
+// inside those nodes. choice [n, E]; node_of[e] in [0, nodes). Ties go to the lower node id.
+at::Tensor LimitToNodes(const at::Tensor& choice, const std::vector<int64_t>& node_of, int64_t M, int64_t k) {
+  const int64_t nodes = *std::max_element(node_of.begin(), node_of.end()) + 1;
+  if (M >= nodes) return choice;
+  const int64_t per = std::max<int64_t>(1, k / M);
+  at::Tensor node_t = at::tensor(node_of, at::kLong).to(choice.device());
+  std::vector<at::Tensor> node_score;
+  for (int64_t n = 0; n < nodes; ++n) {
+    at::Tensor members = at::nonzero(node_t == n).flatten();
+    at::Tensor s = choice.index_select(1, members);
+    node_score.push_back(std::get<0>(s.sort(true, -1, true)).narrow(-1, 0, std::min(per, s.size(1))).sum(-1));
+  }
+  at::Tensor keep = std::get<1>(at::stack(node_score, 1).sort(true, -1, true)).narrow(-1, 0, M);  // [n, M]
+  at::Tensor node_keep =
+      at::zeros({choice.size(0), nodes}, choice.options().dtype(at::kBool)).scatter_(1, keep, true);
+  at::Tensor mask = node_keep.index_select(1, node_t);  // [n, E]
+  return choice.masked_fill(mask.logical_not(), -std::numeric_limits<double>::infinity());
+}
+
+// Redundant experts (probe_replicas.h): identity forward; backward all-gathers every physical
+// slot's weight gradient over EP and gives each slot the pairwise sum (ordered_sum.h) over its
+// expert's copies in replica order. A replica's gradient covers one aligned block of sources, so
+// the sum has the bits of the expert's gradient without replicas. w: this rank's slots, flat.
+class ReplicaGradSyncFn : public torch::autograd::Function<ReplicaGradSyncFn> {
+ public:
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& w, int64_t sync_ptr) {
+    ctx->saved_data["sync"] = sync_ptr;
+    return w.clone();
+  }
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const auto* s = reinterpret_cast<const ReplicaGradSync*>(ctx->saved_data["sync"].toInt());
+    const int64_t S = s->slots_per_rank, me = s->ep->rank();
+    const at::Tensor g = grads[0].contiguous();
+    const at::Tensor all = s->ep->AllGather(g).view({S * s->ep->size(), -1});  // [P, numel per slot]
+    std::vector<at::Tensor> out;
+    for (int64_t j = 0; j < S; ++j) {
+      const auto& copies = s->copies[static_cast<size_t>(s->phy2log[static_cast<size_t>(me * S + j)])];
+      TreeAccumulator acc;
+      for (int64_t p : copies) acc.Push(all[p]);
+      out.push_back(acc.Take());
+    }
+    return {at::stack(out).view_as(grads[0]), at::Tensor()};
+  }
+};
+
+at::Tensor SyncReplicas(const at::Tensor& w, const ReplicaGradSync* sync) {
+  if (sync == nullptr || w.numel() == 0 || !w.requires_grad()) return w;
+  return ReplicaGradSyncFn::apply(w, reinterpret_cast<int64_t>(sync));
+}
+
 }  // namespace
 
 at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
@@ -115,6 +169,16 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
                       const at::Tensor& h, MoeRouting& R) {
   const int64_t b = h.size(0), T = h.size(1), D = s.hidden, E = s.num_experts, k = s.top_k;
   const int64_t ep = R.ep->size();
+  // Per-layer placement (ProbeConfig::expert_placement with one block of E per MoE layer): this
+  // layer's expert -> EP rank and node.
+  std::vector<int64_t> placement = R.placement, expert_node = R.expert_node;
+  if (static_cast<int64_t>(R.placement.size()) > E) {
+    const auto moe_before =
+        std::count_if(s.layers.begin(), s.layers.begin() + u.layer,
+                      [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
+    placement.assign(R.placement.begin() + moe_before * E, R.placement.begin() + (moe_before + 1) * E);
+    expert_node.assign(R.expert_node.begin() + moe_before * E, R.expert_node.begin() + (moe_before + 1) * E);
+  }
   at::Tensor x = h.reshape({b * T, D});
   // Step 1: router in fp32; top-k experts and their weights per token.
   at::Tensor logits = W.Lin("router", x.scalar_type() == at::kDouble ? x : x.to(at::kFloat));
@@ -131,10 +195,15 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
                                                                                  0x9E3779B97F4A7C15ull);
     choice = at::rand({b * T, E}, gen, at::TensorOptions().dtype(at::kFloat)).to(scores.device());
   }
+  if (R.max_route_nodes > 0) choice = LimitToNodes(choice, expert_node, R.max_route_nodes, k);
   at::Tensor itop = std::get<1>(choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
   at::Tensor wtop = scores.gather(-1, itop);
   if (s.renormalize) wtop = wtop / (wtop.sum(-1, true) + 1e-20);
   wtop = wtop * s.routed_scaling;
+  if (R.record && R.coact != nullptr) {  // co-activation: the routing as chosen (read only)
+    const at::Tensor top = itop.to(at::kCPU, at::kLong).contiguous();
+    R.coact->RecordRouting(u.layer, top.data_ptr<int64_t>(), top.size(0), k, placement);
+  }
   if (R.record && R.load != nullptr) {
     at::Tensor cnt = at::bincount(itop.flatten(), {}, E);
     auto& row = (*R.load)[u.layer];  // summed over the micro-batches of the step
@@ -149,22 +218,30 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   }
   // Step 3: order (token, expert) pairs by destination rank, then expert (ordinal = position in
   // the list "experts of EP rank 0 ascending, of rank 1 ascending, ...").
+  // Redundant experts (R.log2phy, probe_replicas.h): the ordinal is this source's physical slot.
   std::vector<int64_t> ordinal(static_cast<size_t>(E)), per_rank(static_cast<size_t>(ep), 0);
-  {
+  if (!R.log2phy.empty()) {
+    ordinal = R.log2phy;
+  } else {
     int64_t pos = 0;
     for (int64_t r = 0; r < ep; ++r)
       for (int64_t e = 0; e < E; ++e)
-        if (R.placement[static_cast<size_t>(e)] == r) { ordinal[static_cast<size_t>(e)] = pos++; per_rank[static_cast<size_t>(r)]++; }
+        if (placement[static_cast<size_t>(e)] == r) {
+          ordinal[static_cast<size_t>(e)] = pos++;
+          per_rank[static_cast<size_t>(r)]++;
+        }
   }
+  const int64_t el = R.log2phy.empty() ? E / ep : R.slots_per_rank;  // slots per EP rank
   at::Tensor ord = at::tensor(ordinal, at::kLong).to(itop.device());
   at::Tensor key = ord.index_select(0, itop.flatten());                          // [P]
   at::Tensor perm = std::get<1>(key.sort(/*stable=*/true, 0, false));
   at::Tensor tok = at::arange(b * T, itop.options()).repeat_interleave(k).index_select(0, perm);
-  at::Tensor counts = at::bincount(key, {}, E);                                  // per ordinal
+  at::Tensor counts = at::bincount(key, {}, el * ep);  // per ordinal
   // Step 4: exchange per-expert counts, then the token rows (split sizes = actual counts).
-  const int64_t el = E / ep;
-  at::Tensor recv_counts = R.ep->AllToAll(counts.view({E, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
-                                          std::vector<int64_t>(static_cast<size_t>(ep), el)).view({ep, el});
+  at::Tensor recv_counts =
+      R.ep->AllToAll(counts.view({el * ep, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
+                     std::vector<int64_t>(static_cast<size_t>(ep), el))
+          .view({ep, el});
   const at::Tensor rc_cpu = recv_counts.to(at::kCPU).contiguous();              // [ep source, el]
   const auto rc = rc_cpu.accessor<int64_t, 2>();
   std::vector<int64_t> send(static_cast<size_t>(ep)), recv(static_cast<size_t>(ep), 0);
@@ -172,6 +249,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     send[static_cast<size_t>(r)] = counts.narrow(0, r * el, el).sum().item<int64_t>();
     for (int64_t j = 0; j < el; ++j) recv[static_cast<size_t>(r)] += rc[r][j];
   }
+  if (R.record && R.coact != nullptr) R.coact->RecordDispatch(u.layer, send, xl.size(1) * xl.element_size());
   const auto group = reinterpret_cast<int64_t>(R.ep);
   at::Tensor xr = AllToAllFn::apply(xl.index_select(0, tok), group, send, recv);  // [R, d]
   // Step 5: received rows are grouped by source then local expert; regroup by expert (stable:
@@ -181,8 +259,10 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   at::Tensor xe = xr.index_select(0, by_e);
   const int64_t n_local = experts.numel() / std::max<int64_t>(1, u.expert.numel);
   ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) + " experts, EP expects " + std::to_string(el));
-  at::Tensor ex_rows = experts.view({el, u.expert.numel});
-  at::Tensor exl_rows = u.expert_lora.numel > 0 ? expert_lora.view({el, u.expert_lora.numel}) : at::Tensor();
+  at::Tensor ex_rows = SyncReplicas(experts, R.replica_sync).view({el, u.expert.numel});
+  at::Tensor exl_rows = u.expert_lora.numel > 0
+                            ? SyncReplicas(expert_lora, R.replica_sync).view({el, u.expert_lora.numel})
+                            : at::Tensor();
   std::vector<at::Tensor> ys;
   int64_t start = 0;
   for (int64_t j = 0; j < el; ++j) {

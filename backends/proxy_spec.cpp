@@ -6,6 +6,7 @@
 
 #include "backends/probe.h"
 #include "backends/probe_layout_check.h"
+#include "backends/probe_replicas.h"
 
 namespace onboard {
 namespace {
@@ -289,6 +290,23 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("control", "random_router needs a MoE layer (the proxy has none)", control);
   if (kda_kernel != "generated" && kda_kernel != "torch")
     return Bad("kda_kernel", "must be generated or torch", kda_kernel);
+  // Per-layer placement (issue 18): num_experts x MoE layers entries, layer after layer; each
+  // layer's block is checked as a placement of its own.
+  const auto moe_layers = std::count_if(spec.layers.begin(), spec.layers.end(),
+                                        [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
+  if (moe_layers > 1 && static_cast<int64_t>(expert_placement.size()) == spec.num_experts * moe_layers) {
+    if (!expert_phy2log.empty())
+      return Bad("expert_placement", "a per-layer placement cannot be combined with expert_phy2log",
+                 "both set");
+    ProbeConfig one = *this;
+    for (int64_t i = 0; i < moe_layers; ++i) {
+      one.expert_placement.assign(expert_placement.begin() + i * spec.num_experts,
+                                  expert_placement.begin() + (i + 1) * spec.num_experts);
+      if (Status st = one.Validate(spec); !st.ok())
+        return Bad("expert_placement", "MoE layer " + std::to_string(i) + ": " + st.message(), "per layer");
+    }
+    return Status::Ok();
+  }
   if (!expert_placement.empty()) {
     const int64_t e = ep_degree();
     if (static_cast<int64_t>(expert_placement.size()) != spec.num_experts)
@@ -310,6 +328,23 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
                                            " experts; every rank must hold num_experts/ep=" +
                                            std::to_string(spec.num_experts / e),
                    std::to_string(per_rank[static_cast<size_t>(r)]));
+  }
+  if (ranks_per_node < 0 || (ranks_per_node > 0 && ranks % ranks_per_node != 0))
+    return Bad("ranks_per_node", "must be 0 (one node) or divide ranks=" + std::to_string(ranks),
+               std::to_string(ranks_per_node));
+  if (max_route_nodes < 0 || max_route_nodes > nodes())
+    return Bad("max_route_nodes", "must be 0 (off) or in [1, nodes=" + std::to_string(nodes()) + "]",
+               std::to_string(max_route_nodes));
+  if (max_route_nodes > 0 && max_route_nodes * (spec.num_experts / nodes()) < spec.top_k)
+    return Bad("max_route_nodes",
+               "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
+               std::to_string(max_route_nodes));
+  if (!expert_phy2log.empty()) {  // redundant experts (probe_replicas.h): one EP group, no TP
+    Expected<ReplicaMap> m = BuildReplicaMap(expert_phy2log, spec.num_experts, ep_degree());
+    if (!m.ok()) return m.status();
+    if (ep_degree() != data_ranks() || tp_degree() > 1)
+      return Bad("expert_phy2log", "needs one EP group over all ranks and tp=1",
+                 "ep=" + std::to_string(ep_degree()) + " tp=" + std::to_string(tp_degree()));
   }
   if (die_rank >= ranks) return Bad("die_rank", "must be < ranks", std::to_string(die_rank));
   ONBOARD_RETURN_IF_ERROR(thresholds.Validate());

@@ -201,6 +201,19 @@ OnboardCommand kProbe{
       sub.add_option(
           "--plan", o->plan_file,
           "plan JSON (`onboard plan --json`): its ep, fsdp, micro-batches and recompute, scaled to --ranks");
+      // Issue 18 (expert communication).
+      sub.add_option("--ranks-per-node", o->cfg.ranks_per_node,
+                     "ranks that share a node (consecutive; 0 = one node): the probe measures "
+                     "cross-node (slow-tier) expert traffic, e.g. --ranks 4 --ranks-per-node 2")
+          ->capture_default_str();
+      sub.add_option("--max-route-nodes", o->cfg.max_route_nodes,
+                     "node-limited routing (DeepSeek-V3): each token's experts on at most M nodes "
+                     "(0 = off; needs --ranks-per-node)")
+          ->capture_default_str();
+      sub.add_option("--expert-phy2log", o->cfg.expert_phy2log,
+                     "redundant experts (EPLB phy2log): logical expert of each physical slot, slots of EP "
+                     "rank r = [r*S, (r+1)*S); copies a power of two dividing ep")
+          ->delimiter(',');
       sub.add_flag("--json", o->json, "print the result as JSON");
       return [o] { return RunProbeCommand(*o); };
     }};

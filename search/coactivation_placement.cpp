@@ -120,6 +120,30 @@ std::vector<int64_t> NodeOfRanks(const std::vector<std::vector<int64_t>>& rank_e
   return node_of;
 }
 
+// Step 1b: measured pair counts (dense, symmetric) into W.
+Status AddPairCounts(const std::vector<std::vector<double>>& pc, std::vector<std::vector<float>>& W) {
+  if (pc.empty()) return Status::Ok();
+  const size_t E = W.size();
+  const std::string f = "co-activation placement";
+  if (pc.size() != E)
+    return BadInput(f, "pair_counts", "needs one row per expert (" + std::to_string(E) + ")",
+                    std::to_string(pc.size()));
+  for (size_t i = 0; i < E; ++i)
+    if (pc[i].size() != E)
+      return BadInput(f, "pair_counts[" + std::to_string(i) + "]", "needs " + std::to_string(E) + " entries",
+                      std::to_string(pc[i].size()));
+  for (size_t i = 0; i < E; ++i) {
+    for (size_t j = 0; j < E; ++j) {
+      const double v = pc[i][j];
+      if (!(v >= 0) || !std::isfinite(v) || v != pc[j][i] || (i == j && v != 0))
+        return BadInput(f, "pair_counts[" + std::to_string(i) + "][" + std::to_string(j) + "]",
+                        "must be finite, >= 0, symmetric, zero on the diagonal", std::to_string(v));
+      W[i][j] += static_cast<float>(v);
+    }
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 TierTraffic MeasureTierTraffic(const std::vector<std::vector<int64_t>>& token_experts,
@@ -180,6 +204,7 @@ Expected<CoactivationPlacement> PlaceExpertsByCoactivation(const CoactivationPla
       for (size_t j = i + 1; j < tok.size(); ++j)
         if (tok[i] != tok[j]) W[tok[i]][tok[j]] += 1.f, W[tok[j]][tok[i]] += 1.f;
   }
+  ONBOARD_RETURN_IF_ERROR(AddPairCounts(req.pair_counts, W));
   const int64_t rpn = std::min(req.base.ranks_per_node, req.base.ep_ranks);
   const int64_t nodes = req.base.ep_ranks / rpn;
   const int64_t per_node = E / nodes;

@@ -24,6 +24,10 @@ struct CoactivationPlacementRequest {
   ExpertPlacementRequest base;   // loads, ep_ranks, ranks_per_node, spare slots (group_size unused)
   // Sampled routings: one top-k expert list per token (what the probe's router chose).
   std::vector<std::vector<int64_t>> token_experts;
+  // Measured co-selection counts instead of (or besides) samples: dense [E][E], symmetric, >= 0
+  // (tokens that chose both; the probe's ProbeCoactivation pairs). Empty = none. Traffic before /
+  // after is computed from token_experts only (all zero without samples).
+  std::vector<std::vector<double>> pair_counts;
   double bytes_per_copy = 0;     // bytes of one token's activation sent to one node (dispatch)
   double max_node_imbalance = 1.05;  // node max/mean load the grouping may not exceed (after the
                                      // load-only packing's own value, whichever is larger)
@@ -49,7 +53,8 @@ struct CoactivationPlacement {
   int passes = 0;
 };
 
-// Errors: those of PlaceExperts, a token expert id outside [0, experts) (field and value named).
+// Errors: those of PlaceExperts, a token expert id outside [0, experts), pair_counts not E x E or
+// negative / not finite / not symmetric (field and value named).
 Expected<CoactivationPlacement> PlaceExpertsByCoactivation(const CoactivationPlacementRequest& req);
 
 // Traffic of a given placement (rank -> experts held) over sampled routings. A replicated expert's

@@ -4,6 +4,7 @@
 // what was observed and what changed. The table is agent/rules/rules_table.cpp; one file per family:
 //   rules_divergence.cpp       probe diverged -> lower LR, tighten clipping, router fp32, re-probe
 //   rules_expert_balance.cpp   expert imbalance -> re-place experts from measured loads, re-probe
+//   rules_expert_coactivation.cpp  multi-node probe -> co-selected experts onto one node, re-probe
 //   rules_comm.cpp             comm share high -> calibrate the cost model from the probe, re-plan
 //   rules_memory.cpp           measured memory over prediction -> more recompute / sharding, re-plan
 //   rules_kernel_fallback.cpp  a kernel check failed -> reference operator
@@ -85,6 +86,7 @@ struct Rule {
 // ---- Rule functions (one per file) ----
 std::optional<Decision> RuleProbeDiverged(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleExpertImbalance(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+std::optional<Decision> RuleExpertCoactivation(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleCommShare(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleKernelFallback(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);

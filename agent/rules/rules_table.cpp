@@ -13,6 +13,8 @@ const std::vector<Rule>& RuleTable() {
        "(validators/learning_verdict.h)", RuleProbeNotLearned},
       {"expert_imbalance", "expert_balance", "routed tokens per expert / EP rank in the probe",
        "expert_imbalance", RuleExpertImbalance},
+      {"expert_coactivation", "expert_balance", "experts co-selected by one token, split over nodes (probe)",
+       "(rules_expert_coactivation.cpp kMinCrossNodeCut)", RuleExpertCoactivation},
       {"comm_share", "comm", "collective seconds / step seconds in the probe", "comm_share", RuleCommShare},
       {"memory_over_prediction", "memory", "probe peak memory vs cost-model prediction",
        "memory_over_prediction", RuleMemoryOverPrediction},
