@@ -203,11 +203,13 @@ json CoactivationRecorder::ToJson() const {
 
 Status MergeCoactivation(const std::vector<json>& per_rank, const std::vector<std::string>& where,
                          int64_t ranks_per_node, int64_t nodes, ProbeCoactivation* out) {
-  // Step 3: sums over ranks.
+  // Step 3: sums over ranks, layer by model layer index: under pipeline parallelism each stage's
+  // ranks hold (and report) only their own MoE layers; the merged layers come out in layer order.
   *out = ProbeCoactivation{};
   out->ranks_per_node = ranks_per_node;
   out->nodes = nodes;
-  std::vector<std::map<std::pair<int64_t, int64_t>, int64_t>> pairs;
+  std::map<int64_t, ProbeCoactivationLayer> merged;
+  std::map<int64_t, std::map<std::pair<int64_t, int64_t>, int64_t>> pairs;
   for (size_t k = 0; k < per_rank.size(); ++k) {
     const json& j = per_rank[k];
     if (j.is_null()) continue;  // a worker without a recorder (no MoE layer)
@@ -215,34 +217,30 @@ Status MergeCoactivation(const std::vector<json>& per_rank, const std::vector<st
       return BadInput(where[k], "coactivation.layers", "missing or not an array");
     out->top_k = j.value("top_k", int64_t{0});
     const json& ls = j.at("layers");
-    if (k > 0 && ls.size() != out->layers.size())
-      return BadInput(where[k], "coactivation.layers", "has another MoE layer count than rank 0's",
-                      std::to_string(ls.size()));
     for (size_t i = 0; i < ls.size(); ++i) {
       ProbeCoactivationLayer l;
       ONBOARD_RETURN_IF_ERROR(LayerFromJson(ls[i], where[k], &l));
-      if (k == 0) {
-        out->layers.push_back(l);
-        out->layers.back().pairs.clear();
-        pairs.emplace_back();
-      } else {
-        ProbeCoactivationLayer& m = out->layers[i];
-        if (l.layer != m.layer || l.ranks_hist.size() != m.ranks_hist.size() ||
-            l.nodes_hist.size() != m.nodes_hist.size() || l.rank_rows.size() != m.rank_rows.size())
-          return BadInput(where[k], "coactivation.layers[" + std::to_string(i) + "]",
-                          "layer or histogram length differs from rank 0's", std::to_string(l.layer));
-        m.tokens += l.tokens, m.remote_node_copies += l.remote_node_copies;
-        m.rows += l.rows, m.cross_node_rows += l.cross_node_rows;
-        for (size_t c = 0; c < m.ranks_hist.size(); ++c) m.ranks_hist[c] += l.ranks_hist[c];
-        for (size_t c = 0; c < m.nodes_hist.size(); ++c) m.nodes_hist[c] += l.nodes_hist[c];
-        for (size_t c = 0; c < m.rank_rows.size(); ++c) m.rank_rows[c] += l.rank_rows[c];
-      }
-      for (const ExpertPairCount& p : l.pairs) pairs[i][{p.a, p.b}] += p.tokens;
+      for (const ExpertPairCount& p : l.pairs) pairs[l.layer][{p.a, p.b}] += p.tokens;
+      auto [it, first] = merged.try_emplace(l.layer, l);
+      if (first) continue;
+      ProbeCoactivationLayer& m = it->second;
+      if (l.ranks_hist.size() != m.ranks_hist.size() || l.nodes_hist.size() != m.nodes_hist.size() ||
+          l.rank_rows.size() != m.rank_rows.size())
+        return BadInput(where[k], "coactivation.layers[" + std::to_string(i) + "]",
+                        "histogram length differs from another rank's for this layer",
+                        std::to_string(l.layer));
+      m.tokens += l.tokens, m.remote_node_copies += l.remote_node_copies;
+      m.rows += l.rows, m.cross_node_rows += l.cross_node_rows;
+      for (size_t c = 0; c < m.ranks_hist.size(); ++c) m.ranks_hist[c] += l.ranks_hist[c];
+      for (size_t c = 0; c < m.nodes_hist.size(); ++c) m.nodes_hist[c] += l.nodes_hist[c];
+      for (size_t c = 0; c < m.rank_rows.size(); ++c) m.rank_rows[c] += l.rank_rows[c];
     }
   }
-  for (size_t i = 0; i < out->layers.size(); ++i) {
-    for (const auto& [ab, c] : pairs[i]) out->layers[i].pairs.push_back({ab.first, ab.second, c});
-    SortPairs(&out->layers[i].pairs);
+  for (auto& [layer, l] : merged) {
+    l.pairs.clear();
+    for (const auto& [ab, c] : pairs[layer]) l.pairs.push_back({ab.first, ab.second, c});
+    SortPairs(&l.pairs);
+    out->layers.push_back(std::move(l));
   }
   return Status::Ok();
 }

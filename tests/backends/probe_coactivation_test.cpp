@@ -76,8 +76,18 @@ TEST(ProbeCoactivation, MergeSumsRanksAndRefusesMismatchedLayers) {
   EXPECT_EQ(two.layers[0].pairs[0].tokens, 2);
   EXPECT_EQ(two.layers[0].cross_node_rows, 6);
   EXPECT_EQ(SummedPairCounts(two, 4)[2][0], 2.0);
+  // Another rank's other layer (a pipeline stage holds its own MoE layers) is merged beside it,
+  // in layer order; the same layer with another histogram length is refused, naming the file.
+  nlohmann::json other = a;
+  other["layers"][0]["layer"] = 3;
+  const ProbeCoactivation staged = Merged({other, a}, 1, 2);
+  ASSERT_EQ(staged.layers.size(), 2u);
+  EXPECT_EQ(staged.layers[0].layer, a["layers"][0]["layer"].get<int64_t>());
+  EXPECT_EQ(staged.layers[1].layer, 3);
+  EXPECT_EQ(staged.layers[0].tokens, 3);
+  EXPECT_EQ(staged.layers[1].tokens, 3);
   nlohmann::json bad = a;
-  bad["layers"][0]["layer"] = 3;
+  bad["layers"][0]["ranks_hist"].push_back(0);
   ProbeCoactivation out;
   const Status st = MergeCoactivation({a, bad}, {"r0.json", "r1.json"}, 1, 2, &out);
   ASSERT_FALSE(st.ok());

@@ -18,7 +18,7 @@ PlanRequest Full(const std::string& model, int64_t devices, int64_t gb) {
   req.mode = FinetuneMode::kFull;
   req.seq = 4096;
   req.global_batch = gb;
-  req.compute_dtype = "fp8";
+  req.compute_dtype = Precision::kFP8;
   return req;
 }
 
