@@ -28,7 +28,9 @@ namespace {
 
 struct PlanOptions {
   std::string model, topology, mode = "lora", evaluate, export_fmt, export_out, base_dtype = "bf16";
+  std::string schedule = "1f1b";  // search constraint: pipeline schedules tried (PlanConstraints::schedule)
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
+  int64_t etp = 0;  // search constraint: expert TP, 0 = searched (PlanConstraints::etp)
   int threads = 2;
   double imbalance = 1.0, zipf = 0;
   int64_t spare_slots = 1;
@@ -59,6 +61,7 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
     } else {
       if (!base) return ReportError("plan", BadInput(o.evaluate, "runs", "a single layout needs MODEL and --topology", o.evaluate));
       req = *base;
+      ApplyRunOptions(run, &req);
       if (run.plan.seq == 0) run.plan.seq = req.seq;
       req.seq = run.plan.seq;
       run.plan.mode = req.mode;
@@ -164,6 +167,8 @@ int RunPlan(const PlanOptions& o) {
     req->global_batch = o.global_batch;
     req->threads = o.threads;
     req->expert_imbalance = o.imbalance;
+    req->constraints.etp = o.etp;  // ranges and names: PlanRequest::Validate, the one check
+    req->constraints.schedule = o.schedule;
     Status st = req->Validate();
     if (!st.ok()) return ReportError("plan", st);
   }
@@ -244,6 +249,11 @@ static OnboardCommand kPlan{
       sub.add_option("--spare-slots", o->spare_slots, "spare expert slots per rank for replicas (with --zipf)")
           ->check(CLI::Range(int64_t{0}, int64_t{64}));
       sub.add_option("--threads", o->threads, "search threads")->check(CLI::Range(1, 256));
+      sub.add_option("--etp", o->etp,
+                     "expert tensor parallel degree the search keeps (0 = searched: 1 and tp)");
+      sub.add_option("--schedule", o->schedule,
+                     "pipeline schedules the search tries: 1f1b (default; every exported engine runs it), "
+                     "dualpipe, or any");
       sub.add_option("--max-devices", o->max_devices, "largest device count tried when nothing fits")
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
       sub.add_option("--evaluate", o->evaluate, "cost this layout / published_runs.json-style file instead of searching");

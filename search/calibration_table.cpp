@@ -40,7 +40,8 @@ void ResolveUnstatedRecompute(LayoutRun* run) {
   const PlanRequest req = RequestForRun(*run);
   for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull}) {
     Plan p = run->plan;
-    p.recompute = {{"*", r}};
+    p.recompute =
+        r == Recompute::kSelective ? CoreAttnRecompute() : std::map<std::string, Recompute>{{"*", r}};
     auto est = EvaluatePlan(req, p);
     if (!est.ok()) return;
     if (est->fits || r == Recompute::kFull) {

@@ -41,6 +41,13 @@
 //                      softmax ring output correction: c steps x cp_correction_passes * T * out_elems/t
 //                      * 2 B / HBM fwd, 2x bwd (not hidden: it runs between the steps' kernels)
 //                      DSA: all-gather of indexer keys + latent KV (dsa_gather_elems * 2 B), RS bwd.
+//   RMSNorm recompute: (req.recompute_norms) per block not fully recomputed, one more norm forward:
+//                      2 * T * act_norms/2 / rep_div bytes / HBM (read its input, write its output)
+//   SwiGLU storage   : gated routed experts, C = T/t * imbalance * top_k copies of I elements:
+//                      fp8_act_input_store: quantise the 2I-wide input fwd, dequantise bwd,
+//                      3 bytes per element each (read 2 + write 1, read 1 + write 2) / HBM;
+//                      MoE selective (moe_act): recompute = read the input (2I x 2 B, or 1 B stored
+//                      in fp8) + write the output (I x 2 B) per copy / HBM
 //   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch, + 2 x
 //                      unfused_mixer_launches x launch_s_per_kernel (the unfused KDA prologue / DSA
 //                      indexer kernels, fwd + bwd: search/fusion_cost.h)
@@ -217,6 +224,7 @@ class TimeModel {
         mx->rc = k.kda_selective_share * mel;
       }
     }
+    if (rm != Recompute::kFull) mx->rc += NormRecompute(lp);
     mx->tp = TpExposed(mg) + TpExposed(bwd_gemm * mg) + (rm == Recompute::kFull ? TpExposed(mg) : 0);
     mx->tp_total = (2 + (rm == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
     ContextParallel(lp, core_f, rm == Recompute::kFull, mx);
@@ -308,13 +316,40 @@ class TimeModel {
                             lp.act_channel / t_ +
                             RoutedActBytes(lp, p_.deg.etp) * c_.req->expert_imbalance / t_;
     const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
-    ch->fwd = cg + routed + cel + moe_mem + quant;
-    ch->bwd = bwd_gemm * (cg + routed) + 2 * (cel + moe_mem) + quant;
+    const double store = SwiGluStore(lp);
+    ch->fwd = cg + routed + cel + moe_mem + quant + store;
+    ch->bwd = bwd_gemm * (cg + routed) + 2 * (cel + moe_mem) + quant + store;
     if (rc == Recompute::kFull) ch->rc = ch->fwd;
-    else if (rc == Recompute::kSelective) ch->rc = cel;  // expert activation functions (moe_act)
+    else if (rc == Recompute::kSelective)  // expert activation functions (moe_act)
+      ch->rc = GatedRoutedExperts(lp) ? SwiGluRecompute(lp) : cel;
+    if (rc != Recompute::kFull) ch->rc += NormRecompute(lp);
     ch->tp = TpExposed(cg) + TpExposed(bwd_gemm * cg) + (rc == Recompute::kFull ? TpExposed(cg) : 0);
     ch->tp_total = (2 + (rc == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
     ch->a2a = a2a_f + a2a_b + (rc == Recompute::kFull ? a2a_f : 0);
+  }
+
+  // RMSNorm recompute of one block (req.recompute_norms): one more norm forward over its input.
+  double NormRecompute(const LayerProfile& lp) const {
+    if (!c_.req->recompute_norms) return 0;
+    const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
+    return 2 * T_ * (lp.act_norms / 2) / rep_div / hbm_;
+  }
+
+  // SwiGLU copies of gated routed experts on this rank per micro-batch, times the expert width I.
+  double SwiGluElems(const LayerProfile& lp) const {
+    return T_ / t_ * c_.req->expert_imbalance * static_cast<double>(lp.top_k) * lp.expert_inter;
+  }
+
+  // fp8_act_input_store: the 2I-wide SwiGLU input quantised to fp8 (one direction's pass).
+  double SwiGluStore(const LayerProfile& lp) const {
+    if (!c_.req->fp8_act_input_store || !GatedRoutedExperts(lp)) return 0;
+    return 3 * 2 * SwiGluElems(lp) / hbm_;
+  }
+
+  // MoE selective (moe_act): the SwiGLU output recomputed from its stored input.
+  double SwiGluRecompute(const LayerProfile& lp) const {
+    const double in_bytes = c_.req->fp8_act_input_store ? 1.0 : 2.0;
+    return SwiGluElems(lp) * (2 * in_bytes + 2) / hbm_;
   }
 
   // Share of a token's top_k copies that cross past the first tier: group-limited routing caps the

@@ -145,6 +145,11 @@ std::vector<Recompute> KindPolicies(const CostContext& c, const Plan& p);
 // rank keeping 1/etp of the expert width: act_routed + top_k*2*w*(etp-1), routed_gemm_inputs +
 // top_k*w*(etp-1).
 double RoutedActBytes(const LayerProfile& lp, int64_t etp);
+// Routed experts with a SwiGLU (gated) FFN: act_routed holds top_k * 6I for it, not 4I.
+bool GatedRoutedExperts(const LayerProfile& lp);
+// Routed bytes per token the SwiGLU storage options drop (memory_model.cpp header): the fp8 input
+// store (req.fp8_act_input_store) and, under MoE selective recompute, the output.
+double SwiGluBytesDropped(const CostContext& c, const LayerProfile& lp, Recompute chan);
 double RoutedGemmInputs(const LayerProfile& lp, int64_t etp);
 // Tokens of one micro-batch on one device: micro_batch * seq / cp.
 double TokensPerRank(const Plan& p);

@@ -259,6 +259,8 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     run.plan.seq = 0;  // 0 = take --seq from the command line
     layout::Fields f(j, origin, "");
     ONBOARD_RETURN_IF_ERROR(layout::ReadPlan(j, f, &run.plan, &run.layout_layers));
+    ONBOARD_RETURN_IF_ERROR(f.Bool("recompute_norms", &run.recompute_norms));
+    ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_act_input_store", &run.fp8_act_input_store));
     out.push_back(run);
     return out;
   }
@@ -305,8 +307,18 @@ PlanRequest RequestForRun(const LayoutRun& run) {
   req.global_batch = run.plan.global_batch;
   req.dropout = run.dropout;
   req.attention_kernel = run.attention_kernel;
-  req.overlap_ep_comm = run.overlap_ep_comm;
+  ApplyRunOptions(run, &req);
   return req;
+}
+
+std::map<std::string, Recompute> CoreAttnRecompute() {
+  return {{"*", Recompute::kSelective}, {"MLP", Recompute::kNone}, {"MoE", Recompute::kNone}};
+}
+
+void ApplyRunOptions(const LayoutRun& run, PlanRequest* req) {
+  req->overlap_ep_comm = run.overlap_ep_comm;
+  req->recompute_norms = run.recompute_norms;
+  req->fp8_act_input_store = run.fp8_act_input_store;
 }
 
 }  // namespace onboard

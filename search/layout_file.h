@@ -10,6 +10,7 @@
 //      config named in `configs` (layout_file_measured.cpp says how each free-text field is read).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -47,12 +48,22 @@ struct LayoutRun {
   std::string uncertain;                      // the source's own caveat, if any
   std::vector<std::string> assumptions;       // "recompute 'unknown (not stated)' read as none", ...
   bool overlap_ep_comm = false;               // the recipe overlaps EP all-to-all (moe_a2a_overlap)
+  bool recompute_norms = false;               // RMSNorm outputs recomputed (PlanRequest::recompute_norms)
+  bool fp8_act_input_store = false;           // SwiGLU input kept in fp8 (PlanRequest::fp8_act_input_store)
   bool recompute_unstated = false;            // the source does not say: ResolveUnstatedRecompute picks it
 };
 
 // The request that evaluates `run` on its own model and topology (full fine-tuning unless the run
 // says "mode": "lora").
 PlanRequest RequestForRun(const LayoutRun& run);
+// The run's framework options that live on the request, not the plan (EP overlap, RMSNorm
+// recompute, fp8 SwiGLU-input store): RequestForRun's, and `--evaluate` of a single layout's.
+void ApplyRunOptions(const LayoutRun& run, PlanRequest* req);
+
+// Megatron-Core's recompute_granularity=selective with its default recompute_modules [core_attn]: every
+// mixer's attention core recomputed, the channels (MLP, MoE) not: {"*": selective, "MLP": none,
+// "MoE": none}. (MoE selective is moe_act, the SwiGLU output recomputed: memory_model.cpp.)
+std::map<std::string, Recompute> CoreAttnRecompute();
 
 // Parses either form. Bad input names file, field (json path) and value.
 Expected<std::vector<LayoutRun>> LoadLayoutFile(const std::string& path);

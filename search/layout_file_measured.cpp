@@ -11,7 +11,9 @@
 //   precision         : first word: mxfp8 | fp8 (per-tensor / block scaling) | bf16.
 //   recompute         : "none..." = none; recompute_modules=[...] (or the recipe's list) per module:
 //                       mla_up_proj -> MLA selective, core_attn -> every mixer selective, mlp -> MLP full,
-//                       moe -> MoE full, moe_act -> MoE selective, layernorm -> (nothing modelled);
+//                       moe -> MoE full, moe_act -> MoE selective, layernorm -> RMSNorm outputs
+//                       recomputed (recompute_norms); "RMSNorm" in the text (DeepSeek-V3 report sec.
+//                       3.2.3: "We recompute all RMSNorm operations and MLA up-projections") = the same;
 //                       "selective" without a list = Megatron-Core's default [core_attn];
 //                       "full" / "activation_checkpointing: true" = full; unknown / not stated = the
 //                       lightest of none < selective < full that fits (the run ran, so it fit).
@@ -45,8 +47,15 @@
 //                       cuda_graph_scope, or "cuda_graphs=1" in the recipe note = layers; else none.
 //   dispatcher        : recipe.preset_fields.moe_flex_dispatcher_backend (deepep | hybridep), else "DeepEP"
 //                       in kernel_optimizations (NeMo AutoModel's column), else all-to-all.
-//   measured          : tokens_per_s_per_gpu, else from step_s (global_batch*seq/(step_s*gpus)); a run
-//                       with neither, or without micro_batch, is `skipped` with the reason.
+//   fp8 storage       : a run whose source is the DeepSeek-V3 report (arXiv 2412.19437) in fp8: its sec.
+//                       3.3.3 "we cache the inputs of the SwiGLU operator and recompute its output in the
+//                       backward pass. These activations are also stored in FP8" = fp8_act_input_store and
+//                       MoE selective (the SwiGLU output recomputed, as Megatron's moe_act).
+//   micro_batch       : null = 1, the smallest, recorded as an assumption (the DeepSeek-V3 report gives
+//                       only the global batch; one sequence per micro-batch is the least memory).
+//   measured          : tokens_per_s_per_gpu, else from step_s (global_batch*seq/(step_s*gpus)), else from
+//                       gpu_hours_per_trillion_tokens (1e12 / (hours * 3600)); a run with none of them is
+//                       `skipped` with the reason.
 #include <filesystem>
 
 #include "parsers/load_model.h"
@@ -116,18 +125,22 @@ void ReadRecompute(const json& r, const std::string& text, LayoutRun* run) {
   if (listed) {
     for (const std::string& m : mods) {
       if (m == "mla_up_proj") rc["MLA"] = Recompute::kSelective;
-      else if (m == "core_attn") rc["*"] = Recompute::kSelective;
+      else if (m == "core_attn")
+        for (const auto& [k, v] : CoreAttnRecompute()) rc.emplace(k, v);  // the mixers; channels as listed
       else if (m == "mlp") rc["MLP"] = Recompute::kFull;
       else if (m == "moe") rc["MoE"] = Recompute::kFull;
       else if (m == "moe_act") rc["MoE"] = Recompute::kSelective;
+      else if (m == "layernorm")
+        run->recompute_norms = true;
       else run->assumptions.push_back("recompute module '" + m + "' not modelled");
     }
     return;
   }
+  if (t.find("rmsnorm") != std::string::npos) run->recompute_norms = true;
   if (t.find("mla up-projection") != std::string::npos) {
     rc["MLA"] = Recompute::kSelective;
   } else if (t.rfind("selective", 0) == 0) {
-    rc["*"] = Recompute::kSelective;
+    rc = CoreAttnRecompute();
     run->assumptions.push_back("recompute 'selective' without modules read as Megatron-Core's default [core_attn]");
   } else if (t.find("full") != std::string::npos || t.find("activation_checkpointing: true") != std::string::npos) {
     rc["*"] = Recompute::kFull;
@@ -170,6 +183,10 @@ Status ReadMeasured(const json& r, const Fields& f, LayoutRun* run) {
   ONBOARD_RETURN_IF_ERROR(mf.Num("tokens_per_s_per_gpu", 0, 1e9, &tps));
   ONBOARD_RETURN_IF_ERROR(mf.Num("step_s", 0, 1e9, &step));
   ONBOARD_RETURN_IF_ERROR(mf.Num("tflops_per_gpu", 0, 1e6, &tflops));
+  // GPU hours per 10^12 tokens (DeepSeek-V3 report sec. 1): 10^12 / (h * 3600) tokens/s/GPU.
+  double gpu_hours = 0;
+  ONBOARD_RETURN_IF_ERROR(mf.Num("gpu_hours_per_trillion_tokens", 0, 1e12, &gpu_hours));
+  if (tps <= 0 && step <= 0 && gpu_hours > 0) tps = 1e12 / (gpu_hours * 3600);
   const double tokens = static_cast<double>(run->plan.global_batch * run->plan.seq);
   const double gpus = static_cast<double>(run->topology.num_devices);
   if (tps <= 0 && step > 0) tps = tokens / (step * gpus);
@@ -207,8 +224,9 @@ Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
                     std::to_string(dp));
   dp = gpus / (tp * pp * cp);
   if (mb < 1) {
-    run->skipped = "micro_batch not given";
     mb = 1;
+    run->assumptions.push_back(
+        "micro_batch not given: 1 assumed (the smallest; the source gives only the global batch)");
   }
   p.deg.tp = tp;
   p.deg.pp = pp;
@@ -231,7 +249,8 @@ Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
   p.seq = seq;
   p.global_batch = gb;
   p.num_micro_batches = std::max<int64_t>(1, gb / (mb * dp));
-  if (gb % (mb * dp) != 0) run->skipped = "global_batch not a multiple of micro_batch*dp";
+  if (gb % (mb * dp) != 0 && run->skipped.empty())
+    run->skipped = "global_batch not a multiple of micro_batch*dp";
   return Status::Ok();
 }
 
@@ -270,6 +289,17 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
     run->plan.pipeline_schedule = PipelineSchedule::kDualPipe;
   if (run->plan.zero_stage != 3 && (opt.empty() || opt.find("not stated") != std::string::npos))
     run->assumptions.push_back("optimizer not stated: Megatron distributed optimizer (zero 1), fp32 state");
+}
+
+// The DeepSeek-V3 report's low-precision activation storage (rule "fp8 storage" above).
+void ReadLowPrecisionStorage(const json& r, LayoutRun* run) {
+  if (r.value("source", std::string()).find("2412.19437") == std::string::npos) return;
+  if (run->plan.compute_dtype != Precision::kFP8 && run->plan.compute_dtype != Precision::kMXFP8) return;
+  run->fp8_act_input_store = true;
+  run->plan.recompute["MoE"] = Recompute::kSelective;
+  run->assumptions.push_back(
+      "DeepSeek-V3 report sec. 3.3.3: MoE SwiGLU inputs kept in fp8, their outputs recomputed (MoE "
+      "selective)");
 }
 
 void ReadLaunchSettings(const json& r, LayoutRun* run) {
@@ -335,6 +365,7 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   ONBOARD_RETURN_IF_ERROR(ReadLayout(r, f, &run));
   ReadPrecisionOptimizer(r, &run);
   ReadRecompute(r, r.value("recompute", std::string()), &run);
+  ReadLowPrecisionStorage(r, &run);
   const json* layout = RecipeField(r, "preset_fields", "pp_layout");
   if (!layout) layout = RecipeField(r, "model_overrides", "pipeline_model_parallel_layout");
   int64_t layout_layers = -1, mtp = -1;

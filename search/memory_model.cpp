@@ -23,7 +23,18 @@
 // fp8 / MXFP8: GEMM inputs are kept as their 1-byte quantised copies (Transformer Engine).
 // A2A buffers: a2a_buffers * T/t * top_k * width * 2 * imbalance.
 // MTP layers (last stage): one more decoder layer each (params, activations) + its h x 2h projection
-//   and its own fp32 logits.
+//   and its own fp32 logits; with pp > 1 the last stage also holds a copy of the embedding (vocab x h / t
+//   params: Megatron-Core GPTModel builds `embedding` where `pre_process or mtp_process`), except under
+//   DualPipe, whose rank 0 holds both ends and shares it (DeepSeek-V3 report sec. 3.2.3).
+// RMSNorm recompute (req.recompute_norms; DeepSeek-V3 report sec. 3.2.3, Megatron --recompute-modules
+//   layernorm): a block not fully recomputed keeps no norm output: act_norms/2 bytes per token per block
+//   fewer (2h at bf16), replicated (/ t with SP).
+// SwiGLU of gated routed experts (act_routed = top_k (2w + 6I): 4I = its input, gate and up in bf16,
+//   2I = its output, the down-projection's input), per token on an EP rank:
+//   fp8_act_input_store (DeepSeek-V3 report sec. 3.3.3; Megatron --activation-func-fp8-input-store):
+//     the input kept in fp8: top_k * 2I bytes fewer;
+//   MoE selective (Megatron recompute_modules moe_act; the report's "recompute its output"): the
+//     output not kept: top_k * I * (2 - 1 with fp8, whose 1-byte copy the fp8 term already counts) fewer.
 // Workspace: reserved + 2 gathered layers under FSDP (prefetch) + fp32 logits and their grad.
 // DualPipe (DeepSeek-V3 report sec. 3.2.1, Table 2): rank s holds stages s and p-1-s: both stages'
 //   parameters, grads and optimizer state (2x), and p+1 micro-batches of one stage's activations.
@@ -60,6 +71,7 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
   // fp8 training keeps the quantised GEMM inputs for backward (Transformer Engine saves the fp8
   // copy): 1 byte saved per input element.
   const double fp8_saved = c.fp8 ? 1.0 : 0.0;
+  const double norm_kept = c.req->recompute_norms ? 0.0 : lp.act_norms / 2;  // RMSNorm outputs kept per block
   double rep = 0, split = 0, routed = 0;
   if (mix == Recompute::kFull && chan == Recompute::kFull) {
     rep = h2;  // only the layer input is kept
@@ -67,7 +79,7 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
     if (mix == Recompute::kFull) {
       rep += h2;
     } else {
-      rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
+      rep += norm_kept + h2 + lp.dropout_mask_bytes / 2;
       split += std::max(0.0, lp.act_mixer - fp8_saved * lp.mixer_gemm_inputs);
       if (mix == Recompute::kSelective) split -= lp.act_mixer_selective;
       if (mix == Recompute::kNone) split += lp.scores_bytes_per_key * static_cast<double>(c.prof.seq);
@@ -75,14 +87,28 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
     if (chan == Recompute::kFull) {
       rep += h2;
     } else {
-      rep += lp.act_norms / 2 + h2 + lp.dropout_mask_bytes / 2;
+      rep += norm_kept + h2 + lp.dropout_mask_bytes / 2;
       split += std::max(0.0, lp.act_channel - fp8_saved * lp.channel_gemm_inputs);
-      routed = std::max(0.0, RoutedActBytes(lp, p.deg.etp) - fp8_saved * RoutedGemmInputs(lp, p.deg.etp)) *
+      routed = std::max(0.0, RoutedActBytes(lp, p.deg.etp) - fp8_saved * RoutedGemmInputs(lp, p.deg.etp) -
+                                 SwiGluBytesDropped(c, lp, chan)) *
                c.req->expert_imbalance / t;
     }
   }
   if (routed_out) *routed_out = routed;
   return rep / rep_div + split / t;
+}
+
+bool GatedRoutedExperts(const LayerProfile& lp) {
+  const double k = static_cast<double>(lp.top_k);
+  return lp.top_k > 0 && lp.act_routed > k * (2 * lp.dispatch_width + 5 * lp.expert_inter);  // 6I, not 4I
+}
+
+double SwiGluBytesDropped(const CostContext& c, const LayerProfile& lp, Recompute chan) {
+  if (!GatedRoutedExperts(lp)) return 0;
+  const double kI = static_cast<double>(lp.top_k) * lp.expert_inter;
+  const double input = c.req->fp8_act_input_store ? 2 * kI : 0;
+  const double output = chan == Recompute::kSelective ? kI * (c.fp8 ? 1.0 : 2.0) : 0;
+  return input + output;
 }
 
 double RoutedActBytes(const LayerProfile& lp, int64_t etp) {
@@ -144,6 +170,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     bool last = false;
     std::vector<double> chunk_act;  // activation bytes per token one micro-batch leaves on each chunk
   };
+  const bool dualpipe = p.pipeline_schedule == PipelineSchedule::kDualPipe;
   std::vector<StageParts> parts(d.pp);
   for (int64_t s = 0; s < d.pp; ++s) {
     StageParts& sp = parts[s];
@@ -166,6 +193,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     if (first) sp.dense += (prof.embed_params + prof.vision_params) / t;
     if (sp.last) sp.dense += (prof.head_params + prof.other_params) / t;
     sp.mtp = sp.last ? static_cast<double>(p.mtp_layers) : 0;
+    if (sp.mtp > 0 && d.pp > 1 && !dualpipe) sp.dense += prof.embed_params / t;  // the MTP stage's embedding
     if (sp.mtp > 0 && L > 0) {
       const LayerProfile& lp = prof.layers[L - 1];
       sp.dense += sp.mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
@@ -176,7 +204,6 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       sp.chunk_act.back() += sp.mtp * (one + routed);  // MTP runs after the last chunk's layers
     }
   }
-  const bool dualpipe = p.pipeline_schedule == PipelineSchedule::kDualPipe;
   MemoryBreakdown worst;
   worst.total = -1;
   for (int64_t s = 0; s < d.pp; ++s) {

@@ -44,8 +44,10 @@ Status PlanRequest::Validate() const {
     return BadInput(f, "reserved_gib", "must be in [0, hbm_gib]", std::to_string(constraints.reserved_gib));
   if (constraints.schedule != "1f1b" && constraints.schedule != "dualpipe" && constraints.schedule != "any")
     return BadInput(f, "constraints.schedule", "must be 1f1b, dualpipe or any", constraints.schedule);
-  if (constraints.etp < 0)
-    return BadInput(f, "constraints.etp", "must be >= 0", std::to_string(constraints.etp));
+  if (constraints.etp < 0 || constraints.etp > topology.num_devices)
+    return BadInput(f, "constraints.etp",
+                    "must be in [0, " + std::to_string(topology.num_devices) + "] (0 = searched)",
+                    std::to_string(constraints.etp));
   if (threads < 1 || threads > 256) return BadInput(f, "threads", "must be in [1, 256]", std::to_string(threads));
   if (top_n < 0) return BadInput(f, "top_n", "must be >= 0", std::to_string(top_n));
   return Status::Ok();

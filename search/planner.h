@@ -70,6 +70,11 @@ struct PlanRequest {
                                          // materialised: Megatron-LM 2022 and earlier)
   bool overlap_ep_comm = false;          // framework overlaps EP all-to-all with another micro-batch's
                                          // compute (DualPipe, Megatron --overlap-moe-expert-parallel-comm)
+  // Framework memory techniques beside the per-block recompute policies (issue 13; memory_model.cpp):
+  bool recompute_norms = false;      // RMSNorm outputs recomputed in backward, not kept (DeepSeek-V3
+                                     // report sec. 3.2.3; Megatron --recompute-modules layernorm)
+  bool fp8_act_input_store = false;  // routed experts' SwiGLU input kept in fp8 (DeepSeek-V3 report
+                                     // sec. 3.3.3; Megatron --activation-func-fp8-input-store)
   PlanConstraints constraints;
   CostCalibration calibration;
   int threads = 2;                       // worker threads for the search (std::thread)

@@ -56,7 +56,9 @@ TEST(PlanCli, EvaluateMeasuredRunsPrintsTokensPerGpuBesideMeasurement) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("tokens/s/GPU vs measured 4992"), std::string::npos) << r.out;   // mb2604-dsv3-gb300-mxfp8
   EXPECT_NE(r.out.find("model TFLOP/s/GPU vs published 1298"), std::string::npos) << r.out;
-  EXPECT_NE(r.out.find("dsv3-report-h800-2048: skipped (micro_batch not given)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("assumed: micro_batch not given: 1 assumed"), std::string::npos)
+      << r.out;  // dsv3-report
+  EXPECT_NE(r.out.find("tt-llama31-405b-512-h100-i1f1b: skipped (hardware"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("assumed: recompute not stated"), std::string::npos) << r.out;
   const Result j = Onboard("plan --json --evaluate " + runs);
   EXPECT_EQ(j.code, 0);
@@ -159,6 +161,37 @@ TEST(PlanCli, TopologyNameResolvesToTheShippedFile) {
   const Result unknown = Onboard("plan " + kFlagship + " --topology atlas-951");
   EXPECT_EQ(unknown.code, 2) << unknown.out;
   EXPECT_NE(unknown.out.find("atlas-951"), std::string::npos) << unknown.out;
+}
+
+}  // namespace
+
+namespace {
+
+// --etp and --schedule are search constraints, checked once by PlanRequest::Validate: each moves the
+// best plan away from the unconstrained search's (the negative control: without the flag it differs),
+// and a bad value exits 2 naming the field and the value.
+TEST(PlanCli, EtpAndScheduleFlagsConstrainTheSearchAndBadValuesExit2) {
+  const std::string base = "plan " + std::string(ONBOARD_TEST_DATA) +
+                           "/hf/qwen3-30b-a3b.config.json --topology " + kTopo + "b200-32x8.json --mode full";
+  const Result free = Onboard(base);
+  ASSERT_EQ(free.code, 0) << free.out;
+  const std::string best_free = free.out.substr(free.out.find("best plan:"), 200);
+  EXPECT_EQ(best_free.find("etp=2"), std::string::npos) << best_free;
+  EXPECT_EQ(best_free.find("dualpipe"), std::string::npos) << best_free;
+  const Result etp = Onboard(base + " --etp 2");
+  ASSERT_EQ(etp.code, 0) << etp.out;
+  EXPECT_NE(etp.out.substr(etp.out.find("best plan:"), 200).find("etp=2"), std::string::npos) << etp.out;
+  const Result dp = Onboard(base + " --schedule dualpipe");
+  ASSERT_EQ(dp.code, 0) << dp.out;
+  EXPECT_NE(dp.out.substr(dp.out.find("best plan:"), 200).find("dualpipe"), std::string::npos) << dp.out;
+  for (const auto& [flag, field] : {std::pair<std::string, std::string>{"--etp -1", "constraints.etp"},
+                                    {"--etp 100000", "constraints.etp"},
+                                    {"--schedule zb-v", "constraints.schedule"}}) {
+    const Result bad = Onboard(base + " " + flag);
+    EXPECT_EQ(bad.code, 2) << flag << ": " << bad.out;
+    EXPECT_NE(bad.out.find(field), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find(flag.substr(flag.find(' ') + 1)), std::string::npos) << bad.out;
+  }
 }
 
 }  // namespace

@@ -12,11 +12,7 @@
 namespace onboard {
 namespace {
 
-const TimeTerm* Term(const PlanEstimate& e, const std::string& name) {
-  for (const TimeTerm& t : e.time_terms)
-    if (t.name == name) return &t;
-  return nullptr;
-}
+using test::Term;
 
 // Dense GQA decoder (Llama-3-8B-like dims) on 16 H100s.
 PlanRequest DenseRequest(int64_t seq) {

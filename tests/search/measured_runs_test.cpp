@@ -4,9 +4,10 @@
 // (tests/data/measured_runs_table.txt, regenerate with ONBOARD_REGEN_GOLDEN=1).
 //
 // Issue 13's targets are mean |error| <= 10%, every run within 20%, no run that ran predicted not to
-// fit. The first two are NOT met yet (search/README.md, "Calibration table"): AccuracyReached pins what the
+// fit. None is met over all 31 runs (search/README.md, "Calibration table"): AccuracyReached pins what the
 // calibrated model reaches so that a change making it worse fails. Tighten these as the model
 // improves; never loosen them to make a change pass.
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -46,20 +47,50 @@ TEST(MeasuredRuns, TableMatchesGolden) {
   EXPECT_EQ(t.text, want.str());
 }
 
-constexpr double kMeanAbsErrReached = 0.114;  // target 0.10 (reached 11.3%)
+// Pinned over the 30 runs the table held before the second issue-13 pass (tightened as it moved: mean
+// 11.3% -> 11.2%); the run that pass brought in is pinned on its own below, so adding a run can
+// neither hide nor excuse a regression on the others.
+constexpr double kMeanAbsErrReached = 0.113;  // target 0.10 (reached 11.2%)
 constexpr double kMaxAbsErrReached =
     0.52;                              // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +51.1%, recipe not pinned)
 constexpr int kWithin20Reached = 27;   // of 30; target 30
-constexpr int kNotFittingReached = 0;  // target 0: met (Llama-405B GB200 fits with the bf16 grad buffer
-                                       // and the replayed interleaved schedule)
+constexpr int kNotFittingReached = 0;  // target 0: met on these 30
+const char* const kAddedRun = "dsv3-report-h800-2048";  // micro-batch not in its source: 1 assumed
 
 TEST(MeasuredRuns, AccuracyReached) {
   const CalibrationTable t = Table();
-  EXPECT_EQ(t.evaluated, 30);
-  EXPECT_LE(t.mean_abs_err, kMeanAbsErrReached) << t.text;
-  EXPECT_LE(t.max_abs_err, kMaxAbsErrReached) << t.worst_id;
-  EXPECT_GE(t.within_20, kWithin20Reached) << t.text;
-  EXPECT_LE(t.not_fitting, kNotFittingReached) << t.text;
+  EXPECT_EQ(t.evaluated, 31);
+  int n = 0, within_20 = 0, not_fitting = 0;
+  double sum = 0, worst = 0;
+  for (const CalibrationRow& r : t.rows) {
+    if (!r.evaluated || r.id == kAddedRun) continue;
+    ++n;
+    sum += std::fabs(r.err);
+    worst = std::max(worst, std::fabs(r.err));
+    within_20 += std::fabs(r.err) <= 0.20;
+    not_fitting += !r.fits;
+  }
+  EXPECT_EQ(n, 30);
+  EXPECT_LE(sum / n, kMeanAbsErrReached) << t.text;
+  EXPECT_LE(worst, kMaxAbsErrReached) << t.worst_id;
+  EXPECT_GE(within_20, kWithin20Reached) << t.text;
+  EXPECT_LE(not_fitting, kNotFittingReached) << t.text;
+}
+
+// The DeepSeek-V3 report's run (DualPipe, RMSNorm and MLA up-projection recompute, fp8 SwiGLU inputs):
+// within 20% (reached +19.9%). It is predicted NOT to fit, by 0.4% (73.9 of 73.6 GiB): the report's
+// bf16 AdamW moments beside fp32 grads (sec. 3.3.3) are not expressible yet (the precision-aware
+// optimizer here makes grads bf16 too). Pinned so that it cannot get worse: at most 1% over.
+TEST(MeasuredRuns, DeepSeekReportRunReached) {
+  const CalibrationTable t = Table();
+  for (const CalibrationRow& r : t.rows) {
+    if (r.id != kAddedRun) continue;
+    ASSERT_TRUE(r.evaluated) << r.note;
+    EXPECT_LE(std::fabs(r.err), 0.20);
+    EXPECT_LE(r.mem_gib, 1.01 * r.usable_gib);
+    return;
+  }
+  ADD_FAILURE() << kAddedRun << " not in the table";
 }
 
 // The runs the layout format cannot express are skipped with their reason, never silently.
@@ -71,7 +102,7 @@ TEST(MeasuredRuns, SkippedRunsSayWhy) {
     ++skipped;
     EXPECT_FALSE(r.note.empty()) << r.id;
   }
-  EXPECT_EQ(skipped, 3);
+  EXPECT_EQ(skipped, 2);  // no tokens/s measured; hardware not in the catalog
 }
 
 }  // namespace

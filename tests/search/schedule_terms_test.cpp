@@ -18,11 +18,7 @@ PlanRequest Request(const std::string& model, const std::string& topo, int64_t s
   return req;
 }
 
-const TimeTerm* Term(const PlanEstimate& e, const std::string& name) {
-  for (const TimeTerm& t : e.time_terms)
-    if (t.name == name) return &t;
-  return nullptr;
-}
+using test::Term;
 
 double Exposed(const PlanEstimate& e, const std::string& name) {
   const TimeTerm* t = Term(e, name);

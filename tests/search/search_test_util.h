@@ -59,6 +59,13 @@ inline Plan MakePlan(const ParallelDegrees& deg, int64_t seq, int64_t micro_batc
   return p;
 }
 
+// The time term `name` of an estimate, or null when the estimate has none.
+inline const TimeTerm* Term(const PlanEstimate& e, const std::string& name) {
+  for (const TimeTerm& t : e.time_terms)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
 inline std::string ReadText(const std::string& path) {
   std::ifstream in(path);
   std::ostringstream ss;

@@ -1,0 +1,176 @@
+// The memory terms of issue 13's second pass, one at a time, each against the input that should move
+// it and one that should not: RMSNorm recompute (DeepSeek-V3 report sec. 3.2.3, Megatron
+// recompute_modules layernorm), the fp8 SwiGLU-input store and the recomputed SwiGLU output (report
+// sec. 3.3.3, Megatron --activation-func-fp8-input-store / moe_act), and the embedding copy Megatron
+// keeps on the MTP stage (not under DualPipe). Units: bytes per token, bytes, seconds.
+#include <cmath>
+
+#include "search/cost_model.h"
+#include "search/layout_file.h"
+#include "search_test_util.h"
+
+namespace onboard {
+namespace {
+
+using test::Term;
+
+// DeepSeek-V3 (MLA + 256 gated routed experts, top 8) on 64 H800s at seq 4096.
+PlanRequest DeepSeekRequest(Precision prec) {
+  PlanRequest req;
+  req.model = test::HfModel("deepseek-v3");
+  auto t = TopologyForHardware("H800", 64, 400, "test");
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  req.topology = *t;
+  req.seq = 4096;
+  req.compute_dtype = prec;
+  return req;
+}
+
+// The last layer: an MoE layer of DeepSeek-V3 (the first three are dense).
+size_t MoeLayer(const CostContext& c) { return c.prof.layers.size() - 1; }
+
+TEST(MemoryTerms, RmsNormRecomputeDropsEachBlocksNormOutputAndPaysOneMorePass) {
+  PlanRequest off = DeepSeekRequest(Precision::kBF16), on = off;
+  on.recompute_norms = true;
+  const CostContext a = MakeCostContext(off), b = MakeCostContext(on);
+  const size_t l = MoeLayer(a);
+  const LayerProfile& lp = a.prof.layers[l];
+  ASSERT_GT(lp.act_norms, 0);
+  Plan p = test::MakePlan({1, 64, 1, 1, 64, 1, 1, false, 1}, 4096, 1, 2);
+  double ra = 0, rb = 0;
+  // Two blocks, each keeps its norm's output (act_norms / 2) unless the norm is recomputed.
+  const double kept = LayerActBytesPerToken(a, p, l, &ra), dropped = LayerActBytesPerToken(b, p, l, &rb);
+  EXPECT_DOUBLE_EQ(kept - dropped, lp.act_norms);
+  EXPECT_DOUBLE_EQ(ra, rb);  // routed experts keep what they kept
+  // A fully recomputed layer keeps only its input: nothing more to drop.
+  p.recompute = {{"*", Recompute::kFull}};
+  EXPECT_DOUBLE_EQ(LayerActBytesPerToken(a, p, l, nullptr), LayerActBytesPerToken(b, p, l, nullptr));
+  // Time: without other recompute the only recompute term is the norms' extra pass.
+  p.recompute.clear();
+  auto ea = EvaluatePlan(off, p), eb = EvaluatePlan(on, p);
+  ASSERT_TRUE(ea.ok() && eb.ok()) << eb.status().ToString();
+  EXPECT_EQ(Term(*ea, "recompute"), nullptr);
+  ASSERT_NE(Term(*eb, "recompute"), nullptr);
+  EXPECT_GT(Term(*eb, "recompute")->exposed_s, 0);
+  EXPECT_LT(Term(*eb, "recompute")->exposed_s, 0.02 * eb->step_s);  // "a minor overhead" (sec. 3.2.3)
+  EXPECT_LT(eb->memory.activations, ea->memory.activations);
+}
+
+TEST(MemoryTerms, Fp8SwiGluInputStoreAndRecomputedOutputDropTheirBytes) {
+  PlanRequest off = DeepSeekRequest(Precision::kFP8), on = off;
+  on.fp8_act_input_store = true;
+  const CostContext a = MakeCostContext(off), b = MakeCostContext(on);
+  const size_t l = MoeLayer(a);
+  const LayerProfile& lp = a.prof.layers[l];
+  ASSERT_TRUE(GatedRoutedExperts(lp));
+  const double kI = static_cast<double>(lp.top_k) * lp.expert_inter;  // SwiGLU outputs per token
+  Plan p = test::MakePlan({1, 64, 1, 1, 64, 1, 1, false, 1}, 4096, 1, 2);
+  p.compute_dtype = Precision::kFP8;
+  double r0 = 0, r1 = 0, r2 = 0, r3 = 0;
+  LayerActBytesPerToken(a, p, l, &r0);
+  LayerActBytesPerToken(b, p, l, &r1);
+  EXPECT_DOUBLE_EQ(r0 - r1, 2 * kI);  // the 2I-wide input at 1 byte instead of 2
+  p.recompute = {{"MoE", Recompute::kSelective}};
+  LayerActBytesPerToken(a, p, l, &r2);
+  EXPECT_DOUBLE_EQ(r0 - r2, kI);  // the output's 1-byte fp8 copy not kept either
+  LayerActBytesPerToken(b, p, l, &r3);
+  EXPECT_DOUBLE_EQ(r0 - r3, 3 * kI);
+  // In bf16 training the recomputed output saves its 2-byte copy.
+  const CostContext bf = MakeCostContext(DeepSeekRequest(Precision::kBF16));
+  Plan q = p;
+  q.compute_dtype = Precision::kBF16;
+  double s0 = 0, s1 = 0;
+  q.recompute.clear();
+  LayerActBytesPerToken(bf, q, l, &s0);
+  q.recompute = {{"MoE", Recompute::kSelective}};
+  LayerActBytesPerToken(bf, q, l, &s1);
+  EXPECT_DOUBLE_EQ(s0 - s1, 2 * kI);
+  // A dense (non-gated-expert) layer has nothing to drop.
+  EXPECT_FALSE(GatedRoutedExperts(a.prof.layers[0]));
+  // Time: the store's quantise/dequantise passes and the SwiGLU recompute are paid.
+  Plan t = p;
+  t.recompute.clear();
+  auto ea = EvaluatePlan(off, t), eb = EvaluatePlan(on, t);
+  ASSERT_TRUE(ea.ok() && eb.ok()) << eb.status().ToString();
+  EXPECT_GT(eb->compute_s_by_kind.at("MoE"), ea->compute_s_by_kind.at("MoE"));
+  t.recompute = {{"MoE", Recompute::kSelective}};
+  auto es = EvaluatePlan(on, t);
+  ASSERT_TRUE(es.ok());
+  ASSERT_NE(Term(*es, "recompute"), nullptr);
+  EXPECT_GT(Term(*es, "recompute")->exposed_s, 0);
+}
+
+TEST(MemoryTerms, MtpStageKeepsAnEmbeddingCopyExceptUnderDualPipe) {
+  const PlanRequest req = DeepSeekRequest(Precision::kBF16);
+  const CostContext c = MakeCostContext(req);
+  // pp 2 with the last stage holding 59 of the 61 layers: it is the worst stage with or without MTP.
+  Plan p = test::MakePlan({1, 32, 1, 2, 32, 1, 1, false, 1}, 4096, 1, 8);
+  p.zero_stage = 1;
+  p.stage_layer_starts = {0, 2};
+  p.recompute = {{"*", Recompute::kFull}};
+  auto weights = [&](const Plan& x) { return EstimatePlanMemory(c, x).weights; };
+  Plan m = p;
+  m.mtp_layers = 1;
+  const double with_copy = weights(m) - weights(p);
+  Plan one = test::MakePlan({1, 64, 1, 1, 64, 1, 1, false, 1}, 4096, 1, 8);
+  one.zero_stage = 1;
+  one.recompute = p.recompute;
+  Plan one_m = one;
+  one_m.mtp_layers = 1;
+  const double same_stage = weights(one_m) - weights(one);  // pp 1: one stage holds both ends
+  // The MTP layer at ep 32 vs ep 64 differs in its experts per rank; compare the dense part only:
+  // the copy is 2 bytes (bf16 weight) per embedding parameter.
+  const LayerProfile& last = c.prof.layers.back();
+  const double mtp_32 = 2 * (last.dense_params + 2 * last.hidden * last.hidden + last.expert_params / 32);
+  const double mtp_64 = 2 * (last.dense_params + 2 * last.hidden * last.hidden + last.expert_params / 64);
+  EXPECT_NEAR(same_stage, mtp_64, 1e-6 * mtp_64);
+  EXPECT_NEAR(with_copy, mtp_32 + 2 * c.prof.embed_params, 1e-6 * with_copy);
+  // DualPipe: the rank holding the last stage holds the first too, and shares the embedding.
+  Plan dp = p, dp_m = m;
+  dp.pipeline_schedule = dp_m.pipeline_schedule = PipelineSchedule::kDualPipe;
+  EXPECT_NEAR(weights(dp_m) - weights(dp), mtp_32, 1e-6 * mtp_32);
+}
+
+// The DeepSeek-V3 report's run (tests/data/measured_training_runs.json) is read with its memory
+// techniques; the same row quoting another source, or without RMSNorm in its recompute text, is not.
+TEST(MeasuredRunsReader, DeepSeekReportRunReadsItsMemoryTechniques) {
+  auto runs = LoadLayoutFile(std::string(ONBOARD_TEST_DATA) + "/measured_training_runs.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  const LayoutRun* r = nullptr;
+  for (const LayoutRun& x : *runs)
+    if (x.id == "dsv3-report-h800-2048") r = &x;
+  ASSERT_NE(r, nullptr);
+  EXPECT_TRUE(r->skipped.empty()) << r->skipped;
+  EXPECT_TRUE(r->recompute_norms);
+  EXPECT_TRUE(r->fp8_act_input_store);
+  EXPECT_EQ(r->plan.recompute.at("MLA"), Recompute::kSelective);
+  EXPECT_EQ(r->plan.recompute.at("MoE"), Recompute::kSelective);
+  EXPECT_EQ(r->plan.micro_batch, 1);
+  EXPECT_EQ(r->plan.pipeline_schedule, PipelineSchedule::kDualPipe);
+  bool said = false;
+  for (const std::string& a : r->assumptions) said = said || a.find("micro_batch not given: 1 assumed") == 0;
+  EXPECT_TRUE(said);
+  const PlanRequest req = RequestForRun(*r);
+  EXPECT_TRUE(req.recompute_norms && req.fp8_act_input_store);
+  // Negative controls, same file shape: another source, and a recompute list with layernorm only.
+  const std::string origin = std::string(ONBOARD_TEST_DATA) + "/inline.json";
+  const std::string run = R"({"id":"x","model":"deepseek-ai/DeepSeek-V3","hardware":"H800","gpus":2048,
+      "tp":1,"pp":16,"ep":64,"global_batch":15360,"micro_batch":1,"seq":4096,"precision":"fp8",
+      "measured":{"tokens_per_s_per_gpu":1000},)";
+  const std::string cfg = R"(],"configs":{"deepseek-ai/DeepSeek-V3":{"file":"hf/deepseek-v3.config.json"}}})";
+  auto other = ParseLayoutJson(
+      R"({"runs":[)" + run + R"("source":"elsewhere","recompute":"MLA up-projection"})" + cfg, origin);
+  ASSERT_TRUE(other.ok()) << other.status().ToString();
+  EXPECT_FALSE((*other)[0].recompute_norms);
+  EXPECT_FALSE((*other)[0].fp8_act_input_store);
+  EXPECT_EQ((*other)[0].plan.recompute.count("MoE"), 0u);
+  auto ln = ParseLayoutJson(
+      R"({"runs":[)" + run + R"("recipe":{"preset_fields":{"recompute_modules":["layernorm"]}}})" + cfg,
+      origin);
+  ASSERT_TRUE(ln.ok()) << ln.status().ToString();
+  EXPECT_TRUE((*ln)[0].recompute_norms);
+  for (const std::string& a : (*ln)[0].assumptions) EXPECT_EQ(a.find("not modelled"), std::string::npos) << a;
+}
+
+}  // namespace
+}  // namespace onboard
