@@ -80,8 +80,7 @@ Status ReadPlanObject(const json& j, const std::string& origin, const std::strin
   ONBOARD_RETURN_IF_ERROR(f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype));
   std::string mode = "full";
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
-  if (mode != "full" && mode != "lora") return BadInput(origin, path + "mode", "must be full or lora", mode);
-  p->mode = mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  ONBOARD_ASSIGN_OR_RETURN(p->mode, ParseFinetuneMode(origin, path + "mode", mode));
   // Step 3: recompute per block kind: {"KDA": "full", ...}.
   auto rc = j.find("recompute");
   if (rc == j.end()) return Status::Ok();
@@ -90,15 +89,7 @@ Status ReadPlanObject(const json& j, const std::string& origin, const std::strin
   for (auto it = rc->begin(); it != rc->end(); ++it) {
     const std::string field = path + "recompute." + it.key();
     if (!it->is_string()) return BadInput(origin, field, "must be none, selective or full", it->dump());
-    const std::string v = it->get<std::string>();
-    if (v == "none")
-      p->recompute[it.key()] = Recompute::kNone;
-    else if (v == "selective")
-      p->recompute[it.key()] = Recompute::kSelective;
-    else if (v == "full")
-      p->recompute[it.key()] = Recompute::kFull;
-    else
-      return BadInput(origin, field, "must be none, selective or full", v);
+    ONBOARD_ASSIGN_OR_RETURN(p->recompute[it.key()], ParseRecompute(origin, field, it->get<std::string>()));
   }
   return Status::Ok();
 }

@@ -50,7 +50,7 @@ json RequestJson(const RunRequest& r) {
                     : fs::path(r.model_path).filename().string()},
       {"topology", r.topology.find('{') != std::string::npos ? "(inline JSON)"
                                                              : fs::path(r.topology).filename().string()},
-      {"mode", r.mode == FinetuneMode::kLoRA ? "lora" : "full"},
+      {"mode", FinetuneModeName(r.mode)},
       {"lora_rank", r.lora_rank},
       {"seq", r.seq},
       {"global_batch", r.global_batch},
@@ -261,7 +261,7 @@ json PlanToJson(const Plan& p) {
           {"interleave", p.deg.interleave}, {"sequence_parallel", p.deg.sequence_parallel},
           {"micro_batch", p.micro_batch}, {"num_micro_batches", p.num_micro_batches}, {"seq", p.seq},
           {"global_batch", p.global_batch}, {"recompute", rc},
-          {"mode", p.mode == FinetuneMode::kLoRA ? "lora" : "full"}, {"lora_rank", p.lora_rank},
+          {"mode", FinetuneModeName(p.mode)}, {"lora_rank", p.lora_rank},
           {"base_dtype", PrecisionName(p.base_dtype)}, {"compute_dtype", PrecisionName(p.compute_dtype)},
           {"stage_layer_starts", p.stage_layer_starts}};
   // clang-format on

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "backends/probe_coactivation.h"
+#include "core/float_dtype.h"
 #include "core/model_ir.h"
 #include "core/plan.h"
 #include "core/status.h"
@@ -150,10 +151,10 @@ struct ProbeConfig {
   ProbeTask task = ProbeTask::kCopy;
   int64_t copy_symbols = 32;         // copy task alphabet size (>= (seq-1)/2: symbols are distinct)
   std::string text_file;             // task == kText: byte-level tokens from this file
-  // Compute dtype: "fp32" (default) or "fp64". With the default micro_batch, sharded and 1-process
-  // fp32 curves agree to ~1e-7 until a near-tie top-k decision (MoE router, DSA indexer) flips on
-  // a 1e-7 summation-order difference; fix micro_batch across layouts for exact agreement.
-  std::string dtype = "fp32";
+  // Compute dtype (core/float_dtype.h): fp32 (default) or fp64. With the default micro_batch, sharded
+  // and 1-process fp32 curves agree to ~1e-7 until a near-tie top-k decision (MoE router, DSA indexer)
+  // flips on a 1e-7 summation-order difference; fix micro_batch across layouts for exact agreement.
+  FloatDtype dtype = FloatDtype::kFP32;
   std::vector<int64_t> expert_placement;  // expert -> EP rank; empty = contiguous blocks
   double timeout_s = 300;            // whole probe; a rank that hangs or dies fails the probe
   double collective_timeout_s = 30;  // c10d/Gloo timeout on each collective

@@ -37,7 +37,7 @@ const CollectiveKind kCollectiveKinds[] = {
 };
 // clang-format on
 
-double ProbeElementBytes(const ProbeConfig& c) { return c.dtype == "fp64" ? 8.0 : 4.0; }
+double ProbeElementBytes(const ProbeConfig& c) { return FloatDtypeBytes(c.dtype); }
 
 }  // namespace
 
@@ -80,7 +80,7 @@ MemoryComparison PredictedMemory(const MemoryBreakdown& m, const ProbeConfig& cf
   p.a2a_buffers = m.a2a_buffers * e / 2;
   p.workspace = std::max(0.0, m.workspace - logits) * e / 2 + logits * e / 4;
   p.predicted = p.weights + p.grads + p.optimizer + p.activations + p.a2a_buffers + p.workspace;
-  p.dtype_note = "model terms converted to the probe's " + cfg.dtype +
+  p.dtype_note = std::string("model terms converted to the probe's ") + FloatDtypeName(cfg.dtype) +
                  " (weights/grads/optimizer/logits from fp32, activations/a2a/gathered layers from bf16)";
   return p;
 }

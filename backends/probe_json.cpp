@@ -66,7 +66,7 @@ void SpecFromJson(const json& j, ProxySpec* s) {
 // clang-format off
 json ConfigJsonCore(const ProbeConfig& c) {
   return {{"ranks", c.ranks}, {"ep", c.ep_degree()}, {"fsdp", c.fsdp_degree()}, {"steps", c.steps},
-          {"mode", c.mode == FinetuneMode::kLoRA ? "lora" : "full"}, {"lora_rank", c.lora_rank},
+          {"mode", FinetuneModeName(c.mode)}, {"lora_rank", c.lora_rank},
           {"lora_alpha", c.lora_alpha}, {"lr", c.lr}, {"warmup", c.warmup},
           {"min_lr_ratio", c.min_lr_ratio}, {"clip", c.clip}, {"weight_decay", c.weight_decay},
           {"beta1", c.beta1}, {"beta2", c.beta2}, {"adam_eps", c.adam_eps}, {"seed", c.seed},
@@ -76,7 +76,7 @@ json ConfigJsonCore(const ProbeConfig& c) {
           {"timeout_s", c.timeout_s}, {"collective_timeout_s", c.collective_timeout_s},
           {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank}, {"device", c.device},
           {"die_rank", c.die_rank}, {"die_step", c.die_step},
-          {"converge_fraction", c.converge_fraction}, {"dtype", c.dtype},
+          {"converge_fraction", c.converge_fraction}, {"dtype", FloatDtypeName(c.dtype)},
           {"base_steps", c.base_steps}, {"kda_kernel", c.kda_kernel}};
 }
 
@@ -89,12 +89,17 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   ONBOARD_GET(batch); ONBOARD_GET(micro_batch); ONBOARD_GET(copy_symbols); ONBOARD_GET(text_file);
   ONBOARD_GET(expert_placement); ONBOARD_GET(timeout_s); ONBOARD_GET(collective_timeout_s);
   ONBOARD_GET(out_dir); ONBOARD_GET(threads_per_rank); ONBOARD_GET(device); ONBOARD_GET(die_rank);
-  ONBOARD_GET(die_step); ONBOARD_GET(converge_fraction); ONBOARD_GET(dtype);
+  ONBOARD_GET(die_step); ONBOARD_GET(converge_fraction);
   ONBOARD_GET(base_steps); ONBOARD_GET(kda_kernel);
 #undef ONBOARD_GET
-  c->mode = j.at("mode") == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  Expected<FinetuneMode> mode = ParseFinetuneMode("probe config", "mode", j.at("mode").get<std::string>());
+  if (!mode.ok()) throw std::invalid_argument(mode.status().message());
+  c->mode = *mode;
   c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
   c->control = j.value("control", std::string());
+  Expected<FloatDtype> dt = ParseFloatDtype("probe config", "dtype", j.at("dtype").get<std::string>());
+  if (!dt.ok()) throw std::invalid_argument(dt.status().message());
+  c->dtype = *dt;
   if (j.at("task") == "lookup") c->task = ProbeTask::kLookup;  // lookup task (issue 12)
   c->lookup_keys = j.value("lookup_keys", int64_t{16});
   c->lookup_values = j.value("lookup_values", int64_t{16});

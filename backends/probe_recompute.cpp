@@ -53,10 +53,7 @@ std::string ProxyChannelKind(const ProxySpec& spec, size_t layer) {
 
 Expected<Recompute> ParseRecomputePolicy(const std::string& text, const std::string& where,
                                          const std::string& field) {
-  if (text == "none") return Recompute::kNone;
-  if (text == "selective") return Recompute::kSelective;
-  if (text == "full") return Recompute::kFull;
-  return BadInput(where, field, "must be none, selective or full", text);
+  return ParseRecompute(where, field, text);  // the one parser (core/plan.h)
 }
 
 Status ParseRecomputeList(const std::string& text, std::map<std::string, Recompute>* out) {

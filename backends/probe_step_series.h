@@ -12,7 +12,8 @@
 namespace onboard {
 
 // Every step (ObserveCommShare itself leaves out the warm-up step); kinds all_gather,
-// reduce_scatter, all_to_all, all_reduce.
+// reduce_scatter, all_to_all, all_reduce, and with tp > 1 tp_all_reduce, tp_all_gather, with
+// pp > 1 pp_send, pp_recv: every collective the step time holds (CollectiveTimes::total()).
 StepTimes ProbeStepTimes(const ProbeResult& p);
 std::vector<double> ProbeLosses(const ProbeResult& p);
 // Tokens per expert summed over MoE layers and steps: load[e] (empty for a dense proxy).

@@ -60,7 +60,8 @@ void ConfigureProcess(const ProbeConfig& cfg, int64_t rank) {
                 static_cast<long long>(cfg.threads_per_rank));
   backends::SetProcessKdaImpl(backends::KdaImplFromName(cfg.kda_kernel));
   backends::SetProcessKdaGateFault(cfg.control == kControlPerturbedKdaGate);         // negative control
-  if (cfg.dtype == "fp64") at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
+  if (cfg.dtype == FloatDtype::kFP64)
+    at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
 }
 
 // Step 1 helper: the rank's device (cuda: the local rank's GPU, torchrun's LOCAL_RANK if set).

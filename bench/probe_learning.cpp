@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       Expected<ProbeResult> r = RunProbe(*model, c);
       const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       const std::string name = path.substr(path.rfind('/', path.rfind('/') - 1) + 1);
-      const char* m = mode == FinetuneMode::kLoRA ? "lora" : "full";
+      const char* m = FinetuneModeName(mode);
       if (!r.ok()) {
         std::printf("%-44s %-5s failed: %s\n", name.c_str(), m, r.status().message().c_str());
         status = 1;

@@ -157,7 +157,9 @@ int RunPlan(const PlanOptions& o) {
     req = std::make_unique<PlanRequest>();
     req->model = std::move(*model);
     req->topology = std::move(*topo);
-    req->mode = o.mode == "full" ? FinetuneMode::kFull : FinetuneMode::kLoRA;
+    Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
+    if (!mode.ok()) return ReportError("plan", mode.status());
+    req->mode = *mode;
     req->lora_rank = o.lora_rank;
     Expected<Precision> base =
         ParsePrecision("plan request", "base_dtype", o.base_dtype, PrecisionUse::kFrozenBase);
@@ -237,7 +239,7 @@ static OnboardCommand kPlan{
       auto o = std::make_shared<PlanOptions>();
       sub.add_option("model", o->model, "model directory, config.json or .onnx file");
       sub.add_option("--topology", o->topology, "topology: a name under examples/topologies, a JSON file, or inline JSON");
-      sub.add_option("--mode", o->mode, "fine-tuning mode (default lora)")->check(CLI::IsMember({"lora", "full"}));
+      sub.add_option("--mode", o->mode, "fine-tuning mode: lora (default) | full");
       sub.add_option("--lora-rank", o->lora_rank, "LoRA rank r");  // ranges: PlanRequest::Validate
       sub.add_option("--base-dtype", o->base_dtype, "frozen base precision in LoRA: bf16 | fp8 | mxfp4");
       sub.add_option("--seq", o->seq, "tokens per sequence");

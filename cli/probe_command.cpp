@@ -18,6 +18,7 @@
 #include "agent/plan_to_probe.h"
 #include "backends/backend_entry.h"
 #include "cli/command_registry.h"
+#include "core/float_dtype.h"
 #include "parsers/load_model.h"
 
 namespace onboard::cli {
@@ -35,6 +36,7 @@ struct ProbeOptions {
   int64_t steps = -1;        // -1 = the mode's default
   double lr = -1;            // -1 = the mode's default
   std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
+  std::string dtype = "fp32";  // --dtype, parsed by ParseFloatDtype (core/float_dtype.h)
   bool json = false;
   std::string recompute;  // --recompute KIND=POLICY,... (issue 17)
   std::string plan_file;  // --plan plan.json (issue 17)
@@ -65,7 +67,8 @@ Status ApplyPlanFile(const ProbeOptions& o, const ModelIR& model, const ProxySpe
   for (const agent::ProbeFactor& f : L->factors)
     os << "  " << f.factor << ": plan " << f.plan << " -> probe " << f.probe
        << (f.reason.empty() ? "" : " (" + f.reason + ")") << "\n";
-  os << "  compute_dtype: plan " << PrecisionName(plan->compute_dtype) << " -> probe " << cfg->dtype
+  os << "  compute_dtype: plan " << PrecisionName(plan->compute_dtype) << " -> probe "
+     << FloatDtypeName(cfg->dtype)
      << " (the probe trains in its own dtype on CPU; the plan's GEMM precision is not rehearsed)\n";
   return Status::Ok();
 }
@@ -86,9 +89,9 @@ Status ParsePlacement(const std::string& text, std::vector<int64_t>* out) {
 }
 
 int RunProbeCommand(ProbeOptions o) {
-  if (o.mode != "full" && o.mode != "lora")
-    return ReportError("probe", BadInput("--mode", "mode", "must be full or lora", o.mode));
-  o.cfg.mode = o.mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
+  if (!mode.ok()) return ReportError("probe", mode.status());
+  o.cfg.mode = *mode;
   // The mode's tuned recipe (backends/probe_schedule.cpp) where the user set nothing.
   const ProbeConfig defaults = DefaultProbeConfig(o.cfg.mode);
   o.cfg.steps = o.steps == -1 ? defaults.steps : o.steps;
@@ -107,6 +110,9 @@ int RunProbeCommand(ProbeOptions o) {
     return ReportError("probe", BadInput("--base-steps", "base_steps", "must be in [0, 100000]",
                                          std::to_string(o.base_steps)));
   o.cfg.base_steps = o.base_steps == -1 ? defaults.base_steps : o.base_steps;
+  Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
+  if (!dtype.ok()) return ReportError("probe", dtype.status());
+  o.cfg.dtype = *dtype;
   if (!o.kda_kernel.empty() && o.kda_kernel != "generated" && o.kda_kernel != "torch")
     return ReportError("probe", BadInput("--kda-kernel", "kda_kernel", "must be generated or torch", o.kda_kernel));
   if (!o.kda_kernel.empty()) o.cfg.kda_kernel = o.kda_kernel;
@@ -190,7 +196,7 @@ OnboardCommand kProbe{
       sub.add_option("--launcher", o->cfg.launcher,
                      "local (fork/exec here) | slurm (one srun step: inside an allocation, or its own)")
           ->check(CLI::IsMember({"local", "slurm"}))->capture_default_str();
-      sub.add_option("--dtype", o->cfg.dtype, "fp32 | fp64")->capture_default_str();
+      sub.add_option("--dtype", o->dtype, "fp32 | fp64")->capture_default_str();
       sub.add_option(
           "--control", o->cfg.control,
           "negative control that must fail the learning verdict: no_lookback | "

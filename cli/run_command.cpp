@@ -78,9 +78,9 @@ int RunRun(const RunOptions& o) {
   agent::RunRequest req;
   req.model_path = o.model;
   req.topology = o.topology;
-  if (o.mode != "lora" && o.mode != "full")
-    return ReportError("run", BadInput("--mode", "mode", "must be lora | full", o.mode));
-  req.mode = o.mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
+  if (!mode.ok()) return ReportError("run", mode.status());
+  req.mode = *mode;
   req.lora_rank = o.lora_rank;
   req.seq = o.seq;
   req.global_batch = o.global_batch;

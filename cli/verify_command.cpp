@@ -8,6 +8,7 @@
 
 #include "backends/backend_entry.h"
 #include "cli/command_registry.h"
+#include "core/float_dtype.h"
 
 namespace onboard::cli {
 namespace {
@@ -34,9 +35,9 @@ Status ParseLayers(const std::string& s, HfLayerRange* r) {
 }
 
 int RunVerify(VerifyCliOptions o) {
-  if (o.dtype != "fp32" && o.dtype != "fp64")
-    return ReportError("verify", BadInput("--dtype", "--dtype", "expected fp32 or fp64", o.dtype));
-  o.v.fp64 = o.dtype == "fp64";
+  Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
+  if (!dtype.ok()) return ReportError("verify", dtype.status());
+  o.v.fp64 = *dtype == FloatDtype::kFP64;
   const Status st = ParseLayers(o.layers, &o.v.layers);
   if (!st.ok()) return ReportError("verify", st);
   Expected<const BackendEntryPoints*> be = LoadBackend();  // the HF forward runs in LibTorch

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "core/block_kind.h"
+
 namespace onboard {
 
 const char* RecomputeName(Recompute r) {
@@ -27,6 +29,22 @@ const char* EpDispatcherName(EpDispatcher d) {
 
 const char* PipelineScheduleName(PipelineSchedule s) {
   return s == PipelineSchedule::kDualPipe ? "dualpipe" : "1f1b";
+}
+
+Expected<Recompute> ParseRecompute(const std::string& origin, const std::string& field,
+                                   const std::string& value) {
+  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
+    if (value == RecomputeName(r)) return r;
+  return BadInput(origin, field, "must be none, selective or full", value);
+}
+
+const char* FinetuneModeName(FinetuneMode m) { return m == FinetuneMode::kLoRA ? "lora" : "full"; }
+
+Expected<FinetuneMode> ParseFinetuneMode(const std::string& origin, const std::string& field,
+                                         const std::string& value) {
+  for (FinetuneMode m : {FinetuneMode::kFull, FinetuneMode::kLoRA})
+    if (value == FinetuneModeName(m)) return m;
+  return BadInput(origin, field, "must be full or lora", value);
 }
 
 namespace {
@@ -100,6 +118,9 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
   ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse("plan", "base_dtype", p.base_dtype, PrecisionUse::kFrozenBase));
   ONBOARD_RETURN_IF_ERROR(
       CheckPrecisionUse("plan", "compute_dtype", p.compute_dtype, PrecisionUse::kCompute));
+  for (const auto& [kind, policy] : p.recompute)  // a key naming no block kind would feed nothing
+    if (kind != "*" && !ParseBlockKind(kind))
+      return Bad("recompute key '" + kind + "' is not a block kind (" + BlockKindList() + " or *)");
   if (!p.stage_layer_starts.empty()) {
     if (static_cast<int64_t>(p.stage_layer_starts.size()) != d.pp * d.interleave)
       return Bad("stage_layer_starts has " + S(p.stage_layer_starts.size()) + " entries, needs pp*interleave=" +

@@ -14,9 +14,18 @@
 namespace onboard {
 
 enum class Recompute { kNone, kSelective, kFull };
-const char* RecomputeName(Recompute r);
+const char* RecomputeName(Recompute r);  // "none" | "selective" | "full"
+// The one parser of a recompute policy (RecomputeName's spelling); else kBadInput naming origin, field,
+// value.
+[[nodiscard]] Expected<Recompute> ParseRecompute(const std::string& origin, const std::string& field,
+                                                 const std::string& value);
 
 enum class FinetuneMode { kFull, kLoRA };
+const char* FinetuneModeName(FinetuneMode m);  // "full" | "lora"
+// The one parser of a fine-tuning mode (FinetuneModeName's spelling); else kBadInput naming origin,
+// field and value ("must be full or lora").
+[[nodiscard]] Expected<FinetuneMode> ParseFinetuneMode(const std::string& origin, const std::string& field,
+                                                       const std::string& value);
 
 // How softmax attention exchanges K/V between context-parallel ranks (Megatron --cp-comm-type).
 enum class CpComm { kRing, kAllGather };   // ring: cp-1 p2p steps overlapped with attention; all-gather: KV once

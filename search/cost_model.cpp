@@ -408,9 +408,9 @@ std::vector<int64_t> PlanStageStarts(const CostContext& c, const Plan& p) {
   return StageStarts(p, AllLayers(tm, c.prof));
 }
 
-double RecomputeSeconds(const CostContext& c, const Plan& p, const std::string& kind, Recompute level) {
+double RecomputeSeconds(const CostContext& c, const Plan& p, BlockKind kind, Recompute level) {
   Plan q = p;
-  q.recompute[kind] = level;
+  q.recompute[BlockKindName(kind)] = level;
   TimeModel tm(c, q);
   // One Layer() per class of equal layers that holds `kind`, summed over the layers in order.
   const auto kind_it = std::find(c.prof.kinds.begin(), c.prof.kinds.end(), kind);
@@ -500,7 +500,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   }
   for (Stage& s : st)  // by kind name (the terms' order), summed per layer in layer order as above
     for (size_t id = 0; id < s.kind_s.size(); ++id)
-      if (s.kind_s[id] >= 0) s.by_kind[c.prof.kinds[id]] = s.kind_s[id];
+      if (s.kind_s[id] >= 0) s.by_kind[BlockKindName(c.prof.kinds[id])] = s.kind_s[id];
   st.front().dense += (c.prof.embed_params + c.prof.vision_params) / t;
   st.back().dense += (c.prof.head_params + c.prof.other_params) / t;
   const double head = tm.HeadTime();

@@ -137,7 +137,8 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
 // `pol` = KindPolicies(c, p) (looked up once per plan), or null to look the layer's kinds up in p.
 double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, double* routed_out,
                              const std::vector<Recompute>* pol = nullptr);
-Recompute PolicyFor(const Plan& p, const std::string& kind);
+// Plan p's policy for block kind `kind`: p.recompute[BlockKindName(kind)], else p.recompute["*"], else none.
+Recompute PolicyFor(const Plan& p, BlockKind kind);
 // PolicyFor of every ModelProfile::kinds entry, indexed like it (LayerProfile::*_kind_id).
 std::vector<Recompute> KindPolicies(const CostContext& c, const Plan& p);
 // Routed-expert bytes kept, and GEMM input elements, per token under expert TP: the dispatched
@@ -162,7 +163,7 @@ MemoryBreakdown EstimatePlanMemory(const CostContext& c, const Plan& p);
 // Stage split the time model uses (balanced by per-layer time unless the plan fixes it).
 std::vector<int64_t> PlanStageStarts(const CostContext& c, const Plan& p);
 // Extra forward seconds per micro-batch on the whole model if every block of `kind` used `level`.
-double RecomputeSeconds(const CostContext& c, const Plan& p, const std::string& kind, Recompute level);
+double RecomputeSeconds(const CostContext& c, const Plan& p, BlockKind kind, Recompute level);
 // Plan-level checks beyond ValidatePlan that need the model (heads per kind, layers, batch).
 Status CheckPlanAgainstModel(const CostContext& c, const Plan& p);
 

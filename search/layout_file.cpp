@@ -12,16 +12,6 @@
 
 namespace onboard {
 namespace layout {
-namespace {
-
-Expected<Recompute> ParseRecompute(const std::string& s, const Fields& f, const std::string& key) {
-  if (s == "none") return Recompute::kNone;
-  if (s == "selective") return Recompute::kSelective;
-  if (s == "full") return Recompute::kFull;
-  return BadInput(f.origin(), f.path() + key, "must be none, selective or full", s);
-}
-
-}  // namespace
 
 Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers) {
   *layout_layers = -1;
@@ -73,8 +63,7 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
                      : dispatcher == "hybridep" ? EpDispatcher::kHybridEP
                                                 : EpDispatcher::kAllToAll;
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
-  if (mode != "full" && mode != "lora") return BadInput(f.origin(), f.path() + "mode", "must be full or lora", mode);
-  p->mode = mode == "lora" ? FinetuneMode::kLoRA : FinetuneMode::kFull;
+  ONBOARD_ASSIGN_OR_RETURN(p->mode, ParseFinetuneMode(f.origin(), f.path() + "mode", mode));
   if (p->mode == FinetuneMode::kLoRA && p->lora_rank == 0) p->lora_rank = 16;
   ONBOARD_RETURN_IF_ERROR(f.Str("optimizer_sharding", &sharding));
   if (dp > 0) {  // Megatron-style "dp": data-parallel ranks; sharding says what they share
@@ -104,12 +93,14 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   auto rc = j.find("recompute");
   if (rc != j.end()) {
     if (rc->is_string()) {
-      ONBOARD_ASSIGN_OR_RETURN(Recompute r, ParseRecompute(rc->get<std::string>(), f, "recompute"));
+      ONBOARD_ASSIGN_OR_RETURN(Recompute r,
+                               ParseRecompute(f.origin(), f.path() + "recompute", rc->get<std::string>()));
       p->recompute["*"] = r;
     } else if (rc->is_object()) {
       for (auto it = rc->begin(); it != rc->end(); ++it) {
         if (!it->is_string()) return BadInput(f.origin(), f.path() + "recompute." + it.key(), "must be a string", it->dump());
-        ONBOARD_ASSIGN_OR_RETURN(Recompute r, ParseRecompute(it->get<std::string>(), f, "recompute." + it.key()));
+        ONBOARD_ASSIGN_OR_RETURN(Recompute r, ParseRecompute(f.origin(), f.path() + "recompute." + it.key(),
+                                                             it->get<std::string>()));
         p->recompute[it.key()] = r;
       }
     } else {

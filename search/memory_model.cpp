@@ -46,8 +46,8 @@
 
 namespace onboard {
 
-Recompute PolicyFor(const Plan& p, const std::string& kind) {
-  auto it = p.recompute.find(kind);
+Recompute PolicyFor(const Plan& p, BlockKind kind) {
+  auto it = p.recompute.find(BlockKindName(kind));
   if (it != p.recompute.end()) return it->second;
   auto all = p.recompute.find("*");
   return all != p.recompute.end() ? all->second : Recompute::kNone;
@@ -56,7 +56,7 @@ Recompute PolicyFor(const Plan& p, const std::string& kind) {
 std::vector<Recompute> KindPolicies(const CostContext& c, const Plan& p) {
   std::vector<Recompute> pol;
   pol.reserve(c.prof.kinds.size());
-  for (const std::string& k : c.prof.kinds) pol.push_back(PolicyFor(p, k));
+  for (BlockKind k : c.prof.kinds) pol.push_back(PolicyFor(p, k));
   return pol;
 }
 

@@ -50,9 +50,9 @@ auto CostFields(const LayerProfile& x) {
                   x.channel_gemm_inputs, x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems,
                   x.kda_state_elems, x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches);
 }
-// 2 enums + 2 strings + bool (+ 7 padding) + 3 int64 + 3 size_t + 31 doubles = 376 bytes on LP64
-// libstdc++: a new field changes the size; add it to CostFields, then update this number.
-static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 376,
+// 4 enums + bool (+ 7 padding) + 3 int64 + 3 size_t + 31 doubles = 320 bytes on LP64: a new
+// field changes the size; add it to CostFields, then update this number.
+static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 320,
               "LayerProfile changed: update CostFields and this size");
 
 }  // namespace
@@ -68,7 +68,7 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
   p.dropout = dropout;
   p.unfused_attention = unfused_attention;
   const double h = p.hidden;
-  auto add_kind = [&p](const std::string& k) {
+  auto add_kind = [&p](BlockKind k) {
     auto it = std::find(p.kinds.begin(), p.kinds.end(), k);
     if (it != p.kinds.end()) return static_cast<size_t>(it - p.kinds.begin());
     p.kinds.push_back(k);
@@ -81,8 +81,8 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     lp.hidden = h;
     lp.mixer = l.attn.kind;
     lp.channel = l.channel;
-    lp.mixer_kind = MixerKindName(l.attn.kind);
-    lp.channel_kind = l.channel == ChannelKind::kMoE ? "MoE" : "MLP";
+    lp.mixer_kind = MixerBlockKind(l.attn.kind);
+    lp.channel_kind = ChannelBlockKind(l.channel);
     lp.softmax = IsSoftmaxAttention(l.attn.kind);
     lp.heads = l.attn.num_heads;
     lp.params = static_cast<double>(ls.params);
@@ -113,14 +113,14 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
       if (m.latent_dim > 0) lp.act_channel += 2 * (h + static_cast<double>(m.latent_dim));
       lora_per_rank += static_cast<double>(m.num_shared) * 3 * (h + Is);
       lp.mixer_kind_id = add_kind(lp.mixer_kind);
-      lp.channel_kind_id = add_kind("MoE");
+      lp.channel_kind_id = add_kind(lp.channel_kind);
     } else {
       const double I = static_cast<double>(l.mlp.intermediate);
       lp.act_channel = (l.mlp.gated ? 6 : 4) * I;
       lp.channel_gemm_inputs = h + I;
       lora_per_rank += (l.mlp.gated ? 3 : 2) * (h + I);
       lp.mixer_kind_id = add_kind(lp.mixer_kind);
-      lp.channel_kind_id = add_kind("MLP");
+      lp.channel_kind_id = add_kind(lp.channel_kind);
     }
     lp.lora_params_per_rank = lora_per_rank;
     lp.dense_gemm_flops = std::max(0.0, ls.flops_per_token - lp.core_flops - lp.routed_flops);

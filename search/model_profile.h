@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "core/block_kind.h"
 #include "core/model_ir.h"
 
 namespace onboard {
@@ -17,8 +18,8 @@ namespace onboard {
 struct LayerProfile {
   MixerKind mixer = MixerKind::kMHA;        // block kinds as enums; the cost model compares these
   ChannelKind channel = ChannelKind::kDenseMLP;
-  std::string mixer_kind;           // MixerKindName(mixer): the Plan::recompute key ("KDA", "MLA", ...)
-  std::string channel_kind;         // "MLP" | "MoE": the Plan::recompute key
+  BlockKind mixer_kind = BlockKind::kMHA;    // MixerBlockKind(mixer) (core/block_kind.h)
+  BlockKind channel_kind = BlockKind::kMLP;  // ChannelBlockKind(channel)
   size_t mixer_kind_id = 0;         // index of mixer_kind / channel_kind in ModelProfile::kinds (policy
   size_t channel_kind_id = 0;       // lookups by index on the search's hot path, KindPolicies)
   bool softmax = false;             // softmax attention (scores materialised when unfused)
@@ -87,7 +88,7 @@ struct ModelProfile {
   double model_flops_per_token = 0; // forward, incl. head (ComputeStats)
   double dropout = 0;
   bool unfused_attention = false;   // softmax kernels materialise s x s scores
-  std::vector<std::string> kinds;   // block kinds present, in first-seen order
+  std::vector<BlockKind> kinds;     // block kinds present, in first-seen order
   std::vector<size_t> class_first;  // first layer of each class of equal layers (LayerProfile::class_id)
 };
 

@@ -40,7 +40,7 @@ json PlanJson(const Plan& p) {
   j["num_micro_batches"] = p.num_micro_batches;
   j["seq"] = p.seq;
   j["global_batch"] = p.global_batch;
-  j["mode"] = p.mode == FinetuneMode::kLoRA ? "lora" : "full";
+  j["mode"] = FinetuneModeName(p.mode);
   j["lora_rank"] = p.lora_rank;
   j["base_dtype"] = PrecisionName(p.base_dtype);
   j["compute_dtype"] = PrecisionName(p.compute_dtype);
@@ -108,7 +108,7 @@ std::string SearchResultToJson(const PlanRequest& req, const SearchResult& r) {
   j["model"] = req.model.name;
   j["topology"] = req.topology.name;
   j["devices"] = req.topology.num_devices;
-  j["mode"] = req.mode == FinetuneMode::kLoRA ? "lora" : "full";
+  j["mode"] = FinetuneModeName(req.mode);
   j["seq"] = req.seq;
   j["feasible"] = r.feasible;
   j["best"] = {{"plan", PlanJson(r.best.plan)}, {"estimate", EstJson(r.best.estimate)}};

@@ -82,7 +82,7 @@ struct Worker {
   int64_t enumerated = 0, evaluated = 0;
 };
 
-std::vector<Recompute> Levels(const CostContext& c, const std::string& kind) {
+std::vector<Recompute> Levels(const CostContext& c, BlockKind kind) {
   bool selective = false;
   for (const LayerProfile& lp : c.prof.layers)
     if (lp.mixer_kind == kind && (lp.act_mixer_selective > 0 || lp.scores_bytes_per_key > 0)) selective = true;
@@ -95,7 +95,7 @@ std::vector<Recompute> Levels(const CostContext& c, const std::string& kind) {
 std::vector<std::vector<Recompute>> AllowedLevels(const CostContext& c) {
   std::vector<std::vector<Recompute>> levels;
   const std::string& forced = c.req->constraints.recompute;
-  for (const auto& k : c.prof.kinds) {
+  for (BlockKind k : c.prof.kinds) {
     std::vector<Recompute> lv = Levels(c, k);
     if (!forced.empty()) {
       const Recompute r = forced == "full" ? Recompute::kFull : forced == "selective" ? Recompute::kSelective : Recompute::kNone;
@@ -115,12 +115,12 @@ bool ChooseRecompute(const CostContext& c, const std::vector<std::vector<Recompu
   const size_t K = kinds.size();
   std::vector<size_t> at(K, 0);
   // Step 1: prune on memory before costing time: the strongest policy must fit at all.
-  for (size_t k = 0; k < K; ++k) plan->recompute[kinds[k]] = levels[k].back();
+  for (size_t k = 0; k < K; ++k) plan->recompute[BlockKindName(kinds[k])] = levels[k].back();
   const auto starts = PlanStageStarts(c, *plan);
   *mem = EstimateMemory(c, *plan, starts, nullptr);
   ++w->enumerated;
   if (mem->total > mem->usable()) return false;
-  for (size_t k = 0; k < K; ++k) plan->recompute[kinds[k]] = levels[k][0];
+  for (size_t k = 0; k < K; ++k) plan->recompute[BlockKindName(kinds[k])] = levels[k][0];
   *mem = EstimateMemory(c, *plan, starts, nullptr);
   ++w->enumerated;
   if (mem->total <= mem->usable()) return true;
@@ -136,7 +136,7 @@ bool ChooseRecompute(const CostContext& c, const std::vector<std::vector<Recompu
     for (size_t k = 0; k < K; ++k) {
       if (at[k] + 1 >= levels[k].size()) continue;
       Plan q = *plan;
-      q.recompute[kinds[k]] = levels[k][at[k] + 1];
+      q.recompute[BlockKindName(kinds[k])] = levels[k][at[k] + 1];
       const MemoryBreakdown m2 = EstimateMemory(c, q, starts, nullptr);
       ++w->enumerated;
       const double saved = mem->total - m2.total;
@@ -150,7 +150,7 @@ bool ChooseRecompute(const CostContext& c, const std::vector<std::vector<Recompu
     }
     if (best == K) return false;
     ++at[best];
-    plan->recompute[kinds[best]] = levels[best][at[best]];
+    plan->recompute[BlockKindName(kinds[best])] = levels[best][at[best]];
     *mem = best_mem;
   }
   return true;

@@ -126,12 +126,8 @@ const std::map<std::string, Setter>& OptionSetters() {
   static const std::map<std::string, Setter> kSetters = {
       {"mode",
        [](const json& v, R& r) {
-         if (v == "lora")
-           r.mode = FinetuneMode::kLoRA;
-         else if (v == "full")
-           r.mode = FinetuneMode::kFull;
-         else
-           return BadInput("request", "options.mode", "must be \"lora\" or \"full\"", v.dump());
+         if (!v.is_string()) return WrongType("options.mode", "a string", v);
+         ONBOARD_ASSIGN_OR_RETURN(r.mode, ParseFinetuneMode("request", "options.mode", v.get<std::string>()));
          return Status::Ok();
        }},
       {"base_dtype",

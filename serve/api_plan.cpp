@@ -51,9 +51,15 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
     std::optional<HttpError> err;
     int64_t tmp = 0;
     if (k == "mode") {
-      if (v == "lora") r.mode = FinetuneMode::kLoRA;
-      else if (v == "full") r.mode = FinetuneMode::kFull;
-      else err = Bad("options.mode", "must be \"lora\" or \"full\" (got " + v.dump() + ")");
+      Expected<FinetuneMode> m = v.is_string()
+                                     ? ParseFinetuneMode("plan request", "options.mode", v.get<std::string>())
+                                     : Expected<FinetuneMode>(FinetuneMode::kLoRA);
+      if (!v.is_string())
+        err = Bad("options.mode", "must be a string");
+      else if (!m.ok())
+        err = ErrorFromStatus(m.status());
+      else
+        r.mode = *m;
     } else if (k == "base_dtype" || k == "compute_dtype") {
       const bool base = k == "base_dtype";
       Expected<Precision> p = v.is_string()

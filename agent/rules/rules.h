@@ -2,7 +2,7 @@
 // family, what it watches, the threshold it compares against) plus one small function that reads
 // the round's evidence, and, when it fires, changes the loop's knobs and returns a Decision saying
 // what was observed and what changed. The table is agent/rules/rules_table.cpp; one file per family:
-//   rules_divergence.cpp       probe diverged -> lower LR, tighten clipping, router fp32, re-probe
+//   rules_divergence.cpp       probe diverged -> lower LR, tighten clipping, re-probe
 //   rules_expert_balance.cpp   expert imbalance -> re-place experts from measured loads, re-probe
 //   rules_expert_coactivation.cpp  multi-node probe -> co-selected experts onto one node, re-probe
 //   rules_comm.cpp             comm share high -> calibrate the cost model from the probe, re-plan

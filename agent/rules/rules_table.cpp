@@ -1,4 +1,4 @@
-// The rule table (see agent/rules.h): data + the function that evaluates it, in evaluation order.
+// The rule table (see agent/rules/rules.h): data + the function that evaluates it, in evaluation order.
 #include "agent/rules/rules.h"
 
 namespace onboard::agent {

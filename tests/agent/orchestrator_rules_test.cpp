@@ -161,6 +161,48 @@ TEST(RuleCommShare, CalibratesFromMeasuredVsPredictedOnce) {
   EXPECT_FALSE(RuleCommShare(ev, Thresholds{}, k).has_value());  // once per run
 }
 
+// Healthy()'s steps (all_to_all 10 ms of a 100 ms step) on 4 ranks with tp or pp 2, plus 40 ms of the
+// TP group's collectives (tp > 1) or the pipeline's send/recv (pp > 1); compute_s as the worker
+// records it (step_s - comm.total()).
+ProbeResult WithTpOrPpComm(int64_t tp, int64_t pp) {
+  ProbeResult p = Healthy();
+  p.config.ranks = 4;
+  p.config.tp = tp;
+  p.config.pp = pp;
+  for (auto& s : p.steps) {
+    (tp > 1 ? s.comm.tp_all_reduce_s : s.comm.pp_recv_s) = 0.03;
+    (tp > 1 ? s.comm.tp_all_gather_s : s.comm.pp_send_s) = 0.01;
+    s.compute_s = s.step_s - s.comm.total();
+  }
+  return p;
+}
+
+// Issue 10: the communication measured holds the TP group's collectives (and the pipeline's
+// send/recv), as the step's compute_s = step_s - comm.total() does. FSDP + EP alone are 10% of the
+// step, under the 35% threshold; with the TP all-reduces and all-gathers it is 50%, so the rule must
+// fire. Leaving the TP kinds out of ProbeStepTimes (backends/probe_step_series.cpp) fails this test.
+TEST(RuleCommShare, TensorParallelCollectivesCountAsCommunication) {
+  ProbeResult p = WithTpOrPpComm(2, 1);
+  const CommShareReport c = ProbeCommShare(p, Thresholds{});
+  EXPECT_NEAR(c.comm_s, 0.05, 1e-12);
+  EXPECT_NEAR(c.share, 0.5, 1e-9);
+  EXPECT_NEAR(c.share_by_kind.at("tp_all_reduce"), 0.3, 1e-9);
+  EXPECT_EQ(c.largest, "tp_all_reduce");
+  EXPECT_NEAR(c.comm_s + c.compute_s, c.step_s, 1e-12);
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  auto d = RuleCommShare(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_NEAR(d->observed["comm_share"].get<double>(), 0.5, 1e-9);
+  // The pipeline's send/recv count too (pp = 2).
+  const CommShareReport q = ProbeCommShare(WithTpOrPpComm(1, 2), Thresholds{});
+  EXPECT_NEAR(q.share, 0.5, 1e-9);
+  EXPECT_NEAR(q.share_by_kind.at("pp_recv"), 0.3, 1e-9);
+  // Without tp/pp the kinds are not listed (a probe without them reports as before).
+  EXPECT_EQ(ProbeCommShare(Healthy(), Thresholds{}).share_by_kind.count("tp_all_reduce"), 0u);
+}
+
 TEST(RuleCommShare, LowShareDoesNotFire) {
   ProbeResult p = Healthy();  // 10% comm
   RoundEvidence ev;

@@ -32,7 +32,7 @@ void ExpectSameCurve(const std::vector<double>& a, const std::vector<double>& b,
 }
 
 ProbeConfig Fp64(ProbeConfig c) {
-  c.dtype = "fp64";
+  c.dtype = FloatDtype::kFP64;
   return c;
 }
 

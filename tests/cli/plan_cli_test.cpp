@@ -148,6 +148,37 @@ TEST(PlanCli, PrecisionsAreParsedOnceAndAnUnknownOneExits2) {
   EXPECT_NE(mx.out.find("\"compute_dtype\": \"mxfp8\""), std::string::npos) << mx.out;
 }
 
+// Issue 10: the mode and recompute names have one parser each (core/plan.h ParseFinetuneMode,
+// ParseRecompute), used by the flag and by the layout file alike: an unknown one exits 2 naming
+// where it came from, and a recompute key that names no block kind (core/block_kind.h) is refused.
+TEST(PlanCli, ModeAndRecomputeNamesAreParsedOnce) {
+  const std::string atlas = " --topology " + kTopo + "atlas-950-superpod-128.json";
+  const Result flag = Onboard("plan " + kFlagship + atlas + " --mode fulll");
+  EXPECT_EQ(flag.code, 2) << flag.out;
+  EXPECT_NE(flag.out.find("--mode: field 'mode': must be full or lora (got fulll)"), std::string::npos)
+      << flag.out;
+  const std::string layout = R"({"tp":4,"dp_shard":32,"ep":128,"sequence_parallel":true,"micro_batch":1,)"
+                             R"("global_batch":1024,"seq":4096,"lora_rank":16,)";
+  const Result mode =
+      Onboard("plan " + kFlagship + atlas + " --evaluate " + Write("m.json", layout + R"("mode":"LoRA"})"));
+  EXPECT_EQ(mode.code, 2) << mode.out;
+  EXPECT_NE(mode.out.find("m.json: field 'mode': must be full or lora (got LoRA)"), std::string::npos)
+      << mode.out;
+  const Result rc = Onboard("plan " + kFlagship + atlas + " --evaluate " +
+                            Write("rc.json", layout + R"("mode":"lora","recompute":{"MoE":"some"}})"));
+  EXPECT_EQ(rc.code, 2) << rc.out;
+  EXPECT_NE(rc.out.find("recompute.MoE': must be none, selective or full (got some)"), std::string::npos)
+      << rc.out;
+  const Result key = Onboard("plan " + kFlagship + atlas + " --evaluate " +
+                             Write("key.json", layout + R"("mode":"lora","recompute":{"MOE":"full"}})"));
+  EXPECT_EQ(key.code, 2) << key.out;
+  EXPECT_NE(key.out.find("recompute key 'MOE' is not a block kind"), std::string::npos) << key.out;
+  const Result ok =
+      Onboard("plan " + kFlagship + atlas + " --evaluate " +
+              Write("ok.json", layout + R"("mode":"lora","recompute":{"MoE":"full","*":"selective"}})"));
+  EXPECT_EQ(ok.code, 0) << ok.out;
+}
+
 // Issue 10 item 1: `onboard plan --topology NAME` resolves a shipped name as `onboard run` and the
 // service do (agent/topology_source.h): the same output as the file's path.
 TEST(PlanCli, TopologyNameResolvesToTheShippedFile) {

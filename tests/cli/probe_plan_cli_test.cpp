@@ -69,5 +69,19 @@ TEST(ProbePlanCli, UnknownPrecisionInThePlanExits2NamingFileAndField) {
   EXPECT_NE(r.out.find("fp7"), std::string::npos) << r.out;
 }
 
+// Issue 10: the probe's own dtype is parsed once (core/float_dtype.h), at the flag: an unknown one
+// exits 2 with one line naming the flag and the value, before any worker starts; so does verify's.
+TEST(ProbePlanCli, UnknownProbeDtypeExits2NamingTheFlag) {
+  auto r = RunOnboard("probe " + kModel + " --ranks 2 --dtype fp16");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--dtype: field 'dtype': must be fp32 or fp64"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("(got fp16)"), std::string::npos) << r.out;
+  r = RunOnboard("verify " + std::string(ONBOARD_SOURCE_DIR) +
+                 "/tests/data/hf --input-ids x.json "
+                 "--logits-out /dev/null --dtype bf16");
+  EXPECT_EQ(r.code, 2) << r.out;
+  EXPECT_NE(r.out.find("--dtype: field 'dtype': must be fp32 or fp64"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace onboard

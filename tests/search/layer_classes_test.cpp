@@ -75,7 +75,7 @@ TEST(LayerClasses, OneDifferentFieldMakesLayersUnequal) {
   x.top_k += 1;
   EXPECT_FALSE(SameLayerCost(base, x));
   x = base;
-  x.channel_kind += "x";
+  x.channel_kind = base.channel_kind == BlockKind::kMoE ? BlockKind::kMLP : BlockKind::kMoE;
   EXPECT_FALSE(SameLayerCost(base, x));
 }
 
@@ -106,10 +106,10 @@ TEST(LayerClasses, EstimatesEqualThePerLayerAnswerBitForBit) {
     const std::string what = PlanSummary(k.plan);
     ExpectSameEstimate(EstimatePlan(c, k.plan), EstimatePlan(flat, k.plan), what);
     EXPECT_EQ(PlanStageStarts(c, k.plan), PlanStageStarts(flat, k.plan)) << what;
-    for (const std::string& kind : c.prof.kinds)
+    for (BlockKind kind : c.prof.kinds)
       EXPECT_EQ(RecomputeSeconds(c, k.plan, kind, Recompute::kFull),
                 RecomputeSeconds(flat, k.plan, kind, Recompute::kFull))
-          << what << " " << kind;
+          << what << " " << BlockKindName(kind);
   }
 }
 
