@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include "search/calibration_table.h"
 #include "search/cost_model.h"
 #include "search/fusion_plan.h"
 #include "search_test_util.h"
@@ -156,6 +159,37 @@ TEST(FusionCost, UnfusedFrameworkChainsAreChargedPerBlockAndOnlyWhenAsked) {
   p.mode = FinetuneMode::kFull;
   const PlanEstimate ef = EstimatePlan(MakeCostContext(req), p), eu = EstimatePlan(MakeCostContext(u), p);
   EXPECT_GT(eu.step_s, ef.step_s);
+}
+
+}  // namespace
+}  // namespace onboard
+
+namespace onboard {
+namespace {
+
+// The calibration table (tests/data/measured_training_runs.json = shared/reference's file) with the
+// framework fusion chains fused (the default, what the measured engines run) and unfused; nothing is
+// fitted to either. Every evaluated run is predicted slower when its chains are unfused (more HBM
+// traffic, more launches): a cost model that ignored the terms would predict the same.
+TEST(FusionCost, CalibrationTableWithTheFusionChainsFusedAndUnfused) {
+  auto runs = LoadLayoutFile(std::string(ONBOARD_TEST_DATA) + "/measured_training_runs.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  auto fused = BuildCalibrationTable(*runs), unfused = BuildCalibrationTable(*runs, true);
+  ASSERT_TRUE(fused.ok() && unfused.ok());
+  ASSERT_EQ(fused->evaluated, unfused->evaluated);
+  ASSERT_GT(fused->evaluated, 0);
+  for (size_t i = 0; i < fused->rows.size(); ++i) {
+    if (!fused->rows[i].evaluated) continue;
+    EXPECT_LT(unfused->rows[i].predicted_tps, fused->rows[i].predicted_tps) << fused->rows[i].id;
+  }
+  std::printf(
+      "calibration, fusion chains fused:   mean |error| %.1f%%, max %.1f%% (%s), within 20%%: %d of %d\n",
+      100 * fused->mean_abs_err, 100 * fused->max_abs_err, fused->worst_id.c_str(), fused->within_20,
+      fused->evaluated);
+  std::printf(
+      "calibration, fusion chains unfused: mean |error| %.1f%%, max %.1f%% (%s), within 20%%: %d of %d\n",
+      100 * unfused->mean_abs_err, 100 * unfused->max_abs_err, unfused->worst_id.c_str(), unfused->within_20,
+      unfused->evaluated);
 }
 
 }  // namespace
