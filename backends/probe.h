@@ -176,6 +176,11 @@ struct ProbeConfig {
   int64_t base_steps = -1;
   // KDA forward: "generated" (codegen's CPU kernel, torch-ops fallback with a logged reason) | "torch".
   std::string kda_kernel = "generated";
+  // DSA core (indexer + top-k + attention over the selected keys) of the MLA layers that have an
+  // indexer: "torch" (LibTorch ops, the default) | "generated" (codegen's fused CPU DSA kernel as the
+  // forward, LibTorch-ops recompute as the backward; torch ops with a logged reason where it cannot
+  // serve: tp > 1, not fp32, not CPU). backends/dsa_generated.h.
+  std::string dsa_kernel = "torch";
   // Negative control (backends/probe_controls.h): "" (none) | kControlNoLookback |
   // kControlRandomRouter | kControlFrozenLora. A control run must fail the learning verdict.
   std::string control;
@@ -273,6 +278,7 @@ inline constexpr const char* kControlNoLookback = "no_lookback";
 inline constexpr const char* kControlRandomRouter = "random_router";
 inline constexpr const char* kControlFrozenLora = "frozen_lora";
 inline constexpr const char* kControlPerturbedKdaGate = "perturbed_kda_gate";  // issue 12
+inline constexpr const char* kControlPerturbedDsaTopk = "perturbed_dsa_topk";  // issue 12 (DSA parity)
 
 // The tuned defaults of `mode` (backends/probe_schedule.cpp): ProbeConfig's own defaults for full
 // training; for LoRA the adapter phase's steps and learning rate and the base phase's length.

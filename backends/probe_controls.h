@@ -11,6 +11,9 @@
 //                  log decay: -softplus(g) instead of g, kda_generated.cpp); its forward only,
 //                  the backward differentiates the reference ops. Kernel loss parity
 //                  (validators/loss_parity.h) must catch it
+//   perturbed_dsa_topk  the generated DSA kernel is built with half the top-k (a broken selection,
+//                  dsa_generated.cpp); forward and backward both attend over its selection. Kernel
+//                  loss parity must catch it
 #pragma once
 
 #include <cstdint>

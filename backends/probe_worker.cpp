@@ -13,6 +13,7 @@
 
 #include <torch/cuda.h>
 
+#include "backends/dsa_generated.h"
 #include "backends/kda_generated.h"
 #include "backends/probe_schedule.h"
 #include "backends/probe_step_codec.h"
@@ -59,6 +60,7 @@ void ConfigureProcess(const ProbeConfig& cfg, int64_t rank) {
     std::printf("rank %lld openblas threads %lld\n", static_cast<long long>(rank),
                 static_cast<long long>(cfg.threads_per_rank));
   backends::SetProcessKdaImpl(backends::KdaImplFromName(cfg.kda_kernel));
+  backends::SetProcessDsaImpl(cfg.dsa_kernel == "generated", cfg.control == kControlPerturbedDsaTopk);
   backends::SetProcessKdaGateFault(cfg.control == kControlPerturbedKdaGate);         // negative control
   if (cfg.dtype == FloatDtype::kFP64)
     at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer

@@ -7,10 +7,11 @@
 #include <map>
 
 #include "backends/checkpoint_fn.h"
+#include "backends/dsa_generated.h"
 #include "backends/kda_chunked.h"
 #include "backends/kda_generated.h"
-#include "backends/proxy_model.h"
 #include "backends/probe_tp.h"
+#include "backends/proxy_model.h"
 #include "backends/proxy_weights.h"
 
 namespace onboard::backends {
@@ -63,17 +64,25 @@ at::Tensor Rotary(const at::Tensor& x, double theta) {
   return at::cat({x1 * c - x2 * sn, x2 * c + x1 * sn}, -1);
 }
 
+// DSA lightning indexer inputs: qi [b,T,ih,id], ki [b,T,id], wi [b,T,ih] (scaled by (ih_all id)^-1/2).
+struct IndexerInputs {
+  at::Tensor qi, ki, wi;
+};
+IndexerInputs IndexerInputsOf(const ProxySpec& s, const Weights& W, const at::Tensor& h,
+                              const TpContext* tp) {
+  const int64_t b = h.size(0), T = h.size(1), ih = s.index_heads, id = s.index_head_dim;
+  const int64_t ih_all = ih * (tp != nullptr ? tp->size : 1);  // every TP rank's heads
+  return {W.Lin("idx_q", h).view({b, T, ih, id}), W.Lin("idx_k", h),
+          W.Lin("idx_w", h) / std::sqrt(double(ih_all * id))};
+}
+
 // DSA lightning indexer scores, causal: I[t,s] = sum_j w[t,j] relu(qI[t,j] . kI[s]), -inf for s > t.
 // h [b,T,D] -> I [b,T,T]; causal [b,T,T] bool. TP: ih local heads, their partial sum all-reduced.
 at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h, const at::Tensor& causal,
                          const TpContext* tp) {
-  const int64_t b = h.size(0), T = h.size(1), ih = s.index_heads, id = s.index_head_dim;
-  const int64_t ih_all = ih * (tp != nullptr ? tp->size : 1);  // every TP rank's heads
-  at::Tensor qi = W.Lin("idx_q", h).view({b, T, ih, id});
-  at::Tensor ki = W.Lin("idx_k", h);                                          // [b,T,id]
-  at::Tensor wi = W.Lin("idx_w", h) / std::sqrt(double(ih_all * id));         // [b,T,ih]
-  at::Tensor rel = at::relu(at::matmul(qi, ki.unsqueeze(1).transpose(-1, -2)));  // [b,T,ih,T]
-  return TpSum(tp, (rel * wi.unsqueeze(-1)).sum(2)).masked_fill(causal.logical_not(), -INFINITY);
+  const IndexerInputs x = IndexerInputsOf(s, W, h, tp);
+  at::Tensor rel = at::relu(at::matmul(x.qi, x.ki.unsqueeze(1).transpose(-1, -2)));  // [b,T,ih,T]
+  return TpSum(tp, (rel * x.wi.unsqueeze(-1)).sum(2)).masked_fill(causal.logical_not(), -INFINITY);
 }
 
 // Indexer KL of DeepSeek-V3.2's sparse stage, summed over queries (a scalar, nats):
@@ -126,6 +135,32 @@ std::vector<at::Tensor> CoreAttention(const at::Tensor& q, const at::Tensor& k, 
   return {at::matmul(attn, v.transpose(1, 2)).transpose(1, 2), attn};  // [b,T,nh,dv]
 }
 
+// The generated fused DSA kernel (ProbeConfig::dsa_kernel generated, backends/dsa_generated.h):
+// indexer, top-k, attention over the selected keys and the per-head output gate in one forward.
+// Sets *o (gated) and *keep and returns true when it ran; false (reason logged once) otherwise.
+bool GeneratedDsa(const ProxySpec& s, const Weights& W, const at::Tensor& h, const at::Tensor& q,
+                  const at::Tensor& k, const at::Tensor& v, const at::Tensor& gate, const TpContext* tp,
+                  at::Tensor* o, at::Tensor* keep) {
+  std::string why;
+  bool served = false;
+  if (tp != nullptr && tp->active()) {
+    why = "tp > 1 splits the indexer heads (their scores are all-reduced across ranks)";
+  } else {
+    IndexerInputs x;
+    {
+      at::NoGradGuard ng;  // the selection is not differentiable; the indexer trains by its KL only
+      x = IndexerInputsOf(s, W, h.detach(), tp);
+    }
+    DsaCoreOut r = DsaCoreGenerated(q, k, v, gate, x.qi, x.ki, x.wi, s.index_topk, &served, &why);
+    if (served) {
+      *o = r.o;
+      *keep = r.keep;
+    }
+  }
+  if (!served) LogDsaFallbackOnce(why);
+  return served;
+}
+
 // TP (probe_tp.h): h is the column-parallel input, nh / the indexer's heads local; o_proj row-parallel.
 at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const IndexerKlSink& sink,
                const TpContext* tp, MoeRouting* ckpt_core) {
@@ -152,26 +187,39 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
   const bool has_indexer = s.index_topk > 0 && s.index_heads > 0;
   const bool kl_grad = has_indexer && sink.weight > 0 && at::GradMode::is_enabled();
   const bool want_kl = has_indexer && (kl_grad || sink.record != nullptr);
+  // The gate acts on the per-head output after the value up-projection (kv_b), as the model's.
+  const at::Tensor gate = s.mla_output_gate ? W.Lin("gate", h).view({b, T, nh, dv}) : at::Tensor();
+  at::Tensor o, attn;
+  const bool kernel =
+      has_indexer && ProcessDsaGenerated() && GeneratedDsa(s, W, h, q, k, v, gate, tp, &o, &keep);
   at::Tensor I;
-  if (has_indexer && (s.index_topk < T || want_kl)) {
+  if (has_indexer && ((s.index_topk < T && !kernel) || want_kl)) {
     at::AutoGradMode grad(kl_grad);  // off: indexer frozen (weight 0) or a no-grad forward
     I = IndexerScores(s, W, h.detach(), keep, tp);
   }
-  if (has_indexer && s.index_topk < T) {
-    // Ties (relu zeros are common) go to the earlier key: a stable sort, not topk, whose order
-    // among equal values is unspecified.
-    at::Tensor top = std::get<1>(I.detach().sort(/*stable=*/true, -1, /*descending=*/true))
-                         .narrow(-1, 0, s.index_topk);
-    keep = keep.logical_and(at::zeros_like(keep).scatter(-1, top, true));
+  if (kernel && want_kl) {  // the KL's attention probabilities over the kernel's selection (detached)
+    at::NoGradGuard ng;
+    attn = CoreAttention(q, k, v, keep)[1];
   }
-  // Step 2: main attention over the selected keys (checkpointed under selective recompute).
-  std::vector<at::Tensor> core =
-      ckpt_core != nullptr
-          ? Checkpoint([](const std::vector<at::Tensor>& a) { return CoreAttention(a[0], a[1], a[2], a[3]); },
-                       {q, k, v, keep}, *ckpt_core)
-          : CoreAttention(q, k, v, keep);
-  at::Tensor o = core[0], attn = core[1];
-  if (s.mla_output_gate) o = o * at::sigmoid(W.Lin("gate", h)).view({b, T, nh, dv});
+  if (!kernel) {
+    if (has_indexer && s.index_topk < T) {
+      // Ties (relu zeros are common) go to the earlier key: a stable sort, not topk, whose order
+      // among equal values is unspecified.
+      at::Tensor top =
+          std::get<1>(I.detach().sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, s.index_topk);
+      keep = keep.logical_and(at::zeros_like(keep).scatter(-1, top, true));
+    }
+    // Step 2: main attention over the selected keys (checkpointed under selective recompute).
+    std::vector<at::Tensor> core =
+        ckpt_core != nullptr
+            ? Checkpoint(
+                  [](const std::vector<at::Tensor>& a) { return CoreAttention(a[0], a[1], a[2], a[3]); },
+                  {q, k, v, keep}, *ckpt_core)
+            : CoreAttention(q, k, v, keep);
+    o = core[0];
+    attn = core[1];
+    if (gate.defined()) o = o * at::sigmoid(gate);
+  }
   at::Tensor out = TpReduceOut(tp, W.Lin("o_proj", o.reshape({b, T, nh * dv})));
   // Step 3: indexer KL (sum over local queries / global counted tokens) recorded and, scaled by
   // the weight, injected as an auxiliary loss on the layer's output.

@@ -270,10 +270,19 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   if (base_steps < -1 || base_steps > 100000)
     return Bad("base_steps", "must be -1 (default) or in [0, 100000]", std::to_string(base_steps));
   if (!control.empty() && control != kControlNoLookback && control != kControlRandomRouter &&
-      control != kControlFrozenLora && control != kControlPerturbedKdaGate)
+      control != kControlFrozenLora && control != kControlPerturbedKdaGate &&
+      control != kControlPerturbedDsaTopk)
     return Bad("control",
                std::string("must be one of ") + kControlNoLookback + ", " + kControlRandomRouter + ", " +
-                   kControlFrozenLora + ", " + kControlPerturbedKdaGate,
+                   kControlFrozenLora + ", " + kControlPerturbedKdaGate + ", " + kControlPerturbedDsaTopk,
+               control);
+  if (control == kControlPerturbedDsaTopk &&
+      (dsa_kernel != "generated" ||
+       std::none_of(spec.layers.begin(), spec.layers.end(),
+                    [](const ProxyLayer& l) { return l.mixer == ProxyMixer::kMLA; }) ||
+       spec.index_topk < 2 || spec.index_heads < 1))
+    return Bad("control",
+               "perturbed_dsa_topk needs an MLA layer with an indexer (top-k >= 2) and dsa_kernel generated",
                control);
   if (control == kControlPerturbedKdaGate &&
       (kda_kernel != "generated" ||
@@ -288,6 +297,8 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("control", "random_router needs a MoE layer (the proxy has none)", control);
   if (kda_kernel != "generated" && kda_kernel != "torch")
     return Bad("kda_kernel", "must be generated or torch", kda_kernel);
+  if (dsa_kernel != "generated" && dsa_kernel != "torch")
+    return Bad("dsa_kernel", "must be generated or torch", dsa_kernel);
   // Per-layer placement (issue 18): num_experts x MoE layers entries, layer after layer; each
   // layer's block is checked as a placement of its own.
   const auto moe_layers = std::count_if(spec.layers.begin(), spec.layers.end(),

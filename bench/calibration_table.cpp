@@ -26,5 +26,15 @@ int main(int argc, char** argv) {
   std::fputs(t->text.c_str(), stdout);
   std::printf("targets: mean |error| <= 10%% (%.2fx), max <= 20%% (%.2fx); built in %.3f s\n", t->mean_abs_err / 0.10,
               t->max_abs_err / 0.20, wall);
+  // The same runs with the framework fusion chains costed unfused (search/fusion_cost.h): nothing fitted.
+  auto u = BuildCalibrationTable(*runs, /*unfused_framework=*/true);
+  if (!u.ok()) {
+    std::fprintf(stderr, "bench_calibration_table: %s\n", u.status().ToString().c_str());
+    return 1;
+  }
+  std::printf("fusion chains fused (the default): mean |error| %.1f%%, max %.1f%%, within 20%%: %d of %d\n",
+              100 * t->mean_abs_err, 100 * t->max_abs_err, t->within_20, t->evaluated);
+  std::printf("fusion chains unfused:             mean |error| %.1f%%, max %.1f%%, within 20%%: %d of %d\n",
+              100 * u->mean_abs_err, 100 * u->max_abs_err, u->within_20, u->evaluated);
   return 0;
 }

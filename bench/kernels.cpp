@@ -307,12 +307,12 @@ int BenchDsa(int64_t threads, int reps, int64_t TD) {
                          threads);
     });
     const Timed a = TimeOnce([&] {
-      (*dlib)->dsa_attn(din.q.data(), din.k.data(), din.v.data(), nullptr, nullptr, idx.data(), dout.data(),
-                        1, TD, threads);
+      (*dlib)->dsa_attn(din.q.data(), din.k.data(), din.v.data(), nullptr, nullptr, nullptr, idx.data(),
+                        dout.data(), 1, TD, threads);
     });
     const Timed f = TimeOnce([&] {
       (*dlib)->dsa_fwd(din.q.data(), din.k.data(), din.v.data(), din.index_q.data(), din.index_k.data(),
-                       din.index_w.data(), nullptr, nullptr, dfused.data(), nullptr, 1, TD, threads);
+                       din.index_w.data(), nullptr, nullptr, nullptr, dfused.data(), nullptr, 1, TD, threads);
     });
     ti.push_back(i.wall);
     ta.push_back(a.wall);

@@ -109,7 +109,9 @@ Expected<std::shared_ptr<CpuKernelLibrary>> BuildKernelLibrary(const std::string
   auto name_fn = reinterpret_cast<onboard_kernel_name_fn>(lib->Symbol("onboard_kernel_name"));
   if (version == nullptr || name_fn == nullptr || version() != ONBOARD_KERNEL_ABI_VERSION ||
       name != name_fn()) {
-    return Status(ErrorCode::kBuild, so.string() + ": not an ABI v1 library of kernel " + name);
+    return Status(ErrorCode::kBuild, so.string() + ": not an ABI v" +
+                                         std::to_string(ONBOARD_KERNEL_ABI_VERSION) + " library of kernel " +
+                                         name);
   }
   auto simd = reinterpret_cast<onboard_kernel_name_fn>(lib->Symbol("onboard_kernel_simd_target"));
   lib->simd_target = simd != nullptr ? simd() : "";

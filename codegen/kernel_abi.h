@@ -28,9 +28,12 @@
 //   index_q       [B,T,HI,DI]     indexer queries
 //   index_k       [B,T,DI]        one indexer key per token, shared by the indexer heads
 //   index_w       [B,T,HI]        per-query head weights, used as given (caller applies HI^-1/2 DI^-1/2)
-//   gate          [B,T,HQ,DV]     pre-sigmoid output gate logits, or null (required iff spec output_gate)
+//   gate          [B,T,HQ,OV]     pre-sigmoid output gate logits, or null (required iff spec output_gate);
+//                                 applied to the per-head output AFTER the value up-projection
 //   sink          [HQ]            per-head attention sink logit, or null (required iff spec sink)
-//   o             [B,T,HQ,DV]     written
+//   v_up          [HQ,DV,VO]      per-head value up-projection (absorbed MLA's W_UV: o_h = lat_h v_up[h]),
+//                                 or null (required iff spec v_up_dim = VO > 0)
+//   o             [B,T,HQ,OV]     written; OV = VO when VO > 0, else DV
 //   topk_indices  [B,T,TOPK] int32: selected keys of each query sorted ascending, -1 padded
 //                 (written by onboard_dsa_index / onboard_dsa_fwd when non-null, read by onboard_dsa_attn)
 //   Score I[t,s] = sum_j index_w[t,j] * relu(index_q[t,j,:] . index_k[s,:]) for s <= t; the selection is
@@ -42,7 +45,7 @@
 
 #include <stdint.h>
 
-#define ONBOARD_KERNEL_ABI_VERSION 1
+#define ONBOARD_KERNEL_ABI_VERSION 2  // 2: DSA entry points take v_up (value up-projection)
 
 extern "C" {
 
@@ -51,20 +54,18 @@ typedef int (*onboard_kda_fwd_fn)(const float* q, const float* k, const float* v
                                   const float* initial_state, float* o, float* final_state,
                                   int64_t batch, int64_t seq_len, int64_t num_threads);
 
-typedef int (*onboard_dsa_fwd_fn)(const float* q, const float* k, const float* v,
-                                  const float* index_q, const float* index_k, const float* index_w,
-                                  const float* gate, const float* sink, float* o,
-                                  int32_t* topk_indices, int64_t batch, int64_t seq_len,
-                                  int64_t num_threads);
+typedef int (*onboard_dsa_fwd_fn)(const float* q, const float* k, const float* v, const float* index_q,
+                                  const float* index_k, const float* index_w, const float* gate,
+                                  const float* sink, const float* v_up, float* o, int32_t* topk_indices,
+                                  int64_t batch, int64_t seq_len, int64_t num_threads);
 
 typedef int (*onboard_dsa_index_fn)(const float* index_q, const float* index_k,
                                     const float* index_w, int32_t* topk_indices, int64_t batch,
                                     int64_t seq_len, int64_t num_threads);
 
-typedef int (*onboard_dsa_attn_fn)(const float* q, const float* k, const float* v,
-                                   const float* gate, const float* sink,
-                                   const int32_t* topk_indices, float* o, int64_t batch,
-                                   int64_t seq_len, int64_t num_threads);
+typedef int (*onboard_dsa_attn_fn)(const float* q, const float* k, const float* v, const float* gate,
+                                   const float* sink, const float* v_up, const int32_t* topk_indices,
+                                   float* o, int64_t batch, int64_t seq_len, int64_t num_threads);
 
 // Every library also exports:
 //   int onboard_kernel_abi_version(void);          -> ONBOARD_KERNEL_ABI_VERSION

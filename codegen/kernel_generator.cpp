@@ -44,17 +44,19 @@ std::string KdaConfigFields(const KdaSpec& spec) {
 // The static constexpr members of a DSA template Config for one spec (dsa_cpu.h, dsa_cuda.cuh).
 std::string DsaConfigFields(const DsaSpec& spec) {
   char buf[1024];
-  std::snprintf(buf, sizeof(buf),
-                "  static constexpr int HQ = %lld, HKV = %lld, D = %lld, DV = %lld, HI = %lld, DI = %lld;\n"
-                "  static constexpr int64_t TOPK = %lld;\n"
-                "  static constexpr int BLOCK = %lld;\n"
-                "  static constexpr float SCALE = %s;\n"
-                "  static constexpr bool GATED = %s, SINK = %s;\n",
-                static_cast<long long>(spec.num_heads), static_cast<long long>(spec.num_kv_heads),
-                static_cast<long long>(spec.head_dim), static_cast<long long>(spec.v_head_dim),
-                static_cast<long long>(spec.index_heads), static_cast<long long>(spec.index_head_dim),
-                static_cast<long long>(spec.topk), static_cast<long long>(spec.block),
-                FloatLiteral(spec.ResolvedScale()).c_str(), Bool(spec.output_gate), Bool(spec.sink));
+  std::snprintf(
+      buf, sizeof(buf),
+      "  static constexpr int HQ = %lld, HKV = %lld, D = %lld, DV = %lld, HI = %lld, DI = %lld, VO = %lld;\n"
+      "  static constexpr int64_t TOPK = %lld;\n"
+      "  static constexpr int BLOCK = %lld;\n"
+      "  static constexpr float SCALE = %s;\n"
+      "  static constexpr bool GATED = %s, SINK = %s;\n",
+      static_cast<long long>(spec.num_heads), static_cast<long long>(spec.num_kv_heads),
+      static_cast<long long>(spec.head_dim), static_cast<long long>(spec.v_head_dim),
+      static_cast<long long>(spec.index_heads), static_cast<long long>(spec.index_head_dim),
+      static_cast<long long>(spec.v_up_dim), static_cast<long long>(spec.topk),
+      static_cast<long long>(spec.block), FloatLiteral(spec.ResolvedScale()).c_str(), Bool(spec.output_gate),
+      Bool(spec.sink));
   return buf;
 }
 
@@ -179,6 +181,12 @@ Expected<GeneratedKernel> GenerateDsa(const DsaSpec& spec, const TargetOptions& 
   if (target.target == KernelTarget::kCpu && spec.dtype != DType::kF32) {
     return BadInput("dsa spec", "dtype", "CPU kernels take f32 operands", DTypeName(spec.dtype));
   }
+  if (target.target == KernelTarget::kCuda && spec.topk > kDsaCudaMaxTopk) {  // shared candidate list
+    return BadInput("dsa spec", "topk",
+                    "CUDA kernels select at most " + std::to_string(kDsaCudaMaxTopk) +
+                        " keys (2 x top-k candidates in shared memory)",
+                    std::to_string(spec.topk));
+  }
   const std::string name = spec.name.empty() ? spec.DefaultName() : spec.name;
   ONBOARD_ASSERT(IsValidKernelIdentifier(name), "derived kernel name is not an identifier: " + name);
   const std::string fields = DsaConfigFields(spec);
@@ -193,6 +201,7 @@ Expected<GeneratedKernel> GenerateDsa(const DsaSpec& spec, const TargetOptions& 
       {"num_kv_heads", std::to_string(spec.num_kv_heads)},
       {"head_dim", std::to_string(spec.head_dim)},
       {"v_head_dim", std::to_string(spec.v_head_dim)},
+      {"v_up_dim", std::to_string(spec.v_up_dim)},
       {"index_heads", std::to_string(spec.index_heads)},
       {"index_head_dim", std::to_string(spec.index_head_dim)},
       {"topk", std::to_string(spec.topk)},

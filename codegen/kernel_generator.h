@@ -15,6 +15,10 @@
 
 namespace onboard::codegen {
 
+// The most keys a CUDA DSA kernel selects per query (its 2 x top-k candidate list lives in shared memory,
+// 8 bytes per entry: 64 KiB at 4096; codegen/kernels/dsa_cuda.cuh static_asserts the same bound).
+inline constexpr int64_t kDsaCudaMaxTopk = 4096;
+
 struct TargetOptions {
   KernelTarget target = KernelTarget::kCpu;
   int cuda_arch = 90;  // sm_XX for kCuda: 80 or 90

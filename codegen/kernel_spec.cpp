@@ -99,6 +99,7 @@ Status DsaSpec::Validate(const std::string& origin) const {
   }
   ONBOARD_RETURN_IF_ERROR(CheckEvenDim(origin, "head_dim", head_dim));
   ONBOARD_RETURN_IF_ERROR(CheckEvenDim(origin, "v_head_dim", v_head_dim));
+  if (v_up_dim != 0) ONBOARD_RETURN_IF_ERROR(CheckEvenDim(origin, "v_up_dim", v_up_dim));
   ONBOARD_RETURN_IF_ERROR(CheckRange(origin, "index_heads", index_heads, 1, 256));
   ONBOARD_RETURN_IF_ERROR(CheckEvenDim(origin, "index_head_dim", index_head_dim));
   if (topk <= 0) return BadInput(origin, "topk", "must be > 0", std::to_string(topk));
@@ -122,6 +123,7 @@ std::string DsaSpec::DefaultName() const {
   std::ostringstream os;
   os << "dsa_hq" << num_heads << "_hkv" << num_kv_heads << "_d" << head_dim << "_v" << v_head_dim
      << "_i" << index_heads << "x" << index_head_dim << "_k" << topk << "_b" << block;
+  if (v_up_dim > 0) os << "_up" << v_up_dim;
   if (output_gate) os << "_gate";
   if (sink) os << "_sink";
   os << "_" << (dtype == DType::kBF16 ? "bf16" : "f32");
@@ -155,10 +157,13 @@ Expected<DsaSpec> DsaSpecFromAttention(const AttentionSpec& a, const std::string
   DsaSpec s;
   s.num_heads = a.num_heads;
   if (a.dsa_base == MixerKind::kMLA) {
-    // Absorbed MLA: one latent KV (kv_lora_rank + rope) shared by all heads; values = the latent.
+    // Absorbed MLA: one latent KV (kv_lora_rank + rope) shared by all heads; values = the latent, the
+    // kernel up-projects each head's latent output by W_UV (v_up_dim = v_head_dim), so its output, and
+    // the output gate on it, are the model's per-head attention output (HF DeepSeek semantics).
     s.num_kv_heads = 1;
     s.head_dim = a.kv_lora_rank + a.qk_rope_head_dim;
     s.v_head_dim = a.kv_lora_rank;
+    s.v_up_dim = a.v_head_dim;
     const int64_t qk = a.qk_nope_head_dim + a.qk_rope_head_dim;
     if (qk > 0) s.softmax_scale = 1.0 / std::sqrt(static_cast<double>(qk));
   } else {

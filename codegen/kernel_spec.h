@@ -45,12 +45,14 @@ struct DsaSpec {
   int64_t num_kv_heads = 1;        // HKV: HQ % HKV == 0 (MLA absorbed form: 1)
   int64_t head_dim = 0;            // D: q/k width, even, 2..1024 (MLA: kv_lora_rank + rope = 576)
   int64_t v_head_dim = 0;          // DV: even, 2..1024 (MLA: kv_lora_rank = 512)
+  int64_t v_up_dim = 0;            // VO: per-head value up-projection [DV -> VO] in the kernel (absorbed MLA:
+                                   // W_UV, VO = v_head_dim = 128); 0 = none (output width DV). Even, 2..1024
   int64_t index_heads = 0;         // HI: 1..256
   int64_t index_head_dim = 0;      // DI: even, 2..1024
   int64_t topk = 0;                // keys per query, 1..65536
   int64_t block = 64;              // keys per contiguous gather block: power of two, 8..256
   double softmax_scale = 0;        // > 0; 0 = head_dim^-1/2 (resolved by Resolved())
-  bool output_gate = false;        // sigmoid(gate) * o per head and channel
+  bool output_gate = false;        // sigmoid(gate) * o per head and channel of the OUTPUT (after v_up)
   bool sink = false;               // learned per-head attention sink in the softmax denominator
   DType dtype = DType::kF32;       // as KdaSpec
 
@@ -61,8 +63,8 @@ struct DsaSpec {
 
 // From one attention block of the IR. KDA: kind kKDA (heads, v heads, head dims, chunk, gate form,
 // lower bound). DSA: kind kDSA; an MLA base becomes the absorbed MQA form (HKV = 1,
-// D = kv_lora_rank + qk_rope_head_dim, DV = kv_lora_rank, scale = (qk_nope + qk_rope)^-1/2); a GQA/MHA
-// base keeps its heads and head dims. Other kinds -> kBadInput. `origin` names the file/layer.
+// D = kv_lora_rank + qk_rope_head_dim, DV = kv_lora_rank, VO = v_head_dim, scale = (qk_nope + qk_rope)^-1/2);
+// a GQA/MHA base keeps its heads and head dims. Other kinds -> kBadInput. `origin` names the file/layer.
 [[nodiscard]] Expected<KdaSpec> KdaSpecFromAttention(const AttentionSpec& a, const std::string& origin);
 [[nodiscard]] Expected<DsaSpec> DsaSpecFromAttention(const AttentionSpec& a, const std::string& origin);
 

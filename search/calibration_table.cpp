@@ -52,7 +52,8 @@ void ResolveUnstatedRecompute(LayoutRun* run) {
   }
 }
 
-Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& input) {
+Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& input,
+                                                 bool unfused_framework) {
   std::vector<LayoutRun> runs = input;
   for (LayoutRun& r : runs) ResolveUnstatedRecompute(&r);
   CalibrationTable t;
@@ -72,7 +73,9 @@ Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& i
       os << Row(row);
       continue;
     }
-    auto est = EvaluatePlan(RequestForRun(run), run.plan);
+    PlanRequest req = RequestForRun(run);
+    req.unfused_framework = unfused_framework;
+    auto est = EvaluatePlan(req, run.plan);
     if (!est.ok()) return Status(est.status().code(), run.id + ": " + est.status().message());
     row.evaluated = true;
     row.predicted_tps = est->tokens_per_s / static_cast<double>(run.topology.num_devices);

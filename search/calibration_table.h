@@ -35,7 +35,10 @@ struct CalibrationTable {
 // block) that fits, recorded in run->assumptions. No-op when the recompute was stated.
 void ResolveUnstatedRecompute(LayoutRun* run);
 
-// Evaluates every run; an invalid plan for a run is an error naming the run.
-Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& runs);
+// Evaluates every run; an invalid plan for a run is an error naming the run. unfused_framework: every
+// run costed with its framework fusion chains unfused (PlanRequest::unfused_framework; the recompute of
+// runs that do not state it is resolved as without it, so both tables evaluate the same plans).
+Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& runs,
+                                                 bool unfused_framework = false);
 
 }  // namespace onboard

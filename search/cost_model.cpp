@@ -722,7 +722,8 @@ Status CheckPlanAgainstModel(const CostContext& c, const Plan& p) {
 CostContext MakeCostContext(const PlanRequest& req) {
   CostContext c;
   c.req = &req;
-  c.prof = BuildProfile(req.model, req.seq, req.dropout, req.attention_kernel == "unfused");
+  c.prof =
+      BuildProfile(req.model, req.seq, req.dropout, req.attention_kernel == "unfused", req.unfused_framework);
   const DeviceType& dev = req.topology.device;
   c.fp8 =
       (req.compute_dtype == Precision::kFP8 || req.compute_dtype == Precision::kMXFP8) && dev.tflops_fp8 > 0;

@@ -16,6 +16,16 @@
 // the cost model's host launch term adds 2 x launches x launch_s_per_kernel per layer per micro-batch
 // (exposed only where the host, not the GPU, is the bottleneck: search/cost_model.cpp Step 4).
 // Fused kernels (attention_kernel "flash", the default) keep, move and launch none of it.
+//
+// The framework-level chains of the same plan (norm+linear prologue or norm+fp8 quantise, gated
+// activation, router+top-k+permute, residual adds, rotary+attention, MoE unpermute+combine) are what
+// fused engines (Transformer Engine, Megatron's fusions) already run fused: the cost model's constants
+// are fitted to such runs, so by default nothing is charged for them. PlanRequest::unfused_framework
+// costs the unfused alternative: each chain's intermediates are charged like the mixer's above
+// (kept = plan bytes / 2 with the mixer's or the channel's activations, so 2 x kept = the write + read
+// per token in the elementwise term; the launches in the host launch term). The norm's bytes are the
+// same (2 H b, 1 launch) whether it feeds a bf16 GEMM's prologue or an fp8 quantise, so the profile
+// (built before a plan's precision is known) costs both alike.
 #pragma once
 
 #include <cstdint>
@@ -34,11 +44,20 @@ struct MixerFusionBytes {
 // The KDA-prologue and DSA-indexer terms of layer `layer`'s fusion plan at sequence length `seq`.
 MixerFusionBytes MixerFusionBytesOf(const ModelIR& model, const LayerSpec& layer, int64_t seq);
 
+// The framework-level chains of layer `layer` (every term but the KDA prologue and DSA indexer),
+// split by block: mixer (its norm, rotary, the o_proj residual) and channel (its norm .. its residual).
+struct FrameworkFusionBytes {
+  MixerFusionBytes mixer, channel;
+};
+FrameworkFusionBytes FrameworkFusionBytesOf(const ModelIR& model, const LayerSpec& layer, int64_t seq);
+
 // Called once per layer by BuildProfile (search/model_profile.cpp): with unfused kernels, the kept
 // intermediates join lp->act_mixer (memory, and through it the elementwise traffic term) and the
 // launches lp->unfused_mixer_launches (the launch term); records the fused-away bytes in
-// lp->fused_mixer_bytes either way.
+// lp->fused_mixer_bytes either way. With unfused_framework, the framework chains' kept bytes join
+// lp->act_mixer / lp->act_channel and their launches lp->unfused_mixer_launches (the layer's unfused
+// launches, both blocks).
 void ApplyMixerFusion(const ModelIR& model, const LayerSpec& layer, int64_t seq, bool unfused_kernels,
-                      LayerProfile* lp);
+                      LayerProfile* lp, bool unfused_framework = false);
 
 }  // namespace onboard

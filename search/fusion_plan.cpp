@@ -6,6 +6,13 @@
 // Terms (one per chain; sources: the unfused op sequences of HF transformers' modeling code, the fused
 // kernels named in each line):
 //   norm+linear prologue   per input norm (<= 2): 1 launch, 2 H b (the normed input)
+//   norm+fp8 quantise      fp8 / MXFP8 GEMM inputs (options.fp8), in place of the prologue term: a
+//                          GEMM that reads quantised inputs cannot take the norm into its prologue, so
+//                          the fusible pair is norm -> quantise (Transformer Engine's LayerNormLinear
+//                          norm kernel writes the fp8 rows and scales): per norm 1 launch (the cast),
+//                          2 H b (the 16-bit normed input the cast reads; the fp8 copy is written either
+//                          way); the cost model's fp8 quantisation term charges that read
+//                          (search/cost_model.h fp8_quant_bytes: read 2 B, write 2 x 1 B)
 //   gated activation       gate/up GEMM writes 2I, act reads 2I writes I, down reads I (6I);
 //                          fused epilogue writes I, down reads I (2I): 1 launch, 4 I b per active FFN
 //   activation epilogue    ungated: 4I -> 2I: 1 launch, 2 I b
@@ -127,18 +134,24 @@ LayerFusion PlanLayer(const ModelIR& m, const LayerSpec& l, const FusionOptions&
   const double H = static_cast<double>(m.hidden), b = o.act_bytes;
   const char* norm = l.norm_bias ? "layernorm" : "rmsnorm";
   const std::string per_norm = "2 x " + Num(H) + " x " + Num(b) + " B (normed input: write + read)";
-  if (l.norms >= 1) {
-    lf.terms.push_back(Term(FusionKind::kNormLinearPrologue, std::string(norm) + " -> attention input projections",
-                            1, 2 * H * b, per_norm));
-  }
+  const std::string per_quant =
+      "2 x " + Num(H) + " x " + Num(b) + " B (16-bit normed input: write + read by the fp8 cast)";
+  // A norm before the projections: in its GEMM's prologue, or (fp8) in one kernel with the quantise.
+  auto norm_term = [&](const std::string& consumer) {
+    if (o.fp8)
+      return Term(FusionKind::kNormQuantize, std::string(norm) + " -> fp8 quantise -> " + consumer, 1,
+                  2 * H * b, per_quant);
+    return Term(FusionKind::kNormLinearPrologue, std::string(norm) + " -> " + consumer, 1, 2 * H * b,
+                per_norm);
+  };
+  if (l.norms >= 1) lf.terms.push_back(norm_term("attention input projections"));
   AddAttentionTerms(m, l.attn, o, &lf.terms);
   const std::string residual = "2 x " + Num(H) + " x " + Num(b) + " B (branch output: write + read)";
   lf.terms.push_back(Term(FusionKind::kResidualAdd, "attention o_proj -> residual add", 1, 2 * H * b, residual));
+  const size_t channel_first = lf.terms.size();
   if (l.norms >= 2) {
-    lf.terms.push_back(Term(FusionKind::kNormLinearPrologue,
-                            std::string(norm) + (l.channel == ChannelKind::kMoE ? " -> router + expert inputs"
-                                                                                : " -> gate/up projection"),
-                            1, 2 * H * b, per_norm));
+    lf.terms.push_back(
+        norm_term(l.channel == ChannelKind::kMoE ? "router + expert inputs" : "gate/up projection"));
     lf.terms.back().feeds_channel = true;
   }
   AddChannelTerms(m, l, o, &lf.terms);
@@ -146,6 +159,7 @@ LayerFusion PlanLayer(const ModelIR& m, const LayerSpec& l, const FusionOptions&
                           std::string(l.channel == ChannelKind::kMoE ? "MoE combine" : "down projection") +
                               " -> residual add",
                           1, 2 * H * b, residual));
+  for (size_t i = channel_first; i < lf.terms.size(); ++i) lf.terms[i].channel_side = true;
   return lf;
 }
 
@@ -173,6 +187,8 @@ std::string FusionNum(double v) {
 const char* FusionKindName(FusionKind k) {
   switch (k) {
     case FusionKind::kNormLinearPrologue: return "norm+linear prologue";
+    case FusionKind::kNormQuantize:
+      return "norm+fp8 quantise";
     case FusionKind::kGatedActivation: return "gated activation";
     case FusionKind::kActivationEpilogue: return "activation epilogue";
     case FusionKind::kRouterTopkPermute: return "router+top-k+permute";

@@ -25,10 +25,13 @@ struct FusionOptions {
   double fp32_bytes = 4.0;   // router logits, probabilities and indexer scores
   double index_bytes = 4.0;  // int32 expert / key indices
   int64_t seq = 4096;        // tokens per sequence (DSA indexer scores scale with the causal length)
+  bool fp8 = false;          // fp8 / MXFP8 GEMM inputs: each norm feeds a quantise step (kNormQuantize)
 };
 
 enum class FusionKind {
   kNormLinearPrologue,   // RMSNorm/LayerNorm computed while loading the next linear's input
+  kNormQuantize,         // fp8 training: the norm kernel writes the fp8 GEMM input (+ scales) itself,
+                         // no 16-bit normed copy for a separate quantise kernel (TE LayerNormLinear)
   kGatedActivation,      // SwiGLU/GeGLU/SiTU gate*up in the gate/up GEMM epilogue
   kActivationEpilogue,   // GELU/ReLU^2 in the up GEMM epilogue (ungated MLPs)
   kRouterTopkPermute,    // router logits -> activation -> top-k -> permute indices in one kernel
@@ -50,7 +53,9 @@ struct FusionTerm {
   double bytes_saved = 0;        // HBM bytes per token
   std::string formula;           // "2 x 7168 x 2 B (write + read of the normed input)"
   std::string blocked_by;        // set on LayerFusion::blocked terms: why the graph keeps it unfused
-  bool feeds_channel = false;    // kNormLinearPrologue: the norm before the MLP/MoE (else before the mixer)
+  bool feeds_channel = false;    // kNormLinearPrologue / kNormQuantize: the norm before the MLP/MoE
+                                 // (else before the mixer)
+  bool channel_side = false;     // the term is in the channel block (its norm .. its residual add)
   bool beta_sigmoid = false;     // kKdaPrologue: the beta sigmoid part (the one a graph's sigmoid->kernel
                                  // match confirms or blocks); the gate and q/k norm parts are separate terms
 };

@@ -34,7 +34,8 @@ void BlockNorms(LayerFusion* l, const std::vector<const GraphFusionMatch*>& ms) 
     const bool channel = m->feeds == NormFeeds::kChannel;
     for (size_t i = 0; i < l->terms.size(); ++i) {
       const FusionTerm& t = l->terms[i];
-      if (t.kind != FusionKind::kNormLinearPrologue || t.feeds_channel != channel) continue;
+      const bool norm = t.kind == FusionKind::kNormLinearPrologue || t.kind == FusionKind::kNormQuantize;
+      if (!norm || t.feeds_channel != channel) continue;
       Block(l, i, m->blocker);
       break;
     }

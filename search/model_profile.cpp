@@ -59,7 +59,8 @@ static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 320,
 
 bool SameLayerCost(const LayerProfile& a, const LayerProfile& b) { return CostFields(a) == CostFields(b); }
 
-ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention) {
+ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention,
+                          bool unfused_framework) {
   const ModelStats st = ComputeStats(model, seq);
   ModelProfile p;
   p.seq = seq;
@@ -137,7 +138,7 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
       lp.scores_bytes_per_key = H * (2 + (dropout > 0 ? 3 : 0));
     lp.dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
     MixerExtras(l.attn, h, &lp);
-    ApplyMixerFusion(model, l, seq, unfused_attention, &lp);
+    ApplyMixerFusion(model, l, seq, unfused_attention, &lp, unfused_framework);
     p.min_heads = p.min_heads == 0 ? lp.heads : std::min(p.min_heads, lp.heads);
     p.experts = std::max(p.experts, lp.experts);
     p.expert_params += lp.expert_params;

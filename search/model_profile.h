@@ -94,6 +94,8 @@ struct ModelProfile {
 
 // Builds the profile. `dropout` > 0 adds Korthikanti's 1-byte masks; `unfused_attention` adds the
 // s x s score tensors (5*H*s bytes per token with dropout, 2*H*s without) to recompute-none memory.
-ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention);
+// unfused_framework: the framework-level fusion chains costed unfused (search/fusion_cost.h).
+ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention,
+                          bool unfused_framework = false);
 
 }  // namespace onboard

@@ -68,6 +68,10 @@ struct PlanRequest {
   double dropout = 0.0;                  // training dropout probability (> 0 keeps 1-byte masks)
   std::string attention_kernel = "flash";// flash (fused, scores never stored) | unfused (s x s scores
                                          // materialised: Megatron-LM 2022 and earlier)
+  bool unfused_framework = false;        // cost the framework-level fusion chains (norm+linear / norm+fp8
+                                         // quantise, SwiGLU, router+top-k+permute, residual adds, rotary,
+                                         // MoE combine) unfused; default: fused, as the calibrated engines
+                                         // run them (search/fusion_cost.h)
   bool overlap_ep_comm = false;          // framework overlaps EP all-to-all with another micro-batch's
                                          // compute (DualPipe, Megatron --overlap-moe-expert-parallel-comm)
   // Framework memory techniques beside the per-block recompute policies (issue 13; memory_model.cpp):

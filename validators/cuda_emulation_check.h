@@ -10,13 +10,13 @@
 // reference (KDA: output and final state; DSA: output, and the selected indices exactly). Each case
 // runs twice, blocks and threads in launch order and then reversed; the outputs must be bit-identical
 // (a result that depends on the order of threads between barriers is a shared-memory race).
-// DSA kernels are built with a small score-workspace cap so the indexer walks the queries in several
-// launches; the launch count and workspace bytes are checked against the documented formula.
+// DSA kernels run in one pass: one launch per forward and no global workspace (both checked).
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
+#include "codegen/kernel_generator.h"
 #include "codegen/kernel_spec.h"
 #include "core/model_ir.h"
 #include "core/status.h"
@@ -27,8 +27,6 @@ namespace onboard::validators {
 struct CudaEmulationCheckOptions {
   uint64_t seed = 20261130;
   int cuda_arch = 90;                        // sm_80 | sm_90: the emulated shared-memory limits
-  int64_t dsa_score_workspace_bytes = 8192;  // indexer score workspace cap, bytes (0 = kernel default):
-                                             // T = 300 -> 6 query rows per index launch
   bool reverse_pass = true;                  // rerun reversed and require bit-identical outputs
   bool long_dsa_case = true;                 // small top-k: add T = 300 (several 256-key scan tiles)
   std::vector<int64_t> lengths;              // token counts to run; empty = the CPU check's odd shapes
@@ -39,6 +37,9 @@ struct CudaEmulationCheckOptions {
                                                                            const CudaEmulationCheckOptions& opt);
 [[nodiscard]] Expected<std::vector<KernelCheckRow>> CheckDsaKernelEmulated(const codegen::DsaSpec& spec,
                                                                            const CudaEmulationCheckOptions& opt);
+// The same for an already generated kernel of `spec` (tests check a deliberately broken source with it).
+[[nodiscard]] Expected<std::vector<KernelCheckRow>> CheckGeneratedDsaKernelEmulated(
+    const codegen::DsaSpec& spec, const codegen::GeneratedKernel& gen, const CudaEmulationCheckOptions& opt);
 
 // The model's own kernels at full size (f32, B = 1, T = 5, one pass: launch configuration and shared-
 // memory limits at the real dims), its check plan (KernelCheckPlan: f32), its first KDA and DSA spec in bf16, and (when the model

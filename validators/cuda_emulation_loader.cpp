@@ -7,27 +7,20 @@ namespace onboard::validators {
 using codegen::GeneratedKernel;
 using codegen::KernelTarget;
 
-std::string CudaEmulationTranslationUnit(const GeneratedKernel& kernel, const CudaEmulationOptions& opt) {
+std::string CudaEmulationTranslationUnit(const GeneratedKernel& kernel) {
   std::string tu = "// CPU emulation build of " + kernel.FileName() + " (not a GPU run)\n";
   tu += "#define ONBOARD_CUDA_EMULATION 1\n";
   tu += "#define ONBOARD_EMU_ARCH " + std::to_string(kernel.cuda_arch) + "\n";
-  if (opt.dsa_score_workspace_bytes > 0) {
-    tu += "#define ONBOARD_DSA_SCORE_WORKSPACE_BYTES " + std::to_string(opt.dsa_score_workspace_bytes) + "ull\n";
-  }
   return tu + CudaEmulationSource() + kernel.source;
 }
 
-Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const GeneratedKernel& kernel,
-                                                    const CudaEmulationOptions& opt) {
+Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const GeneratedKernel& kernel) {
   if (kernel.target != KernelTarget::kCuda) {
     return BadInput(kernel.name, "target", "CUDA emulation needs a CUDA kernel", "cpu");
   }
-  if (opt.dsa_score_workspace_bytes < 0) {
-    return BadInput(kernel.name, "dsa_score_workspace_bytes", "must be >= 0 (0 = default)",
-                    std::to_string(opt.dsa_score_workspace_bytes));
-  }
   EmulatedCudaKernel k;
-  ONBOARD_ASSIGN_OR_RETURN(k.lib, codegen::BuildKernelLibrary(kernel.name, CudaEmulationTranslationUnit(kernel, opt)));
+  ONBOARD_ASSIGN_OR_RETURN(k.lib,
+                           codegen::BuildKernelLibrary(kernel.name, CudaEmulationTranslationUnit(kernel)));
   auto sym = [&](const char* s) { return k.lib->Symbol(s); };
   if (kernel.op == "kda") {
     k.workspace_bytes = reinterpret_cast<onboard_cuda_workspace_bytes_fn>(sym("onboard_kda_cuda_workspace_bytes"));

@@ -24,18 +24,12 @@ typedef int (*onboard_kda_fwd_cuda_fn)(const void* q, const void* k, const void*
                                        void* workspace, int64_t batch, int64_t seq_len, void* stream);
 typedef int (*onboard_dsa_fwd_cuda_fn)(const void* q, const void* k, const void* v, const void* index_q,
                                        const void* index_k, const void* index_w, const void* gate,
-                                       const float* sink, float* o, int32_t* topk_indices, void* workspace,
-                                       int64_t batch, int64_t seq_len, void* stream);
+                                       const float* sink, const float* v_up, float* o, int32_t* topk_indices,
+                                       void* workspace, int64_t batch, int64_t seq_len, void* stream);
 typedef const char* (*onboard_cuda_emulation_message_fn)(void);
 typedef void (*onboard_cuda_emulation_configure_fn)(int reverse);
 typedef void (*onboard_cuda_emulation_stats_fn)(int64_t* launches_blocks_threads_rounds);
 }
-
-struct CudaEmulationOptions {
-  // Cap on the DSA indexer score workspace in bytes (ONBOARD_DSA_SCORE_WORKSPACE_BYTES); 0 = the
-  // kernel's default (1 GiB). A small cap forces the launcher to walk the queries in several launches.
-  int64_t dsa_score_workspace_bytes = 0;
-};
 
 struct EmulatedCudaKernel {
   std::shared_ptr<codegen::CpuKernelLibrary> lib;  // the built shared object (cached by content hash)
@@ -51,11 +45,10 @@ struct EmulatedCudaKernel {
 // Host runtime for CPU emulation of the CUDA model (not a GPU): see cuda_emulation_source.cpp.
 std::string CudaEmulationSource();
 
-std::string CudaEmulationTranslationUnit(const codegen::GeneratedKernel& kernel, const CudaEmulationOptions& opt);
+std::string CudaEmulationTranslationUnit(const codegen::GeneratedKernel& kernel);
 
-// kBadInput when the kernel is not a CUDA kernel or the cap is negative; kBuild with the compiler log
+// kBadInput when the kernel is not a CUDA kernel; kBuild with the compiler log
 // when the host compiler rejects the .cu text.
-[[nodiscard]] Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const codegen::GeneratedKernel& kernel,
-                                                                  const CudaEmulationOptions& opt = {});
+[[nodiscard]] Expected<EmulatedCudaKernel> LoadEmulatedCudaKernel(const codegen::GeneratedKernel& kernel);
 
 }  // namespace onboard::validators

@@ -67,6 +67,7 @@ Status WriteKernelCases(const CheckPlan& plan, uint64_t seed, const std::string&
       ONBOARD_RETURN_IF_ERROR(WriteRaw(d + "/iw.f32", in.index_w));
       if (spec.output_gate) ONBOARD_RETURN_IF_ERROR(WriteRaw(d + "/gate.f32", in.gate));
       if (spec.sink) ONBOARD_RETURN_IF_ERROR(WriteRaw(d + "/sink.f32", in.sink));
+      if (spec.v_up_dim > 0) ONBOARD_RETURN_IF_ERROR(WriteRaw(d + "/v_up.f32", in.v_up));
       ONBOARD_RETURN_IF_ERROR(WriteRaw(d + "/o_ref.f32", ToFloat(ref.o)));
       ONBOARD_RETURN_IF_ERROR(WriteRaw(d + "/idx_ref.i32", ref.indices));
     }

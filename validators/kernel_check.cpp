@@ -211,11 +211,10 @@ Expected<std::vector<KernelCheckRow>> CheckDsaKernel(const DsaSpec& spec, const 
     const DsaReference ref = ReferenceDsa(spec, in);
     std::vector<float> o(ref.o.size(), kPoison);
     std::vector<int32_t> idx(ref.indices.size(), -7);
-    const int rc = lib->dsa_fwd(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(),
-                                in.index_k.data(), in.index_w.data(),
-                                spec.output_gate ? in.gate.data() : nullptr,
-                                spec.sink ? in.sink.data() : nullptr, o.data(), idx.data(), B, T,
-                                opt.num_threads);
+    const int rc = lib->dsa_fwd(
+        in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(), in.index_w.data(),
+        spec.output_gate ? in.gate.data() : nullptr, spec.sink ? in.sink.data() : nullptr,
+        spec.v_up_dim > 0 ? in.v_up.data() : nullptr, o.data(), idx.data(), B, T, opt.num_threads);
     if (rc != 0) return Status(ErrorCode::kInternal, gen.name + " returned " + std::to_string(rc));
     int64_t mismatched = 0;
     for (size_t i = 0; i < idx.size(); ++i) mismatched += idx[i] != ref.indices[i];

@@ -2,7 +2,8 @@
 //   I[t,s] = sum_j w[t,j] * relu(q_I[t,j] . k_I[s])           for s <= t
 //   S_t    = first min(topk, t+1) keys ordered by (I desc, s asc), then sorted ascending
 //   o[t,h] = sum_{s in S_t} softmax_s(scale * q[t,h] . k[s,kh]) v[s,kh]   (+ exp(sink[h]) in the
-//            denominator), times sigmoid(gate[t,h]) when gated
+//            denominator); o[t,h] <- o[t,h] v_up[h] when v_up_dim > 0 (absorbed MLA's W_UV);
+//            then times sigmoid(gate[t,h]) when gated (on the up-projected output)
 #include "validators/reference_dsa.h"
 
 #include <algorithm>
@@ -47,8 +48,9 @@ std::vector<double> ReferenceDsaAttention(const codegen::DsaSpec& spec, const Ds
                                           const std::vector<int32_t>& indices) {
   const int64_t B = in.batch, T = in.seq, HQ = spec.num_heads, HKV = spec.num_kv_heads;
   const int64_t D = spec.head_dim, DV = spec.v_head_dim, K = spec.topk, G = HQ / HKV;
+  const int64_t VO = spec.v_up_dim, OV = VO > 0 ? VO : DV;
   const double scale = spec.ResolvedScale();
-  std::vector<double> o(B * T * HQ * DV, 0.0);
+  std::vector<double> o(B * T * HQ * OV, 0.0);
   std::vector<double> logit;
   for (int64_t b = 0; b < B; ++b) {
     for (int64_t t = 0; t < T; ++t) {
@@ -72,14 +74,21 @@ std::vector<double> ReferenceDsaAttention(const codegen::DsaSpec& spec, const Ds
           l = std::exp(l - mx);
           den += l;
         }
-        double* orow = &o[((b * T + t) * HQ + h) * DV];
+        std::vector<double> lat(DV, 0.0);
         for (size_t i = 0; i < logit.size(); ++i) {
           const float* vr = &in.v[((b * T + sel[i]) * HKV + kh) * DV];
-          for (int64_t e = 0; e < DV; ++e) orow[e] += logit[i] / den * double(vr[e]);
+          for (int64_t e = 0; e < DV; ++e) lat[e] += logit[i] / den * double(vr[e]);
+        }
+        double* orow = &o[((b * T + t) * HQ + h) * OV];
+        if (VO > 0) {
+          for (int64_t c = 0; c < DV; ++c)
+            for (int64_t e = 0; e < VO; ++e) orow[e] += lat[c] * double(in.v_up[(h * DV + c) * VO + e]);
+        } else {
+          std::copy(lat.begin(), lat.end(), orow);
         }
         if (spec.output_gate) {
-          for (int64_t e = 0; e < DV; ++e) {
-            orow[e] /= 1.0 + std::exp(-double(in.gate[((b * T + t) * HQ + h) * DV + e]));
+          for (int64_t e = 0; e < OV; ++e) {
+            orow[e] /= 1.0 + std::exp(-double(in.gate[((b * T + t) * HQ + h) * OV + e]));
           }
         }
       }
@@ -115,7 +124,11 @@ DsaInputs RandomDsaInputs(const codegen::DsaSpec& spec, int64_t batch, int64_t s
   const float w_scale = 1.0f / std::sqrt(float(spec.index_heads * spec.index_head_dim));
   in.index_w.resize(BT * spec.index_heads);
   for (float& w : in.index_w) w = w_scale * (0.5f + std::fabs(normal(rng)));
-  if (spec.output_gate) fill(in.gate, BT * spec.num_heads * spec.v_head_dim, 1.0f);
+  const int64_t ov = spec.v_up_dim > 0 ? spec.v_up_dim : spec.v_head_dim;
+  if (spec.output_gate) fill(in.gate, BT * spec.num_heads * ov, 1.0f);
+  // W_UV-like weights: unit-variance outputs for unit-variance latents.
+  if (spec.v_up_dim > 0)
+    fill(in.v_up, spec.num_heads * spec.v_head_dim * spec.v_up_dim, 1.0f / std::sqrt(float(spec.v_head_dim)));
   if (spec.sink) fill(in.sink, spec.num_heads, 1.0f);
   return in;
 }

@@ -1,6 +1,7 @@
 // DSA CUDA harness: nvcc -O3 -arch=sm_90 -DKERNEL_CU='"path/to/dsa_....cu"' dsa_harness.cu
 //   dsa_harness check CASE_DIR...   -> per case: index mismatches and rel err of o vs the CPU fp64 reference
-//   dsa_harness time B T            -> median ms of index+attention, TFLOP/s (2*sum(topk)*HQ*(D+DV)) and
+//   dsa_harness time B T            -> median ms of the fused index + attention kernel, TFLOP/s
+//   (2*sum(topk)*HQ*(D+DV)) and
 //                                      gather GB/s (sum(topk) * HKV * (D+DV) * sizeof(elem))
 #include <algorithm>
 #include KERNEL_CU
@@ -10,6 +11,7 @@
 using Dsa = onboard::kernels::DsaCuda<onboard_gen::Config>;
 using elem_t = Dsa::elem_t;
 constexpr int HQ = Dsa::HQ, HKV = Dsa::HKV, D = Dsa::D, DV = Dsa::DV, HI = Dsa::HI, DI = Dsa::DI;
+constexpr int VO = Dsa::VO, OV = Dsa::OV;  // value up-projection width (0 = none), output width per head
 constexpr int64_t TOPK = Dsa::TOPK;
 constexpr bool GATED = Dsa::GATED, SINK = Dsa::SINK;
 
@@ -23,22 +25,25 @@ static int Check(const std::string& dir) {
   auto iq = harness::Upload<elem_t>(harness::ReadRaw<float>(dir + "/iq.f32", BT * HI * DI));
   auto ik = harness::Upload<elem_t>(harness::ReadRaw<float>(dir + "/ik.f32", BT * DI));
   auto iw = harness::Upload<elem_t>(harness::ReadRaw<float>(dir + "/iw.f32", BT * HI));
-  auto gate = GATED ? harness::Upload<elem_t>(harness::ReadRaw<float>(dir + "/gate.f32", BT * HQ * DV)) : nullptr;
+  auto gate =
+      GATED ? harness::Upload<elem_t>(harness::ReadRaw<float>(dir + "/gate.f32", BT * HQ * OV)) : nullptr;
   auto sink = SINK ? harness::Upload<float>(harness::ReadRaw<float>(dir + "/sink.f32", HQ)) : nullptr;
-  const auto o_ref = harness::ReadRaw<float>(dir + "/o_ref.f32", BT * HQ * DV);
+  auto v_up = VO > 0
+                  ? harness::Upload<float>(harness::ReadRaw<float>(dir + "/v_up.f32", size_t(HQ) * DV * VO))
+                  : nullptr;
+  const auto o_ref = harness::ReadRaw<float>(dir + "/o_ref.f32", BT * HQ * OV);
   const auto idx_ref = harness::ReadRaw<int32_t>(dir + "/idx_ref.i32", BT * TOPK);
-  float* o = harness::DeviceNaN(BT * HQ * DV);
+  float* o = harness::DeviceNaN(BT * HQ * OV);
   int32_t* idx = nullptr;
   HCHECK(cudaMalloc(&idx, BT * TOPK * sizeof(int32_t)));
-  void* ws = nullptr;
-  HCHECK(cudaMalloc(&ws, onboard_dsa_cuda_workspace_bytes(B, T)));
-  HCHECK((cudaError_t)onboard_dsa_fwd_cuda(q, k, v, iq, ik, iw, gate, sink, o, idx, ws, B, T, 0));
+  // No workspace (onboard_dsa_cuda_workspace_bytes is 0: the scores stay in shared memory).
+  HCHECK((cudaError_t)onboard_dsa_fwd_cuda(q, k, v, iq, ik, iw, gate, sink, v_up, o, idx, nullptr, B, T, 0));
   HCHECK(cudaDeviceSynchronize());
   const auto idx_got = harness::Download(idx, BT * TOPK);
   int64_t mism = 0;
   for (size_t i = 0; i < idx_got.size(); ++i) mism += idx_got[i] != idx_ref[i];
   bool nf = false;
-  const double eo = harness::RelErr(harness::Download(o, BT * HQ * DV), o_ref, &nf);
+  const double eo = harness::RelErr(harness::Download(o, BT * HQ * OV), o_ref, &nf);
   const double tol = sizeof(elem_t) == 2 ? 1e-2 : 1e-5;
   const bool pass = !nf && mism == 0 && eo < tol;
   std::printf("CHECK %s %s B=%lld T=%lld rel_err=%.3e index_mismatch=%lld tol=%.0e %s\n", onboard_kernel_name(),
@@ -54,16 +59,19 @@ static int Time(int64_t B, int64_t T) {
   auto iq = harness::Upload<elem_t>(harness::Random(BT * HI * DI, -1, 1, 4));
   auto ik = harness::Upload<elem_t>(harness::Random(BT * DI, -1, 1, 5));
   auto iw = harness::Upload<elem_t>(harness::Random(BT * HI, 0, 0.1f, 6));
-  auto gate = GATED ? harness::Upload<elem_t>(harness::Random(BT * HQ * DV, -1, 1, 7)) : nullptr;
+  auto gate = GATED ? harness::Upload<elem_t>(harness::Random(BT * HQ * OV, -1, 1, 7)) : nullptr;
   auto sink = SINK ? harness::Upload<float>(harness::Random(HQ, -1, 1, 8)) : nullptr;
-  float* o = harness::DeviceNaN(BT * HQ * DV);
+  auto v_up =
+      VO > 0 ? harness::Upload<float>(harness::Random(size_t(HQ) * DV * VO, -0.05f, 0.05f, 9)) : nullptr;
+  float* o = harness::DeviceNaN(BT * HQ * OV);
   int32_t* idx = nullptr;
   HCHECK(cudaMalloc(&idx, BT * TOPK * sizeof(int32_t)));
-  void* ws = nullptr;
-  HCHECK(cudaMalloc(&ws, onboard_dsa_cuda_workspace_bytes(B, T)));
-  const float ms = harness::TimeMs([&] {
-    HCHECK((cudaError_t)onboard_dsa_fwd_cuda(q, k, v, iq, ik, iw, gate, sink, o, idx, ws, B, T, 0));
-  }, 3);
+  const float ms = harness::TimeMs(
+      [&] {
+        HCHECK((cudaError_t)onboard_dsa_fwd_cuda(q, k, v, iq, ik, iw, gate, sink, v_up, o, idx, nullptr, B, T,
+                                                 0));
+      },
+      3);
   double sel = 0;
   for (int64_t t = 0; t < T; ++t) sel += std::min<int64_t>(TOPK, t + 1);
   sel *= B;

@@ -12,6 +12,13 @@
 // spills on machines without AVX-512 (measured 15x slower on AVX2); Highway picks the native width.
 #pragma once
 
+// Highway 1.0 (Debian 12's libhwy-dev) tests `HWY_BASELINE & HWY_AVX3_DL`, a macro it never defines,
+// so on Ice Lake / Sapphire Rapids and later (-march=native turns on VNNI, VAES, VBMI2, ...) the best
+// baseline AVX3_DL is left out of the targets and every kernel fails with "Logic error: best
+// baseline should be included in dynamic targets". Opting in to AVX3_DL is Highway's own switch.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL 1
+#endif
 #include <hwy/highway.h>
 
 #include <algorithm>

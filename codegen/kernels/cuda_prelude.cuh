@@ -37,8 +37,8 @@ static cudaError_t allow_smem(Kernel kernel, size_t bytes) {
 }  // namespace onboard::kernels
 
 // The C entry points every CUDA kernel library exports besides its op's (codegen/README.md, CUDA ABI).
-#define ONBOARD_EXPORT_CUDA_COMMON(kernel_name)                                                \
-  extern "C" int onboard_kernel_abi_version(void) { return 1; }                                \
+#define ONBOARD_EXPORT_CUDA_COMMON(kernel_name)                 \
+  extern "C" int onboard_kernel_abi_version(void) { return 2; } \
   extern "C" const char* onboard_kernel_name(void) { return kernel_name; }
 
 // The common entry points plus onboard_<op>_cuda_workspace_bytes(batch, seq_len) of the instantiation

@@ -20,7 +20,7 @@ struct DefaultKdaConfig {
 };
 
 struct DefaultDsaConfig {
-  static constexpr int HQ = 16, HKV = 1, D = 128, DV = 128, HI = 4, DI = 64;
+  static constexpr int HQ = 16, HKV = 1, D = 128, DV = 128, HI = 4, DI = 64, VO = 0;
   static constexpr int64_t TOPK = 64;
   static constexpr int BLOCK = 64;
   static constexpr float SCALE = 0.0883883476f;  // 128^-1/2

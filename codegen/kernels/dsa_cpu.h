@@ -3,8 +3,8 @@
 // online softmax across blocks. A template over its configuration (the generator emits Config and
 // exports the C ABI with ONBOARD_EXPORT_DSA_CPU).
 //
-// Config (static constexpr): int HQ, HKV, D, DV, HI, DI; int64_t TOPK; int BLOCK; float SCALE;
-//   bool GATED, SINK. Shapes: codegen/kernel_abi.h.
+// Config (static constexpr): int HQ, HKV, D, DV, HI, DI, VO (value up-projection width per head,
+//   0 = none); int64_t TOPK; int BLOCK; float SCALE; bool GATED, SINK. Shapes: codegen/kernel_abi.h.
 //
 // index (per batch and block of QB queries): DsaIndexCpu (codegen/kernels/dsa_index_cpu.h) streams
 //   the block's weighted relu scores tile by tile into an exact causal top-k (score desc, index asc;
@@ -14,7 +14,9 @@
 //   Step 2  per block of up to BLOCK selected keys: L = K_sel QtT (logits^T), rows read in place
 //           through row pointers when D, DV are multiples of 16, else gathered run by run
 //   Step 3  online softmax per head (running max m, sum l), acc = acc*alpha + P V_sel
-//   Step 4  o = acc / (l + exp(sink - m)) [* sigmoid(gate)]
+//   Step 4  lat = acc / (l + exp(sink - m)); o = lat (VO = 0) or lat v_up[h] ([DV] x [DV,VO], absorbed
+//           MLA's W_UV); then [* sigmoid(gate)] on o: the gate acts on the per-head output after the
+//           up-projection, as the model computes it (a sigmoid does not commute with the projection)
 // Forward (fused): per (batch, query block) the index, then attend for those queries at once: the
 //   block's candidates (L2) and selection (QB x TOPK int32) are used where they are made, and the
 //   T x TOPK selection the two calls write and read back is never allocated.
@@ -28,7 +30,8 @@ namespace onboard::kernels {
 template <class Config>
 struct DsaCpu {
   static constexpr int HQ = Config::HQ, HKV = Config::HKV, D = Config::D, DV = Config::DV;
-  static constexpr int HI = Config::HI, DI = Config::DI, BLOCK = Config::BLOCK;
+  static constexpr int HI = Config::HI, DI = Config::DI, BLOCK = Config::BLOCK, VO = Config::VO;
+  static constexpr int OV = VO > 0 ? VO : DV;  // output width per head
   static constexpr int64_t TOPK = Config::TOPK;
   static constexpr float SCALE = Config::SCALE;
   static constexpr int G = HQ / HKV;
@@ -40,11 +43,22 @@ struct DsaCpu {
   static_assert(HQ % HKV == 0, "query heads must be a multiple of the kv heads");
 
   struct AttnScratch {
-    std::vector<float> QtT, Kblk, Vblk, L, acc, m, l, alpha, mx, sum;
+    std::vector<float> QtT, Kblk, Vblk, L, acc, m, l, alpha, mx, sum, up;
     std::vector<const float*> krow, vrow;
     AttnScratch()
-        : QtT(DP * GP), Kblk(BLOCK * DP), Vblk(BLOCK * DVP), L(BLOCK * GP), acc(G * DVP), m(GP), l(GP),
-          alpha(GP), mx(GP), sum(GP), krow(BLOCK), vrow(BLOCK) {}
+        : QtT(DP * GP),
+          Kblk(BLOCK * DP),
+          Vblk(BLOCK * DVP),
+          L(BLOCK * GP),
+          acc(G * DVP),
+          m(GP),
+          l(GP),
+          alpha(GP),
+          mx(GP),
+          sum(GP),
+          up(OV),
+          krow(BLOCK),
+          vrow(BLOCK) {}
   };
 
   // L[i][0..GP) = krow[i] . QtT (MR key rows at a time, read in place through row pointers).
@@ -153,7 +167,8 @@ struct DsaCpu {
   }
 
   static void attend(const float* q, const float* k, const float* v, const float* gate, const float* sink,
-                     const int32_t* sel, float* o, int64_t b, int64_t t, int kh, int64_t T, AttnScratch& s) {
+                     const float* v_up, const int32_t* sel, float* o, int64_t b, int64_t t, int kh, int64_t T,
+                     AttnScratch& s) {
     // Step 1: scaled queries of the heads sharing kv head kh, transposed.
     std::fill(s.QtT.begin(), s.QtT.end(), 0.0f);
     for (int g = 0; g < G; ++g) {
@@ -185,18 +200,30 @@ struct DsaCpu {
         gemm_acc<DVP>(G, nb, s.L.data(), 1, GP, s.Vblk.data(), DVP, s.acc.data(), DVP);
       }
     }
-    // Step 4: normalise, sink, gate.
+    // Step 4: normalise, sink, up-project, gate.
     for (int g = 0; g < G; ++g) {
       const int h = kh * G + g;
       float den = s.l[g];
       if constexpr (Config::SINK) den += fexp(sink[h] - s.m[g]);
       const float inv = 1.0f / den;
-      float* orow = o + ((b * T + t) * HQ + h) * DV;
-      const float* gr = Config::GATED ? gate + ((b * T + t) * HQ + h) * DV : nullptr;
-      for (int e = 0; e < DV; ++e) {
-        float val = s.acc[g * DVP + e] * inv;
-        if constexpr (Config::GATED) val *= 1.0f / (1.0f + fexp(-gr[e]));
-        orow[e] = val;
+      float* lat = &s.acc[g * DVP];
+      for (int e = 0; e < DV; ++e) lat[e] *= inv;
+      const float* val = lat;
+      if constexpr (VO > 0) {
+        std::fill(s.up.begin(), s.up.end(), 0.0f);
+        const float* w = v_up + static_cast<int64_t>(h) * DV * VO;
+        for (int c = 0; c < DV; ++c) {
+          const float a = lat[c];
+          for (int e = 0; e < VO; ++e) s.up[e] += a * w[c * VO + e];
+        }
+        val = s.up.data();
+      }
+      float* orow = o + ((b * T + t) * HQ + h) * OV;
+      const float* gr = Config::GATED ? gate + ((b * T + t) * HQ + h) * OV : nullptr;
+      for (int e = 0; e < OV; ++e) {
+        float x = val[e];
+        if constexpr (Config::GATED) x *= 1.0f / (1.0f + fexp(-gr[e]));
+        orow[e] = x;
       }
     }
   }
@@ -222,28 +249,30 @@ struct DsaCpu {
 
   // ABI: onboard_dsa_attn.
   static int Attend(const float* q, const float* k, const float* v, const float* gate, const float* sink,
-                    const int32_t* topk_indices, float* o, int64_t batch, int64_t seq_len, int64_t num_threads) {
+                    const float* v_up, const int32_t* topk_indices, float* o, int64_t batch, int64_t seq_len,
+                    int64_t num_threads) {
     if (batch < 1 || seq_len < 1) return 1;
     if (!q || !k || !v || !o || !topk_indices) return 2;
-    if ((Config::GATED && !gate) || (Config::SINK && !sink)) return 2;
+    if ((Config::GATED && !gate) || (Config::SINK && !sink) || (VO > 0 && !v_up)) return 2;
     const int64_t T = seq_len;
     parallel_for(batch * T * HKV, num_threads, [&](int64_t item) {
       thread_local AttnScratch s;
       const int kh = static_cast<int>(item % HKV);
       const int64_t bt = item / HKV;
-      attend(q, k, v, gate, sink, topk_indices + bt * TOPK, o, bt / T, bt % T, kh, T, s);
+      attend(q, k, v, gate, sink, v_up, topk_indices + bt * TOPK, o, bt / T, bt % T, kh, T, s);
     });
     return 0;
   }
 
   // ABI: onboard_dsa_fwd, fused: per (batch, query block) the index, then attention for its queries.
   // topk_indices may be null (the selection then lives only in a QB x TOPK block buffer).
-  static int Forward(const float* q, const float* k, const float* v, const float* index_q, const float* index_k,
-                     const float* index_w, const float* gate, const float* sink, float* o, int32_t* topk_indices,
-                     int64_t batch, int64_t seq_len, int64_t num_threads) {
+  static int Forward(const float* q, const float* k, const float* v, const float* index_q,
+                     const float* index_k, const float* index_w, const float* gate, const float* sink,
+                     const float* v_up, float* o, int32_t* topk_indices, int64_t batch, int64_t seq_len,
+                     int64_t num_threads) {
     if (batch < 1 || seq_len < 1) return 1;
     if (!q || !k || !v || !o || !index_q || !index_k || !index_w) return 2;
-    if ((Config::GATED && !gate) || (Config::SINK && !sink)) return 2;
+    if ((Config::GATED && !gate) || (Config::SINK && !sink) || (VO > 0 && !v_up)) return 2;
     const int64_t T = seq_len, Tp = (T + KB - 1) / KB * KB;
     const std::vector<float> kT = Indexer::TransposeKeys(index_k, batch, T, Tp, num_threads);
     const int64_t nblocks = (T + QB - 1) / QB;
@@ -264,7 +293,8 @@ struct DsaCpu {
       Indexer::Block(index_q, &kT[static_cast<size_t>(b) * Indexer::DIP * Tp], index_w, b, t0, nq, T, is,
                      sel);
       for (int r = 0; r < nq; ++r)
-        for (int kh = 0; kh < HKV; ++kh) attend(q, k, v, gate, sink, sel + r * TOPK, o, b, t0 + r, kh, T, as);
+        for (int kh = 0; kh < HKV; ++kh)
+          attend(q, k, v, gate, sink, v_up, sel + r * TOPK, o, b, t0 + r, kh, T, as);
     });
     return 0;
   }
@@ -273,29 +303,26 @@ struct DsaCpu {
 }  // namespace onboard::kernels
 
 // Exports the C ABI of one DSA CPU library for Config (used once, by the generated file).
-#define ONBOARD_EXPORT_DSA_CPU(Config, kernel_name)                                                    \
-  extern "C" int onboard_kernel_abi_version(void) { return 1; }                                        \
-  extern "C" const char* onboard_kernel_name(void) { return kernel_name; }                             \
-  extern "C" const char* onboard_kernel_simd_target(void) {                                            \
-    return ::onboard::kernels::simd_target_name();                                                     \
-  }                                                                                                    \
-  extern "C" int onboard_dsa_index(const float* index_q, const float* index_k, const float* index_w,   \
-                                   int32_t* topk_indices, int64_t batch, int64_t seq_len,              \
-                                   int64_t num_threads) {                                              \
-    return ::onboard::kernels::DsaCpu<Config>::Index(index_q, index_k, index_w, topk_indices, batch,   \
-                                                     seq_len, num_threads);                            \
-  }                                                                                                    \
-  extern "C" int onboard_dsa_attn(const float* q, const float* k, const float* v, const float* gate,   \
-                                  const float* sink, const int32_t* topk_indices, float* o,            \
-                                  int64_t batch, int64_t seq_len, int64_t num_threads) {               \
-    return ::onboard::kernels::DsaCpu<Config>::Attend(q, k, v, gate, sink, topk_indices, o, batch,     \
-                                                      seq_len, num_threads);                           \
-  }                                                                                                    \
-  extern "C" int onboard_dsa_fwd(const float* q, const float* k, const float* v,                       \
-                                 const float* index_q, const float* index_k, const float* index_w,     \
-                                 const float* gate, const float* sink, float* o,                       \
-                                 int32_t* topk_indices, int64_t batch, int64_t seq_len,                \
-                                 int64_t num_threads) {                                                \
-    return ::onboard::kernels::DsaCpu<Config>::Forward(q, k, v, index_q, index_k, index_w, gate, sink, \
-                                                       o, topk_indices, batch, seq_len, num_threads);  \
+#define ONBOARD_EXPORT_DSA_CPU(Config, kernel_name)                                                          \
+  extern "C" int onboard_kernel_abi_version(void) { return 2; }                                              \
+  extern "C" const char* onboard_kernel_name(void) { return kernel_name; }                                   \
+  extern "C" const char* onboard_kernel_simd_target(void) { return ::onboard::kernels::simd_target_name(); } \
+  extern "C" int onboard_dsa_index(const float* index_q, const float* index_k, const float* index_w,         \
+                                   int32_t* topk_indices, int64_t batch, int64_t seq_len,                    \
+                                   int64_t num_threads) {                                                    \
+    return ::onboard::kernels::DsaCpu<Config>::Index(index_q, index_k, index_w, topk_indices, batch,         \
+                                                     seq_len, num_threads);                                  \
+  }                                                                                                          \
+  extern "C" int onboard_dsa_attn(const float* q, const float* k, const float* v, const float* gate,         \
+                                  const float* sink, const float* v_up, const int32_t* topk_indices,         \
+                                  float* o, int64_t batch, int64_t seq_len, int64_t num_threads) {           \
+    return ::onboard::kernels::DsaCpu<Config>::Attend(q, k, v, gate, sink, v_up, topk_indices, o, batch,     \
+                                                      seq_len, num_threads);                                 \
+  }                                                                                                          \
+  extern "C" int onboard_dsa_fwd(const float* q, const float* k, const float* v, const float* index_q,       \
+                                 const float* index_k, const float* index_w, const float* gate,              \
+                                 const float* sink, const float* v_up, float* o, int32_t* topk_indices,      \
+                                 int64_t batch, int64_t seq_len, int64_t num_threads) {                      \
+    return ::onboard::kernels::DsaCpu<Config>::Forward(q, k, v, index_q, index_k, index_w, gate, sink, v_up, \
+                                                       o, topk_indices, batch, seq_len, num_threads);        \
   }

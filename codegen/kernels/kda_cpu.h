@@ -20,9 +20,11 @@
 //   Step 7  V' = U - W S;  O = Qg S + Aqk V';  S = Diag(gamma) S + Kl^T V'
 #pragma once
 
-#include <hwy/contrib/math/math-inl.h>
-
+// cpu_simd.h first: it sets Highway's target options before any Highway header.
 #include "codegen/kernels/cpu_simd.h"
+// clang-format off
+#include <hwy/contrib/math/math-inl.h>
+// clang-format on
 #include "core/gate_form.h"
 
 namespace onboard::kernels {
@@ -271,17 +273,14 @@ struct KdaCpu {
 }  // namespace onboard::kernels
 
 // Exports the C ABI of one KDA CPU library for Config (used once, by the generated file).
-#define ONBOARD_EXPORT_KDA_CPU(Config, kernel_name)                                                  \
-  extern "C" int onboard_kernel_abi_version(void) { return 1; }                                      \
-  extern "C" const char* onboard_kernel_name(void) { return kernel_name; }                           \
-  extern "C" const char* onboard_kernel_simd_target(void) {                                          \
-    return ::onboard::kernels::simd_target_name();                                                   \
-  }                                                                                                  \
-  extern "C" int onboard_kda_fwd(const float* q, const float* k, const float* v, const float* g,     \
-                                 const float* beta, const float* a_log, const float* dt_bias,        \
-                                 const float* initial_state, float* o, float* final_state,           \
-                                 int64_t batch, int64_t seq_len, int64_t num_threads) {              \
-    return ::onboard::kernels::KdaCpu<Config>::Forward(q, k, v, g, beta, a_log, dt_bias,             \
-                                                       initial_state, o, final_state, batch,         \
-                                                       seq_len, num_threads);                        \
+#define ONBOARD_EXPORT_KDA_CPU(Config, kernel_name)                                                          \
+  extern "C" int onboard_kernel_abi_version(void) { return 2; }                                              \
+  extern "C" const char* onboard_kernel_name(void) { return kernel_name; }                                   \
+  extern "C" const char* onboard_kernel_simd_target(void) { return ::onboard::kernels::simd_target_name(); } \
+  extern "C" int onboard_kda_fwd(const float* q, const float* k, const float* v, const float* g,             \
+                                 const float* beta, const float* a_log, const float* dt_bias,                \
+                                 const float* initial_state, float* o, float* final_state, int64_t batch,    \
+                                 int64_t seq_len, int64_t num_threads) {                                     \
+    return ::onboard::kernels::KdaCpu<Config>::Forward(q, k, v, g, beta, a_log, dt_bias, initial_state, o,   \
+                                                       final_state, batch, seq_len, num_threads);            \
   }

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+
+#include "search/calibration_table.h"
 #include "search/cost_model.h"
 #include "search/fusion_plan.h"
 #include "search_test_util.h"
@@ -111,6 +114,82 @@ TEST(FusionCost, UnfusedKdaPrologueAddsItsLaunchesWhereTheHostIsTheBottleneck) {
   EXPECT_LE(unfused - fused, extra);
   p.cuda_graph = CudaGraph::kFull;
   EXPECT_EQ(launch_s(EstimatePlan(cu, p)), 0);
+}
+
+}  // namespace
+}  // namespace onboard
+
+namespace onboard {
+namespace {
+
+// The unfused alternative of the framework chains (PlanRequest::unfused_framework): every layer's
+// non-mixer terms are kept once (bytes / 2) with its block's activations and their launches join the
+// launch term; the default (fused) profile is unchanged. A dense GQA model has no KDA/DSA terms, so
+// every byte of the difference comes from the framework chains (norm+linear, SwiGLU, residual adds,
+// rotary).
+TEST(FusionCost, UnfusedFrameworkChainsAreChargedPerBlockAndOnlyWhenAsked) {
+  const ModelIR m = test::HfModel("llama-3.1-8b");
+  const int64_t seq = 4096;
+  const ModelProfile fused = BuildProfile(m, seq, 0, false), unf = BuildProfile(m, seq, 0, false, true);
+  ASSERT_EQ(fused.layers.size(), m.layers.size());
+  for (size_t i = 0; i < m.layers.size(); ++i) {
+    const FrameworkFusionBytes f = FrameworkFusionBytesOf(m, m.layers[i], seq);
+    FusionOptions o;
+    o.seq = seq;
+    double plan = 0, launches = 0;
+    for (const FusionTerm& t : PlanLayerFusions(m, m.layers[i], o).terms) {
+      plan += t.bytes_saved;
+      launches += t.launches_saved;
+    }
+    EXPECT_DOUBLE_EQ(f.mixer.moved + f.channel.moved, plan) << "layer " << i;
+    EXPECT_GT(f.channel.moved, f.mixer.moved);  // SwiGLU's 4 I b dominate
+    EXPECT_DOUBLE_EQ(unf.layers[i].act_mixer - fused.layers[i].act_mixer, f.mixer.kept);
+    EXPECT_DOUBLE_EQ(unf.layers[i].act_channel - fused.layers[i].act_channel, f.channel.kept);
+    EXPECT_EQ(unf.layers[i].unfused_mixer_launches, launches);
+    EXPECT_EQ(fused.layers[i].unfused_mixer_launches, 0);
+  }
+  PlanRequest req;
+  req.model = m;
+  req.topology = test::ShippedTopology("atlas-950-superpod-128");
+  req.mode = FinetuneMode::kFull;
+  req.seq = seq;
+  PlanRequest u = req;
+  u.unfused_framework = true;
+  Plan p = test::MakePlan({1, 128, 1, 1, 1, 1, 1, false}, seq, 1, 4);  // FSDP 128
+  p.mode = FinetuneMode::kFull;
+  const PlanEstimate ef = EstimatePlan(MakeCostContext(req), p), eu = EstimatePlan(MakeCostContext(u), p);
+  EXPECT_GT(eu.step_s, ef.step_s);
+}
+
+}  // namespace
+}  // namespace onboard
+
+namespace onboard {
+namespace {
+
+// The calibration table (tests/data/measured_training_runs.json = shared/reference's file) with the
+// framework fusion chains fused (the default, what the measured engines run) and unfused; nothing is
+// fitted to either. Every evaluated run is predicted slower when its chains are unfused (more HBM
+// traffic, more launches): a cost model that ignored the terms would predict the same.
+TEST(FusionCost, CalibrationTableWithTheFusionChainsFusedAndUnfused) {
+  auto runs = LoadLayoutFile(std::string(ONBOARD_TEST_DATA) + "/measured_training_runs.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  auto fused = BuildCalibrationTable(*runs), unfused = BuildCalibrationTable(*runs, true);
+  ASSERT_TRUE(fused.ok() && unfused.ok());
+  ASSERT_EQ(fused->evaluated, unfused->evaluated);
+  ASSERT_GT(fused->evaluated, 0);
+  for (size_t i = 0; i < fused->rows.size(); ++i) {
+    if (!fused->rows[i].evaluated) continue;
+    EXPECT_LT(unfused->rows[i].predicted_tps, fused->rows[i].predicted_tps) << fused->rows[i].id;
+  }
+  std::printf(
+      "calibration, fusion chains fused:   mean |error| %.1f%%, max %.1f%% (%s), within 20%%: %d of %d\n",
+      100 * fused->mean_abs_err, 100 * fused->max_abs_err, fused->worst_id.c_str(), fused->within_20,
+      fused->evaluated);
+  std::printf(
+      "calibration, fusion chains unfused: mean |error| %.1f%%, max %.1f%% (%s), within 20%%: %d of %d\n",
+      100 * unfused->mean_abs_err, 100 * unfused->max_abs_err, unfused->worst_id.c_str(), unfused->within_20,
+      unfused->evaluated);
 }
 
 }  // namespace

@@ -122,3 +122,38 @@ TEST(FusionPlanTest, UngatedMlpAndPositionEmbeddings) {
 
 }  // namespace
 }  // namespace onboard
+
+namespace onboard {
+namespace {
+
+// fp8 / MXFP8 GEMM inputs: each norm fuses with the quantise (1 launch, 2 H b per norm, the 16-bit normed
+// copy never written), in place of the bf16 norm+linear prologue; bf16 has no quantise term.
+TEST(FusionPlanTest, Fp8NormsFuseWithTheQuantiseInsteadOfTheGemmPrologue) {
+  const ModelIR m = test::HfModel("llama-3.1-8b");
+  ASSERT_FALSE(m.layers.empty());
+  FusionOptions bf16, fp8;
+  fp8.fp8 = true;
+  const LayerFusion a = PlanLayerFusions(m, m.layers[0], bf16), b = PlanLayerFusions(m, m.layers[0], fp8);
+  int quant = 0, prologue = 0, channel = 0;
+  for (const FusionTerm& t : b.terms) {
+    if (t.kind == FusionKind::kNormLinearPrologue) ++prologue;
+    if (t.kind != FusionKind::kNormQuantize) continue;
+    ++quant;
+    channel += t.feeds_channel;
+    EXPECT_EQ(t.launches_saved, 1);
+    EXPECT_DOUBLE_EQ(t.bytes_saved, 2.0 * static_cast<double>(m.hidden) * 2);  // 2 x H x 2 B
+    EXPECT_NE(t.formula.find("fp8 cast"), std::string::npos) << t.formula;
+  }
+  EXPECT_EQ(quant, 2);  // before the attention and before the MLP
+  EXPECT_EQ(channel, 1);
+  EXPECT_EQ(prologue, 0);
+  for (const FusionTerm& t : a.terms) EXPECT_NE(t.kind, FusionKind::kNormQuantize);
+  EXPECT_DOUBLE_EQ(a.SavedBytesPerToken(), b.SavedBytesPerToken());  // same bytes, another partner
+  FusionPlan plan;
+  plan.options = fp8;
+  plan.layers = {b};
+  EXPECT_NE(FormatFusionPlan(plan).find("norm+fp8 quantise"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace onboard

@@ -1,7 +1,7 @@
 // The generated CUDA kernels of the flagship and Kimi-Linear, plus the check variants of the CPU check,
 // run under CPU EMULATION of the CUDA programming model (NOT a GPU run) against the fp64 references:
 // output (and KDA state) within 1e-5, DSA indices exact, bit-identical in reversed thread/block order,
-// DSA score workspace within its cap over several index launches.
+// DSA in one pass (one launch, no global workspace).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -61,8 +61,10 @@ TEST(CudaEmulationCheckTest, FlagshipKernelsMatchFp64ReferencesUnderCpuEmulation
   EXPECT_EQ(Count(rows, "dsa_"), 23);
   EXPECT_EQ(Count(rows, "bf16 "), 7);
   EXPECT_EQ(Count(rows, " ties"), 4);
-  // The 8 KiB score-workspace cap splits T = 300 (B = 2) into 100 index launches of 6 query rows.
-  EXPECT_EQ(Count(rows, "launches 101, score ws 7200 B;"), 4);
+  // One pass: every DSA forward is one launch with no global score workspace (was up to 1 GiB).
+  EXPECT_EQ(Count(rows, "one pass: 1 launch, workspace 0 B;"), 23);
+  // The flagship's DSA is MLA-based and gated: its kernels up-project by W_UV (128) before the gate.
+  EXPECT_GE(Count(rows, "_up128_gate_"), 2);
   // Not at full size, not in the fused-prologue rows (one pass each).
   EXPECT_EQ(Count(rows, "reversed order bit-identical"), static_cast<int>(rows.size()) - 2 - 16);
 }
@@ -72,6 +74,45 @@ TEST(CudaEmulationCheckTest, KimiLinearKernelsMatchFp64ReferencesUnderCpuEmulati
   EXPECT_GE(Count(rows, "kda_"), 12);
   EXPECT_GE(Count(rows, "_original_"), 4);  // Kimi-Linear's gate or the other-gate variant
   EXPECT_GE(Count(rows, "_bounded_"), 4);
+}
+
+// The one-pass CUDA DSA kernel under emulation, and the negative: the same source with the top-k
+// tie rule off by one (one tie too many kept at the k-th score, so the compaction's last real key is
+// pushed out of the selection) must fail the check on its pure-ties case.
+TEST(CudaEmulationCheckTest, OnePassDsaPassesAndABrokenTopkTieRuleFails) {
+  UseTestCache();
+  codegen::DsaSpec d;
+  d.num_heads = 4;
+  d.num_kv_heads = 1;
+  d.head_dim = 24;
+  d.v_head_dim = 16;
+  d.v_up_dim = 10;  // absorbed-MLA form: the up-projection, then the gate
+  d.index_heads = 2;
+  d.index_head_dim = 8;
+  d.topk = 8;
+  d.block = 8;
+  d.output_gate = true;
+  d.sink = true;
+  CudaEmulationCheckOptions opt;
+  opt.long_dsa_case = false;
+  auto gen = codegen::GenerateDsa(d, {codegen::KernelTarget::kCuda, 90});
+  ASSERT_TRUE(gen.ok()) << gen.status().ToString();
+  auto good = CheckGeneratedDsaKernelEmulated(d, *gen, opt);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  ASSERT_FALSE(good->empty());
+  for (const auto& r : *good) EXPECT_TRUE(r.pass) << r.shape << " " << r.note;
+  EXPECT_EQ(Count(*good, "one pass: 1 launch, workspace 0 B;"), static_cast<int>(good->size()));
+  codegen::GeneratedKernel broken = *gen;
+  const std::string rule = "(is_tie && tie_rank < ties)";
+  const size_t at = broken.source.find(rule);
+  ASSERT_NE(at, std::string::npos) << "the tie rule moved: update this negative control";
+  broken.source.replace(at, rule.size(), "(is_tie && tie_rank <= ties)");
+  auto bad = CheckGeneratedDsaKernelEmulated(d, broken, opt);
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  int failed = 0;
+  for (const auto& r : *bad) failed += !r.pass;
+  EXPECT_GE(failed, 1) << "a broken top-k must fail the emulated check";
+  EXPECT_GE(Count(*bad, " ties"), 1);
 }
 
 // CheckKernels(--target cuda, emulate_cuda): the emulation rows join the report (nvcc hidden here so

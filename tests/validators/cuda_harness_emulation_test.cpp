@@ -34,7 +34,7 @@ int CountOf(const std::string& text, const std::string& needle) {
 // Builds the harness of `kernel` for emulation and runs `check` over its case folders.
 void RunHarness(const codegen::GeneratedKernel& kernel, const std::string& dir, int want_cases) {
   const std::string tu = dir + "/" + kernel.name + ".emu.cu";
-  std::ofstream(tu) << CudaEmulationTranslationUnit(kernel, {});
+  std::ofstream(tu) << CudaEmulationTranslationUnit(kernel);
   const std::string bin = dir + "/" + kernel.name + ".emu";
   std::string log;
   const std::string cc = codegen::ShellQuote(HostCompiler()) + " -std=c++17 -O1 -w -I" +

@@ -44,9 +44,9 @@ TEST_P(DsaKernelTest, MatchesReference) {
   const auto ref = validators::ReferenceDsa(spec, in);
   std::vector<float> o(ref.o.size(), std::numeric_limits<float>::quiet_NaN());
   std::vector<int32_t> idx(ref.indices.size(), -9);
-  ASSERT_EQ((*lib)->dsa_fwd(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(),
-                            in.index_k.data(), in.index_w.data(), c.gate ? in.gate.data() : nullptr,
-                            c.sink ? in.sink.data() : nullptr, o.data(), idx.data(), c.B, c.T, 2),
+  ASSERT_EQ((*lib)->dsa_fwd(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(),
+                            in.index_w.data(), c.gate ? in.gate.data() : nullptr,
+                            c.sink ? in.sink.data() : nullptr, nullptr, o.data(), idx.data(), c.B, c.T, 2),
             0);
   EXPECT_EQ(idx, ref.indices);
   double num = 0, den = 0;
@@ -105,7 +105,7 @@ TEST(DsaKernelIndexTest, StreamingTopKBreaksTiesByIndexLikeTheReference) {
   std::vector<int32_t> fused(ref.size(), -9);
   std::vector<float> o(static_cast<size_t>(B) * T * spec.num_heads * spec.v_head_dim);
   ASSERT_EQ((*lib)->dsa_fwd(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(),
-                            in.index_w.data(), nullptr, nullptr, o.data(), fused.data(), B, T, 2),
+                            in.index_w.data(), nullptr, nullptr, nullptr, o.data(), fused.data(), B, T, 2),
             0);
   EXPECT_EQ(fused, ref);
 }
@@ -122,10 +122,10 @@ TEST(DsaKernelAbiTest, NullPointersAndBadDimsAreRefused) {
   const auto in = validators::RandomDsaInputs(spec, 1, 4, 1);
   std::vector<float> o(4 * 4 * 64);
   EXPECT_EQ((*lib)->dsa_fwd(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(),
-                            in.index_w.data(), nullptr, nullptr, o.data(), nullptr, 1, 4, 1),
+                            in.index_w.data(), nullptr, nullptr, nullptr, o.data(), nullptr, 1, 4, 1),
             2);
   EXPECT_EQ((*lib)->dsa_fwd(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(),
-                            in.index_w.data(), nullptr, in.sink.data(), o.data(), nullptr, 1, 0, 1),
+                            in.index_w.data(), nullptr, in.sink.data(), nullptr, o.data(), nullptr, 1, 0, 1),
             1);
 }
 

@@ -78,7 +78,7 @@ TEST(KernelTemplatesTest, DefaultDsaFusedAndSplitMatchReference) {
   std::vector<int32_t> idx(ref.indices.size(), -9), idx2 = idx;
   // Fused: index and attention per query block.
   ASSERT_EQ(DefaultDsa::Forward(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(),
-                                in.index_w.data(), nullptr, nullptr, o.data(), idx.data(), 1, T, 2),
+                                in.index_w.data(), nullptr, nullptr, nullptr, o.data(), idx.data(), 1, T, 2),
             0);
   EXPECT_EQ(idx, ref.indices);
   const auto e = validators::CompareKernelOutput(o, ref.o);
@@ -86,15 +86,15 @@ TEST(KernelTemplatesTest, DefaultDsaFusedAndSplitMatchReference) {
   EXPECT_LT(e.rel, 1e-5);
   // Split: the two entry points give the same bits.
   ASSERT_EQ(DefaultDsa::Index(in.index_q.data(), in.index_k.data(), in.index_w.data(), idx2.data(), 1, T, 2), 0);
-  ASSERT_EQ(DefaultDsa::Attend(in.q.data(), in.k.data(), in.v.data(), nullptr, nullptr, idx2.data(), o2.data(), 1,
-                               T, 2),
+  ASSERT_EQ(DefaultDsa::Attend(in.q.data(), in.k.data(), in.v.data(), nullptr, nullptr, nullptr, idx2.data(),
+                               o2.data(), 1, T, 2),
             0);
   EXPECT_EQ(idx2, idx);
   EXPECT_EQ(0, std::memcmp(o.data(), o2.data(), o.size() * sizeof(float)));
   // Without an index output the fused forward keeps the selection in a block buffer: same output.
   std::vector<float> o3(o.size(), std::numeric_limits<float>::quiet_NaN());
   ASSERT_EQ(DefaultDsa::Forward(in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(),
-                                in.index_w.data(), nullptr, nullptr, o3.data(), nullptr, 1, T, 2),
+                                in.index_w.data(), nullptr, nullptr, nullptr, o3.data(), nullptr, 1, T, 2),
             0);
   EXPECT_EQ(0, std::memcmp(o.data(), o3.data(), o.size() * sizeof(float)));
 }
