@@ -4,6 +4,8 @@
 #include "report/report_markdown.h"
 
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "report/fusion_section.h"
 #include "report/report_format.h"
@@ -229,6 +231,28 @@ void Decisions(std::ostringstream& o, const json& r) {
   o << "\n\n";
 }
 
+// Artifact names are paths relative to the run folder, where report.md is written: each one is a
+// relative link. The engine exports (exports/, search/plan_export.h) come first, on their own.
+void Artifacts(std::ostringstream& o, const json& r) {
+  std::vector<std::string> exports, other;
+  for (const auto& a : JsonAt(r, "artifacts")) {
+    const std::string name = a.get<std::string>();
+    (name.rfind("exports/", 0) == 0 ? exports : other).push_back(name);
+  }
+  auto link = [&](const std::string& name, const std::string& text) {
+    o << "- [`" << text << "`](" << name << ")\n";
+  };
+  o << "## Artifacts\n\n";
+  if (!exports.empty()) {
+    o << "Engine exports of the chosen plan (each file names its engine and version, what that engine cannot "
+         "do, and "
+         "what you must supply; `EXPORTS.md` indexes them):\n\n";
+    for (const std::string& e : exports) link(e, e.substr(std::string("exports/").size()));
+    o << "\nOther files of this run:\n\n";
+  }
+  for (const std::string& a : other) link(a, a);
+}
+
 void Timeline(std::ostringstream& o, const json& r) {
   o << "## Stage timeline\n\n| stage | round | wall time | ok | summary |\n|---|---|---|---|---|\n";
   for (const auto& s : JsonAt(r, "timeline"))
@@ -237,8 +261,7 @@ void Timeline(std::ostringstream& o, const json& r) {
   o << "\n";
   for (const auto& n : JsonAt(r, "notes")) o << "> note: " << n.get<std::string>() << "\n";
   if (!JsonAt(r, "notes").empty()) o << "\n";
-  o << "## Artifacts\n\n";
-  for (const auto& a : JsonAt(r, "artifacts")) o << "- `" << a.get<std::string>() << "`\n";
+  Artifacts(o, r);
 }
 
 }  // namespace

@@ -23,8 +23,11 @@
 # arguments and the script refuses to launch); a torchtitan or Bridge export accepted unless it is
 # written to stop that engine (then the engine must refuse it). --self-test also breaks one copy per engine
 # (a flag Megatron lacks; a TOML key torchtitan lacks; a TrainingConfig field torchtitan main lacks;
-# for Bridge, more TP ranks than attention heads and a global batch the data-parallel ranks do not
-# divide) and requires the engine to refuse it, so a check that accepts everything is caught.
+# for Bridge, more TP ranks than attention heads, a global batch the data-parallel ranks do not
+# divide and an HF module name among the LoRA targets; for MindSpeed-LLM, an unknown flag, a
+# --num-layer-list one entry short, a noop layer out of range and an HF LoRA target) and requires the engine to refuse
+# it, so a check that accepts everything is caught. A guarded negative refused by another rule than
+# the one it breaks is reported UNEXPECTED.
 # Exit: 0 all as expected, 1 an unexpected verdict, 2 bad usage or no engine given.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -152,6 +155,17 @@ if [[ $self_test == 1 ]]; then
     v="$(bridge_verdict "$r" "${pairs[pick + 1]}" "$world")"
     [[ "$v" == *batch_size* ]] || v="VERDICT accepted by a batch rule (so reported UNEXPECTED): $v"
     report megatron-bridge batch-plus-one plan_megatron_bridge.py refused "$v"
+    # (c) the first LoRA recipe Bridge accepts, with an HF module name (q_proj) among its targets:
+    # Bridge's matcher finds no Megatron module of that name (the verdict names target_modules).
+    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+      l="${pairs[i]}/plan_megatron_bridge.py"
+      grep -q 'LoRA(target_modules=\[' "$l" && [[ $(expect_for "$l") == accepted ]] || continue
+      sed -E 's/LoRA\(target_modules=\[/&"q_proj", /' "$l" > "$r"
+      v="$(bridge_verdict "$r" "${pairs[i + 1]}" "$(world_of "${pairs[i]}/plan.megatron.sh")")"
+      [[ "$v" == *"target_modules"*q_proj* ]] || v="VERDICT accepted by the target-module match (so reported UNEXPECTED): $v"
+      report megatron-bridge lora-hf-target plan_megatron_bridge.py refused "$v"
+      break
+    done
   fi
   # MindSpeed-LLM: (a) a flag neither Megatron-LM nor MindSpeed has, on the pick; (b) the first
   # export with --num-layer-list, its last stage dropped: one entry fewer than pipeline stages, which
@@ -170,6 +184,28 @@ if [[ $self_test == 1 ]]; then
       v="$(mindspeed_verdict "$m" "${pairs[i + 1]}")"
       [[ "$v" == *num_layer_list* || "$v" == *"(mindspeed_llm/"* ]] || v="VERDICT accepted by the layer-list rule (so reported UNEXPECTED): $v"
       report mindspeed-llm layer-list-short plan.mindspeed.sh refused "$v"
+      break
+    done
+    # (c) the first export with --noop-layers, its last noop layer moved to --num-layers itself (out of
+    # range): MindSpeed's noop-layers feature must refuse it (the verdict names noop_layers).
+    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+      grep -q -- '--noop-layers' "${pairs[i]}/plan.mindspeed.sh" || continue
+      cp "${pairs[i]}/plan.mindspeed.sh" "$m"
+      n="$(sed -n -E 's/^  --num-layers ([0-9]+)$/\1/p' "$m")"
+      sed -i -E "s/^(  --noop-layers ([0-9]+,)*)[0-9]+$/\1$n/" "$m"
+      v="$(mindspeed_verdict "$m" "${pairs[i + 1]}")"
+      [[ "$v" == *noop_layers* ]] || v="VERDICT accepted by the noop-layers rule (so reported UNEXPECTED): $v"
+      report mindspeed-llm noop-out-of-range plan.mindspeed.sh refused "$v"
+      break
+    done
+    # (d) the first LoRA export, an HF module name (q_proj) first among its targets: not a LoRA name
+    # MindSpeed-LLM maps (the verdict names its lora_cfg.json).
+    for ((i = 0; i < ${#pairs[@]}; i += 2)); do
+      grep -q -- '--lora-target-modules' "${pairs[i]}/plan.mindspeed.sh" || continue
+      sed 's/^  --lora-target-modules /&q_proj /' "${pairs[i]}/plan.mindspeed.sh" > "$m"
+      v="$(mindspeed_verdict "$m" "${pairs[i + 1]}")"
+      [[ "$v" == *lora_cfg.json*q_proj* ]] || v="VERDICT accepted by the LoRA-name check (so reported UNEXPECTED): $v"
+      report mindspeed-llm lora-hf-target plan.mindspeed.sh refused "$v"
       break
     done
   fi

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs, with apt-get, only the Debian packages onboard needs that are missing. Idempotent.
 # Usage: scripts/install-deps.sh        (as root, or with sudo available)
+#        ONBOARD_ENGINE_CHECKS=1 scripts/install-deps.sh   also the Python packages the engines' own
+#        validation of the exports needs (scripts/check-exports-with-engines.sh; `make test` does not)
 set -euo pipefail
 
 PACKAGES=(
@@ -15,6 +17,17 @@ PACKAGES=(
   chromium
   slurm-wlm munge          # tests/backends/slurm_probe_test.cpp: slurmctld + slurmd + munged on localhost
 )
+# Optional: Debian's torch and what Megatron-LM, torchtitan, Megatron-Bridge and MindSpeed-LLM import on
+# the way to their argument/config validation (the engines' sources are checkouts, not packages:
+# scripts/README.md, "Engine checkouts"). Left out by default so a plain install and `make test` stay as
+# they are.
+if [ "${ONBOARD_ENGINE_CHECKS:-0}" = 1 ]; then
+  PACKAGES+=(
+    python3-torch python3-numpy python3-packaging python3-yaml
+    python3-filelock python3-fsspec python3-tqdm python3-regex python3-httpx python3-typer
+    python3-omegaconf python3-rich python3-six python3-scipy python3-pil
+  )
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -11,6 +11,7 @@
 //   bf16_with_mxfp8_mixed}
 // ConfigContainer.validate asserts cfg.checkpoint.pretrained_checkpoint is set when cfg.peft is,
 // and that model.seq_length == dataset.seq_length: both are set below.
+#include <algorithm>
 #include <sstream>
 
 #include "search/export_model.h"
@@ -24,8 +25,15 @@ const char* const kBridgeTarget = "NVIDIA-NeMo/Megatron-Bridge main @ 067f987d (
 std::string Py(bool b) { return b ? "True" : "False"; }
 std::string S(int64_t v) { return std::to_string(v); }
 
+bool HasDenseMlp(const ExportModel& m) {
+  return std::find(m.moe_layer.begin(), m.moe_layer.end(), false) != m.moe_layer.end();
+}
+
 // LoRA targets in Megatron-Core module names: attention projections and the dense / shared-expert
-// MLPs (the plan's adapters), not the routed experts.
+// MLPs (the plan's adapters), not the routed experts. A dense-MLP pattern only where the model has a
+// dense layer: Bridge's matcher (PEFT.__call__) only warns on a target that matches no module, and
+// LoRA then silently adapts less (scripts/engine_checks/megatron_bridge_validate.py, Step 4, found
+// "*.mlp.linear_fc1" matching nothing on Qwen3-30B-A3B, whose every layer is MoE).
 std::vector<std::string> LoraTargets(const ExportModel& m) {
   std::vector<std::string> t;
   if (m.mla) {
@@ -35,8 +43,10 @@ std::vector<std::string> LoraTargets(const ExportModel& m) {
   } else {
     t = {"linear_qkv", "linear_proj"};
   }
-  t.push_back("*.mlp.linear_fc1");
-  t.push_back("*.mlp.linear_fc2");
+  if (HasDenseMlp(m)) {
+    t.push_back("*.mlp.linear_fc1");
+    t.push_back("*.mlp.linear_fc2");
+  }
   if (m.shared_experts > 0) {
     t.push_back("*.mlp.shared_experts.linear_fc1");
     t.push_back("*.mlp.shared_experts.linear_fc2");
@@ -142,6 +152,13 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
                                " base for LoRA here)");
   if (p.mode == FinetuneMode::kLoRA) {
     c.approximations.push_back("LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)");
+    if (m.experts > 0) {
+      std::string t;
+      for (const std::string& x : LoraTargets(m)) t += (t.empty() ? "" : ", ") + x;
+      c.approximations.push_back(
+          "LoRA targets " + t + ": the routed experts are not adapted" +
+          (HasDenseMlp(m) || m.shared_experts > 0 ? "" : " (no dense or shared MLP: attention only)"));
+    }
     if (p.zero_stage >= 3 && p.deg.dp_shard > 1)
       c.approximations.push_back("the plan FSDP-shards the frozen base over dp_shard=" + S(p.deg.dp_shard) +
                                  "; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights "

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <utility>
@@ -92,6 +93,14 @@ struct MegatronRuleFailure {
   std::string message;   // names the flags and values
   std::string source;
 };
+// One rule of a checker's table: its id/source and the function that calls `fail` once per breach.
+// The Megatron-LM checker and the MindSpeed-LLM one (export_mindspeed_rules.h) are such tables.
+struct MegatronRuleFn {
+  MegatronRule rule;
+  void (*fn)(const MegatronArgs&, const std::function<void(const std::string&)>&);
+};
+std::vector<MegatronRule> RulesOf(const std::vector<MegatronRuleFn>& table);
+std::vector<MegatronRuleFailure> RunRules(const std::vector<MegatronRuleFn>& table, const MegatronArgs& args);
 const std::vector<MegatronRule>& MegatronRules();
 // Expands a --pipeline-model-parallel-layout string ("Et*3|(tt|)*2,m|L") into its stages' layer
 // symbols ({"Ettt","tt","tt","mL"}); empty when it does not parse.

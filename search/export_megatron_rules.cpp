@@ -291,13 +291,8 @@ void MoeFieldsNeedExperts(const MegatronArgs& a, const Fail& fail) {
     fail("--moe-ffn-hidden-size without --num-experts");
 }
 
-struct RuleFn {
-  MegatronRule rule;
-  void (*fn)(const MegatronArgs&, const Fail&);
-};
-
-const std::vector<RuleFn>& RuleTable() {
-  static const std::vector<RuleFn> t = {
+const std::vector<MegatronRuleFn>& RuleTable() {
+  static const std::vector<MegatronRuleFn> t = {
       {{"known_flags",
         "megatron/training/arguments.py: parse_args (argparse; flags from _add_*_args and "
         "ArgumentGroupFactory "
@@ -399,20 +394,27 @@ std::vector<std::string> LayoutStages(const std::string& layout) {
   return stages;
 }
 
+std::vector<MegatronRule> RulesOf(const std::vector<MegatronRuleFn>& table) {
+  std::vector<MegatronRule> r;
+  for (const MegatronRuleFn& f : table) r.push_back(f.rule);
+  return r;
+}
+
+std::vector<MegatronRuleFailure> RunRules(const std::vector<MegatronRuleFn>& table,
+                                          const MegatronArgs& args) {
+  std::vector<MegatronRuleFailure> out;
+  for (const MegatronRuleFn& f : table)
+    f.fn(args, [&](const std::string& msg) { out.push_back({f.rule.id, msg, f.rule.source}); });
+  return out;
+}
+
 const std::vector<MegatronRule>& MegatronRules() {
-  static const std::vector<MegatronRule> rules = [] {
-    std::vector<MegatronRule> r;
-    for (const RuleFn& f : RuleTable()) r.push_back(f.rule);
-    return r;
-  }();
+  static const std::vector<MegatronRule> rules = RulesOf(RuleTable());
   return rules;
 }
 
 std::vector<MegatronRuleFailure> CheckMegatronArgs(const MegatronArgs& args) {
-  std::vector<MegatronRuleFailure> out;
-  for (const RuleFn& f : RuleTable())
-    f.fn(args, [&](const std::string& msg) { out.push_back({f.rule.id, msg, f.rule.source}); });
-  return out;
+  return RunRules(RuleTable(), args);
 }
 
 std::string FormatRuleFailures(const std::vector<MegatronRuleFailure>& failures) {

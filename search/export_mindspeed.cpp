@@ -3,7 +3,12 @@
 // Flag names from Ascend/MindSpeed-LLM master @ c77308a1 (2026-08-21):
 //   --num-layer-list a,b,..     features_manager/pipeline_parallel/num_layer_list.py (len == pp,
 //                               needs pp > 1, not with virtual pipeline)
-//   --first-k-dense-replace K   features_manager/transformer/transformer_block.py
+//   --noop-layers i,j,..        Ascend/MindSpeed features_manager/pipeline_parallel/noop_layers.py: layers
+//                               that are identities; MindSpeed-LLM's DeepSeek-V3 recipe
+//                               (examples/mcore/deepseek3/pretrain_deepseek3_671b_4k_ptd.sh) runs 61 layers
+//                               as --num-layers 64 --noop-layers 61,62,63
+//   --first-k-dense-replace K   features_manager/transformer/transformer_block.py (K < num_layers // pp:
+//                               export_mindspeed_rules.cpp, the one home of MindSpeed's rules)
 //   --norm-topk-prob            features_manager/moe/moe_router.py
 //   --rope-scaling-type yarn|llama3, --rope-scaling-factor, --beta-fast, --beta-slow,
 //   --rope-scaling-mscale, --rope-scaling-mscale-all-dim,
@@ -18,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "search/export_mindspeed_rules.h"
 #include "search/export_model.h"
 #include "search/plan_export.h"
 
@@ -37,6 +43,20 @@ std::string MindSpeedHfType(const std::string& model_type) {
   return "";
 }
 
+// --first-k-dense-replace K: the model's leading dense layers when every later layer is MoE; 0 otherwise.
+int64_t FirstKDense(const ExportModel& m) {
+  const int64_t first_moe = m.first_moe_layer();
+  bool dense_prefix = first_moe > 0;
+  for (int64_t l = std::max<int64_t>(first_moe, 0); l < m.layers && dense_prefix; ++l)
+    dense_prefix = m.moe_layer[l];
+  return dense_prefix ? first_moe : 0;
+}
+
+// The plan's stage split as MindSpeed-LLM takes it. Step 1: --num-layer-list, unless MindSpeed's
+// dense-layers rule, which reads --num-layers and not the list, refuses it. Step 2: then the
+// noop-layer form of MindSpeed's DeepSeek-V3 recipe: --num-layers k*pp with the last k*pp - L
+// layers noop, i.e. stages of k = the largest stage, only the last one shorter. Step 3: a split
+// of another shape, or one the rule refuses in that form too, is NOT SUPPORTED with the rule.
 void ReplacePipeline(const Plan& p, const ModelIR& ir, const ExportModel& m, MegatronExport* e) {
   e->args.Remove("--pipeline-model-parallel-layout");
   if (p.deg.pp <= 1) return;
@@ -46,19 +66,42 @@ void ReplacePipeline(const Plan& p, const ModelIR& ir, const ExportModel& m, Meg
   Plan flat = p;
   flat.deg.interleave = 1;
   if (p.deg.interleave > 1) flat.stage_layer_starts.clear();
-  std::string list;
-  for (int64_t s : StageSizes(ExportStageStarts(flat, ir), m.layers)) list += (list.empty() ? "" : ",") + S(s);
-  e->args.Add("--num-layer-list", list);
+  const std::vector<int64_t> sizes = StageSizes(ExportStageStarts(flat, ir), m.layers);
+  const int64_t first_k = FirstKDense(m), pp = p.deg.pp;
+  if (MindSpeedDenseLayersFit(first_k, m.layers, pp)) {
+    std::string list;
+    for (int64_t s : sizes) list += (list.empty() ? "" : ",") + S(s);
+    e->args.Add("--num-layer-list", list);
+    return;
+  }
+  const int64_t k = *std::max_element(sizes.begin(), sizes.end());
+  bool tail_form = sizes.back() >= 1;
+  for (size_t i = 0; i + 1 < sizes.size(); ++i) tail_form = tail_form && sizes[i] == k;
+  if (tail_form && MindSpeedDenseLayersFit(first_k, k * pp, pp)) {
+    std::string noop;
+    for (int64_t l = m.layers; l < k * pp; ++l) noop += (noop.empty() ? "" : ",") + S(l);
+    for (auto& [flag, value] : e->args.flags)
+      if (flag == "--num-layers") value = S(k * pp);
+    if (!noop.empty()) e->args.Add("--noop-layers", noop);
+    e->caveats.approximations.push_back(
+        "stage split as --num-layers " + S(k * pp) + " with noop layers " + (noop.empty() ? "none" : noop) +
+        " (MindSpeed-LLM's DeepSeek-V3 recipe form): its --first-k-dense-replace rule reads --num-layers, "
+        "so " +
+        "--num-layer-list with " + S(m.layers) + " layers over pp " + S(pp) + " is refused");
+    return;
+  }
+  e->caveats.unsupported.push_back(
+      "stage split of " + S(m.layers) + " layers over pp " + S(pp) +
+      ": MindSpeed-LLM requires --first-k-dense-replace " + S(first_k) +
+      " < --num-layers // pp (transformer_block.py validate_args), and the split is "
+      "not of the noop-layer form (equal stages, a shorter last one)");
 }
 
 void ReplaceModelFlags(const Plan& p, const ExportModel& m, MegatronExport* e) {
   MegatronArgs& a = e->args;
-  const int64_t first_moe = m.first_moe_layer();
-  bool dense_prefix = first_moe >= 0;
-  for (int64_t l = std::max<int64_t>(first_moe, 0); l < m.layers && dense_prefix; ++l) dense_prefix = m.moe_layer[l];
-  if (dense_prefix && first_moe > 0) {
+  if (const int64_t first_k = FirstKDense(m); first_k > 0) {
     a.Remove("--moe-layer-freq");
-    a.Add("--first-k-dense-replace", S(first_moe));
+    a.Add("--first-k-dense-replace", S(first_k));
     a.Add("--moe-layer-freq", "1");
   }
   if (m.experts > 0 && m.renormalize) a.Add("--norm-topk-prob");

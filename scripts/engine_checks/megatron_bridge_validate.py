@@ -14,10 +14,17 @@ the src/ folders of HF transformers and huggingface_hub. What runs, unchanged, f
           setup, data-parallel size, comm overlap, ConfigContainer.validate() (the model provider's
           finalize: Megatron-Core TransformerConfig/MLATransformerConfig __post_init__, the pipeline
           layout, batch divisibility, distributed optimizer, checkpoint, scheduler)
+  Step 4  (LoRA) the target modules, matched by Bridge's own PEFT matcher: PEFT.__call__'s validation
+          walk (_init_target_match_state, ModuleMatcher.match on every module, _validate_target_matches,
+          whose "No modules matched" warning is captured) over the model's module names. The names are
+          read as data from the family bridge's mapping_registry() (every megatron_param it maps to an
+          HF weight, "*" as 0, the parameter name dropped): building the model itself needs CUDA and
+          Transformer Engine. Bridge only warns on a target that matches nothing (LoRA then silently
+          skips it); this check refuses it, labelled [onboard: Bridge's matcher].
 WORLD_SIZE is the export's NNODES x GPUS_PER_NODE (get_world_size_safe reads WORLD_SIZE); RANK 0.
 MEGATRON_CHECKPOINT_DIR is an empty temporary folder (CheckpointConfig checks it exists).
-Not run: model build and LoRA's transform (they need CUDA and Transformer Engine), so LoRA target
-module names are not matched against a model here.
+Not run: model build and LoRA's transform (they need CUDA and Transformer Engine), so a target
+that matches a module of a type LoRA cannot wrap is not caught here.
 Prints 'VERDICT accepted' or 'VERDICT refused: <engine message>'; exit 0 / 1."""
 import atexit
 import importlib.util
@@ -30,6 +37,36 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import bridge_env  # noqa: E402
 import engine_env  # noqa: E402
+
+
+def lora_targets_matched(peft):
+    """Step 4: Bridge's validation walk of PEFT.__call__ over the bridge's module names; returns
+    'targets: name N modules, ...' or raises with Bridge's own warning text."""
+    import logging
+
+    import torch
+    from megatron.bridge import AutoBridge
+    registry = AutoBridge.from_hf_pretrained(os.environ["HF_MODEL_PATH"])._model_bridge.mapping_registry()
+    modules = sorted({m.megatron_param.replace("*", "0").rsplit(".", 1)[0] for m in registry.mappings})
+    warnings = []
+    handler = logging.Handler()
+    handler.emit = lambda record: warnings.append(record.getMessage())
+    logger = logging.getLogger("megatron.bridge.peft.module_matcher")
+    logger.addHandler(handler)
+    try:
+        peft._init_target_match_state()
+        for fqn in modules:
+            prefix, _, name = fqn.rpartition(".")
+            peft.match(torch.nn.Linear(1, 1), name, prefix or None)
+        counts = {alias: len(found) for alias, found in peft._alias_matches.items()}
+        peft._validate_target_matches()
+        peft._reset_target_match_state()
+    finally:
+        logger.removeHandler(handler)
+    if warnings:
+        raise ValueError("[onboard: Bridge's matcher over the bridge's mapping_registry, "
+                         f"{len(modules)} module names] LoRA target_modules: " + "; ".join(warnings))
+    return "targets matched: " + ", ".join(f"{a} {n}" for a, n in counts.items())
 
 
 def main():
@@ -63,7 +100,7 @@ def main():
             ("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
             ("vp", "virtual_pipeline_model_parallel_size"), ("cp", "context_parallel_size"),
             ("ep", "expert_model_parallel_size"), ("etp", "expert_tensor_parallel_size")))
-        lora = f"LoRA dim {peft.dim} alpha {peft.alpha} targets {len(peft.target_modules)}" if peft else "no PEFT"
+        lora = f"LoRA dim {peft.dim} alpha {peft.alpha} {lora_targets_matched(peft)}" if peft else "no PEFT"  # Step 4
         return (f"world {world}, {type(m).__name__}, layers {m.num_layers}, {sizes} dp {cfg.data_parallel_size}, "
                 f"micro {cfg.train.micro_batch_size} global {cfg.train.global_batch_size}, {lora}" + bridge_env.gate_suffix())
     return engine_env.print_verdict(root, check)

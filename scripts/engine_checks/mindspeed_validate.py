@@ -12,6 +12,10 @@ What runs, unchanged, from the checkouts (pretrain_gpt.py / posttrain_gpt.py up 
   Step 3  megatron.training.arguments.validate_args(args, {})   (patched: the features' pre-checks,
           Megatron's validate_args, the features' validate_args: num-layer-list, MoE, rotary,
           tokenizer, checkpoint conversion, LoRA, ...)
+  Step 4  (LoRA) every --lora-target-modules name is one MindSpeed-LLM maps: a key of its
+          configs/checkpoint/lora_cfg.json "lora_mappings" (read as data: the LoRA names its checkpoint
+          conversion knows). Its peft matching runs on the built model (NPU), so a name it maps that the
+          model lacks is not caught here. Labelled [onboard: MindSpeed-LLM's lora_cfg.json].
 The environment is the script's, WORLD_SIZE = NNODES x GPUS_PER_NODE, RANK 0. HF_MODEL_PATH is a
 temporary folder with HF_CONFIG.json as config.json and an empty model.safetensors: with
 --enable-hf2mg-convert, validation only checks that --load names a folder holding *.safetensors
@@ -66,6 +70,14 @@ def main():
         parsed = mta.parse_args(None, False)                                 # Step 2
         mta.validate_args(parsed, {})                                        # Step 3
         lora = parsed.lora_r if getattr(parsed, "lora_target_modules", None) else None
+        if lora is not None:                                                 # Step 4
+            import json
+            with open(os.path.join(root, "configs", "checkpoint", "lora_cfg.json")) as f:
+                known = json.load(f)["lora_mappings"]
+            unknown = [t for t in parsed.lora_target_modules if t not in known]
+            if unknown:
+                raise ValueError(f"[onboard: MindSpeed-LLM's lora_cfg.json] --lora-target-modules {unknown} are not "
+                                 f"among the LoRA names it maps: {sorted(known)}")
         return (f"world {parsed.world_size}, layers {parsed.num_layers}, tp {parsed.tensor_model_parallel_size} "
                 f"pp {parsed.pipeline_model_parallel_size} ep {parsed.expert_model_parallel_size}, num-layer-list "
                 f"{getattr(parsed, 'num_layer_list', None)}, lora r {lora}" + bridge_env.gate_suffix())

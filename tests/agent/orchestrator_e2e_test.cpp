@@ -181,5 +181,32 @@ TEST(OrchestratorE2E, UnknownModuleIsFlaggedAndTheRunGoesOn) {
   fs::remove(over);
 }
 
+// report.md links every engine export with a path relative to the run folder; each link must open
+// the export file this run wrote (same bytes), and no export may be left out of the list.
+TEST(OrchestratorE2E, MarkdownReportLinksEveryExportRelativeToTheRunFolder) {
+  std::string out = FreshDir("links");
+  NullEventSink sink;
+  auto res = RunOnboarding(TinyRequest(out, false, false), sink, CancelToken{});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  std::ifstream md(out + "/report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), {});
+  std::set<std::string> linked;
+  for (size_t at = text.find("](exports/"); at != std::string::npos; at = text.find("](exports/", at + 1)) {
+    const size_t end = text.find(')', at);
+    ASSERT_NE(end, std::string::npos);
+    const std::string rel = text.substr(at + 2, end - at - 2);
+    ASSERT_FALSE(fs::path(rel).is_absolute()) << rel;
+    ASSERT_TRUE(fs::is_regular_file(fs::path(out) / rel)) << rel << " does not open from the run folder";
+    linked.insert(rel);
+  }
+  std::set<std::string> written;
+  for (const auto& e : fs::directory_iterator(fs::path(out) / "exports"))
+    written.insert("exports/" + e.path().filename().string());
+  EXPECT_EQ(linked, written);
+  EXPECT_TRUE(linked.count("exports/plan.megatron.sh") && linked.count("exports/plan.mindspeed.sh") &&
+              linked.count("exports/plan_megatron_bridge.py") && linked.count("exports/plan.sbatch"));
+  fs::remove_all(out);
+}
+
 }  // namespace
 }  // namespace onboard::agent

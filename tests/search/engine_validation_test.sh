@@ -9,7 +9,9 @@ if [[ -z "${MEGATRON_LM_DIR:-}${TORCHTITAN_V02_DIR:-}${TORCHTITAN_DIR:-}${MEGATR
   echo "SKIPPED: the engines' own validation of the exports did NOT run: it needs engine checkouts, named by"
   echo "  MEGATRON_LM_DIR, TORCHTITAN_V02_DIR, TORCHTITAN_DIR, MEGATRON_BRIDGE_DIR (+ BRIDGE_PYTHONPATH) and/or"
   echo "  MINDSPEED_LLM_DIR (+ MINDSPEED_PYTHONPATH). CI cannot download them, so CI always skips this test;"
-  echo "  run it with checkouts at hand (search/README.md, \"The engines' own validation\")."
+  echo "  run it with checkouts at hand (search/README.md, \"The engines' own validation\"; the Python packages:"
+  echo "  ONBOARD_ENGINE_CHECKS=1 scripts/install-deps.sh). What CI checks instead is onboard's re-statement of"
+  echo "  the rules the engines refused exports for: MegatronRules.*, MindSpeedRules.*, ExportGolden.* (goldens)."
   exit 77
 fi
 if ! "${PYTHON:-/usr/bin/python3}" -c 'import torch' 2>/dev/null; then

@@ -87,6 +87,32 @@ TEST(ExportGolden, BridgeAndMindSpeedExportsFollowTheRulesTheirEnginesRefusedThe
   EXPECT_EQ(dsa, 2);  // flagship full and LoRA
 }
 
+// Bridge's LoRA matcher (scripts/engine_checks/megatron_bridge_validate.py, Step 4) found a dense-MLP
+// target matching no module of an all-MoE model (Qwen3-30B-A3B); torchtitan main's
+// Trainer.Config._validate_cuda_graphs refused pipeline / all-to-all expert parallelism with CUDA
+// graphs on (its default).
+TEST(ExportGolden, LoraTargetsAndCudaGraphsFollowTheRulesTheirEnginesRefusedThemFor) {
+  int lora = 0, dense_targets = 0;
+  for (const test::ExportCase& c : test::ExportCases()) {
+    bool dense = false;
+    for (const LayerSpec& l : c.model.layers) dense = dense || l.channel != ChannelKind::kMoE;
+    const std::string recipe = test::ReadText(kGolden + "/" + c.name + "/plan_megatron_bridge.py");
+    if (c.plan.mode == FinetuneMode::kLoRA) {
+      ++lora;
+      const bool has = recipe.find("\"*.mlp.linear_fc1\"") != std::string::npos;
+      dense_targets += has;
+      EXPECT_EQ(has, dense) << c.name << ": a dense-MLP LoRA target exactly where the model has a dense MLP";
+    }
+    const std::string titan = test::ReadText(kGolden + "/" + c.name + "/plan_torchtitan.py");
+    if ((c.plan.deg.pp > 1 || c.plan.deg.ep > 1) &&
+        titan.find("raise NotImplementedError") == std::string::npos) {
+      EXPECT_NE(titan.find("disable_cuda_graphs=True"), std::string::npos) << c.name;
+    }
+  }
+  EXPECT_EQ(lora, 5);
+  EXPECT_EQ(dense_targets, 3);  // flagship (dense first layers), DeepSeek-V3 (first 3 dense), Llama-3.1-8B
+}
+
 TEST(ExportGolden, BrokenExportFailsTheChecker) {
   // Issue 14's measured failure: torch FSDP2 with the distributed optimizer, pipeline and experts.
   const std::string path = kGolden + "/deepseek-v3-pp16/plan.megatron.sh";

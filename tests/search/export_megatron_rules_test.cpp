@@ -13,17 +13,8 @@
 namespace onboard {
 namespace {
 
-MegatronArgs Golden(const std::string& name) {
-  const std::string path = std::string(ONBOARD_TEST_DATA) + "/exports/" + name + "/plan.megatron.sh";
-  auto a = ParseMegatronScript(test::ReadText(path), path);
-  EXPECT_TRUE(a.ok()) << a.status().ToString();
-  return a.ok() ? *a : MegatronArgs{};
-}
-
-void Set(MegatronArgs* a, const std::string& flag, const std::string& value = "") {
-  a->Remove(flag);
-  a->Add(flag, value);
-}
+MegatronArgs Golden(const std::string& name) { return test::GoldenArgs(name, "plan.megatron.sh"); }
+using test::SetFlag;
 
 struct RuleCase {
   std::string rule;       // MegatronRule::id the change must trip
@@ -43,18 +34,18 @@ std::vector<RuleCase> Cases() {
       {"known_flags", ll, "unrecognized argument --no-such-flag",
        [](MegatronArgs* a) { a->Add("--no-such-flag"); }},
       {"world_divisible", ds, "not divisible by tp*pp*cp=48",
-       [](MegatronArgs* a) { Set(a, "--tensor-model-parallel-size", "3"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--tensor-model-parallel-size", "3"); }},
       {"global_batch", ds, "--global-batch-size 1000 not divisible by micro-batch 1 * data-parallel 128",
-       [](MegatronArgs* a) { Set(a, "--global-batch-size", "1000"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--global-batch-size", "1000"); }},
       {"torch_fsdp2_conflicts", ds, "--use-torch-fsdp2 with pipeline parallelism",
        [](MegatronArgs* a) { a->Add("--use-torch-fsdp2"); }},
       {"megatron_fsdp", ds, "--use-megatron-fsdp needs --ckpt-format fsdp_dtensor",
        [](MegatronArgs* a) { a->Add("--use-megatron-fsdp"); }},
       {"ckpt_format_owner", ds, "fsdp_dtensor without --use-megatron-fsdp",
-       [](MegatronArgs* a) { Set(a, "--ckpt-format", "fsdp_dtensor"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--ckpt-format", "fsdp_dtensor"); }},
       {"cuda_max_connections", ds, "needs CUDA_DEVICE_MAX_CONNECTIONS=1, got '32'",
        [](MegatronArgs* a) {
-         Set(a, "--tensor-model-parallel-size", "2");
+         SetFlag(a, "--tensor-model-parallel-size", "2");
          a->env["CUDA_DEVICE_MAX_CONNECTIONS"] = "32";
        }},
       {"one_virtual_pipeline_option", ds, "more than one of",
@@ -62,7 +53,7 @@ std::vector<RuleCase> Cases() {
       {"pipeline_layout", ds, "layout has 60 decoder layers, --num-layers 61",
        [](MegatronArgs* a) {
          std::string l = a->Value("--pipeline-model-parallel-layout");
-         Set(a, "--pipeline-model-parallel-layout", l.substr(0, l.size() - 3) + "mL");
+         SetFlag(a, "--pipeline-model-parallel-layout", l.substr(0, l.size() - 3) + "mL");
        }},
       {"even_layers_without_layout", ds, "--num-layers 61 not divisible by pp=16",
        [](MegatronArgs* a) { a->Remove("--pipeline-model-parallel-layout"); }},
@@ -81,53 +72,53 @@ std::vector<RuleCase> Cases() {
       {"dsa_attention", "flagship-full", "DSA attention needs --no-rope-fusion",
        [](MegatronArgs* a) { a->Remove("--no-rope-fusion"); }},
       {"dsa_attention", "flagship-full", "DSA attention with cp=2 needs --cp-comm-type allgather, got ''",
-       [](MegatronArgs* a) { Set(a, "--context-parallel-size", "2"); }, "dsa_attention_cp"},
+       [](MegatronArgs* a) { SetFlag(a, "--context-parallel-size", "2"); }, "dsa_attention_cp"},
       // Found by Megatron's TransformerConfig.__post_init__ on the flagship export (MLA with an output gate).
       {"mla_output_gate", "flagship-full", "--attention-output-gate with --multi-latent-attention",
        [](MegatronArgs* a) { a->Add("--attention-output-gate"); }},
       // HSDP on Megatron-FSDP: mixtral-8x7b-full has dp 128 (8 replicas x 16 shards), expert dp 16.
       {"optimizer_instances", "mixtral-8x7b-full",
        "expert data-parallel size 16 not divisible by --num-distributed-optimizer-instances 32",
-       [](MegatronArgs* a) { Set(a, "--num-distributed-optimizer-instances", "32"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--num-distributed-optimizer-instances", "32"); }},
       {"heads_divide_tp", ll, "--num-attention-heads 36 not a multiple of tp=8",
        [](MegatronArgs* a) {
-         Set(a, "--tensor-model-parallel-size", "8");
-         Set(a, "--num-attention-heads", "36");
+         SetFlag(a, "--tensor-model-parallel-size", "8");
+         SetFlag(a, "--num-attention-heads", "36");
        }},
       {"experts_divide_ep", ds, "--num-experts 192 not a multiple of ep=128",
        [](MegatronArgs* a) {
-         Set(a, "--num-experts", "192");
-         Set(a, "--expert-model-parallel-size", "128");
+         SetFlag(a, "--num-experts", "192");
+         SetFlag(a, "--expert-model-parallel-size", "128");
        }},
       {"expert_grid", ds, "not divisible by etp*ep*pp=3072",
-       [](MegatronArgs* a) { Set(a, "--expert-tensor-parallel-size", "3"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--expert-tensor-parallel-size", "3"); }},
       {"expert_bias_score_function", ds, "needs score function sigmoid|sqrtsoftplus, got softmax",
-       [](MegatronArgs* a) { Set(a, "--moe-router-score-function", "softmax"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--moe-router-score-function", "softmax"); }},
       {"top1_softmax_pre_softmax", "mixtral-8x7b-full",
        "--moe-router-topk 1 with softmax needs --moe-router-pre-softmax",
-       [](MegatronArgs* a) { Set(a, "--moe-router-topk", "1"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--moe-router-topk", "1"); }},
       {"group_limited_routing", ds, "--moe-router-group-topk 9 > --moe-router-num-groups 8",
-       [](MegatronArgs* a) { Set(a, "--moe-router-group-topk", "9"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--moe-router-group-topk", "9"); }},
       {"selective_recompute", ds, "--recompute-method with selective recompute",
        [](MegatronArgs* a) { a->Add("--recompute-method", "uniform"); }},
       {"mla_not_gqa", ds, "--multi-latent-attention with --group-query-attention",
        [](MegatronArgs* a) { a->Add("--group-query-attention"); }},
       {"seq_length", ds, "--max-position-embeddings 1024 < --seq-length 4096",
-       [](MegatronArgs* a) { Set(a, "--max-position-embeddings", "1024"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--max-position-embeddings", "1024"); }},
       {"moe_bias_etp", ds, "MoE with linear biases needs --expert-tensor-parallel-size 1, got 2",
        [](MegatronArgs* a) {
          a->Remove("--disable-bias-linear");
-         Set(a, "--expert-tensor-parallel-size", "2");
+         SetFlag(a, "--expert-tensor-parallel-size", "2");
        }},
       {"one_precision", ds, "--fp16 and --bf16 together", [](MegatronArgs* a) { a->Add("--fp16"); }},
       {"mtp_position_embedding", ds, "--mtp-num-layers with --position-embedding-type learned_absolute",
-       [](MegatronArgs* a) { Set(a, "--position-embedding-type", "learned_absolute"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--position-embedding-type", "learned_absolute"); }},
       {"save_interval", ds, "--save needs --save-interval > 0",
-       [](MegatronArgs* a) { Set(a, "--save-interval", "0"); }},
+       [](MegatronArgs* a) { SetFlag(a, "--save-interval", "0"); }},
       {"overlap_param_gather", ds,
        "--overlap-param-gather needs --use-distributed-optimizer or --use-megatron-fsdp",
        [](MegatronArgs* a) { a->Remove("--use-distributed-optimizer"); }},
-      {"min_lr", ds, "--min-lr 1 > --lr 1e-5", [](MegatronArgs* a) { Set(a, "--min-lr", "1"); }},
+      {"min_lr", ds, "--min-lr 1 > --lr 1e-5", [](MegatronArgs* a) { SetFlag(a, "--min-lr", "1"); }},
       {"one_data_source", ds, "--mock-data with --data-path", [](MegatronArgs* a) { a->Add("--mock-data"); }},
       {"moe_fields_need_experts", ll, "--moe-latent-size without --num-experts",
        [](MegatronArgs* a) { a->Add("--moe-latent-size", "128"); }},
@@ -169,8 +160,8 @@ TEST(MegatronRules, EveryRuleHasACase) {
 
 TEST(MegatronRules, KnownFlagsRejectsValuesOnSwitchesAndBadChoices) {
   MegatronArgs a = Golden("llama-3.1-8b-full");
-  Set(&a, "--bf16", "yes");
-  Set(&a, "--normalization", "FooNorm");
+  SetFlag(&a, "--bf16", "yes");
+  SetFlag(&a, "--normalization", "FooNorm");
   const std::string text = FormatRuleFailures(CheckMegatronArgs(a));
   EXPECT_NE(text.find("--bf16 takes no value, got 'yes'"), std::string::npos) << text;
   EXPECT_NE(text.find("--normalization FooNorm: invalid choice"), std::string::npos) << text;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "parsers/load_model.h"
+#include "search/export_megatron.h"
 #include "search/plan_export.h"
 #include "search_test_util.h"
 
@@ -63,6 +64,20 @@ inline ExportCase FindCase(const std::string& name) {
     if (c.name == name) return c;
   ADD_FAILURE() << "no export case " << name;
   return {};
+}
+
+// tests/data/exports/<name>/<file> (a Megatron-style script: plan.megatron.sh, plan.mindspeed.sh) read back.
+inline MegatronArgs GoldenArgs(const std::string& name, const std::string& file) {
+  const std::string path = std::string(ONBOARD_TEST_DATA) + "/exports/" + name + "/" + file;
+  auto a = ParseMegatronScript(ReadText(path), path);
+  EXPECT_TRUE(a.ok()) << a.status().ToString();
+  return a.ok() ? *a : MegatronArgs{};
+}
+
+// Replaces (or adds, at the end) one flag of an argument list.
+inline void SetFlag(MegatronArgs* a, const std::string& flag, const std::string& value = "") {
+  a->Remove(flag);
+  a->Add(flag, value);
 }
 
 }  // namespace onboard::test

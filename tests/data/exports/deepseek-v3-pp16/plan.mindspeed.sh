@@ -6,6 +6,7 @@
 # Exported differently from the plan:
 #   - expert weights: the plan shards them over expert_fsdp=2; without Megatron-FSDP they are replicated over the expert data-parallel group
 #   - recompute per block kind (MLA=selective, MLP=none, MoE=selective): the engine takes one setting; the strongest is exported
+#   - stage split as --num-layers 64 with noop layers 61,62,63 (MindSpeed-LLM's DeepSeek-V3 recipe form): its --first-k-dense-replace rule reads --num-layers, so --num-layer-list with 61 layers over pp 16 is refused
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
 #   - SAVE_DIR - where checkpoints are written
@@ -19,7 +20,7 @@ export HCCL_CONNECT_TIMEOUT=3600
 export PYTORCH_NPU_ALLOC_CONF=expandable_segments:True
 ONBOARD_UNSUPPORTED=0
 ARGS=(
-  --num-layers 61
+  --num-layers 64
   --hidden-size 7168
   --ffn-hidden-size 18432
   --num-attention-heads 128
@@ -77,7 +78,7 @@ ARGS=(
   --min-lr 1e-6
   --lr-decay-style cosine
   --lr-warmup-iters 50
-  --num-layer-list 4,4,4,4,4,4,4,4,4,4,4,4,4,4,4,1
+  --noop-layers 61,62,63
   --first-k-dense-replace 3
   --moe-layer-freq 1
   --norm-topk-prob
