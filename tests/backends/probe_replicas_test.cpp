@@ -16,7 +16,6 @@
 namespace onboard {
 namespace {
 
-using testing_probe::FirstStepDifference;
 using testing_probe::Losses;
 using testing_probe::SmallConfig;
 using testing_probe::SmallSpec;
@@ -79,7 +78,16 @@ TEST(ProbeReplicas, FourRanksReplicasKeepTheCurveBitExactAndEvenTheRanks) {
   c.out_dir = TempDir("replicas-on");
   Expected<ProbeResult> rep = RunProbeSpec(spec, c);
   ASSERT_TRUE(rep.ok()) << rep.status().ToString();
-  EXPECT_EQ(FirstStepDifference(*rep, *base), "") << "replicas changed the maths";
+  // The fp32 loss and the loads are bit-exact; the fp64 grad norm sums each rank's share of the
+  // squares grouped by slot, so it may differ in the last bits (Tp2 test below).
+  EXPECT_EQ(Losses(*rep), Losses(*base)) << "replicas changed the maths";
+  ASSERT_EQ(rep->steps.size(), base->steps.size());
+  for (size_t i = 0; i < rep->steps.size(); ++i) {
+    const double g = base->steps[i].grad_norm;
+    std::printf("step %zu grad norm rel diff %.3g\n", i, std::abs(rep->steps[i].grad_norm - g) / g);
+    EXPECT_NEAR(rep->steps[i].grad_norm, g, 1e-12 * g) << "step " << i;
+    EXPECT_EQ(rep->steps[i].expert_load, base->steps[i].expert_load) << "step " << i;
+  }
   const std::vector<double> mb = RankRowsMaxOverMean(*base), mr = RankRowsMaxOverMean(*rep);
   ASSERT_EQ(mb.size(), mr.size());
   double worst_b = 0, worst_r = 0;
