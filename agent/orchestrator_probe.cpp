@@ -9,6 +9,7 @@
 #include "agent/plan_to_probe.h"
 #include "agent/probe_recipe.h"
 #include "backends/backend_entry.h"
+#include "backends/probe_replicas.h"
 #include "report/report_format.h"
 
 namespace onboard::agent {
@@ -52,8 +53,13 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
       static_cast<int64_t>(std::llround(static_cast<double>(recipe.steps) * st.knobs.probe_steps_scale));
   c.lr = st.knobs.learning_rate;
   c.clip = st.knobs.grad_clip;
-  if (static_cast<int64_t>(st.knobs.expert_placement.size()) == spec.num_experts)
-    c.expert_placement = st.knobs.expert_placement;
+  // Expert layout from the balance rules (issue 18): per-layer blocks or one for all, or replicas.
+  const auto placed = static_cast<int64_t>(st.knobs.expert_placement.size());
+  if (placed > 0 && placed % spec.num_experts == 0) c.expert_placement = st.knobs.expert_placement;
+  // Replicas only where this round's layout can run them (the plan may have changed ep).
+  if (c.ep_degree() == c.data_ranks() &&
+      BuildReplicaMap(st.knobs.expert_phy2log, spec.num_experts, c.ep_degree()).ok())
+    c.expert_phy2log = st.knobs.expert_phy2log;
   c.out_dir = (fs::path(st.req.out_dir) / "probe" / ("round" + std::to_string(round))).string();
   // A failed KDA kernel check (rules_kernel_fallback.cpp) runs the probe on the reference ops.
   for (const auto& [kernel, op] : st.knobs.kernel_fallbacks)

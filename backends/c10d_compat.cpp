@@ -13,6 +13,8 @@
 #include <torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp>
 #endif
 
+#include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
@@ -199,22 +201,78 @@ at::Tensor Group::ReduceScatterSum(const at::Tensor& full) {
   return TreeSumRows(recv.view({size_, n})).to(full.device());
 }
 
-at::Tensor Group::AllToAll(const at::Tensor& in, const std::vector<int64_t>& send_rows,
-                           const std::vector<int64_t>& recv_rows) {
+// ---- Asynchronous all-to-all (issue 18 overlap) ----
+// Clocks: posted = the post returned; completed = the work's future callback (Gloo runs it on its
+// worker thread before wait() can return; 0 = not seen, then the wait's entry bounds it).
+struct AllToAllHandle::State {
+  c10::intrusive_ptr<c10d::Work> work;  // null: nothing in flight (size-1 group, or waited)
+  at::Tensor out;                       // the staged receive buffer, then the result
+  at::Device device = at::kCPU;         // the input's device
+  std::chrono::steady_clock::time_point posted;
+  std::shared_ptr<std::atomic<int64_t>> completed_ns = std::make_shared<std::atomic<int64_t>>(0);
+};
+
+AllToAllHandle::AllToAllHandle() = default;
+AllToAllHandle::~AllToAllHandle() = default;
+AllToAllHandle::AllToAllHandle(AllToAllHandle&&) noexcept = default;
+AllToAllHandle& AllToAllHandle::operator=(AllToAllHandle&&) noexcept = default;
+
+at::Tensor AllToAllHandle::Wait() {
+  ONBOARD_ASSERT(s_ != nullptr, "AllToAllHandle::Wait on a handle that was never posted");
+  if (!s_->work) return s_->out;
+  const auto entered = std::chrono::steady_clock::now();
+  {
+    Timed t(&CommClock().all_to_all_s, s_->out);
+    backends::Wait(s_->work, s_->out);  // the file's c10d wait (throws on failure / abort)
+  }
+  const int64_t done = s_->completed_ns->load();
+  const auto completed =
+      done > 0 ? std::chrono::steady_clock::time_point(std::chrono::nanoseconds(done)) : entered;
+  const double hidden = std::chrono::duration<double>(std::min(completed, entered) - s_->posted).count();
+  CommClock().all_to_all_hidden_s += std::max(0.0, hidden);
+  s_->work.reset();
+  s_->out = s_->out.to(s_->device);
+  return s_->out;
+}
+
+AllToAllHandle Group::AllToAllStart(const at::Tensor& in, const std::vector<int64_t>& send_rows,
+                                    const std::vector<int64_t>& recv_rows) {
   ONBOARD_ASSERT(static_cast<int64_t>(send_rows.size()) == size_ &&
                      static_cast<int64_t>(recv_rows.size()) == size_,
                  "all-to-all split lists must have one entry per rank");
+  AllToAllHandle h;
+  h.s_ = std::make_unique<AllToAllHandle::State>();
+  h.s_->device = in.device();
+  if (size_ == 1) {
+    h.s_->out = in.contiguous().clone();
+    return h;
+  }
   int64_t total = 0;
   for (int64_t r : recv_rows) total += r;
   std::vector<int64_t> out_shape = in.sizes().vec();
   out_shape[0] = total;
-  if (size_ == 1) return in.contiguous().clone();
   Timed t(&CommClock().all_to_all_s, in);
   at::Tensor src = impl_->Stage(in.contiguous());
-  at::Tensor out = at::empty(out_shape, src.options());
+  h.s_->out = at::empty(out_shape, src.options());
   std::vector<int64_t> s = send_rows, r = recv_rows;
-  Wait(impl_->pg->alltoall_base(out, src, r, s), out);
-  return out.to(in.device());
+  h.s_->work = impl_->pg->alltoall_base(h.s_->out, src, r, s);
+  try {  // completion time, where the backend's work has a future (Gloo and NCCL do)
+    auto done = h.s_->completed_ns;
+    h.s_->work->getFuture()->addCallback([done](c10::ivalue::Future&) {
+      done->store(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                      std::chrono::steady_clock::now().time_since_epoch())
+                      .count());
+    });
+  } catch (const std::exception&) {
+    // no future: the wait's entry bounds the hidden time (AllToAllHandle::Wait)
+  }
+  h.s_->posted = std::chrono::steady_clock::now();
+  return h;
+}
+
+at::Tensor Group::AllToAll(const at::Tensor& in, const std::vector<int64_t>& send_rows,
+                           const std::vector<int64_t>& recv_rows) {
+  return AllToAllStart(in, send_rows, recv_rows).Wait();
 }
 
 at::Tensor Group::AllReduceSumOrdered(const at::Tensor& t) {

@@ -32,6 +32,25 @@
 
 namespace onboard::backends {
 
+// An all-to-all posted by Group::AllToAllStart (issue 18 overlap). Wait() blocks until the rows
+// have arrived and returns them (on the input's device); a second Wait() returns them again. Time
+// spent posting and in Wait() is exposed (CollectiveTimes::all_to_all_s); the time the collective
+// was in flight between the two, up to its completion, is hidden (all_to_all_hidden_s). Must be
+// waited before the group is destroyed. Moves only.
+class AllToAllHandle {
+ public:
+  AllToAllHandle();
+  ~AllToAllHandle();
+  AllToAllHandle(AllToAllHandle&&) noexcept;
+  AllToAllHandle& operator=(AllToAllHandle&&) noexcept;
+  at::Tensor Wait();
+
+ private:
+  friend class Group;
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 // A process group over `size` ranks named `name` (ranks that share a name form one group).
 // size == 1 groups run no communication.
 class Group {
@@ -57,6 +76,10 @@ class Group {
   // rows of `in` split by send_rows (one per rank) -> rows received, split by recv_rows.
   at::Tensor AllToAll(const at::Tensor& in, const std::vector<int64_t>& send_rows,
                       const std::vector<int64_t>& recv_rows);
+  // The same exchange, posted without waiting (see AllToAllHandle); `in` must not change until
+  // Wait() returns. Group size 1: a copy, complete at once.
+  AllToAllHandle AllToAllStart(const at::Tensor& in, const std::vector<int64_t>& send_rows,
+                               const std::vector<int64_t>& recv_rows);
   // In-place sum over ranks (the backend's order: not bit-reproducible across layouts).
   void AllReduceSum(at::Tensor& t);
   // Sum over ranks in the canonical pairwise rank order (ordered_sum.h): all-gather + local sum,

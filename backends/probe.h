@@ -241,6 +241,12 @@ struct ProbeConfig {
   // Fault injection for tests: true = each source's log2phy sends a replicated expert's tokens to
   // the physical slot after the right one (a wrong map; the curve must then change).
   bool fault_log2phy = false;
+  // Communication-computation overlap (issue 18; backends/proxy_moe.cpp): the EP dispatch and
+  // combine all-to-alls are posted asynchronously; the shared expert's up-projection runs while
+  // the dispatch is in flight and its down-projection (with its TP all-reduce) while the combine
+  // is (Megatron's --moe-shared-expert-overlap). false = each is waited as soon as it is posted.
+  // The same ops are built in the same order either way: the curve is bit-identical.
+  bool moe_overlap = false;
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
   int64_t ep_degree() const { return ep > 0 ? ep : data_ranks(); }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }
@@ -290,7 +296,10 @@ ProbeConfig DefaultProbeConfig(FinetuneMode mode);
 struct CollectiveTimes {
   double all_gather_s = 0;           // FSDP parameter all-gathers (forward + backward re-gather)
   double reduce_scatter_s = 0;       // FSDP gradient reduce-scatters
-  double all_to_all_s = 0;           // EP dispatch + combine (incl. the count exchange)
+  double all_to_all_s = 0;  // EP dispatch + combine (incl. the count exchange): host blocked (exposed)
+  // Asynchronous EP all-to-alls (ProbeConfig::moe_overlap): seconds the collective was in flight
+  // while the host computed (post returned -> wait entered, or completed if sooner); not in total().
+  double all_to_all_hidden_s = 0;
   double all_reduce_s = 0;           // grad-norm / loss / replica gradient all-reduces
   // Tensor parallelism (backends/probe_tp.h), over the TP group only:
   double tp_all_reduce_s = 0;  // row-parallel outputs, input grads, CE sums, partial grads

@@ -40,6 +40,22 @@ void FormatTpComm(const ProbeResult& r, std::ostringstream& os) {
      << "% of the step)\n";
 }
 
+// EP all-to-all exposed (host blocked) and hidden (in flight under the shared expert's compute,
+// ProbeConfig::moe_overlap), per step after the first, max over ranks (issue 18).
+void FormatExpertOverlap(const ProbeResult& r, std::ostringstream& os) {
+  double exposed = 0, hidden = 0;
+  int64_t n = 0;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i, ++n) {
+    exposed += r.steps[i].comm.all_to_all_s;
+    hidden += r.steps[i].comm.all_to_all_hidden_s;
+  }
+  if (n == 0 || exposed + hidden <= 0) return;
+  const double k = 1e3 / static_cast<double>(n);
+  os << "expert all-to-all (" << (r.config.moe_overlap ? "overlapped with the shared expert" : "synchronous")
+     << "): exposed " << F("%.2f", exposed * k) << " ms, hidden " << F("%.2f", hidden * k)
+     << " ms per step (backward exchanges stay synchronous: exposed)\n";
+}
+
 // Per collective kind and the live-tensor memory, measured beside the cost / memory model.
 void FormatComparisons(const ProbeResult& r, std::ostringstream& os) {
   const ProbePrediction& p = r.prediction;
@@ -148,6 +164,7 @@ std::string FormatProbeResult(const ProbeResult& r) {
     os << (s.indexer_kl.empty() ? std::string("       -") : F(" %7.3f", kl)) << "  " << bal << "\n";
   }
   FormatTpComm(r, os);  // tensor parallelism (issue 17)
+  FormatExpertOverlap(r, os);  // expert communication overlap (issue 18)
   // Measured vs predicted (steady state: steps after the first).
   double step_s = 0, comm_s = 0;
   int64_t n = 0, peak = 0;

@@ -122,6 +122,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->max_route_nodes = j.value("max_route_nodes", int64_t{0});
   c->expert_phy2log = j.value("expert_phy2log", std::vector<int64_t>{});
   c->fault_log2phy = j.value("fault_log2phy", false);
+  c->moe_overlap = j.value("moe_overlap", false);
 }
 // clang-format on
 
@@ -152,6 +153,7 @@ json ConfigJson(const ProbeConfig& c) {
   j["max_route_nodes"] = c.max_route_nodes;
   j["expert_phy2log"] = c.expert_phy2log;
   j["fault_log2phy"] = c.fault_log2phy;
+  j["moe_overlap"] = c.moe_overlap;
   return j;
 }
 

@@ -124,6 +124,7 @@ Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankF
     s->comm.all_gather_s = std::max(s->comm.all_gather_s, b.comm.all_gather_s);
     s->comm.reduce_scatter_s = std::max(s->comm.reduce_scatter_s, b.comm.reduce_scatter_s);
     s->comm.all_to_all_s = std::max(s->comm.all_to_all_s, b.comm.all_to_all_s);
+    s->comm.all_to_all_hidden_s = std::max(s->comm.all_to_all_hidden_s, b.comm.all_to_all_hidden_s);
     s->comm.all_reduce_s = std::max(s->comm.all_reduce_s, b.comm.all_reduce_s);
     s->comm.tp_all_reduce_s = std::max(s->comm.tp_all_reduce_s, b.comm.tp_all_reduce_s);
     s->comm.tp_all_gather_s = std::max(s->comm.tp_all_gather_s, b.comm.tp_all_gather_s);

@@ -96,6 +96,7 @@ const std::vector<FieldCodec<CollectiveTimes>>& CommFields() {
       NumberField("all_gather_s", &C::all_gather_s, false),
       NumberField("reduce_scatter_s", &C::reduce_scatter_s, false),
       NumberField("all_to_all_s", &C::all_to_all_s, false),
+      NumberField("all_to_all_hidden_s", &C::all_to_all_hidden_s, false),  // overlap (issue 18)
       NumberField("all_reduce_s", &C::all_reduce_s, false),
       NumberField("tp_all_reduce_s", &C::tp_all_reduce_s, false),  // tensor parallelism (issue 17)
       NumberField("tp_all_gather_s", &C::tp_all_gather_s, false),

@@ -13,7 +13,8 @@
 //   tokens_per_s    number, global tokens / step_s
 //   compute_s       number, seconds (step_s - comm total)
 //   peak_rss_bytes  integer >= 0, bytes
-//   comm            {all_gather_s, reduce_scatter_s, all_to_all_s, all_reduce_s}: numbers, seconds
+//   comm            {all_gather_s, reduce_scatter_s, all_to_all_s, all_to_all_hidden_s, all_reduce_s,
+//                   tp_all_reduce_s, tp_all_gather_s, pp_send_s, pp_recv_s}: numbers, seconds
 //   expert_load     [[integer >= 0, ...], ...]: tokens per expert, one row per MoE layer
 //   indexer_kl      [number | null, ...]: nats per counted token, one per MLA layer with an indexer
 // A refusal is kBadInput "<where>: field '<field>': <problem> (got <value>)", where = file[:line]

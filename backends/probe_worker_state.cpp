@@ -115,6 +115,7 @@ void PlaceExperts(Group& ep, WorkerState* st) {
   for (int64_t r : routing.placement)  // per layer too (one block of num_experts per MoE layer)
     routing.expert_node.push_back(ep_node[static_cast<size_t>(r)]);
   routing.max_route_nodes = st->cfg.max_route_nodes;
+  routing.overlap = st->cfg.moe_overlap;
   PlaceReplicas(ep, ep_node, st);
   if (spec.balance_bias)
     for (const UnitLayout& L : st->units)

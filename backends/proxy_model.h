@@ -92,6 +92,9 @@ struct MoeRouting {
   std::vector<int64_t> log2phy;
   int64_t slots_per_rank = 0;
   const ReplicaGradSync* replica_sync = nullptr;
+  // ProbeConfig::moe_overlap: the dispatch / combine all-to-alls are waited after the shared
+  // expert's halves (proxy_moe.cpp) instead of as soon as they are posted.
+  bool overlap = false;
 };
 
 struct UnitInputs {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "backends/c10d_compat.h"
 #include "backends/ordered_sum.h"
 #include "backends/probe_tp.h"
 #include "backends/proxy_weights.h"
@@ -16,24 +17,36 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Exchange of token rows between EP ranks; backward runs the reverse exchange.
-class AllToAllFn : public torch::autograd::Function<AllToAllFn> {
+// Exchange of token rows between EP ranks, posted beforehand (Group::AllToAllStart, so that
+// compute can run while it is in flight: ProbeConfig::moe_overlap): forward returns what the
+// posted exchange `handle` delivers (AllToAllHandle::Wait); backward runs the reverse exchange,
+// synchronously. x: the rows that were posted (their autograd graph).
+class AllToAllWaitFn : public torch::autograd::Function<AllToAllWaitFn> {
  public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t group,
+  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t handle, int64_t group,
                             std::vector<int64_t> send, std::vector<int64_t> recv) {
+    (void)x;
     ctx->saved_data["group"] = group;
     ctx->saved_data["send"] = send;
     ctx->saved_data["recv"] = recv;
-    return reinterpret_cast<Group*>(group)->AllToAll(x, send, recv);
+    return reinterpret_cast<AllToAllHandle*>(handle)->Wait();
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto* g = reinterpret_cast<Group*>(ctx->saved_data["group"].toInt());
     at::Tensor dx = g->AllToAll(grads[0], ctx->saved_data["recv"].toIntVector(),
                                 ctx->saved_data["send"].toIntVector());
-    return {dx, at::Tensor(), at::Tensor(), at::Tensor()};
+    return {dx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
   }
 };
 
+// Posts rows to the EP ranks; without overlap the exchange is waited at once (all of it exposed).
+// The caller builds the same ops in the same order either way, then AllToAllWaitFn.
+AllToAllHandle PostAllToAll(const MoeRouting& R, const at::Tensor& rows, const std::vector<int64_t>& send,
+                            const std::vector<int64_t>& recv) {
+  AllToAllHandle h = R.ep->AllToAllStart(rows.detach(), send, recv);
+  if (!R.overlap) h.Wait();
+  return h;
+}
 
 // Expert FFN (SwiGLU at latent width) over rows received from `seg.size()` EP source ranks, rows
 // grouped by source in rank order (seg[s] rows from source s).
@@ -251,7 +264,16 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   }
   if (R.record && R.coact != nullptr) R.coact->RecordDispatch(u.layer, send, xl.size(1) * xl.element_size());
   const auto group = reinterpret_cast<int64_t>(R.ep);
-  at::Tensor xr = AllToAllFn::apply(xl.index_select(0, tok), group, send, recv);  // [R, d]
+  const at::Tensor xsend = xl.index_select(0, tok);
+  AllToAllHandle dispatch = PostAllToAll(R, xsend, send, recv);
+  // Step 4b: the shared expert's up-projection (TP column-parallel), under the dispatch in flight.
+  at::Tensor sh_h;
+  if (s.num_shared > 0) {
+    const at::Tensor xs = TpCopyIn(R.tp, x);
+    sh_h = at::silu(W.Lin("sh_w1", xs)) * W.Lin("sh_w3", xs);  // SwiGlu's first half (proxy_weights.h)
+  }
+  at::Tensor xr =
+      AllToAllWaitFn::apply(xsend, reinterpret_cast<int64_t>(&dispatch), group, send, recv);  // [R, d]
   // Step 5: received rows are grouped by source then local expert; regroup by expert (stable:
   // each expert's rows stay grouped by source) and run each expert over its sources' rows.
   at::Tensor local_of_row = at::arange(el, itop.options()).repeat({ep}).repeat_interleave(recv_counts.flatten());
@@ -280,11 +302,16 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   at::Tensor yr = at::empty_like(ye).index_copy(0, by_e, ye);  // back to received order
   // Step 6: send results back; put them back in (token, slot) order and combine with the router
   // weights, summing each token's top_k outputs in slot order (the same order on every layout).
-  at::Tensor yb = AllToAllFn::apply(yr, group, recv, send);                       // [P, d] pair order perm
+  AllToAllHandle combine = PostAllToAll(R, yr, recv, send);
+  // Step 6b: the shared expert's down-projection and its TP all-reduce, under the combine in flight.
+  at::Tensor sh_y;
+  if (s.num_shared > 0) sh_y = TpReduceOut(R.tp, W.Lin("sh_w2", sh_h));  // TP: row-parallel
+  at::Tensor yb =
+      AllToAllWaitFn::apply(yr, reinterpret_cast<int64_t>(&combine), group, recv, send);  // [P, d] perm order
   at::Tensor ypair = at::empty_like(yb).index_copy(0, perm, yb).view({b * T, k, yb.size(1)});
   at::Tensor y = (ypair * wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);       // [n, d]
   if (s.latent_dim > 0) y = W.Lin("lat_up", y);
-  if (s.num_shared > 0) y = y + TpReduceOut(R.tp, SwiGlu(W, "sh_", TpCopyIn(R.tp, x)));  // TP: column / row
+  if (s.num_shared > 0) y = y + sh_y;
   return y.view({b, T, D});
 }
 

@@ -348,12 +348,14 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("max_route_nodes",
                "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
                std::to_string(max_route_nodes));
-  if (!expert_phy2log.empty()) {  // redundant experts (probe_replicas.h): one EP group, no TP
+  if (!expert_phy2log.empty()) {  // redundant experts (probe_replicas.h): EP over all data ranks
     Expected<ReplicaMap> m = BuildReplicaMap(expert_phy2log, spec.num_experts, ep_degree());
     if (!m.ok()) return m.status();
-    if (ep_degree() != data_ranks() || tp_degree() > 1)
-      return Bad("expert_phy2log", "needs one EP group over all ranks and tp=1",
-                 "ep=" + std::to_string(ep_degree()) + " tp=" + std::to_string(tp_degree()));
+    // TP: each TP rank's EP group holds every slot and computes the routed experts alike
+    // (probe_tp.h), so the replicas' gradient exchange runs inside each EP group unchanged.
+    if (ep_degree() != data_ranks())
+      return Bad("expert_phy2log", "needs one EP group over all data ranks (ep = ranks / (tp * pp))",
+                 "ep=" + std::to_string(ep_degree()) + " data ranks=" + std::to_string(data_ranks()));
   }
   if (die_rank >= ranks) return Bad("die_rank", "must be < ranks", std::to_string(die_rank));
   ONBOARD_RETURN_IF_ERROR(thresholds.Validate());

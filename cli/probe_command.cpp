@@ -216,6 +216,10 @@ OnboardCommand kProbe{
                      "node-limited routing (DeepSeek-V3): each token's experts on at most M nodes "
                      "(0 = off; needs --ranks-per-node)")
           ->capture_default_str();
+      sub.add_flag("--moe-overlap", o->cfg.moe_overlap,
+                   "post the EP dispatch / combine all-to-alls asynchronously and run the shared "
+                   "expert while they are in flight (the curve is unchanged; exposed vs hidden "
+                   "all-to-all time is measured)");
       sub.add_option("--expert-phy2log", o->cfg.expert_phy2log,
                      "redundant experts (EPLB phy2log): logical expert of each physical slot, slots of EP "
                      "rank r = [r*S, (r+1)*S); copies a power of two dividing ep")

@@ -36,7 +36,8 @@ struct LoopKnobs {
   double probe_steps_scale = 1.0;       // probe steps = ProbeSettings::steps x this (learning rule)
   int probe_step_doublings = 0;         // times the learning rule raised it (bounded)
   // expert placement (expert -> EP rank; empty = contiguous) and balancing
-  std::vector<int64_t> expert_placement;
+  std::vector<int64_t> expert_placement;  // one block of num_experts per MoE layer, or one for all
+  std::vector<int64_t> expert_phy2log;    // redundant experts (ProbeConfig::expert_phy2log); empty = none
   bool bias_balancing = false;          // aux-loss-free bias balancing recommended in the plan
   double expert_imbalance = 1.0;        // max/mean over EP ranks fed to the planner
   // cost model

@@ -2,7 +2,9 @@
 // (ProbeConfig::ranks_per_node) and recorded which experts the same tokens choose -> re-place the
 // experts so co-selected ones share a node (backends/probe_coactivation_placement.h), when that cuts
 // the measured co-selected pairs split over nodes by at least kMinCrossNodeCut; re-probe to measure.
-// Runs after expert_imbalance: the co-activation placement balances ranks inside each node too.
+// One placement per MoE layer, each from its own pairs and loads (as EPLB places each layer).
+// Runs after expert_imbalance: the co-activation placement balances ranks inside each node too;
+// when that rule gave the experts replicas (one phy2log for every layer), this one stands aside.
 // Units: pairs = tokens choosing both experts (summed over MoE layers and steps); ratios dimensionless.
 #include <cstdio>
 
@@ -17,11 +19,12 @@ constexpr double kMinCrossNodeCut = 0.05;  // the new placement must split >= 5 
 std::optional<Decision> RuleExpertCoactivation(const RoundEvidence& ev, const Thresholds& /*th*/,
                                                LoopKnobs& k) {
   if (!ev.probe || ev.probe->coactivation.empty() || ev.probe->config.nodes() < 2) return std::nullopt;
+  if (!k.expert_phy2log.empty()) return std::nullopt;  // replicas: the probe's phy2log is one for all layers
   // Step 1: placement from the measured pairs and loads.
   Expected<ProbeCoactivationPlacement> p = PlaceFromProbeCoactivation(*ev.probe);
   if (!p.ok()) return std::nullopt;  // e.g. an EP group that is not all ranks: nothing to re-place
-  const double split_before = static_cast<double>(p->co_selected_pairs - p->intra_node_pairs_before);
-  const double split_after = static_cast<double>(p->co_selected_pairs - p->intra_node_pairs_after);
+  const double split_before = static_cast<double>(p->co_selected_pairs - p->intra_node_pairs_by_layer_before);
+  const double split_after = static_cast<double>(p->co_selected_pairs - p->intra_node_pairs_by_layer_after);
   if (!(split_before > 0) || split_after > split_before * (1 - kMinCrossNodeCut)) return std::nullopt;
   // Step 2: the decision.
   Decision d;
@@ -40,12 +43,14 @@ std::optional<Decision> RuleExpertCoactivation(const RoundEvidence& ev, const Th
   std::snprintf(thr, sizeof(thr), "co-selected pairs split over nodes cut by >= %.0f%%",
                 100 * kMinCrossNodeCut);
   d.threshold = thr;
-  d.changed["expert_placement"] = {k.expert_placement, p->placement};
-  k.expert_placement = p->placement;
+  const std::vector<int64_t> placement = PerLayerPlacement(p->placement_by_layer);
+  d.changed["expert_placement"] = {k.expert_placement, placement};
+  k.expert_placement = placement;
   k.reprobe = true;
   char act[200];
   std::snprintf(act, sizeof(act),
-                "place co-selected experts on one node (pairs split over nodes %.0f -> %.0f predicted), "
+                "place co-selected experts on one node, per MoE layer (pairs split over nodes %.0f -> %.0f "
+                "predicted), "
                 "re-probe to measure the cross-node traffic",
                 split_before, split_after);
   d.action = act;

@@ -2,9 +2,12 @@
 // loss curves, skewed expert loads, comm-heavy steps, memory above prediction; kernel check rows.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "agent/rules/rules.h"
+#include "backends/probe_replicas.h"
+#include "core/load_balance.h"
 
 namespace onboard::agent {
 namespace {
@@ -101,7 +104,15 @@ ProbeResult Skewed(int64_t hot, int64_t cold) {
   return p;
 }
 
-TEST(RuleExpertImbalance, RePlacesExpertsFromMeasuredLoads) {
+// Tokens per EP rank of MoE layer `l` under per-layer placement blocks (8 experts).
+std::vector<double> LayerRanks(const ProbeResult& p, size_t l, const std::vector<int64_t>& placement) {
+  std::vector<double> load(8, 0.0);
+  for (const ProbeStep& s : p.steps)
+    for (size_t e = 0; e < 8; ++e) load[e] += static_cast<double>(s.expert_load[l][e]);
+  return RankLoads(load, 2, std::vector<int64_t>(placement.begin() + 8 * l, placement.begin() + 8 * (l + 1)));
+}
+
+TEST(RuleExpertImbalance, RePlacesExpertsPerLayerFromMeasuredLoads) {
   ProbeResult p = Skewed(100, 10);
   RoundEvidence ev;
   ev.round = 2;
@@ -109,13 +120,16 @@ TEST(RuleExpertImbalance, RePlacesExpertsFromMeasuredLoads) {
   LoopKnobs k;
   auto d = RuleExpertImbalance(ev, Thresholds{}, k);
   ASSERT_TRUE(d.has_value());
-  EXPECT_EQ(k.expert_placement.size(), 8u);
-  // The new placement splits the hot experts across both ranks.
-  std::vector<double> after = RankLoads(MeasuredExpertLoad(p), 2, k.expert_placement);
-  double before = d->observed["rank_max_over_mean"].get<double>();
+  ASSERT_EQ(k.expert_placement.size(), 16u);  // one block per MoE layer
+  EXPECT_TRUE(k.expert_phy2log.empty());      // placement alone evens these ranks: no replicas
+  // Each layer's placement splits its hot experts across both ranks.
+  const double before = d->observed["rank_max_over_mean"].get<double>();
   EXPECT_GT(before, 1.5);
-  EXPECT_LT(MaxOverMean(after), 1.1);
-  EXPECT_NEAR(d->observed["rank_max_over_mean_after_predicted"].get<double>(), MaxOverMean(after), 1e-9);
+  for (size_t l = 0; l < 2; ++l) EXPECT_LT(MaxOverMean(LayerRanks(p, l, k.expert_placement)), 1.1) << l;
+  EXPECT_NEAR(d->observed["rank_max_over_mean_after_predicted"].get<double>(),
+              std::max(MaxOverMean(LayerRanks(p, 0, k.expert_placement)),
+                       MaxOverMean(LayerRanks(p, 1, k.expert_placement))),
+              1e-9);
   EXPECT_TRUE(k.reprobe);
   EXPECT_TRUE(k.replan);
   EXPECT_TRUE(k.bias_balancing);
@@ -125,6 +139,51 @@ TEST(RuleExpertImbalance, RePlacesExpertsFromMeasuredLoads) {
   LoopKnobs k2 = k;
   k2.reprobe = false;
   EXPECT_FALSE(RuleExpertImbalance(ev, Thresholds{}, k2).has_value());
+}
+
+// Layer 0 hot on experts 0-3, layer 1 on 4-7: the loads summed over layers are even, so one
+// placement for all layers sees nothing; the worst layer is 1.7 and each layer is placed.
+TEST(RuleExpertImbalance, LayersHotOnDifferentExpertsArePlacedEach) {
+  ProbeResult p = Skewed(100, 10);
+  for (ProbeStep& s : p.steps) std::reverse(s.expert_load[1].begin(), s.expert_load[1].end());
+  EXPECT_LT(MaxOverMean(RankLoads(MeasuredExpertLoad(p), 2, {})), Thresholds{}.expert_imbalance);
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  auto d = RuleExpertImbalance(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  ASSERT_EQ(k.expert_placement.size(), 16u);
+  for (size_t l = 0; l < 2; ++l) EXPECT_LT(MaxOverMean(LayerRanks(p, l, k.expert_placement)), 1.1) << l;
+}
+
+// One expert takes 400 of 470 tokens: no placement gets the rank that holds it under 400/235 =
+// 1.70; two copies of it (one spare slot per rank) split its tokens, so the rule replicates.
+TEST(RuleExpertImbalance, AnExpertHotterThanARankGetsReplicas) {
+  ProbeResult p = Skewed(100, 10);
+  for (ProbeStep& s : p.steps) s.expert_load = {{400, 10, 10, 10, 10, 10, 10, 10}};
+  RoundEvidence ev;
+  ev.probe = &p;
+  LoopKnobs k;
+  auto d = RuleExpertImbalance(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  ASSERT_EQ(k.expert_phy2log.size(), 10u);  // 8 experts + 1 spare slot on each of 2 ranks
+  EXPECT_TRUE(k.expert_placement.empty());
+  Expected<ReplicaMap> m = BuildReplicaMap(k.expert_phy2log, 8, 2);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ(m->copies[0].size(), 2u);
+  EXPECT_GE(d->observed["rank_max_over_mean_per_layer_placement_predicted"].get<double>(), 1.7 - 1e-9);
+  EXPECT_LT(d->observed["rank_max_over_mean_replicas_predicted"].get<double>(), 1.1);
+  // Measured under the replicas, nothing more to do.
+  p.config.expert_phy2log = k.expert_phy2log;
+  LoopKnobs k2 = k;
+  EXPECT_FALSE(RuleExpertImbalance(ev, Thresholds{}, k2).has_value());
+  // Where the probe cannot run replicas (EP over half the data ranks), only placement is tried.
+  p.config.expert_phy2log.clear();
+  p.config.ranks = 4;
+  LoopKnobs k3;
+  auto d3 = RuleExpertImbalance(ev, Thresholds{}, k3);
+  ASSERT_TRUE(d3.has_value());
+  EXPECT_TRUE(k3.expert_phy2log.empty());
 }
 
 TEST(RuleExpertImbalance, BalancedLoadsDoNotFire) {

@@ -33,7 +33,11 @@ ProbeStep FullStep(int64_t step) {
   s.accuracy = 0.3125;
   s.step_s = 0.0171;
   s.tokens_per_s = 12345.678;
-  s.comm = {1e-4, 2e-4, 3.5e-4, 4e-5};
+  s.comm.all_gather_s = 1e-4;
+  s.comm.reduce_scatter_s = 2e-4;
+  s.comm.all_to_all_s = 3.5e-4;
+  s.comm.all_to_all_hidden_s = 1.5e-4;  // overlap (issue 18)
+  s.comm.all_reduce_s = 4e-5;
   s.compute_s = 0.0161;
   s.peak_rss_bytes = 123456789012;
   s.live_peak_bytes = 98765432;
@@ -76,6 +80,7 @@ TEST(ProbeStepCodec, RoundTripKeepsEveryField) {
   EXPECT_EQ(b->comm.all_gather_s, a.comm.all_gather_s);
   EXPECT_EQ(b->comm.reduce_scatter_s, a.comm.reduce_scatter_s);
   EXPECT_EQ(b->comm.all_to_all_s, a.comm.all_to_all_s);
+  EXPECT_EQ(b->comm.all_to_all_hidden_s, a.comm.all_to_all_hidden_s);
   EXPECT_EQ(b->comm.all_reduce_s, a.comm.all_reduce_s);
   EXPECT_EQ(b->compute_s, a.compute_s);
   EXPECT_EQ(b->peak_rss_bytes, a.peak_rss_bytes);

@@ -79,4 +79,20 @@ inline double MaxRelDiff(const std::vector<double>& a, const std::vector<double>
   return m;
 }
 
+// "" when two runs' steps have bit-identical loss, grad norm and expert loads; else the first
+// difference ("step 3 grad_norm 1.2 vs 1.3"). For layouts that must not change the maths.
+inline std::string FirstStepDifference(const ProbeResult& a, const ProbeResult& b) {
+  if (a.steps.size() != b.steps.size())
+    return std::to_string(a.steps.size()) + " vs " + std::to_string(b.steps.size()) + " steps";
+  for (size_t i = 0; i < a.steps.size(); ++i) {
+    const ProbeStep &x = a.steps[i], &y = b.steps[i];
+    const std::string at = "step " + std::to_string(i) + " ";
+    if (x.loss != y.loss) return at + "loss " + std::to_string(x.loss) + " vs " + std::to_string(y.loss);
+    if (x.grad_norm != y.grad_norm)
+      return at + "grad_norm " + std::to_string(x.grad_norm) + " vs " + std::to_string(y.grad_norm);
+    if (x.expert_load != y.expert_load) return at + "expert_load differs";
+  }
+  return "";
+}
+
 }  // namespace onboard::testing_probe
