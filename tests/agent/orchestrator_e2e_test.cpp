@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/orchestrator.h"
+#include "backends/probe.h"
 #include "orchestrator_test_support.h"
 
 namespace onboard::agent {
@@ -108,7 +109,7 @@ TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
 TEST(OrchestratorE2E, PerturbedKdaGateFailsRound1ParityAndRound2RunsOnTheReferenceOps) {
   std::string out = FreshDir("parity");
   RunRequest r = TinyRequest(out, /*probe=*/true, /*kernels=*/false);
-  r.probe.control = kControlPerturbedKdaGate;
+  r.probe.control = onboard::kControlPerturbedKdaGate;
   CollectingEventSink sink;
   auto res = RunOnboarding(r, sink, CancelToken{});
   ASSERT_TRUE(res.ok()) << res.status().ToString();
