@@ -48,6 +48,10 @@ struct ProbeSettings {
   double timeout_s = 300;        // per probe round
   std::string worker_binary;     // `onboard` executable for probe workers ("" = this executable)
   bool enabled = true;           // false: skip probing (plan + kernels + report only)
+  // Negative control of every round's probe (backends/probe_controls.h; "" = none): shows the loop
+  // catching what the control breaks (perturbed_kda_gate: round 1's kernel loss parity fails and
+  // the kernel-fallback rule moves round 2 to the reference ops).
+  std::string control;
 };
 
 struct RunRequest {

@@ -1,6 +1,7 @@
 // Stages probe and validate of the orchestrator (see orchestrator_stages.h): one probe round on a
 // proxy of the model with the loop's current knobs, then the rules on what it measured.
 // Units: seconds, bytes, tokens; loss in nats.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include "backends/backend_entry.h"
 #include "backends/probe_replicas.h"
 #include "report/report_format.h"
+#include "validators/loss_parity.h"
 
 namespace onboard::agent {
 namespace {
@@ -61,9 +63,14 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
       BuildReplicaMap(st.knobs.expert_phy2log, spec.num_experts, c.ep_degree()).ok())
     c.expert_phy2log = st.knobs.expert_phy2log;
   c.out_dir = (fs::path(st.req.out_dir) / "probe" / ("round" + std::to_string(round))).string();
-  // A failed KDA kernel check (rules_kernel_fallback.cpp) runs the probe on the reference ops.
+  // A failed KDA kernel check or loss parity (rules_kernel_fallback.cpp) runs the probe on the
+  // reference ops; a control that perturbs the generated kernel has nothing left to perturb.
   for (const auto& [kernel, op] : st.knobs.kernel_fallbacks)
     if (kernel.rfind("kda", 0) == 0) c.kda_kernel = "torch";
+  if (c.kda_kernel == "torch" && c.control == kControlPerturbedKdaGate) c.control.clear();
+  // Round 1 checks the generated kernels' loss parity against the reference ops (issue 12).
+  if (round == 1 && c.kda_kernel == "generated")
+    c.loss_parity_steps = std::min<int64_t>(kLossParitySteps, c.steps);
   return c;
 }
 
@@ -144,6 +151,7 @@ Expected<std::string> StageValidate(RunState& st, int round, Emitter& em) {
   ev.probe = &pr.result;
   if (const PlanRound* p = st.final_plan()) ev.plan = &p->search.best;
   ev.target_device = st.topology.device.name;
+  ev.kernel_reference_ops = KernelReferenceOps(st);  // round 1's loss parity (rules_kernel_fallback.cpp)
   st.knobs.replan = false;
   st.knobs.reprobe = false;
   // Step 2: rules.

@@ -171,11 +171,7 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
   RoundEvidence ev;
   ev.round = 0;
   ev.kernel_rows = &ks.rows;
-  for (const auto& m : st.match.modules) {
-    if (!m.chosen || m.module != "mixer") continue;
-    if (m.kind == "KDA" || m.kind == "GatedDeltaNet") ev.kernel_reference_ops["kda"] = m.chosen->reference_op;
-    if (m.kind == "DSA") ev.kernel_reference_ops["dsa"] = m.chosen->reference_op;
-  }
+  ev.kernel_reference_ops = KernelReferenceOps(st);
   int passed = 0;
   for (const auto& r : ks.rows) passed += r.pass ? 1 : 0;
   if (auto d = RuleKernelFallback(ev, st.req.thresholds, st.knobs)) {
@@ -191,6 +187,16 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
          (st.knobs.kernel_fallbacks.empty() ? ""
                                             : ", " + std::to_string(st.knobs.kernel_fallbacks.size()) +
                                                   " on reference fallback");
+}
+
+std::map<std::string, std::string> KernelReferenceOps(const RunState& st) {
+  std::map<std::string, std::string> ops;
+  for (const auto& m : st.match.modules) {
+    if (!m.chosen || m.module != "mixer") continue;
+    if (m.kind == "KDA" || m.kind == "GatedDeltaNet") ops["kda"] = m.chosen->reference_op;
+    if (m.kind == "DSA") ops["dsa"] = m.chosen->reference_op;
+  }
+  return ops;
 }
 
 Expected<std::string> StageReport(RunState& st) {

@@ -3,6 +3,7 @@
 // summary for the timeline, or an error that ends the run. Internal to agent/.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "agent/orchestrator_state.h"
@@ -26,6 +27,10 @@ Expected<std::string> StageValidate(RunState& st, int round, Emitter& em);
 Expected<std::string> StageWeights(RunState& st);
 // report.json / report.md / report.html / trace.json.
 Expected<std::string> StageReport(RunState& st);
+
+// The reference operator the templates name per kernel family ("kda", "dsa" -> reference_op), for
+// the kernel-fallback rule (after the kernel checks, and on round 1's loss parity).
+std::map<std::string, std::string> KernelReferenceOps(const RunState& st);
 
 // Writes text to out_dir/name and records it as an artifact.
 Status WriteArtifact(RunState& st, const std::string& name, const std::string& text);

@@ -28,6 +28,7 @@ ProbeConfig ProbeRecipe(const RunRequest& req) {
   c.timeout_s = s.timeout_s;
   c.worker_binary = s.worker_binary;
   c.threads_per_rank = 1;
+  c.control = s.control;  // a negative control (tests, `onboard run --probe-control`)
   // Step 5: the run's observation thresholds, so the probe's report judges as the rules do.
   c.thresholds = static_cast<const ObservationThresholds&>(req.thresholds);
   return c;

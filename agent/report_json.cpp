@@ -36,6 +36,7 @@ json ProbeSettingsJson(const RunRequest& r) {
             {"learning_rate", c.lr},
             {"grad_clip", c.clip},
             {"seed", r.probe.seed}};
+  if (!r.probe.control.empty()) j["control"] = r.probe.control;  // a negative control's run
   if (r.mode == FinetuneMode::kLoRA) {
     j["lora_rank"] = c.lora_rank;
     j["base_steps"] = backends::LoraBaseSteps(c);
@@ -195,10 +196,22 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
   std::vector<double> ranks = load.empty() ? std::vector<double>{} : RankLoads(load, ep, p.config.expert_placement);
   j["proxy"] = p.spec.PatternString();
   j["params"] = {{"total", p.params.total}, {"trainable", p.params.trainable}};
-  j["config"] = {{"ranks", p.config.ranks}, {"ep", ep}, {"fsdp", p.config.fsdp_degree()},
-                 {"steps", p.config.steps}, {"seq", p.config.seq}, {"batch", p.config.batch},
-                 {"lr", p.config.lr}, {"clip", p.config.clip}};
+  j["config"] = {{"ranks", p.config.ranks},
+                 {"ep", ep},
+                 {"fsdp", p.config.fsdp_degree()},
+                 {"steps", p.config.steps},
+                 {"seq", p.config.seq},
+                 {"batch", p.config.batch},
+                 {"lr", p.config.lr},
+                 {"clip", p.config.clip},
+                 {"kda_kernel", p.config.kda_kernel},
+                 {"control", p.config.control}};
   j["convergence"] = p.convergence;
+  // What the KDA layers ran and, in round 1, the kernel loss parity (issue 12).
+  j["kda_calls"] = {{"generated", p.kda_calls.generated}, {"torch", p.kda_calls.torch}};
+  json parity = json::array();
+  for (const ProbeLossParity& lp : p.loss_parity) parity.push_back(LossParityToJson(lp));
+  j["loss_parity"] = parity;
   j["checks"] = p.checks;
   j["task_floor"] = p.task_floor;
   j["baselines"] = {{"no_learning_nats", Num(p.baseline_nats)}, {"floor_nats", Num(p.floor_nats)},

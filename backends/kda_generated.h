@@ -40,5 +40,14 @@ KdaImpl ProcessKdaImpl();
 // forward only; the backward still differentiates the LibTorch-ops form). Set by the probe worker.
 void SetProcessKdaGateFault(bool on);
 bool ProcessKdaGateFault();
+// Forward calls of KdaCore in this process by the implementation that really ran, and why a
+// generated request last ran the torch ops ("" = never): the probe reports them (issue 12), so a
+// kernel fallback is seen to change what runs.
+struct KdaCallCounts {
+  int64_t generated = 0;
+  int64_t torch = 0;
+  std::string fallback_reason;
+};
+KdaCallCounts ProcessKdaCalls();
 
 }  // namespace onboard::backends

@@ -266,6 +266,13 @@ struct ProbeConfig {
   int64_t lookup_keys = 16;
   int64_t lookup_values = 16;
   // ---- end lookup task ----
+  // ---- Kernel loss parity (issue 12; backends/probe_loss_parity.h, validators/loss_parity.h) ----
+  // > 0: after the probe the launcher trains the parity proxy (this spec's KDA layers on dense
+  // MLPs, 1 rank, full mode) for this many steps twice, once with the generated KDA kernel (with
+  // this config's control, so perturbed_kda_gate perturbs it) and once on the LibTorch reference
+  // ops, and compares the two loss curves (ProbeResult::loss_parity). 0 = off.
+  int64_t loss_parity_steps = 0;
+  // ---- end kernel loss parity ----
 };
 
 inline constexpr const char* kPipeFaultSwapBackward = "swap_backward";
@@ -382,6 +389,31 @@ struct ProbePrediction {
   double pp_bubble = 0;
 };
 
+// Kernel loss parity of one generated kernel against its reference ops (validators/loss_parity.h).
+struct ProbeLossParity {
+  std::string kernel;  // "kda"
+  std::string proxy;   // the parity proxy's pattern ("K K | dense,dense")
+  bool pass = false;
+  int64_t steps = 0;
+  double max_rel = 0;  // max over steps of |generated - reference| / |reference|
+  int64_t worst_step = -1;
+  double tolerance = 0;  // relative, per step
+  std::string message;   // one line with the numbers
+  // Forward calls of the KDA core in the generated run, rank 0 (a generated run whose kernel fell
+  // back to the torch ops compares torch with torch; the report says so).
+  int64_t generated_kernel_calls = 0;
+  int64_t torch_op_calls = 0;
+  std::vector<double> generated, reference;  // the two loss curves, nats
+};
+
+// How often this probe's KDA core ran each implementation (rank 0, forward calls; backward
+// always differentiates the torch ops): shows what ProbeConfig::kda_kernel really ran.
+struct KdaCalls {
+  int64_t generated = 0;
+  int64_t torch = 0;
+  std::string fallback_reason;  // why a generated request ran torch ops ("" = none)
+};
+
 struct ProbeResult {
   ProxySpec spec;
   ProbeConfig config;
@@ -415,6 +447,10 @@ struct ProbeResult {
   double wall_s = 0;
   // Expert co-activation and tier traffic over the recorded steps, summed over ranks (issue 18).
   ProbeCoactivation coactivation;
+  // Kernel loss parity (issue 12): one entry per generated kernel compared; empty = not run
+  // (ProbeConfig::loss_parity_steps = 0, or the proxy has no KDA layer).
+  std::vector<ProbeLossParity> loss_parity;
+  KdaCalls kda_calls;  // what the KDA layers of this probe ran (issue 12)
 };
 
 // What a caller sees of a running probe. OnStep: rank 0's record of each recorded step, in order
@@ -462,6 +498,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& args);
 std::string ProbeSpecConfigToJson(const ProxySpec& spec, const ProbeConfig& config);
 Status ProbeSpecConfigFromJson(const std::string& text, ProxySpec* spec, ProbeConfig* config);
 std::string ProbeResultToJson(const ProbeResult& result);
+nlohmann::json LossParityToJson(const ProbeLossParity& parity);  // one kernel's, with both curves
 std::string FormatProbeResult(const ProbeResult& result);   // the `onboard probe` text report
 
 }  // namespace onboard

@@ -117,6 +117,18 @@ void FormatPipeline(const ProbeResult& r, std::ostringstream& os) {
      << " per step (max over ranks; recv includes waiting for the other stage)\n";
 }
 
+// What the KDA layers ran, and the kernel loss parity (issue 12).
+void FormatKernels(const ProbeResult& r, std::ostringstream& os) {
+  if (r.kda_calls.generated + r.kda_calls.torch > 0)
+    os << "\nKDA forward (kda_kernel " << r.config.kda_kernel << "): " << r.kda_calls.generated
+       << " generated-kernel calls, " << r.kda_calls.torch << " torch-op calls (rank 0)"
+       << (r.kda_calls.fallback_reason.empty() ? "" : "; fallback: " + r.kda_calls.fallback_reason) << "\n";
+  for (const ProbeLossParity& p : r.loss_parity)
+    os << "kernel loss parity (" << p.kernel << ", proxy " << p.proxy << ", " << p.steps
+       << " steps): " << (p.pass ? "ok" : "FAILED") << F(", max relative difference %.3g", p.max_rel)
+       << " at step " << p.worst_step << F(" (tolerance %.3g)", p.tolerance) << "\n";
+}
+
 }  // namespace
 
 std::string FormatProbeResult(const ProbeResult& r) {
@@ -191,6 +203,7 @@ std::string FormatProbeResult(const ProbeResult& r) {
   FormatComparisons(r, os);
   FormatPipeline(r, os);
   os << FormatCoactivation(r.coactivation);
+  FormatKernels(r, os);
   os << "\nverdict: " << r.convergence << "\n";
   for (const std::string& line : r.checks) os << "  " << line << "\n";
   os << "logs and per-rank JSON: " << r.out_dir << F(" (wall %.1f s)", r.wall_s) << "\n";

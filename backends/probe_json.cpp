@@ -123,6 +123,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->expert_phy2log = j.value("expert_phy2log", std::vector<int64_t>{});
   c->fault_log2phy = j.value("fault_log2phy", false);
   c->moe_overlap = j.value("moe_overlap", false);
+  c->loss_parity_steps = j.value("loss_parity_steps", int64_t{0});
 }
 // clang-format on
 
@@ -154,12 +155,38 @@ json ConfigJson(const ProbeConfig& c) {
   j["expert_phy2log"] = c.expert_phy2log;
   j["fault_log2phy"] = c.fault_log2phy;
   j["moe_overlap"] = c.moe_overlap;
+  j["loss_parity_steps"] = c.loss_parity_steps;  // kernel loss parity (issue 12)
   return j;
 }
 
 json Num(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
+json LossParityJson(const std::vector<ProbeLossParity>& all) {
+  json a = json::array();
+  for (const ProbeLossParity& p : all) a.push_back(LossParityToJson(p));
+  return a;
+}
+
 }  // namespace
+
+// Kernel loss parity (issue 12): one compared kernel, with both curves.
+json LossParityToJson(const ProbeLossParity& p) {
+  json gen = json::array(), ref = json::array();
+  for (double v : p.generated) gen.push_back(Num(v));
+  for (double v : p.reference) ref.push_back(Num(v));
+  return {{"kernel", p.kernel},
+          {"proxy", p.proxy},
+          {"pass", p.pass},
+          {"steps", p.steps},
+          {"max_rel", Num(p.max_rel)},
+          {"worst_step", p.worst_step},
+          {"tolerance", p.tolerance},
+          {"message", p.message},
+          {"generated_kernel_calls", p.generated_kernel_calls},
+          {"torch_op_calls", p.torch_op_calls},
+          {"generated_losses", gen},
+          {"reference_losses", ref}};
+}
 
 std::string ProbeSpecConfigToJson(const ProxySpec& spec, const ProbeConfig& config) {
   return json{{"spec", SpecJson(spec)}, {"config", ConfigJson(config)}}.dump(2);
@@ -231,7 +258,12 @@ std::string ProbeResultToJson(const ProbeResult& r) {
               {"checks", r.checks},
               {"out_dir", r.out_dir},
               {"wall_s", r.wall_s},
-              {"coactivation", CoactivationToJson(r.coactivation)}}  // issue 18
+              {"coactivation", CoactivationToJson(r.coactivation)},  // issue 18
+              {"loss_parity", LossParityJson(r.loss_parity)},        // issue 12
+              {"kda_calls",
+               {{"generated", r.kda_calls.generated},
+                {"torch", r.kda_calls.torch},
+                {"fallback_reason", r.kda_calls.fallback_reason}}}}
       .dump(2);
 }
 

@@ -30,6 +30,7 @@
 
 #include "backends/c10d_compat.h"
 #include "backends/c10d_store.h"
+#include "backends/probe_loss_parity.h"
 #include "backends/probe_report.h"
 #include "backends/probe_step_tail.h"
 #include "backends/slurm_launch.h"
@@ -279,6 +280,16 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   result.out_dir = cfg.out_dir;
   ONBOARD_RETURN_IF_ERROR(backends::MergeRankResults(ranks, &result));
   backends::FinishProbeResult(&result);
+  // Step 5: kernel loss parity (issue 12), when asked for: two more runs of the KDA layers.
+  Expected<std::optional<ProbeLossParity>> parity = backends::RunKdaLossParity(spec, cfg, observer);
+  if (!parity.ok()) return parity.status();
+  if (parity->has_value()) {
+    result.checks.push_back((*parity)->message);
+    result.loss_parity.push_back(std::move(**parity));
+  } else if (cfg.loss_parity_steps > 0) {
+    result.checks.push_back(
+        "loss parity: not run (the proxy has no KDA layer; no generated kernel in the probe)");
+  }
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

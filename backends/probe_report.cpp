@@ -164,6 +164,13 @@ Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* r) {
   json held;  // text task: {"loss", "windows"}; null otherwise
   ONBOARD_RETURN_IF_ERROR(Get(r0.j, r0.path, "held_out", &held));
   if (!held.is_null()) ONBOARD_RETURN_IF_ERROR(Get(held, r0.path + " held_out", "loss", &r->held_out_loss));
+  if (r0.j.contains("kda_calls")) {  // what the KDA layers ran (issue 12); absent in older rank files
+    const json& kc = r0.j.at("kda_calls");
+    const std::string kw = r0.path + " kda_calls";
+    ONBOARD_RETURN_IF_ERROR(Get(kc, kw, "generated", &r->kda_calls.generated));
+    ONBOARD_RETURN_IF_ERROR(Get(kc, kw, "torch", &r->kda_calls.torch));
+    ONBOARD_RETURN_IF_ERROR(Get(kc, kw, "fallback_reason", &r->kda_calls.fallback_reason));
+  }
   // Step 2: every rank's step records.
   std::vector<std::vector<ProbeStep>> steps(ranks.size());
   size_t n = std::numeric_limits<size_t>::max();

@@ -229,21 +229,25 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
 
   // Step 5: result file.
   const ProxyParamCounts& counts = st.counts;
-  json out = {{"rank", st.rank},
-              {"world", st.world},
-              {"backend", g.world.backend()},
-              {"torch", backends::TorchVersionString()},
-              {"local_experts", st.routing.local_experts},
-              {"baseline_rss_bytes", st.baseline_rss},
-              {"params",
-               {{"total", counts.total},
-                {"expert", counts.expert},
-                {"lora", counts.lora},
-                {"trainable", counts.trainable}}},
-              {"steps", StepsJson(steps)},
-              {"base_phase", base_phase},
-              {"held_out", held_out},
-              {"coactivation", st.coact.ToJson()}};
+  const backends::KdaCallCounts kda = backends::ProcessKdaCalls();
+  json out = {
+      {"kda_calls",
+       {{"generated", kda.generated}, {"torch", kda.torch}, {"fallback_reason", kda.fallback_reason}}},
+      {"rank", st.rank},
+      {"world", st.world},
+      {"backend", g.world.backend()},
+      {"torch", backends::TorchVersionString()},
+      {"local_experts", st.routing.local_experts},
+      {"baseline_rss_bytes", st.baseline_rss},
+      {"params",
+       {{"total", counts.total},
+        {"expert", counts.expert},
+        {"lora", counts.lora},
+        {"trainable", counts.trainable}}},
+      {"steps", StepsJson(steps)},
+      {"base_phase", base_phase},
+      {"held_out", held_out},
+      {"coactivation", st.coact.ToJson()}};
   return WriteResult(a.out_file, out);
 }
 

@@ -299,6 +299,8 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("kda_kernel", "must be generated or torch", kda_kernel);
   if (dsa_kernel != "generated" && dsa_kernel != "torch")
     return Bad("dsa_kernel", "must be generated or torch", dsa_kernel);
+  if (loss_parity_steps < 0 || loss_parity_steps > 100000)  // kernel loss parity (issue 12)
+    return Bad("loss_parity_steps", "must be in [0, 100000] (0 = off)", std::to_string(loss_parity_steps));
   // Per-layer placement (issue 18): num_experts x MoE layers entries, layer after layer; each
   // layer's block is checked as a placement of its own.
   const auto moe_layers = std::count_if(spec.layers.begin(), spec.layers.end(),

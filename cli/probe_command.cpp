@@ -7,11 +7,12 @@
 // loss curve, time per collective, expert load, peak memory and the cost model's prediction.
 // Exit codes: 0 converged, 7 (check failed) diverged / NaN / not converged, 2 bad input,
 // 5 a rank died or hung (the message names the rank).
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <cstdlib>
 #include <sstream>
 
 #include "agent/plan_file.h"
@@ -137,7 +138,9 @@ int RunProbeCommand(ProbeOptions o) {
   if (!o.cfg.out_dir.empty()) {
     std::ofstream(o.cfg.out_dir + "/probe_result.json") << ProbeResultToJson(*r) << "\n";
   }
-  return r->convergence == "converged" ? 0 : ExitCodeFor(ErrorCode::kCheckFailed);
+  const bool parity_ok = std::all_of(r->loss_parity.begin(), r->loss_parity.end(),
+                                     [](const ProbeLossParity& p) { return p.pass; });
+  return r->convergence == "converged" && parity_ok ? 0 : ExitCodeFor(ErrorCode::kCheckFailed);
 }
 
 OnboardCommand kProbe{
@@ -201,6 +204,10 @@ OnboardCommand kProbe{
           "--control", o->cfg.control,
           "negative control that must fail the learning verdict: no_lookback | "
           "random_router | frozen_lora (lora mode) | perturbed_kda_gate (caught by kernel loss parity)");
+      sub.add_option("--loss-parity", o->cfg.loss_parity_steps,
+                     "kernel loss parity: also train the proxy's KDA layers this many steps with the "
+                     "generated kernel and with the LibTorch ops and compare the curves (0 = off; e.g. 50)")
+          ->capture_default_str();
       sub.add_option("--recompute", o->recompute,
                      "recompute per block kind, e.g. KDA=selective,MoE=none (kinds KDA, MLA, DSA, MoE, "
                      "MLP, * = the rest; default full)");

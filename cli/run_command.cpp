@@ -20,6 +20,7 @@ struct RunOptions {
   int64_t lora_rank = 16, seq = 4096, global_batch = 0;
   int max_rounds = 3, probe_ranks = 2, threads = 2;
   int probe_steps = 0;  // 0 = the probe recipe's (DefaultProbeConfig)
+  std::string probe_control;  // negative control of every probe round ("" = none)
   double lr = 0;        // 0 = the probe recipe's
   bool no_probe = false, no_kernels = false, json = false;
 };
@@ -95,6 +96,7 @@ int RunRun(const RunOptions& o) {
   req.threads = o.threads;
   req.probe.ranks = o.probe_ranks;
   if (o.probe_steps != 0) req.probe.steps = o.probe_steps;
+  req.probe.control = o.probe_control;
   if (o.lr != 0) req.probe.learning_rate = o.lr;
   req.probe.enabled = !o.no_probe;
   req.generate_kernels = !o.no_kernels;
@@ -144,6 +146,10 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                           "--probe-steps", o->probe_steps,
                           "steps per probe round (LoRA: adapter steps; default: the probe recipe's, "
                           "as `onboard probe`)");
+                      sub.add_option("--probe-control", o->probe_control,
+                                     "negative control of every probe round (onboard probe --control), e.g. "
+                                     "perturbed_kda_gate: round 1's kernel loss parity must fail and round 2 "
+                                     "run on the reference ops");
                       sub.add_option("--probe-lr", o->lr,
                                      "starting probe peak learning rate (LoRA: the adapters'; default: the "
                                      "probe recipe's, as `onboard probe`)");

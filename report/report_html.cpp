@@ -204,6 +204,36 @@ void Kernels(std::ostringstream& o, const json& r) {
       << E(ref.get<std::string>()) << "</code>.</p>";
 }
 
+// What each round's KDA layers ran and round 1's kernel loss parity (issue 12).
+void ProbeKernels(std::ostringstream& o, const json& r) {
+  const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
+  bool any = false;
+  for (const auto& pr : rounds)
+    any = any || !JsonAt(pr, "loss_parity").empty() || JsonAt(pr, "kda_calls").is_object();
+  if (!any) return;
+  o << "<h3>Kernels in the probe: KDA ops run, loss parity</h3>";
+  Table t({"round", "kda_kernel", "KDA forward calls (generated / torch ops)",
+           "loss parity (generated vs reference ops)"});
+  for (const auto& pr : rounds) {
+    if (pr.contains("error")) continue;
+    const json& calls = JsonAt(pr, "kda_calls");
+    std::string parity;
+    bool failed = false;
+    for (const auto& lp : JsonAt(pr, "loss_parity")) {
+      failed = failed || !JsonTrue(JsonAt(lp, "pass"));
+      parity += (parity.empty() ? "" : "; ") + std::string(JsonTrue(JsonAt(lp, "pass")) ? "ok" : "FAIL") +
+                " (" + E(JsonStr(lp, "kernel")) + ", " + JsonAt(lp, "steps").dump() +
+                " steps, max relative difference " + FmtSig(JsonAt(lp, "max_rel")) + " at step " +
+                JsonAt(lp, "worst_step").dump() + ", tolerance " + FmtSig(JsonAt(lp, "tolerance")) + ")";
+    }
+    t.Row({JsonAt(pr, "round").dump(), E(JsonStr(JsonAt(pr, "config"), "kda_kernel")),
+           JsonAt(calls, "generated").dump() + " / " + JsonAt(calls, "torch").dump(),
+           parity.empty() ? "not run" : parity},
+          failed ? "bad" : "");
+  }
+  o << t.Html();
+}
+
 // The plan's layout beside the probe's (the last round's), factor by factor.
 void ProbeLayout(std::ostringstream& o, const json& r) {
   const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
@@ -344,6 +374,7 @@ std::string RenderHtmlReport(const nlohmann::json& report) {
   FusionsHtml(o, report);
   WeightsHtml(o, report);
   Probe(o, report);
+  ProbeKernels(o, report);
   ProbeLayout(o, report);
   Decisions(o, report);
   Timeline(o, report);

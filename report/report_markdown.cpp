@@ -199,6 +199,33 @@ void Probe(std::ostringstream& o, const json& r) {
   }
 }
 
+// What each round's KDA layers ran and round 1's kernel loss parity (issue 12).
+void ProbeKernels(std::ostringstream& o, const json& r) {
+  const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
+  bool any = false;
+  for (const auto& pr : rounds)
+    any = any || !JsonAt(pr, "loss_parity").empty() || JsonAt(pr, "kda_calls").is_object();
+  if (!any) return;
+  o << "### Kernels in the probe: KDA ops run, loss parity\n\n"
+       "| round | kda_kernel | KDA forward calls (generated / torch ops) | loss parity (generated vs "
+       "reference ops) |\n"
+       "|---|---|---|---|\n";
+  for (const auto& pr : rounds) {
+    if (pr.contains("error")) continue;
+    const json& calls = JsonAt(pr, "kda_calls");
+    std::string parity;
+    for (const auto& lp : JsonAt(pr, "loss_parity"))
+      parity += (parity.empty() ? "" : "; ") + std::string(JsonTrue(JsonAt(lp, "pass")) ? "ok" : "**FAIL**") +
+                " (" + JsonStr(lp, "kernel") + ", " + JsonAt(lp, "steps").dump() +
+                " steps, max relative difference " + FmtSig(JsonAt(lp, "max_rel")) + " at step " +
+                JsonAt(lp, "worst_step").dump() + ", tolerance " + FmtSig(JsonAt(lp, "tolerance")) + ")";
+    o << "| " << JsonAt(pr, "round").dump() << " | " << JsonStr(JsonAt(pr, "config"), "kda_kernel") << " | "
+      << JsonAt(calls, "generated").dump() << " / " << JsonAt(calls, "torch").dump() << " | "
+      << (parity.empty() ? "not run" : parity) << " |\n";
+  }
+  o << "\n";
+}
+
 // The plan's layout beside the probe's (the last round's), factor by factor.
 void ProbeLayout(std::ostringstream& o, const json& r) {
   const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
@@ -276,6 +303,7 @@ std::string RenderMarkdownReport(const nlohmann::json& report) {
   FusionsMarkdown(o, report);
   WeightsMarkdown(o, report);
   Probe(o, report);
+  ProbeKernels(o, report);
   ProbeLayout(o, report);
   Decisions(o, report);
   Timeline(o, report);

@@ -5,8 +5,9 @@ namespace onboard::agent {
 
 const std::vector<Rule>& RuleTable() {
   static const std::vector<Rule> kRules = {
-      {"kernel_check_failed", "kernels", "generated kernel vs reference, per checked shape",
-       "(row tolerance)", RuleKernelFallback},
+      {"kernel_check_failed", "kernels",
+       "generated kernel vs reference, per checked shape; round 1 probe loss parity", "(row tolerance)",
+       RuleKernelFallback},
       {"probe_diverged", "divergence", "probe loss curve: non-finite, or far above its running minimum",
        "divergence_factor", RuleProbeDiverged},
       {"probe_not_learned", "learning", "probe loss and skill vs the task's baselines",

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "agent/orchestrator.h"
+#include "backends/probe.h"
 #include "orchestrator_test_support.h"
 
 namespace onboard::agent {
@@ -50,6 +51,13 @@ TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
   EXPECT_EQ(rep["schema"], "onboard.report/1");
   EXPECT_EQ(rep["probe"]["rounds"].size(), static_cast<size_t>(res->rounds));
   EXPECT_FALSE(rep["probe"]["rounds"][0]["loss"].empty());
+  // Round 1 checked the generated KDA kernel's loss parity against the reference ops (issue 12):
+  // over the round's 8 steps, and it holds (the perturbed-gate test below is its negative).
+  const nlohmann::json& parity = rep["probe"]["rounds"][0]["loss_parity"];
+  ASSERT_EQ(parity.size(), 1u) << rep["probe"]["rounds"][0].dump();
+  EXPECT_TRUE(parity[0]["pass"].get<bool>()) << parity[0].dump();
+  EXPECT_EQ(parity[0]["steps"], 8);
+  EXPECT_GT(rep["probe"]["rounds"][0]["kda_calls"]["generated"].get<int64_t>(), 0);
   EXPECT_TRUE(rep["kernels"]["ran"].get<bool>());
   EXPECT_GT(rep["kernels"]["total"].get<int>(), 0);
   EXPECT_EQ(rep["templates"]["unknown"], 0);
@@ -92,6 +100,42 @@ TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
   EXPECT_EQ(trace["decisions"].size(), static_cast<size_t>(decision_events));
   EXPECT_EQ(res->decisions, decision_events);
   EXPECT_GE(trace["observations"].size(), 1u);  // also when no rule fired
+  fs::remove_all(out);
+}
+
+// Issue 12, the negative of round 1's loss parity: with the perturbed KDA gate control, the parity
+// fails, the kernel-fallback rule fires, and round 2 runs on the reference ops: its probe ran no
+// generated kernel (what the fallback changes, not only reports).
+TEST(OrchestratorE2E, PerturbedKdaGateFailsRound1ParityAndRound2RunsOnTheReferenceOps) {
+  std::string out = FreshDir("parity");
+  RunRequest r = TinyRequest(out, /*probe=*/true, /*kernels=*/false);
+  r.probe.control = onboard::kControlPerturbedKdaGate;
+  CollectingEventSink sink;
+  auto res = RunOnboarding(r, sink, CancelToken{});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  ASSERT_EQ(res->rounds, 2);
+  nlohmann::json rep = ReadJson(out + "/report.json");
+  ASSERT_EQ(rep["probe"]["rounds"].size(), 2u);
+  const nlohmann::json& r1 = rep["probe"]["rounds"][0];
+  const nlohmann::json& r2 = rep["probe"]["rounds"][1];
+  ASSERT_EQ(r1["loss_parity"].size(), 1u) << r1.dump();
+  EXPECT_FALSE(r1["loss_parity"][0]["pass"].get<bool>()) << r1["loss_parity"][0]["message"];
+  EXPECT_EQ(r1["config"]["kda_kernel"], "generated");
+  EXPECT_GT(r1["kda_calls"]["generated"].get<int64_t>(), 0);
+  bool fell_back = false;
+  for (const auto& d : rep["decisions"])
+    fell_back = fell_back || (d["rule"] == "kernel_check_failed" && d["round"] == 1 &&
+                              d["changed"].contains("kda_loss_parity"));
+  EXPECT_TRUE(fell_back) << rep["decisions"].dump();
+  EXPECT_EQ(r2["config"]["kda_kernel"], "torch");
+  EXPECT_EQ(r2["config"]["control"], "");  // the perturbation lived in the generated kernel
+  EXPECT_EQ(r2["kda_calls"]["generated"].get<int64_t>(), 0);
+  EXPECT_GT(r2["kda_calls"]["torch"].get<int64_t>(), 0);
+  EXPECT_TRUE(r2["loss_parity"].empty());
+  std::ifstream md(out + "/report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("Kernels in the probe"), std::string::npos);
+  EXPECT_NE(text.find("**FAIL** (kda"), std::string::npos);
   fs::remove_all(out);
 }
 

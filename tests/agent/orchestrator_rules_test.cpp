@@ -385,6 +385,39 @@ TEST(RuleKernelFallback, FailedCheckFallsBackToTheTemplateReference) {
   EXPECT_FALSE(RuleKernelFallback(ev, Thresholds{}, fresh).has_value());
 }
 
+// Round 1's kernel loss parity (issue 12): a failed parity falls back to the template's reference
+// operator and re-probes; a passing one, or one already on fallback, does nothing.
+TEST(RuleKernelFallback, FailedLossParityFallsBackAndReprobes) {
+  ProbeResult p = Healthy();
+  ProbeLossParity lp;
+  lp.kernel = "kda";
+  lp.pass = true;
+  lp.steps = 50;
+  lp.max_rel = 4e-6;
+  lp.tolerance = 1e-3;
+  p.loss_parity = {lp};
+  RoundEvidence ev;
+  ev.round = 1;
+  ev.probe = &p;
+  ev.kernel_reference_ops = {{"kda", "kda_recurrent_reference"}};
+  LoopKnobs k;
+  EXPECT_FALSE(RuleKernelFallback(ev, Thresholds{}, k).has_value());
+  EXPECT_FALSE(k.reprobe);
+  p.loss_parity[0].pass = false;
+  p.loss_parity[0].max_rel = 0.07;
+  auto d = RuleKernelFallback(ev, Thresholds{}, k);
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->family, "kernels");
+  EXPECT_EQ(k.kernel_fallbacks.at("kda_loss_parity"), "kda_recurrent_reference");
+  EXPECT_TRUE(k.reprobe);
+  EXPECT_EQ(d->observed["failed_rows"][0]["max_rel"].get<double>(), 0.07);
+  EXPECT_NE(d->action.find("re-probe on the reference ops"), std::string::npos);
+  LoopKnobs again = k;
+  again.reprobe = false;
+  EXPECT_FALSE(RuleKernelFallback(ev, Thresholds{}, again).has_value());  // already on fallback
+  EXPECT_FALSE(again.reprobe);
+}
+
 TEST(ApplyRules, ADivergedProbeIsNotEvidenceForOtherRules) {
   ProbeResult p = Skewed(100, 10);
   for (size_t i = 0; i < p.steps.size(); ++i) p.steps[i].loss = 2.0 + i;  // diverging

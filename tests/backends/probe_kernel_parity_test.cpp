@@ -1,20 +1,22 @@
-// Kernel loss parity (validators/loss_parity.h): the probe with the generated KDA kernel and with the
-// reference LibTorch ops gives the same loss curve within kLossParityRelTol over 50 fp32 steps; the
-// generated kernel with a perturbed gate (control perturbed_kda_gate) does not, from step 0 on. DSA: the
+// Kernel loss parity (validators/loss_parity.h, backends/probe_loss_parity.h): the probe with the
+// generated KDA kernel and with the reference LibTorch ops gives the same loss curve within
+// kLossParityRelTol over 50 fp32 steps; the generated kernel with a perturbed gate (control
+// perturbed_kda_gate) does not. DSA: the
 // probe's MLA+DSA layers run LibTorch ops only (no generated DSA kernel in the probe), so there is nothing to
 // compare there.
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <string>
 
+#include "backends/probe_loss_parity.h"
 #include "tests/backends/probe_test_util.h"
 #include "validators/loss_parity.h"
 
 namespace onboard {
 namespace {
 
-using testing_probe::Losses;
 using testing_probe::TempDir;
 
 ProbeConfig ParityConfig(const std::string& name, const std::string& kernel, const std::string& control) {
@@ -35,24 +37,95 @@ ProxySpec ParitySpec() {
   return s;
 }
 
-std::vector<double> Curve(const ProbeConfig& c) {
+// The probe's own loss parity (ProbeConfig::loss_parity_steps, backends/probe_loss_parity.h): the
+// recorded run is 2 steps; the parity runs are the 50 compared steps.
+ProbeResult ProbeWithParity(const std::string& name, const std::string& control) {
+  ProbeConfig c = ParityConfig(name, "generated", control);
+  c.steps = 2;
+  c.loss_parity_steps = 50;
   Expected<ProbeResult> r = RunProbeSpec(ParitySpec(), c);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? Losses(*r) : std::vector<double>{};
+  return r.ok() ? *r : ProbeResult{};
 }
 
+// The generated KDA kernel against the reference ops over 50 fp32 steps passes; the perturbed gate
+// fails from step 0 on. Both results carry the parity in their JSON and text report, and the calls
+// show that the generated run ran the generated kernel and the reference run did not.
 TEST(KernelLossParity, GeneratedKdaMatchesTheReferenceOpsAndAPerturbedGateDoesNot) {
-  const std::vector<double> ref = Curve(ParityConfig("torch", "torch", ""));
-  const std::vector<double> gen = Curve(ParityConfig("generated", "generated", ""));
-  const std::vector<double> bad = Curve(ParityConfig("perturbed", "generated", kControlPerturbedKdaGate));
-  Expected<LossParityReport> ok = CheckLossParity(gen, ref);
-  ASSERT_TRUE(ok.ok()) << ok.status().ToString();
-  Expected<LossParityReport> off = CheckLossParity(bad, ref);
-  ASSERT_TRUE(off.ok()) << off.status().ToString();
-  std::printf("generated: %s\nperturbed gate: %s\n", ok->message.c_str(), off->message.c_str());
-  EXPECT_EQ(ok->steps, 50);
-  EXPECT_TRUE(ok->pass) << ok->message;
-  EXPECT_FALSE(off->pass) << off->message;
+  const ProbeResult ok = ProbeWithParity("ok", "");
+  const ProbeResult bad = ProbeWithParity("perturbed", kControlPerturbedKdaGate);
+  ASSERT_EQ(ok.loss_parity.size(), 1u);
+  ASSERT_EQ(bad.loss_parity.size(), 1u);
+  const ProbeLossParity& p = ok.loss_parity[0];
+  const ProbeLossParity& q = bad.loss_parity[0];
+  std::printf("generated: %s\nperturbed gate: %s\n", p.message.c_str(), q.message.c_str());
+  EXPECT_EQ(p.steps, 50);
+  EXPECT_EQ(p.tolerance, kLossParityRelTol);
+  EXPECT_TRUE(p.pass) << p.message;
+  EXPECT_FALSE(q.pass) << q.message;
+  EXPECT_GE(q.worst_step, 0);
+  // What ran: the generated run ran the generated kernel only (its backward is the torch ops,
+  // which KdaCoreTorch runs uncounted); the probe itself too.
+  EXPECT_GT(p.generated_kernel_calls, 0);
+  EXPECT_EQ(p.torch_op_calls, 0);
+  EXPECT_GT(ok.kda_calls.generated, 0);
+  EXPECT_EQ(ok.kda_calls.torch, 0);
+  // The curves are the probe's own: the same parity re-checked from the reported curves.
+  Expected<LossParityReport> again = CheckLossParity(p.generated, p.reference);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->max_rel, p.max_rel);
+  // JSON and text report.
+  const nlohmann::json j = nlohmann::json::parse(ProbeResultToJson(bad));
+  ASSERT_EQ(j["loss_parity"].size(), 1u);
+  EXPECT_FALSE(j["loss_parity"][0]["pass"].get<bool>());
+  EXPECT_EQ(j["loss_parity"][0]["reference_losses"].size(), 50u);
+  EXPECT_NE(FormatProbeResult(bad).find("kernel loss parity (kda"), std::string::npos);
+  EXPECT_NE(FormatProbeResult(bad).find("FAILED"), std::string::npos);
+}
+
+// With the reference ops asked for, the probe runs no generated kernel (what the kernel-fallback
+// rule relies on, agent/rules/rules_kernel_fallback.cpp).
+TEST(KernelLossParity, TorchKernelRunsNoGeneratedKernel) {
+  ProbeConfig c = ParityConfig("torchonly", "torch", "");
+  c.steps = 2;
+  Expected<ProbeResult> r = RunProbeSpec(ParitySpec(), c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->kda_calls.generated, 0);
+  EXPECT_GT(r->kda_calls.torch, 0);
+  EXPECT_TRUE(r->loss_parity.empty());
+  c.loss_parity_steps = -1;
+  EXPECT_NE(c.Validate(ParitySpec()).message().find("loss_parity_steps"), std::string::npos);
+}
+
+// The parity proxy keeps the spec's KDA layers (dims too) on dense MLPs; the parity runs keep the
+// controls that concern them (the perturbed gate in the generated run only) and drop the rest.
+TEST(KernelLossParity, ParityProxyKeepsTheKdaLayersOnDenseMlps) {
+  const ProxySpec ps = backends::LossParitySpec(testing_probe::SmallSpec());  // K K K M, MoE
+  ASSERT_EQ(ps.layers.size(), 3u);
+  for (const ProxyLayer& l : ps.layers) {
+    EXPECT_EQ(l.mixer, ProxyMixer::kKDA);
+    EXPECT_EQ(l.channel, ProxyChannel::kDense);
+  }
+  EXPECT_EQ(ps.kda_head_dim, testing_probe::SmallSpec().kda_head_dim);
+  ProxySpec no_kda = testing_probe::SmallSpec();
+  no_kda.layers = {{ProxyMixer::kMLA, ProxyChannel::kMoE}};
+  EXPECT_TRUE(backends::LossParitySpec(no_kda).layers.empty());
+  ProbeConfig c = testing_probe::SmallConfig(4, "");
+  c.mode = FinetuneMode::kLoRA;
+  c.loss_parity_steps = 7;
+  c.control = kControlPerturbedKdaGate;
+  const ProbeConfig gen = backends::LossParityConfig(c, "generated", "g");
+  const ProbeConfig ref = backends::LossParityConfig(c, "torch", "t");
+  EXPECT_EQ(gen.ranks, 1);
+  EXPECT_EQ(gen.mode, FinetuneMode::kFull);
+  EXPECT_EQ(gen.steps, 7);
+  EXPECT_EQ(gen.loss_parity_steps, 0);  // no parity of the parity
+  EXPECT_EQ(gen.control, kControlPerturbedKdaGate);
+  EXPECT_EQ(ref.control, "");
+  EXPECT_EQ(ref.kda_kernel, "torch");
+  EXPECT_TRUE(gen.Validate(ps).ok() && ref.Validate(ps).ok());
+  c.control = kControlRandomRouter;  // the parity proxy has no router
+  EXPECT_EQ(backends::LossParityConfig(c, "generated", "g").control, "");
 }
 
 TEST(KernelLossParity, BadCurvesAreRefusedWithTheField) {
