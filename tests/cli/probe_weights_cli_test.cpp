@@ -46,7 +46,9 @@ TEST(ProbeWeightsCli, MissingTensorAndWrongModeExitTwo) {
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("model.layers.1.mlp.down_proj.weight"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("[32,48]"), std::string::npos) << r.out;  // the expected shape
-  r = RunOnboard(Args(dir) + " --mode full");
+  std::string full = Args(dir);
+  full.replace(full.find("--mode lora"), 11, "--mode full");
+  r = RunOnboard(full);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--mode lora"), std::string::npos) << r.out;
 }
