@@ -75,6 +75,10 @@ struct RunRequest {
   // forward of the same weights: a precision check, not an independent semantics check).
   std::string verify_ids;
   std::string verify_reference;
+  // Then the real-weights LoRA probe (backends/probe_weights.h) on layers 0-1 (or the one layer) of the
+  // checkpoint over this text file, with probe.ranks ranks ("" = not run; the report says so). It runs
+  // with probe.enabled false too (that switch is the proxy probes').
+  std::string weights_text;
 
   std::string out_dir;           // artifacts go here (created); required
   std::string templates_override;  // user JSON file with template overrides ("" = none)

@@ -15,6 +15,7 @@
 #include "agent/trace.h"
 #include "backends/hf_verify.h"
 #include "backends/probe.h"
+#include "backends/probe_weights.h"
 #include "core/model_ir.h"
 #include "core/topology.h"
 #include "search/planner.h"
@@ -57,6 +58,10 @@ struct WeightsStage {
   HfVerifyResult result;
   std::string reference;     // what the logits were compared with
   int64_t tp = 1, fsdp = 1;  // the plan's, for the per-rank bytes
+  // The real-weights LoRA probe after the check (RunRequest::weights_text).
+  bool probed = false;
+  std::string probe_reason;  // when !probed: why
+  WeightsProbeResult probe;
 };
 
 struct RunState {

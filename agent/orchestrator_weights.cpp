@@ -5,6 +5,7 @@
 // Reference: the request's .npy (verify_reference), else an fp64 forward of the same weights (a
 // precision check of the fp32 load and forward, not an independent check of the semantics: that is
 // `onboard verify --reference` with the framework's logits, and the HfFamilies.* tests).
+#include <algorithm>
 #include <filesystem>
 
 #include "agent/orchestrator_stages.h"
@@ -30,6 +31,36 @@ std::string DefaultIds(int64_t vocab) {
   for (int64_t i = 0; i < 8; ++i)
     s += (i ? "," : "") + std::to_string((1 + i * 7919) % std::max<int64_t>(vocab, 1));
   return s + "]]\n";
+}
+
+// Step 5: LoRA on the real embedding, layers 0-1 and head over the request's text (probe_weights.h).
+// It runs when the request names a text (its own request: --no-probe skips the proxy probes only). A
+// probe that cannot run (bad text, a rank died) is recorded, not fatal: the load itself passed.
+std::string ProbeRealWeights(RunState& st, int64_t layers) {
+  WeightsStage& w = st.weights;
+  if (st.req.weights_text.empty()) {
+    w.probe_reason = "no real-weights LoRA probe: no text given (onboard run --weights-text FILE)";
+    return "";
+  }
+  WeightsProbeOptions o;
+  o.checkpoint = st.req.model_path;
+  o.text_file = st.req.weights_text;
+  o.layers = {0, std::min<int64_t>(layers, 2) - 1};
+  o.ranks = st.req.probe.ranks;
+  o.batch = 4 * o.ranks;
+  o.seed = st.req.probe.seed;
+  o.timeout_s = st.req.probe.timeout_s;
+  o.worker_binary = st.req.probe.worker_binary;
+  o.out_dir = (fs::path(st.req.out_dir) / "weights" / "probe").string();
+  Expected<WeightsProbeResult> r = backend::RunWeightsProbe(o);
+  if (!r.ok()) {
+    w.probe_reason = "real-weights LoRA probe failed: " + r.status().message();
+    return "; LoRA probe failed";
+  }
+  w.probe = *r;
+  w.probed = true;
+  st.artifacts["weights/probe/adapter"] = r->adapter_dir;
+  return std::string("; LoRA probe on real layers: ") + (r->learned ? "learned" : "not_learned");
 }
 
 }  // namespace
@@ -87,8 +118,9 @@ Expected<std::string> StageWeights(RunState& st) {
   st.artifacts["weights/logits.npy"] = o.logits_out;
   w.result = *r;
   w.loaded = true;
+  const std::string probe = ProbeRealWeights(st, r->layers_run);
   return std::to_string(r->tensors_used) + " tensors loaded, logits vs " + w.reference + ": " +
-         (r->passed ? "PASS" : "FAIL");
+         (r->passed ? "PASS" : "FAIL") + probe;
 }
 
 }  // namespace onboard::agent

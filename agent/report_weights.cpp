@@ -5,6 +5,32 @@ namespace onboard::agent {
 
 using nlohmann::json;
 
+namespace {
+
+// The real-weights LoRA probe: which weights it trained on, the held-out losses and the verdict.
+json LoraProbeJson(const WeightsStage& w) {
+  if (!w.probed) return {{"ran", false}, {"reason", w.probe_reason}};
+  const WeightsProbeResult& p = w.probe;
+  return {{"ran", true},
+          {"layers", {p.layers_first, p.layers_last}},
+          {"tensors", p.tensors_used},
+          {"dtypes", p.dtypes},
+          {"rank_bytes", p.rank_bytes},
+          {"targets", p.targets},
+          {"lora_rank", p.options.lora_rank},
+          {"lora_alpha", p.options.lora_alpha},
+          {"ranks", p.options.ranks},
+          {"steps", p.options.steps},
+          {"text", p.options.text_file},
+          {"held_out_frozen", p.held_out_frozen},
+          {"held_out_final", p.held_out_final},
+          {"min_fall", kWeightsProbeMinFall},
+          {"verdict", p.learned ? "learned" : "not_learned"},
+          {"adapter", p.adapter_dir}};
+}
+
+}  // namespace
+
 json WeightsSection(const RunState& st) {
   const WeightsStage& w = st.weights;
   if (!w.loaded) return {{"loaded", false}, {"reason", w.reason}};
@@ -30,6 +56,7 @@ json WeightsSection(const RunState& st) {
         {"ours", "fp32 forward"},       {"reference", w.reference}, {"rtol", kVerifyRtol},
         {"atol_frac", kVerifyAtolFrac}, {"max_abs", r.max_abs},     {"max_rel", r.max_rel},
         {"top1_agree", r.top1_agree},   {"rows", r.rows},           {"verdict", r.passed ? "PASS" : "FAIL"}};
+  j["lora_probe"] = LoraProbeJson(w);
   return j;
 }
 

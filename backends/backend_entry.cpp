@@ -15,6 +15,8 @@ const onboard::BackendEntryPoints& Table() {
     t.run_probe_worker = &onboard::RunProbeWorker;
     t.run_hf_verify = &onboard::RunHfVerify;
     t.hf_verify_summary = &onboard::HfVerifySummary;
+    t.run_weights_probe = &onboard::RunWeightsProbe;
+    t.format_weights_probe = &onboard::FormatWeightsProbe;
     return t;
   }();
   return table;

@@ -18,12 +18,13 @@
 
 #include "backends/hf_verify.h"
 #include "backends/probe.h"
+#include "backends/probe_weights.h"
 #include "core/status.h"
 
 namespace onboard {
 
 // Bump when a signature below changes.
-inline constexpr int kBackendAbiVersion = 2;  // 2: HfVerifyOptions/Result carry plan-rank bytes
+inline constexpr int kBackendAbiVersion = 3;  // 3: the real-weights probe (probe_weights.h)
 inline constexpr const char* kBackendEntrySymbol = "onboard_backend_entry_v1";
 inline constexpr const char* kBackendLibraryName = "libonboard_backend.so";
 
@@ -34,6 +35,8 @@ struct BackendEntryPoints {
   Status (*run_probe_worker)(const ProbeWorkerArgs&) = nullptr;
   Expected<HfVerifyResult> (*run_hf_verify)(const HfVerifyOptions&) = nullptr;
   std::vector<std::string> (*hf_verify_summary)(const HfVerifyResult&) = nullptr;
+  Expected<WeightsProbeResult> (*run_weights_probe)(const WeightsProbeOptions&) = nullptr;
+  std::string (*format_weights_probe)(const WeightsProbeResult&) = nullptr;
 };
 
 // The C symbol the library exports (backends/backend_entry.cpp).
@@ -52,6 +55,8 @@ namespace backend {
 [[nodiscard]] Status RunProbeWorker(const ProbeWorkerArgs& args);
 // hf_verify.h's RunHfVerify (`onboard run`'s weights stage).
 [[nodiscard]] Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& options);
+// probe_weights.h's RunWeightsProbe (`onboard probe --weights`, `onboard run` on a checkpoint).
+[[nodiscard]] Expected<WeightsProbeResult> RunWeightsProbe(const WeightsProbeOptions& options);
 
 }  // namespace backend
 }  // namespace onboard

@@ -95,5 +95,11 @@ Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& options) {
   return (*be)->run_hf_verify(options);
 }
 
+Expected<WeightsProbeResult> RunWeightsProbe(const WeightsProbeOptions& options) {
+  Expected<const BackendEntryPoints*> be = LoadBackend();
+  if (!be.ok()) return be.status();
+  return (*be)->run_weights_probe(options);
+}
+
 }  // namespace backend
 }  // namespace onboard

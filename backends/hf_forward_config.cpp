@@ -32,6 +32,7 @@ constexpr LayoutRow kLayouts[] = {
     {"deepseek_v32", HfLayout::kDeepSeekV3, true},
     {"kimi_k2", HfLayout::kDeepSeekV3, true},
     {"glm4_moe", HfLayout::kGlm4Moe, true},
+    {"glm4v_moe", HfLayout::kGlm4Moe, true},
     {"gpt_oss", HfLayout::kGptOss, true},
     {"kimi_linear", HfLayout::kKimiLinear, true},
 };
@@ -104,6 +105,10 @@ Expected<HfForwardConfig> ReadHfForwardConfig(const std::string& dir) {
   if (row == nullptr)
     return BadInput(c.config_path, "model_type", "no weight mapping / forward for this family yet", c.ir.model_type);
   c.layout = row->layout;
+  if (c.ir.model_type == "glm4v_moe") {
+    c.weights_root = "model.language_model.";
+    c.skipped_prefix = "model.visual.";
+  }
   if (c.ir.layers.empty()) return BadInput(c.config_path, "num_hidden_layers", "no layers");
   const std::string act = t.StrOr("hidden_act", "silu");
   if (act != "silu" && act != "swish")

@@ -59,6 +59,11 @@ struct HfForwardConfig {
   double swiglu_limit = 0.0;    // 0 = plain SwiGLU experts
   double swiglu_alpha = 1.702;  // GptOssExperts.alpha (a constant of the modeling code, not a config field)
   bool softmax_after_topk = false;  // gpt_oss router: top-k of the logits, then softmax over those k
+  // Where the decoder's tensors live: "model." (text models) or "model.language_model." (glm4v_moe:
+  // GLM-4.5V's language model; its vision tower "model.visual.*" is not loaded: the forward runs text
+  // ids, for which M-RoPE's three position rows are equal and it is the 1-D RoPE of glm4_moe).
+  std::string weights_root = "model.";
+  std::string skipped_prefix;  // checkpoint tensors not loaded on purpose ("model.visual." for glm4v_moe)
 };
 
 // Reads DIR/config.json. A model_type without a forward here is kBadInput naming it.

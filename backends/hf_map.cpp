@@ -8,9 +8,9 @@
 namespace onboard {
 namespace {
 
-// Layer index of "model.layers.N.<...>", or -1.
-int64_t LayerOf(const std::string& name) {
-  static const std::string kPrefix = "model.layers.";
+// Layer index of "<root>layers.N.<...>", or -1.
+int64_t LayerOf(const std::string& name, const std::string& root) {
+  const std::string kPrefix = root + "layers.";
   if (name.compare(0, kPrefix.size(), kPrefix) != 0) return -1;
   int64_t n = 0;
   size_t i = kPrefix.size();
@@ -28,7 +28,9 @@ Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckp
   const int64_t n = int64_t(c.ir.layers.size());
   for (const TensorInfo& t : ckpt.inventory().tensors) {
     if (used.count(t.name)) continue;
-    const int64_t layer = LayerOf(t.name);
+    if (!c.skipped_prefix.empty() && t.name.compare(0, c.skipped_prefix.size(), c.skipped_prefix) == 0)
+      continue;
+    const int64_t layer = LayerOf(t.name, c.weights_root);
     if (layer >= 0 && (layer < first || layer > last) && layer < n) continue;
     if (layer >= n && c.ir.mtp_layers > 0 && layer < n + c.ir.mtp_layers) continue;
     if (t.name.size() > 9 && t.name.compare(t.name.size() - 9, 9, "inv_freq") == 0) continue;  // rotary buffers
@@ -65,6 +67,7 @@ Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsC
     return BadInput(c.config_path, "--layers", "range must lie inside 0-" + std::to_string(n - 1),
                     std::to_string(s.layers.first) + "-" + std::to_string(last));
   HfWeightReader r(ckpt, dtype);
+  r.SetRoot(c.weights_root);
   r.OwnExperts(s.expert_begin, s.expert_end);
   if (s.tp > 1 && !s.expert_tp) {  // EP folded over the TP group: the rank's whole experts
     ONBOARD_ASSERT(s.expert_begin == 0 && s.expert_end < 0, "EP folded over TP takes all experts");

@@ -100,14 +100,21 @@ class HfWeightReader {
   [[nodiscard]] Expected<torch::Tensor> Read(const std::string& name, const std::vector<int64_t>& shape);
   // gpt-oss MXFP4 pair "<prefix>_blocks" U8 [..., out, in/32, 16] + "<prefix>_scales" U8 [..., out, in/32]
   // -> [..., out, in] (`shape`) in the compute dtype.
-  // With nr >= 0 only experts (dim-0 rows) [r0, r0 + nr) are read -> [nr, out, in].
+  // With nr >= 0 only experts (dim-0 rows) [r0, r0 + nr) are read -> [nr, out, in]; with dim 1 / 2 only
+  // [d0, d0 + nd) of the out rows / in columns (in: whole 32-value blocks) -> [nr, nd, in] / [nr, out, nd]
+  // (gpt-oss's fused experts under expert TP). Only those bytes of both tensors are read.
   [[nodiscard]] Expected<torch::Tensor> ReadMxfp4(const std::string& prefix,
                                                   const std::vector<int64_t>& shape, int64_t r0 = 0,
-                                                  int64_t nr = -1);
+                                                  int64_t nr = -1, int64_t dim = 1, int64_t d0 = 0,
+                                                  int64_t nd = -1);
   // Rows [r0, r0 + nr) of tensor `name` (whole shape `shape`) -> [nr, shape[1:]...], only those bytes
   // read (a rank's experts of a fused [E, ...] tensor). No TP / FSDP window applies.
   [[nodiscard]] Expected<torch::Tensor> ReadRows(const std::string& name, const std::vector<int64_t>& shape,
                                                  int64_t r0, int64_t nr);
+  // Rows [r0, r0 + nr) of a fused [E, ...] tensor and along dim `dim` (>= 1) only [d0, d0 + nd) ->
+  // [nr, ..., nd, ...], only those bytes read (a rank's expert-TP slice of its experts).
+  [[nodiscard]] Expected<torch::Tensor> ReadSlab(const std::string& name, const std::vector<int64_t>& shape,
+                                                 int64_t r0, int64_t nr, int64_t dim, int64_t d0, int64_t nd);
   // Linear weight [out, in] (+ bias [out] when `bias`).
   [[nodiscard]] Expected<HfLinear> Linear(const std::string& prefix, int64_t out, int64_t in, bool bias);
   [[nodiscard]] Expected<HfMlpWeights> Mlp(const std::string& prefix, int64_t hidden, int64_t inter,
@@ -134,12 +141,19 @@ class HfWeightReader {
     fsdp_rank_ = rank;
   }
   int64_t tp() const { return tp_; }
+  int64_t tp_rank() const { return tp_rank_; }
   bool expert_tp() const { return expert_tp_; }
   int64_t fsdp() const { return fsdp_; }
+  int64_t fsdp_rank() const { return fsdp_rank_; }
   const std::vector<std::string>& used() const { return used_; }
   const std::vector<std::string>& dtypes() const { return dtypes_; }
   torch::ScalarType dtype() const { return dtype_; }
   const SafetensorsCheckpoint& checkpoint() const { return ckpt_; }
+  // The decoder's root in the checkpoint's names (HfForwardConfig::weights_root): every "model.X" the
+  // mappers ask for is read as root + "X" ("model.language_model.X" for GLM-4.5V); errors and used()
+  // name the checkpoint's own names.
+  void SetRoot(const std::string& root) { root_ = root; }
+  std::string Physical(const std::string& name) const;
 
  private:
   const SafetensorsCheckpoint& ckpt_;
@@ -150,11 +164,15 @@ class HfWeightReader {
   int64_t tp_ = 1, tp_rank_ = 0;
   bool expert_tp_ = true;
   int64_t fsdp_ = 1, fsdp_rank_ = 0;
+  std::string root_ = "model.";
   [[nodiscard]] Expected<const TensorInfo*> Lookup(const std::string& name,
                                                    const std::vector<int64_t>& shape);
   [[nodiscard]] Expected<torch::Tensor> ReadWindow(const TensorInfo& t, HfTpSplit split);
   [[nodiscard]] Expected<torch::Tensor> DecodeRect(const TensorInfo& t, int64_t r0, int64_t nr, int64_t c0,
                                                    int64_t nc);
+  // The slab's window of `t` viewed as [dims before `dim`, the rest] (ReadSlab's bytes).
+  [[nodiscard]] Expected<WeightWindow> SlabWindow(const TensorInfo& t, int64_t r0, int64_t nr, int64_t dim,
+                                                  int64_t d0, int64_t nd);
 };
 
 // hf_plan_slice.cpp: FSDP2's dim-0 chunk of `rows` for rank `rank` of `n` (torch.chunk: chunks of
@@ -242,6 +260,10 @@ struct HfTpLayer {
                                     bool expert_tp = true);
 HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank,
                        bool expert_tp = true);
+// The spec one TP rank's shard runs with: heads (and, but for MLA, query groups), the dense MLP's
+// intermediate and, under expert TP, the routed experts' intermediate divided by tp (what TpShardLayer
+// and a reader with OwnTpSlice hand out).
+LayerSpec HfTpLocalSpec(const LayerSpec& l, int64_t tp, bool expert_tp = true);
 // Megatron's fused shards: linear_qkv rows per local query group [q heads of the group, k, v];
 // linear_fc1 = [gate rows of the rank; up rows of the rank].
 torch::Tensor MegatronQkvShard(const AttentionSpec& full, const HfAttentionWeights& w, int64_t tp,

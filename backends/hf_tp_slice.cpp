@@ -123,22 +123,28 @@ Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp, 
   return Status::Ok();
 }
 
+LayerSpec HfTpLocalSpec(const LayerSpec& l, int64_t tp, bool expert_tp) {
+  LayerSpec s = l;
+  s.attn.num_heads /= tp;
+  if (s.attn.kind != MixerKind::kMLA) s.attn.num_kv_heads /= tp;
+  if (l.channel != ChannelKind::kMoE) s.mlp.intermediate /= tp;
+  if (l.channel == ChannelKind::kMoE && expert_tp) s.moe.expert_intermediate /= tp;
+  return s;
+}
+
 HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, int64_t rank,
                        bool expert_tp) {
   ONBOARD_ASSERT(tp >= 1 && rank >= 0 && rank < tp, "tp rank outside [0, tp)");
-  HfTpLayer out{l, w};
-  AttentionSpec& a = out.spec.attn;
+  HfTpLayer out{HfTpLocalSpec(l, tp, expert_tp), w};
+  const AttentionSpec& a = out.spec.attn;
   HfAttentionWeights& s = out.weights.attn;
   // Step 1: attention, by heads (k/v by query groups; MLA latent projections replicated).
-  a.num_heads /= tp;
-  if (a.kind != MixerKind::kMLA) a.num_kv_heads /= tp;
   for (HfLinear* col : {&s.q, &s.k, &s.v, &s.q_b, &s.kv_b}) *col = Rows(*col, tp, rank);
   s.o = Cols(s.o, tp, rank);
   if (s.sinks.defined()) s.sinks = s.sinks.narrow(0, rank * a.num_heads, a.num_heads);
   // Step 2: a dense MLP by intermediate.
   if (!w.moe) {
     out.weights.mlp = MlpShard(w.mlp, tp, rank);
-    out.spec.mlp.intermediate /= tp;
     return out;
   }
   // Step 3: MoE: shared experts by intermediate; routed experts by intermediate or by ownership.
@@ -146,7 +152,6 @@ HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, 
   if (m.has_shared) m.shared = MlpShard(m.shared, tp, rank);
   if (expert_tp) {
     for (HfMlpWeights& e : m.experts) e = MlpShard(e, tp, rank);
-    out.spec.moe.expert_intermediate /= tp;
     return out;
   }
   const HfExpertSpan own = HfExpertRange(int64_t(m.experts.size()), tp, rank);

@@ -16,9 +16,16 @@ Status Decode(const WeightRef& w, const WeightRef* scale_inv, torch::Tensor* out
 
 }  // namespace
 
-Expected<const TensorInfo*> HfWeightReader::Lookup(const std::string& name,
+std::string HfWeightReader::Physical(const std::string& name) const {
+  static const std::string kModel = "model.";
+  if (root_ == kModel || name.compare(0, kModel.size(), kModel) != 0) return name;
+  return root_ + name.substr(kModel.size());
+}
+
+Expected<const TensorInfo*> HfWeightReader::Lookup(const std::string& logical,
                                                    const std::vector<int64_t>& shape) {
   // Presence and shape (from the header: no bytes touched yet), named with the expected value.
+  const std::string name = Physical(logical);
   const TensorInfo* info = ckpt_.inventory().Find(name);
   if (info == nullptr)
     return BadInput(ckpt_.dir(), name, "tensor is missing from the checkpoint (expected shape " + ShapeText(shape) + ")");
@@ -35,11 +42,11 @@ Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std:
   ONBOARD_ASSIGN_OR_RETURN(const TensorInfo* info, Lookup(name, shape));
   const HfTpSplit split = tp_ > 1 ? HfTpSplitOf(name, expert_tp_) : HfTpSplit::kWhole;
   if (split != HfTpSplit::kWhole || fsdp_ > 1) return ReadWindow(*info, split);
-  ONBOARD_ASSIGN_OR_RETURN(WeightRef w, ckpt_.Get(name));
+  ONBOARD_ASSIGN_OR_RETURN(WeightRef w, ckpt_.Get(info->name));
 
   // Step 2: block-fp8 scales beside the weight (DeepSeek: "<name>_scale_inv").
   std::optional<WeightRef> scale;
-  const std::string scale_name = name + "_scale_inv";
+  const std::string scale_name = info->name + "_scale_inv";
   if (w.info->dtype_name == "F8_E4M3" && ckpt_.Has(scale_name)) {
     ONBOARD_ASSIGN_OR_RETURN(scale, ckpt_.Get(scale_name));
     used_.push_back(scale_name);
@@ -84,12 +91,24 @@ Expected<torch::Tensor> HfWeightReader::ReadWindow(const TensorInfo& t, HfTpSpli
 
 Expected<torch::Tensor> HfWeightReader::DecodeRect(const TensorInfo& t, int64_t r0, int64_t nr, int64_t c0,
                                                    int64_t nc) {
-  // Step 1: only the window's bytes; block-fp8 scales whole (1/16384 of the weight).
+  // Step 1: only the window's bytes, and of block-fp8 scales only the blocks the window covers.
   ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, ckpt_.GetWindow(t.name, r0, nr, c0, nc));
-  std::optional<WeightRef> scale;
+  std::optional<WeightWindow> scale;
   const std::string scale_name = t.name + "_scale_inv";
   if (t.dtype_name == "F8_E4M3" && ckpt_.Has(scale_name)) {
-    ONBOARD_ASSIGN_OR_RETURN(scale, ckpt_.Get(scale_name));
+    const TensorInfo* si = ckpt_.inventory().Find(scale_name);
+    if (t.shape.size() != 2 || si->shape.size() != 2)  // the decoder names the expected shapes
+      return BadInput(si->file, scale_name + ".shape",
+                      "block scales of a 2-D fp8 weight " + ShapeText(t.shape), ShapeText(si->shape));
+    const Fp8ScaleRect b = Fp8ScaleWindow(r0, nr, c0, nc);
+    if (b.r0 + b.nr > si->shape[0] || b.c0 + b.nc > si->shape[1])
+      return BadInput(si->file, scale_name + ".shape",
+                      "expected " +
+                          ShapeText({(t.shape[0] + kFp8BlockSize - 1) / kFp8BlockSize,
+                                     (t.shape[1] + kFp8BlockSize - 1) / kFp8BlockSize}) +
+                          " for weight " + ShapeText(t.shape),
+                      ShapeText(si->shape));
+    ONBOARD_ASSIGN_OR_RETURN(scale, ckpt_.GetWindow(scale_name, b.r0, b.nr, b.c0, b.nc));
     used_.push_back(scale_name);
   }
   // Step 2: decode the window: [nr, ...] (rows) or [R, nc] (a 2-D tensor's columns).
@@ -102,16 +121,41 @@ Expected<torch::Tensor> HfWeightReader::DecodeRect(const TensorInfo& t, int64_t 
   }
   if (t.shape.empty()) shape.clear();
   torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(dtype_));
-  const WeightRef* s = scale ? &*scale : nullptr;
+  const WeightWindow* s = scale ? &*scale : nullptr;
   ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? DecodeWindow<double>(w, s, out.data_ptr<double>())
                                                    : DecodeWindow<float>(w, s, out.data_ptr<float>()));
   return out;
 }
 
+Expected<WeightWindow> HfWeightReader::SlabWindow(const TensorInfo& t, int64_t r0, int64_t nr, int64_t dim,
+                                                  int64_t d0, int64_t nd) {
+  // [E, a_1 .. a_{dim-1}, D, b ...] as rows E * prod(a) x columns D * prod(b): one rectangle.
+  ONBOARD_ASSERT(dim >= 1 && size_t(dim) < t.shape.size(), "slab dim outside the tensor: " + t.name);
+  int64_t outer = 1, inner = 1;
+  for (int64_t k = 1; k < dim; ++k) outer *= t.shape[size_t(k)];
+  for (size_t k = size_t(dim) + 1; k < t.shape.size(); ++k) inner *= t.shape[k];
+  return ckpt_.GetWindowAs(t.name, t.shape[0] * outer, r0 * outer, nr * outer, d0 * inner, nd * inner);
+}
+
+Expected<torch::Tensor> HfWeightReader::ReadSlab(const std::string& name, const std::vector<int64_t>& shape,
+                                                 int64_t r0, int64_t nr, int64_t dim, int64_t d0,
+                                                 int64_t nd) {
+  ONBOARD_ASSIGN_OR_RETURN(const TensorInfo* info, Lookup(name, shape));
+  ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, SlabWindow(*info, r0, nr, dim, d0, nd));
+  std::vector<int64_t> out_shape = shape;
+  out_shape[0] = nr;
+  out_shape[size_t(dim)] = nd;
+  torch::Tensor out = torch::empty(out_shape, torch::TensorOptions().dtype(dtype_));
+  ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble ? DecodeWindow<double>(w, nullptr, out.data_ptr<double>())
+                                                   : DecodeWindow<float>(w, nullptr, out.data_ptr<float>()));
+  return out;
+}
+
 Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix,
-                                                  const std::vector<int64_t>& shape, int64_t r0, int64_t nr) {
+                                                  const std::vector<int64_t>& shape, int64_t r0, int64_t nr,
+                                                  int64_t dim, int64_t d0, int64_t nd) {
   // Step 1: both tensors present, blocks shaped [..., out, in/32, 16] (scales are checked by the decoder).
-  const std::string bname = prefix + "_blocks", sname = prefix + "_scales";
+  const std::string bname = Physical(prefix) + "_blocks", sname = Physical(prefix) + "_scales";
   constexpr int64_t kValuesPerBlock = 2 * kMxfp4BlockBytes;
   std::vector<int64_t> want(shape.begin(), shape.end() - 1);
   want.push_back(shape.back() / kValuesPerBlock);
@@ -123,24 +167,39 @@ Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix,
   const TensorInfo* bi = ckpt_.inventory().Find(bname);
   if (shape.back() % kValuesPerBlock != 0 || bi->shape != want)
     return BadInput(bi->file, bname + ".shape", "expected " + ShapeText(want), ShapeText(bi->shape));
+  const TensorInfo* si = ckpt_.inventory().Find(sname);
+  if (si->shape.size() + 1 != want.size())
+    return BadInput(si->file, sname + ".shape",
+                    "expected " + ShapeText(std::vector<int64_t>(want.begin(), want.end() - 1)),
+                    ShapeText(si->shape));
   for (const std::string* n : {&bname, &sname}) used_.push_back(*n);
   if (std::find(dtypes_.begin(), dtypes_.end(), "MXFP4") == dtypes_.end()) dtypes_.push_back("MXFP4");
-  // Step 2: rows [r0, r0 + nr) of both (whole rows: one contiguous span each), as tensors of nr rows.
+  // Step 2: the slab of both: experts [r0, r0 + nr), and out rows (dim 1) or in blocks (dim 2) of the
+  // range; in columns split by whole blocks. Gathered into contiguous bytes of the slab's shape.
+  const int64_t last = int64_t(shape.size()) - 1;
   if (nr < 0) nr = shape[0] - r0;
+  if (nd < 0) d0 = 0, nd = shape[size_t(dim)];
+  const bool cols = dim == last;
+  ONBOARD_ASSERT(!cols || (d0 % kValuesPerBlock == 0 && nd % kValuesPerBlock == 0),
+                 "MXFP4 column slab must cover whole blocks: " + prefix);
+  const int64_t b0 = cols ? d0 / kValuesPerBlock : d0, bn = cols ? nd / kValuesPerBlock : nd;
   TensorInfo part[2];
+  std::string bytes[2];
   WeightRef ref[2];
   for (int i = 0; i < 2; ++i) {
-    const TensorInfo& t = *ckpt_.inventory().Find(i == 0 ? bname : sname);
-    const int64_t cols = t.shape[0] == 0 ? 0 : t.numel() / t.shape[0];
-    ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, ckpt_.GetWindow(t.name, r0, nr, 0, cols));
+    const TensorInfo& t = i == 0 ? *bi : *si;
+    ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, SlabWindow(t, r0, nr, dim, b0, bn));
+    for (const ConstByteSpan& row : w.rows)
+      bytes[i].append(reinterpret_cast<const char*>(row.data), row.size);
     part[i] = t;
     part[i].shape[0] = nr;
-    ref[i] = {&part[i],
-              nr == 0 ? ConstByteSpan{} : ConstByteSpan{w.rows[0].data, w.rows[0].size * uint64_t(nr)}};
+    part[i].shape[size_t(dim)] = bn;
+    ref[i] = {&part[i], ConstByteSpan{reinterpret_cast<const uint8_t*>(bytes[i].data()), bytes[i].size()}};
   }
   // Step 3: decode to the compute dtype.
   std::vector<int64_t> out_shape = shape;
   out_shape[0] = nr;
+  out_shape[size_t(dim)] = nd;
   torch::Tensor out = torch::empty(out_shape, torch::TensorOptions().dtype(dtype_));
   ONBOARD_RETURN_IF_ERROR(dtype_ == torch::kDouble
                               ? DequantMxfp4<double>(ref[0], ref[1], out.data_ptr<double>())

@@ -31,6 +31,7 @@
 #include "backends/c10d_compat.h"
 #include "backends/c10d_store.h"
 #include "backends/probe_loss_parity.h"
+#include "backends/probe_launch.h"
 #include "backends/probe_report.h"
 #include "backends/probe_step_tail.h"
 #include "backends/slurm_launch.h"
@@ -148,7 +149,10 @@ Status Watch(std::vector<pid_t>& pids, const ProbeConfig& cfg, const std::string
       if (got < 0 || !WIFEXITED(st) || WEXITSTATUS(st) != 0) {
         kill_rest();
         const std::string log = dir + "/rank" + std::to_string(r) + ".log";
-        return Status(ErrorCode::kNetwork,
+        // A rank that refused its input (exit 2: a bad checkpoint, spec or text file) is bad input.
+        const bool bad_input =
+            got > 0 && WIFEXITED(st) && WEXITSTATUS(st) == ExitCodeFor(ErrorCode::kBadInput);
+        return Status(bad_input ? ErrorCode::kBadInput : ErrorCode::kNetwork,
                       "probe failed: rank " + std::to_string(r) + " " +
                           (got < 0 ? std::string("could not be waited for") : HowExited(st)) +
                           "; the other ranks were stopped. Last line of " + log + ": " + LastLine(log));
@@ -174,29 +178,20 @@ Expected<ProbeResult> RunProbe(const ModelIR& model, const ProbeConfig& config, 
   return RunProbeSpec(ProxyFromModel(model), config, observer);
 }
 
-Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config_in, ProbeObserver* observer) {
-  const auto t0 = std::chrono::steady_clock::now();
-  ProbeConfig cfg = config_in;
-  ONBOARD_RETURN_IF_ERROR(cfg.Validate(spec));
-  if (cfg.launcher != "local" && cfg.launcher != "slurm")
-    return BadInput("probe", "launcher", "must be local or slurm", cfg.launcher);
-  if (cfg.device == "cuda" && !torch::cuda::is_available())
-    return BadInput("probe", "device", "no CUDA device visible to this LibTorch (backends compiled: " +
-                    backends::CompiledBackends() + ")", "cuda");
-  // Step 1: output folder, spec file, worker binary.
-  if (cfg.out_dir.empty()) {
+namespace backends {
+
+Status PrepareProbeOutDir(ProbeConfig* cfg) {
+  if (cfg->out_dir.empty()) {
     char tmpl[] = "/tmp/onboard-probe-XXXXXX";
     if (mkdtemp(tmpl) == nullptr) return IoError("cannot create a temp dir for the probe");
-    cfg.out_dir = tmpl;
-  } else if (mkdir(cfg.out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
-    return BadInput(cfg.out_dir, "out", "cannot create directory", strerror(errno));
+    cfg->out_dir = tmpl;
+  } else if (mkdir(cfg->out_dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return BadInput(cfg->out_dir, "out", "cannot create directory", strerror(errno));
   }
-  const std::string spec_file = cfg.out_dir + "/probe_spec.json";
-  {
-    std::ofstream f(spec_file);
-    f << ProbeSpecConfigToJson(spec, cfg);
-    if (!f) return IoError("cannot write " + spec_file);
-  }
+  return Status::Ok();
+}
+
+Status LaunchProbeRanks(const ProbeConfig& cfg, const std::string& spec_file, ProbeObserver* observer) {
   const std::string worker = cfg.worker_binary.empty() ? SelfExe() : cfg.worker_binary;
   if (worker.empty() || access(worker.c_str(), X_OK) != 0)
     return NotFound("probe worker binary '" + worker + "' (build the `onboard` target)");
@@ -262,6 +257,33 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   }
   if (local) ONBOARD_RETURN_IF_ERROR(Watch(pids, cfg, cfg.out_dir, observer, tail));
   ONBOARD_RETURN_IF_ERROR(DeliverSteps(tail, observer, true));  // the last steps, whole lines only
+
+  return Status::Ok();
+}
+
+}  // namespace backends
+
+Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& config_in,
+                                   ProbeObserver* observer) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ProbeConfig cfg = config_in;
+  ONBOARD_RETURN_IF_ERROR(cfg.Validate(spec));
+  if (cfg.launcher != "local" && cfg.launcher != "slurm")
+    return BadInput("probe", "launcher", "must be local or slurm", cfg.launcher);
+  if (cfg.device == "cuda" && !torch::cuda::is_available())
+    return BadInput(
+        "probe", "device",
+        "no CUDA device visible to this LibTorch (backends compiled: " + backends::CompiledBackends() + ")",
+        "cuda");
+  // Step 1: output folder, spec file; Steps 2-3 (store, ranks) in LaunchProbeRanks.
+  ONBOARD_RETURN_IF_ERROR(backends::PrepareProbeOutDir(&cfg));
+  const std::string spec_file = cfg.out_dir + "/probe_spec.json";
+  {
+    std::ofstream f(spec_file);
+    f << ProbeSpecConfigToJson(spec, cfg);
+    if (!f) return IoError("cannot write " + spec_file);
+  }
+  ONBOARD_RETURN_IF_ERROR(backends::LaunchProbeRanks(cfg, spec_file, observer));
 
   // Step 4: merge the ranks' JSON.
   std::vector<backends::RankFile> ranks;

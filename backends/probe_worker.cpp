@@ -17,6 +17,7 @@
 #include "backends/kda_generated.h"
 #include "backends/probe_schedule.h"
 #include "backends/probe_step_codec.h"
+#include "backends/probe_weights_worker.h"
 #include "backends/probe_worker_state.h"
 #include "backends/tensor_memory_compat.h"
 #include "validators/learning_verdict.h"
@@ -175,6 +176,8 @@ Status WriteResult(const std::string& path, const json& out) {
 }  // namespace
 
 Status RunProbeWorker(const ProbeWorkerArgs& a) {
+  // Step 0: a real-weights probe's spec runs its own worker (probe_weights.h).
+  if (backends::IsWeightsProbeSpec(a.spec_file)) return backends::RunWeightsProbeWorker(a);
   // Step 1: spec + config, process settings, device.
   WorkerState st;
   ONBOARD_RETURN_IF_ERROR(LoadSpecConfig(a, &st.spec, &st.cfg));

@@ -20,6 +20,7 @@
 #include "backends/backend_entry.h"
 #include "cli/command_registry.h"
 #include "core/float_dtype.h"
+#include "cli/layer_range_flag.h"
 #include "parsers/load_model.h"
 
 namespace onboard::cli {
@@ -41,7 +42,45 @@ struct ProbeOptions {
   bool json = false;
   std::string recompute;  // --recompute KIND=POLICY,... (issue 17)
   std::string plan_file;  // --plan plan.json (issue 17)
+  bool weights =
+      false;           // --weights: MODEL is a checkpoint directory, train LoRA on its real layers (issue 16)
+  std::string layers;  // --layers A-B with --weights
+  double lora_alpha = -1;  // -1 = the default (2 x rank)
 };
+
+// --weights (backends/probe_weights.h): the real embedding, layers and head of the checkpoint, LoRA on
+// the attention projections, judged against the frozen checkpoint's held-out loss.
+int RunWeightsProbeCommand(const ProbeOptions& o) {
+  Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
+  if (!mode.ok()) return ReportError("probe", mode.status());
+  if (*mode != FinetuneMode::kLoRA)
+    return ReportError("probe",
+                       BadInput("--mode", "mode", "--weights trains LoRA adapters: --mode lora", o.mode));
+  WeightsProbeOptions w;
+  w.checkpoint = o.model;
+  if (Status st = cli::ParseLayerRange(o.layers, &w.layers); !st.ok()) return ReportError("probe", st);
+  w.text_file = o.cfg.text_file;
+  w.ranks = o.cfg.ranks;
+  w.tp = o.cfg.tp_degree();
+  if (o.steps != -1) w.steps = o.steps;
+  if (o.lr != -1) w.lr = o.lr;
+  w.seq = o.cfg.seq;
+  w.batch = o.cfg.batch;
+  w.seed = o.cfg.seed;
+  w.lora_rank = o.cfg.lora_rank;
+  w.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * double(o.cfg.lora_rank);
+  w.fp64 = o.cfg.dtype == "fp64";
+  w.control = o.cfg.control;
+  w.out_dir = o.cfg.out_dir;
+  w.worker_binary = o.cfg.worker_binary;
+  w.timeout_s = o.cfg.timeout_s;
+  Expected<const BackendEntryPoints*> be = LoadBackend();
+  if (!be.ok()) return ReportError("probe", be.status());
+  Expected<WeightsProbeResult> r = (*be)->run_weights_probe(w);
+  if (!r.ok()) return ReportError("probe", r.status());
+  std::cout << (*be)->format_weights_probe(*r);
+  return r->learned ? 0 : ExitCodeFor(ErrorCode::kCheckFailed);
+}
 
 // --plan: the plan scaled to the probe's ranks (tp, pp, ep, fsdp, micro-batches, recompute), each factor
 // printed with what the probe runs and why (stderr under --json, so stdout stays one document).
@@ -90,6 +129,7 @@ Status ParsePlacement(const std::string& text, std::vector<int64_t>* out) {
 }
 
 int RunProbeCommand(ProbeOptions o) {
+  if (o.weights) return RunWeightsProbeCommand(o);
   Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
   if (!mode.ok()) return ReportError("probe", mode.status());
   o.cfg.mode = *mode;
@@ -232,6 +272,14 @@ OnboardCommand kProbe{
                      "rank r = [r*S, (r+1)*S); copies a power of two dividing ep")
           ->delimiter(',');
       sub.add_flag("--json", o->json, "print the result as JSON");
+      // Issue 16 (real checkpoints).
+      sub.add_flag(
+          "--weights", o->weights,
+          "MODEL is a checkpoint directory: LoRA on its real embedding, --layers and head over "
+          "--text (needs --mode lora; --ranks, --tp, --steps, --lr, --seq, --batch, --lora-rank apply)");
+      sub.add_option("--layers", o->layers,
+                     "with --weights: decoder layers A-B (0-based, inclusive; default all)");
+      sub.add_option("--lora-alpha", o->lora_alpha, "with --weights: LoRA alpha (default 2 x rank)");
       return [o] { return RunProbeCommand(*o); };
     }};
 

@@ -17,6 +17,7 @@ namespace {
 struct RunOptions {
   std::string model, topology, mode = "lora", out, templates, templates_dir, base_dtype = "bf16";
   std::string verify_ids, verify_reference;  // stage "weights" (a checkpoint directory)
+  std::string weights_text;                  // stage "weights": the real-weights LoRA probe's text
   int64_t lora_rank = 16, seq = 4096, global_batch = 0;
   int max_rounds = 3, probe_ranks = 2, threads = 2;
   int probe_steps = 0;  // 0 = the probe recipe's (DefaultProbeConfig)
@@ -102,6 +103,7 @@ int RunRun(const RunOptions& o) {
   req.generate_kernels = !o.no_kernels;
   req.verify_ids = o.verify_ids;
   req.verify_reference = o.verify_reference;
+  req.weights_text = o.weights_text;
 
   ProgressPrinter printer;
   agent::CancelToken cancel;
@@ -158,6 +160,9 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                                      "checkpoint dir: token ids (JSON list of lists) for the logit check");
                       sub.add_option("--verify-reference", o->verify_reference,
                                      "checkpoint dir: reference logits .npy (default: fp64 forward)");
+                      sub.add_option("--weights-text", o->weights_text,
+                                     "checkpoint dir: text for a LoRA probe on its real layers 0-1 "
+                                     "(bytes = token ids; default: not run)");
                       sub.add_flag("--no-probe", o->no_probe, "skip the training probes");
                       sub.add_flag("--no-kernels", o->no_kernels, "skip kernel generation and checks");
                       sub.add_flag("--json", o->json, "print report.json to stdout");

@@ -9,6 +9,7 @@
 #include "backends/backend_entry.h"
 #include "cli/command_registry.h"
 #include "core/float_dtype.h"
+#include "cli/layer_range_flag.h"
 
 namespace onboard::cli {
 namespace {
@@ -19,26 +20,11 @@ struct VerifyCliOptions {
   std::string dtype = "fp32";
 };
 
-// "A-B" or "A" (0-based, inclusive).
-Status ParseLayers(const std::string& s, HfLayerRange* r) {
-  if (s.empty()) return Status::Ok();
-  const size_t dash = s.find('-');
-  const std::string a = s.substr(0, dash), b = dash == std::string::npos ? a : s.substr(dash + 1);
-  auto digits = [](const std::string& x) {
-    return !x.empty() && x.size() < 10 && x.find_first_not_of("0123456789") == std::string::npos;
-  };
-  if (!digits(a) || !digits(b)) return BadInput("--layers", "--layers", "expected A-B (0-based, inclusive)", s);
-  r->first = std::stoll(a);
-  r->last = std::stoll(b);
-  if (r->last < r->first) return BadInput("--layers", "--layers", "A must not exceed B", s);
-  return Status::Ok();
-}
-
 int RunVerify(VerifyCliOptions o) {
   Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
   if (!dtype.ok()) return ReportError("verify", dtype.status());
   o.v.fp64 = *dtype == FloatDtype::kFP64;
-  const Status st = ParseLayers(o.layers, &o.v.layers);
+  const Status st = ParseLayerRange(o.layers, &o.v.layers);
   if (!st.ok()) return ReportError("verify", st);
   Expected<const BackendEntryPoints*> be = LoadBackend();  // the HF forward runs in LibTorch
   if (!be.ok()) return ReportError("verify", be.status());

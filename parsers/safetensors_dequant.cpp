@@ -110,18 +110,30 @@ Status DecodePlain(const WeightRef& w, T* out) {
   return Status::Ok();
 }
 
+Fp8ScaleRect Fp8ScaleWindow(int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
+  if (nr <= 0 || nc <= 0) return {r0 / kFp8BlockSize, 0, c0 / kFp8BlockSize, 0};
+  const int64_t br0 = r0 / kFp8BlockSize, bc0 = c0 / kFp8BlockSize;
+  return {br0, (r0 + nr - 1) / kFp8BlockSize + 1 - br0, bc0, (c0 + nc - 1) / kFp8BlockSize + 1 - bc0};
+}
+
 template <typename T>
-Status DecodeWindow(const WeightWindow& w, const WeightRef* s, T* out) {
+Status DecodeWindow(const WeightWindow& w, const WeightWindow* s, T* out) {
   const WeightRef whole{w.info, {}};
   if (s && w.info->dtype_name != "F8_E4M3") return WrongDType(whole, "F8_E4M3");
-  if (s) ONBOARD_RETURN_IF_ERROR(CheckBlockScales(*w.info, *s));
+  if (s) ONBOARD_RETURN_IF_ERROR(CheckBlockScales(*w.info, WeightRef{s->info, {}}));
+  if (s) {  // the scale window must cover the weight window's blocks
+    const Fp8ScaleRect want = Fp8ScaleWindow(w.r0, w.nr, w.c0, w.nc);
+    ONBOARD_ASSERT(s->r0 <= want.r0 && s->r0 + s->nr >= want.r0 + want.nr && s->c0 <= want.c0 &&
+                       s->c0 + s->nc >= want.c0 + want.nc,
+                   "fp8 scale window does not cover the weight window: " + w.info->name);
+  }
   for (int64_t i = 0; i < w.nr; ++i) {
     T* dst = out + i * w.nc;
     if (!DecodeElements(w.info->dtype_name, w.rows[size_t(i)].data, w.nc, dst))
       return WrongDType(whole, kPlainDtypes);
     if (!s) continue;
-    const int64_t srow = ((w.r0 + i) / kFp8BlockSize) * s->info->shape[1];
-    for (int64_t j = 0; j < w.nc; ++j) dst[j] *= T(ScaleAt(*s, srow + (w.c0 + j) / kFp8BlockSize));
+    const WeightRef srow{s->info, s->rows[size_t((w.r0 + i) / kFp8BlockSize - s->r0)]};
+    for (int64_t j = 0; j < w.nc; ++j) dst[j] *= T(ScaleAt(srow, (w.c0 + j) / kFp8BlockSize - s->c0));
   }
   return Status::Ok();
 }
@@ -170,8 +182,8 @@ Status DequantMxfp4(const WeightRef& b, const WeightRef& s, T* out) {
 
 template Status DecodePlain<float>(const WeightRef&, float*);
 template Status DecodePlain<double>(const WeightRef&, double*);
-template Status DecodeWindow<float>(const WeightWindow&, const WeightRef*, float*);
-template Status DecodeWindow<double>(const WeightWindow&, const WeightRef*, double*);
+template Status DecodeWindow<float>(const WeightWindow&, const WeightWindow*, float*);
+template Status DecodeWindow<double>(const WeightWindow&, const WeightWindow*, double*);
 template Status DequantFp8Blocks<float>(const WeightRef&, const WeightRef&, float*);
 template Status DequantFp8Blocks<double>(const WeightRef&, const WeightRef&, double*);
 template Status DequantMxfp4<float>(const WeightRef&, const WeightRef&, float*);

@@ -110,11 +110,21 @@ Expected<WeightWindow> SafetensorsCheckpoint::GetWindow(const std::string& name,
                                                         int64_t c0, int64_t nc) const {
   const TensorInfo* t = inventory_.Find(name);
   if (t == nullptr) return BadInput(dir_, name, "tensor is missing from the checkpoint");
+  return GetWindowAs(name, t->shape.empty() ? 1 : t->shape[0], r0, nr, c0, nc);
+}
+
+Expected<WeightWindow> SafetensorsCheckpoint::GetWindowAs(const std::string& name, int64_t view_rows,
+                                                          int64_t r0, int64_t nr, int64_t c0,
+                                                          int64_t nc) const {
+  const TensorInfo* t = inventory_.Find(name);
+  if (t == nullptr) return BadInput(dir_, name, "tensor is missing from the checkpoint");
   auto it = shard_of_file_.find(t->file);
   ONBOARD_ASSERT(it != shard_of_file_.end(), "tensor's shard was not mapped: " + t->file);
   ONBOARD_ASSIGN_OR_RETURN(ConstByteSpan span, shards_[it->second]->TensorBytes(name));
   // Step 1: the window inside [R, C]; the element size from the span (the header parser checked it).
-  const int64_t rows = t->shape.empty() ? 1 : t->shape[0];
+  const int64_t rows = view_rows;
+  ONBOARD_ASSERT(rows >= 0 && (rows == 0 ? t->numel() == 0 : t->numel() % rows == 0),
+                 "view rows must divide the tensor: " + name);
   const int64_t cols = rows == 0 ? 0 : t->numel() / rows;
   if (r0 < 0 || nr < 0 || c0 < 0 || nc < 0 || r0 + nr > rows || c0 + nc > cols)
     return BadInput(t->file, name,

@@ -54,6 +54,10 @@ class SafetensorsCheckpoint {
   // when the window leaves the tensor.
   [[nodiscard]] Expected<WeightWindow> GetWindow(const std::string& name, int64_t r0, int64_t nr, int64_t c0,
                                                  int64_t nc) const;
+  // The same over the tensor viewed row-major as [view_rows, numel / view_rows] (a slab of an N-d
+  // tensor: dims before a split dim as rows, the rest as columns); view_rows must divide numel.
+  [[nodiscard]] Expected<WeightWindow> GetWindowAs(const std::string& name, int64_t view_rows, int64_t r0,
+                                                   int64_t nr, int64_t c0, int64_t nc) const;
   // Distinct bytes handed out by Get / GetWindow so far (a byte handed out twice counts once).
   uint64_t touched_bytes() const { return touched_->load(); }
   uint64_t data_bytes() const { return inventory_.DataBytes(); }
@@ -84,9 +88,16 @@ float F16ToFloat(uint16_t v);
 template <typename T>
 [[nodiscard]] Status DecodePlain(const WeightRef& w, T* out);
 // The window's elements -> out [nr, nc]; with `scale_inv` (F8_E4M3 [R, C] weights) each element times
-// its 128x128 block's scale, as DequantFp8Blocks.
+// its 128x128 block's scale, as DequantFp8Blocks. scale_inv is a window of the scale tensor that covers
+// the weight window's blocks (Fp8ScaleWindow's rectangle): a rank reads only its blocks' scales.
 template <typename T>
-[[nodiscard]] Status DecodeWindow(const WeightWindow& w, const WeightRef* scale_inv, T* out);
+[[nodiscard]] Status DecodeWindow(const WeightWindow& w, const WeightWindow* scale_inv, T* out);
+// The block rectangle of scale_inv that weight rows [r0, r0 + nr) x columns [c0, c0 + nc) use:
+// rows [r0 / B, ceil((r0 + nr) / B)), columns likewise (empty when nr or nc is 0). Units: blocks.
+struct Fp8ScaleRect {
+  int64_t r0 = 0, nr = 0, c0 = 0, nc = 0;
+};
+Fp8ScaleRect Fp8ScaleWindow(int64_t r0, int64_t nr, int64_t c0, int64_t nc);
 
 // DeepSeek block FP8: weight F8_E4M3 [rows, cols], scale_inv F32/BF16 [ceil(rows/B), ceil(cols/B)];
 // out[r][c] = fp8(w[r][c]) * scale_inv[r / B][c / B] with B = kFp8BlockSize.

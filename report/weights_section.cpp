@@ -43,6 +43,19 @@ std::vector<std::pair<std::string, std::string>> Summary(const json& w) {
                                     JsonAt(c, "top1_agree").dump() + "/" + JsonAt(c, "rows").dump()});
     rows.push_back({"verdict", JsonStr(c, "verdict")});
   }
+  const json& p = JsonAt(w, "lora_probe");
+  if (p.is_object() && !JsonTrue(JsonAt(p, "ran"))) rows.push_back({"LoRA probe", JsonStr(p, "reason")});
+  if (p.is_object() && JsonTrue(JsonAt(p, "ran"))) {
+    rows.push_back({"LoRA probe weights", "real embedding, layers " + JsonAt(p, "layers").dump() +
+                                              ", head: " + JsonAt(p, "tensors").dump() +
+                                              " tensors, adapters on " + Joined(JsonAt(p, "targets"))});
+    rows.push_back({"LoRA probe held-out",
+                    FmtSig(JsonAt(p, "held_out_final")) + " nats after " + JsonAt(p, "steps").dump() +
+                        " steps vs " + FmtSig(JsonAt(p, "held_out_frozen")) +
+                        " for the frozen checkpoint (must fall by " + FmtPct(JsonAt(p, "min_fall")) + ")"});
+    rows.push_back(
+        {"LoRA probe verdict", JsonStr(p, "verdict") + " (PEFT adapter " + JsonStr(p, "adapter") + ")"});
+  }
   return rows;
 }
 

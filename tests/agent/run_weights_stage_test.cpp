@@ -26,10 +26,12 @@ std::string Slurp(const fs::path& p) {
   return ss.str();
 }
 
-nlohmann::json RunOn(const std::string& ckpt, const std::string& out, const std::string& reference = "") {
+nlohmann::json RunOn(const std::string& ckpt, const std::string& out, const std::string& reference = "",
+                     const std::string& weights_text = "") {
   RunRequest r = testing::TinyRequest(out, /*probe=*/false, /*kernels=*/false);
   r.model_path = ckpt;
   r.verify_reference = reference;
+  r.weights_text = weights_text;
   CollectingEventSink sink;
   CancelToken cancel;
   auto res = RunOnboarding(r, sink, cancel);
@@ -78,6 +80,29 @@ TEST(RunWeights, CheckpointDirLoadsAndTheReportSaysSo) {
   EXPECT_EQ(rep2["weights"]["check"]["reference"], "reference file wrong_reference.npy");
   EXPECT_NE(Slurp(fs::path(out2) / "report.md").find("| verdict | FAIL |"), std::string::npos);
   EXPECT_NE(Slurp(fs::path(out2) / "report.html").find("<tr class=\"bad\"><th>verdict</th><td>FAIL</td>"),
+            std::string::npos);
+}
+
+// With a text, the run trains LoRA on the checkpoint's real layers 0-1 after the logit check; the
+// section records which weights it used, the held-out losses against the frozen checkpoint and the
+// verdict; without one it says why it did not run (the test above: no text).
+TEST(RunWeights, RealWeightsLoraProbeRunsAndTheReportRecordsItsWeights) {
+  const std::string ckpt = testing::FreshDir("weights_probe_ckpt");
+  hftest::MakeDense("llama", 2, 256).Write(ckpt);
+  const std::string out = testing::FreshDir("weights_probe_run");
+  const nlohmann::json rep = RunOn(ckpt, out, "", std::string(ONBOARD_TEST_DATA) + "/text/readme_prose.txt");
+  const nlohmann::json& p = rep["weights"]["lora_probe"];
+  ASSERT_TRUE(p["ran"].get<bool>()) << p.dump();
+  EXPECT_EQ(p["layers"], nlohmann::json::array({0, 1}));
+  EXPECT_EQ(p["targets"].size(), 8u);
+  EXPECT_EQ(p["verdict"], "learned") << p.dump();
+  EXPECT_LT(p["held_out_final"].get<double>(), p["held_out_frozen"].get<double>());
+  EXPECT_TRUE(fs::exists(fs::path(p["adapter"].get<std::string>()) / "adapter_model.safetensors"));
+  const std::string md = Slurp(fs::path(out) / "report.md");
+  EXPECT_NE(md.find("| LoRA probe verdict | learned"), std::string::npos)
+      << md.substr(md.find("## Weights"), 1500);
+  const std::string none = testing::FreshDir("weights_probe_none");
+  EXPECT_NE(RunOn(ckpt, none)["weights"]["lora_probe"]["reason"].get<std::string>().find("--weights-text"),
             std::string::npos);
 }
 

@@ -113,17 +113,50 @@ TEST(HfFsdpLoad, FsdpChunksTheTpSlice) {
   }
 }
 
-// gpt-oss's fused [E, ...] experts are not FSDP-sharded here: said, naming the tensor and field.
-TEST(HfFsdpLoad, GptOssFusedExpertsAreRefusedByName) {
-  const Mapped m = WriteCase(hftest::MakeGptOss(true));
-  Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(m.dir);
-  ASSERT_TRUE(ck.ok());
-  HfRankSlice s;
-  s.fsdp = 2;
-  Expected<HfModelWeights> w = MapHfSlice(m.cfg, *ck, s, torch::kDouble);
-  ASSERT_FALSE(w.ok());
-  EXPECT_NE(w.status().message().find("gate_up_proj"), std::string::npos) << w.status().message();
-  EXPECT_NE(w.status().message().find("fsdp"), std::string::npos) << w.status().message();
+// gpt-oss's fused [E, ...] experts: FSDP2's Shard(0) of a fused tensor shards its experts, so each
+// FSDP rank holds a run of whole experts (bit-equal to the whole load's), every expert is held by
+// exactly one rank, and the ranks together read each byte of the whole load once.
+TEST(HfFsdpLoad, GptOssFusedExpertsShardByExpertAndTheRanksHoldEachOnce) {
+  for (bool mxfp4 : {false, true}) {
+    const Mapped m = WriteCase(hftest::MakeGptOss(mxfp4));
+    Expected<SafetensorsCheckpoint> whole = SafetensorsCheckpoint::Open(m.dir);
+    ASSERT_TRUE(whole.ok());
+    Expected<HfModelWeights> full = MapHfWeights(m.cfg, *whole, {}, torch::kDouble);
+    ASSERT_TRUE(full.ok()) << full.status().message();
+    for (int64_t n : {2, 3}) {  // 4 experts over 3: chunks of 2, 2, 0
+      std::vector<std::vector<int>> held(full->layers.size(), std::vector<int>(4, 0));
+      uint64_t sum = 0;
+      for (int64_t r = 0; r < n; ++r) {
+        Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(m.dir);
+        ASSERT_TRUE(ck.ok());
+        HfRankSlice s;
+        s.fsdp = n;
+        s.fsdp_rank = r;
+        Expected<HfModelWeights> w = MapHfSlice(m.cfg, *ck, s, torch::kDouble);
+        ASSERT_TRUE(w.ok()) << w.status().message();
+        for (size_t i = 0; i < w->layers.size(); ++i)
+          for (size_t e = 0; e < 4; ++e) {
+            const HfMlpWeights& x = w->layers[i].experts.experts[e];
+            if (!x.gate.w.defined()) continue;
+            ++held[i][e];
+            const HfMlpWeights& y = full->layers[i].experts.experts[e];
+            const HfLinear* mine[] = {&x.gate, &x.up, &x.down};
+            const HfLinear* base[] = {&y.gate, &y.up, &y.down};
+            for (int k = 0; k < 3; ++k) {
+              EXPECT_TRUE(torch::equal(mine[k]->w, base[k]->w))
+                  << "mxfp4 " << mxfp4 << " layer " << i << " expert " << e;
+              EXPECT_TRUE(torch::equal(mine[k]->b, base[k]->b))
+                  << "mxfp4 " << mxfp4 << " layer " << i << " expert " << e;
+            }
+          }
+        sum += ck->touched_bytes();
+        EXPECT_LT(ck->touched_bytes(), whole->touched_bytes());
+      }
+      for (const auto& layer : held)
+        for (int k : layer) EXPECT_EQ(k, 1) << "mxfp4 " << mxfp4 << " fsdp " << n;
+      EXPECT_EQ(sum, whole->touched_bytes()) << "mxfp4 " << mxfp4 << " fsdp " << n;
+    }
+  }
 }
 
 }  // namespace

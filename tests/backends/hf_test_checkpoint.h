@@ -170,9 +170,9 @@ struct Checkpoint {
 };
 
 // Dense llama-style: llama / qwen2 (q/k/v bias) / qwen3 (q/k norm, tied head).
-inline Checkpoint MakeDense(const std::string& model_type, int layers = 2) {
+inline Checkpoint MakeDense(const std::string& model_type, int layers = 2, int64_t vocab = 64) {
   Checkpoint c;
-  const int64_t h = 32, heads = 4, kv = 2, d = 8, inter = 48, vocab = 64;
+  const int64_t h = 32, heads = 4, kv = 2, d = 8, inter = 48;
   c.config = {{"model_type", model_type}, {"vocab_size", vocab}, {"hidden_size", h},
               {"num_hidden_layers", layers}, {"num_attention_heads", heads}, {"num_key_value_heads", kv},
               {"head_dim", d}, {"intermediate_size", inter}, {"rms_norm_eps", 1e-5},

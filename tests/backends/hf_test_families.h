@@ -97,9 +97,9 @@ inline void AddMxfp4(Checkpoint& c, const std::string& name, int64_t e, int64_t 
 
 // gpt_oss: 2 layers (sliding window 3, full), GQA 4/2 x 8 with biases and sinks, 4 experts top-2 of
 // width 32, YaRN (factor 4, truncate false). mxfp4: experts as released; else dense BF16 [E, in, out].
-inline Checkpoint MakeGptOss(bool mxfp4) {
+inline Checkpoint MakeGptOss(bool mxfp4, int64_t I = 32) {
   Checkpoint c;
-  const int64_t h = 32, H = 4, KV = 2, d = 8, vocab = 64, E = 4, I = 32;
+  const int64_t h = 32, H = 4, KV = 2, d = 8, vocab = 64, E = 4;
   c.config = {{"model_type", "gpt_oss"},
               {"vocab_size", vocab},
               {"hidden_size", h},

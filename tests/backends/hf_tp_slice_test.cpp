@@ -219,6 +219,27 @@ TEST(HfTpLoad, MoeRanksReadOnlyTheirExpertSlices) {
   CheckRanksReadOnlyTheirSlice({hftest::MakeQwen3Moe(), {2}, false});
   CheckRanksReadOnlyTheirSlice({hftest::MakeGptOss(false), {2}, false});
   CheckRanksReadOnlyTheirSlice({hftest::MakeGptOss(true), {2}, false, true});
+  // gpt-oss's fused experts under expert TP: each rank reads its intermediate slice of every expert
+  // (gate_up's interleaved column pairs, down's rows; MXFP4 by whole 32-value blocks: I = 64 at tp 2).
+  CheckRanksReadOnlyTheirSlice({hftest::MakeGptOss(false), {2}, true});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeGptOss(true, 64), {2}, true, true});
+}
+
+// MXFP4 down_proj packs the intermediate in 32-value blocks: I = 32 over tp = 2 is half a block per
+// rank, refused naming the tensor and the field.
+TEST(HfTpLoad, GptOssMxfp4ExpertTpNeedsWholeBlocks) {
+  const std::string dir = hftest::TempDir();
+  hftest::MakeGptOss(true).Write(dir);
+  Expected<HfForwardConfig> cfg = ReadHfForwardConfig(dir);
+  Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(dir);
+  ASSERT_TRUE(cfg.ok() && ck.ok());
+  HfRankSlice s;
+  s.tp = 2;
+  Expected<HfModelWeights> w = MapHfSlice(*cfg, *ck, s, torch::kDouble);
+  ASSERT_FALSE(w.ok());
+  EXPECT_EQ(w.status().code(), ErrorCode::kBadInput);
+  EXPECT_NE(w.status().message().find("mlp.experts.down_proj"), std::string::npos) << w.status().message();
+  EXPECT_NE(w.status().message().find("intermediate_size"), std::string::npos) << w.status().message();
 }
 
 // Split rules by name: shared experts (both namings) always, routed experts only under expert TP.

@@ -1,0 +1,92 @@
+// Layer-slice probe on real weights (issue 16, `onboard probe CKPT_DIR --weights [--layers A-B] --text
+// FILE --mode lora --ranks N [--tp T]`): every rank loads the checkpoint's real embedding, the chosen
+// decoder layers and the head (MapHfSlice: mmap, only its own TP rows / columns), trains LoRA adapters on
+// the attention projections (q/k/v/o_proj where the family has them) over c10d, and the held-out loss of
+// the text must fall below the frozen model's own (the no-learning baseline: adapters at B = 0 compute
+// exactly the loaded checkpoint). The adapters are written in PEFT's format (hf_peft_adapter.h).
+//
+// Layout: rank r = d * T + t (TP innermost, as ProbeConfig's rank order): D = ranks / T data ranks split
+// the global batch; the T ranks of one data rank split attention heads / query groups and MLP (shared and
+// routed-expert) widths in Megatron's column / row layout (hf_tp_slice.cpp), with the row-parallel
+// outputs all-reduced over the TP group (probe_tp.h's f / g). Embedding, norms and head are replicated.
+// LoRA (PEFT, no rslora): W_eff = W + (alpha / r) B A, A ~ U(+-1/sqrt(in)) seeded, B = 0; every rank holds
+// the whole A and B and uses the rows (column-parallel) / columns (row-parallel) of its shard, so the
+// world sum of the ranks' gradients (each loss scaled by 1 / D) is the gradient of the global mean loss.
+// Optimizer: AdamW (no decay), linear warm-up then cosine, global grad-norm clip 1.
+// Tokens: the text file's bytes as token ids (vocab must be >= 256); the split and the held-out
+// windows are the text probe's (probe_text_split.h). The byte unigram / bigram entropies are
+// reported for context; the verdict is against the frozen model.
+// Verdict (one home, kWeightsProbeMinFall): learned when held-out loss after training <
+// (1 - kWeightsProbeMinFall) x the frozen model's held-out loss (both finite).
+// Units: nats per target token; bytes; seconds.
+// Torch-free: the CLI and agent include it through backends/backend_entry.h.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "backends/hf_layer_range.h"
+#include "core/status.h"
+
+namespace onboard {
+
+// The held-out loss must fall by at least this share of the frozen model's: with the fixed held-out
+// windows both numbers are deterministic, so any fall is learning; 1% keeps a rounding-level
+// difference from counting.
+inline constexpr double kWeightsProbeMinFall = 0.01;
+
+struct WeightsProbeOptions {
+  std::string checkpoint;  // directory: config.json + safetensors
+  HfLayerRange layers;     // decoder layers loaded (embedding + these + final norm + head)
+  std::string text_file;   // bytes = token ids
+  int64_t ranks = 2;       // processes
+  int64_t tp = 1;          // TP degree; divides ranks
+  int64_t steps = 40;
+  int64_t seq = 32;   // tokens per window
+  int64_t batch = 8;  // global windows per step; divides by ranks / tp
+  int64_t lora_rank = 4;
+  double lora_alpha = 8.0;
+  double lr = 1e-2;  // peak, AdamW on the adapters
+  int64_t warmup = 4;
+  uint64_t seed = 1234;
+  bool fp64 = false;  // compute dtype fp64 instead of fp32
+  // Negative control: "frozen_lora" = the adapters get no update (must not pass).
+  std::string control;
+  std::string out_dir;        // rank logs + JSON, the PEFT adapter in <out_dir>/adapter; "" = a temp dir
+  std::string worker_binary;  // `onboard` for the workers; "" = this executable
+  double timeout_s = 300;
+  double collective_timeout_s = 60;
+  Status Validate() const;  // names the flag and value
+};
+
+struct WeightsProbeResult {
+  WeightsProbeOptions options;
+  std::string model_type;
+  int64_t layers_first = 0, layers_last = 0;  // the decoder layers run (inclusive)
+  int64_t tensors_used = 0;                   // checkpoint tensors rank 0 read
+  std::vector<std::string> dtypes;            // checkpoint dtypes read
+  std::vector<uint64_t> rank_bytes;           // distinct checkpoint bytes each rank read
+  uint64_t checkpoint_bytes = 0;
+  std::vector<std::string> targets;  // adapted module names ("model.layers.0.self_attn.q_proj")
+  int64_t lora_params = 0;
+  std::vector<double> train_loss;  // per step, global mean
+  double held_out_frozen = 0;      // frozen model (adapters B = 0): the no-learning baseline
+  double held_out_final = 0;       // after the adapter steps
+  int64_t held_out_windows = 0;
+  double unigram_nats = 0, bigram_nats = 0;  // byte baselines of the held-out split (context only)
+  bool learned = false;
+  std::string verdict;      // one line
+  std::string adapter_dir;  // PEFT export (rank 0)
+  std::string out_dir;
+  double wall_s = 0;
+};
+
+// Launches the ranks (probe_launch.h), merges their JSON, judges. Errors: bad options or checkpoint
+// (kBadInput, the worker's message: a missing tensor is named with its expected shape), a rank died.
+[[nodiscard]] Expected<WeightsProbeResult> RunWeightsProbe(const WeightsProbeOptions& o);
+
+// The `onboard probe --weights` text report.
+std::string FormatWeightsProbe(const WeightsProbeResult& r);
+
+}  // namespace onboard
