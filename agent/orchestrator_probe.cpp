@@ -44,6 +44,8 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   c.ep = L.ep;
   c.fsdp = L.fsdp;
   c.tp = L.tp;  // tensor parallelism (issue 17)
+  c.sequence_parallel = L.sequence_parallel;
+  c.etp = L.etp;
   c.micro_batch = L.micro_batch;
   c.recompute = L.recompute;  // the plan's recompute per block kind (issue 17, ApplyPlanToProbe Step 5)
   c.pp = L.pp;                // pipeline parallelism (issue 17, ApplyPlanToProbe Step 1c)

@@ -25,13 +25,24 @@ std::string RecomputeSummary(const Plan& plan) {
   return out.empty() ? "none" : out;
 }
 
-// Step 1: what the probe does not run yet.
-void Unsupported(const Plan& plan, ProbeLayout& L) {
+// Step 1d (after tp): sequence parallelism and expert TP need the probe's tp > 1. Expert TP runs
+// as etp = tp (the probe's one expert-TP layout) when the plan splits its experts at all.
+void TpOptions(const Plan& plan, ProbeLayout& L) {
   const auto& d = plan.deg;
-  if (d.sequence_parallel)
-    L.factors.push_back({"sequence_parallel", "on", "off",
-                         "the probe's tensor parallelism keeps activations replicated over TP (no sequence "
-                         "parallelism yet)"});
+  if (d.sequence_parallel) {
+    L.sequence_parallel = L.tp > 1;
+    L.factors.push_back(
+        {"sequence_parallel", "on", L.sequence_parallel ? "on" : "off",
+         L.sequence_parallel ? "" : "the probe runs tp=1: nothing to split the sequence over"});
+  }
+  if (d.etp > 1) {
+    L.etp = L.tp > 1 ? L.tp : 1;
+    L.factors.push_back({"etp", Str(d.etp), Str(L.etp),
+                         L.etp == d.etp ? ""
+                         : L.tp > 1
+                             ? "the probe splits experts over its whole TP group (etp = tp=" + Str(L.tp) + ")"
+                             : "the probe runs tp=1: experts whole"});
+  }
 }
 
 // Step 5: recompute per block kind onto the proxy's kinds.
@@ -238,6 +249,8 @@ nlohmann::json ProbeLayout::ToJson() const {
                  {"reason", x.reason}});
   return {{"ranks", ranks},
           {"tp", tp},
+          {"sequence_parallel", sequence_parallel},
+          {"etp", etp},
           {"ep", ep},
           {"fsdp", fsdp},
           {"replicas", replicas},
@@ -257,8 +270,8 @@ Expected<ProbeLayout> ApplyPlanToProbe(const Plan& plan, int64_t ranks, int64_t 
     return BadInput("probe settings", "micro_batch", "sequences per rank must be >= 1", Str(sequences_per_rank));
   ProbeLayout L;
   L.ranks = ranks;
-  Unsupported(plan, L);
   TensorParallel(plan, proxy, L);
+  TpOptions(plan, L);
   Pipeline(plan, proxy, model_layers, L);
   DataParallel(plan, L);
   ExpertParallel(plan, proxy_experts, L);

@@ -60,6 +60,8 @@ struct ProbeFactor {
 struct ProbeLayout {
   int64_t ranks = 1;
   int64_t tp = 1;               // tensor-parallel degree (TP groups of consecutive ranks)
+  bool sequence_parallel = false;  // Megatron SP over the TP group (the plan's, when tp > 1)
+  int64_t etp = 1;                 // expert TP: 1 or tp (the plan's etp > 1 runs as tp)
   int64_t ep = 1;               // expert-parallel degree
   int64_t fsdp = 1;             // FSDP shard degree (ranks / replicas)
   int64_t replicas = 1;         // HSDP replicas

@@ -190,6 +190,15 @@ struct ProbeConfig {
   // data-parallel rank. 0 or 1 = no TP.
   int64_t tp = 1;
   int64_t tp_degree() const { return tp > 1 ? tp : 1; }
+  // Megatron sequence parallelism over the TP group (needs tp > 1 and seq % tp == 0): outside the
+  // column ... row-parallel regions (norms, residuals) each TP rank holds seq/tp tokens; a region
+  // all-gathers its input along the sequence and reduce-scatters its output (probe_tp.h).
+  bool sequence_parallel = false;
+  // Expert tensor parallelism (Megatron --expert-tensor-parallel-size): 0 or 1 = each TP rank
+  // holds the routed experts whole (replicated over TP); = tp: every routed expert's FFN width is
+  // split over the TP group (column / row parallel). Other values are refused.
+  int64_t etp = 0;
+  int64_t etp_degree() const { return etp > 1 ? etp : 1; }
   // ---- end tensor parallelism ----
   // ---- Pipeline parallelism (issue 17, backends/probe_pipeline.h) ----
   // pp stages; each rank holds `interleave` virtual stages (model chunk c*pp + s on stage s,
@@ -310,8 +319,9 @@ struct CollectiveTimes {
   double all_reduce_s = 0;           // grad-norm / loss / replica gradient all-reduces
   // Tensor parallelism (backends/probe_tp.h), over the TP group only:
   double tp_all_reduce_s = 0;  // row-parallel outputs, input grads, CE sums, partial grads
-  double tp_all_gather_s = 0;  // vocab-parallel CE: max logit and the accuracy's full logits
-  double tp_total() const { return tp_all_reduce_s + tp_all_gather_s; }
+  double tp_all_gather_s = 0;  // CE max logit, the accuracy's full logits; SP region inputs
+  double tp_reduce_scatter_s = 0;  // sequence parallelism: region outputs, input grads
+  double tp_total() const { return tp_all_reduce_s + tp_all_gather_s + tp_reduce_scatter_s; }
   // ---- pipeline parallelism: point-to-point between stages (backends/probe_pipeline.h) ----
   double pp_send_s = 0;  // posting activation / gradient sends + waiting for them to complete
   double pp_recv_s = 0;  // blocked in receives (includes waiting for the other stage: bubble)

@@ -54,8 +54,7 @@ ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t s
     std::stringstream ss;
     ss << f.rdbuf();
     text_ = ss.str();
-    Expected<TextSplit> split =
-        SplitText(cfg_.text_file, static_cast<int64_t>(text_.size()), cfg_.seq, cfg_.ranks);
+    Expected<TextSplit> split = SplitText(cfg_.text_file, static_cast<int64_t>(text_.size()), cfg_.seq);
     if (!split.ok())
       status_ = split.status();
     else
@@ -114,15 +113,17 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
           mask.to(at::typeMetaToScalarType(at::get_default_dtype()))};
 }
 
-Batch ProbeData::GetHeldOut(int64_t first, int64_t count) const {
+Batch ProbeData::GetHeldOut(int64_t first, int64_t count, int64_t end) const {
   const int64_t T = cfg_.seq;
   at::Tensor seqs = at::zeros({count, T + 1}, at::kLong);
+  at::Tensor mask = at::ones({count, T}, at::typeMetaToScalarType(at::get_default_dtype()));
   auto sa = seqs.accessor<int64_t, 2>();
   for (int64_t i = 0; i < count; ++i) {
-    const int64_t o = split_.held_begin + (first + i) * T;  // window w: bytes [hb + w*T, hb + (w+1)*T]
+    const int64_t w = first + i < end ? first + i : 0;  // padding rows: window 0's bytes, not counted
+    if (first + i >= end) mask[i].zero_();
+    const int64_t o = split_.held_begin + w * T;  // window w: bytes [hb + w*T, hb + (w+1)*T]
     for (int64_t t = 0; t <= T; ++t) sa[i][t] = static_cast<unsigned char>(text_[static_cast<size_t>(o + t)]);
   }
-  at::Tensor mask = at::ones({count, T}, at::typeMetaToScalarType(at::get_default_dtype()));
   return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(), mask};
 }
 

@@ -44,8 +44,10 @@ class ProbeData {
   // Sequences [first, first + count) of the global batch of `step`.
   Batch Get(int64_t step, int64_t first, int64_t count) const;
   int64_t CountedTokensPerStep() const;   // over the global batch
-  // Text task: held-out windows [first, first + count) of HeldOutWindows() (probe_text_split.h).
-  Batch GetHeldOut(int64_t first, int64_t count) const;
+  // Text task: held-out windows [first, first + count) of HeldOutWindows() (probe_text_split.h);
+  // rows at or past window `end` are padding (mask 0: the same shapes on every data rank, nothing
+  // counted).
+  Batch GetHeldOut(int64_t first, int64_t count, int64_t end) const;
   int64_t HeldOutWindows() const { return split_.held_windows; }
 
  private:

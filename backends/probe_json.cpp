@@ -106,6 +106,8 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->lookup_keys = j.value("lookup_keys", int64_t{16});
   c->lookup_values = j.value("lookup_values", int64_t{16});
   c->tp = j.value("tp", int64_t{1});  // tensor parallelism (issue 17); absent in older files
+  c->sequence_parallel = j.value("sequence_parallel", false);
+  c->etp = j.value("etp", int64_t{0});
   c->recompute.clear();
   const json rc = j.value("recompute", json::object());  // named: items() of a temporary dangles
   for (auto it = rc.begin(); it != rc.end(); ++it) {
@@ -142,6 +144,8 @@ json ConfigJson(const ProbeConfig& c) {
   j["lookup_keys"] = c.lookup_keys;
   j["lookup_values"] = c.lookup_values;
   j["tp"] = c.tp_degree();  // tensor parallelism (issue 17)
+  j["sequence_parallel"] = c.sequence_parallel;
+  j["etp"] = c.etp;
   json rc = json::object();  // recompute per block kind (issue 17)
   for (const auto& [kind, r] : c.recompute) rc[kind] = RecomputeName(r);
   j["recompute"] = rc;

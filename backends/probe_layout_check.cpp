@@ -21,11 +21,28 @@ bool Any(const ProxySpec& s, bool (*pred)(const ProxyLayer&)) {
   return std::any_of(s.layers.begin(), s.layers.end(), pred);
 }
 
-// Step 1: tensor parallelism divides the ranks and every size it splits; false when the ranks
-// cannot be split by it.
+// Step 1 helper: sequence parallelism splits the tokens; expert TP (1 or tp) the routed experts'
+// FFN width.
+void CheckTpOptions(const ProbeConfig& c, const ProxySpec& spec, std::vector<std::string>* bad) {
+  const int64_t t = c.tp_degree();
+  if (c.sequence_parallel && t <= 1) bad->push_back("sequence_parallel needs tp > 1 (tp=" + S(c.tp) + ")");
+  if (c.sequence_parallel && t > 1 && c.seq % t != 0)
+    bad->push_back("tp=" + S(t) + " must divide seq=" + S(c.seq) + " (sequence parallelism)");
+  if (c.etp > 1 && c.etp != t) bad->push_back("etp=" + S(c.etp) + " must be 1 or tp=" + S(t));
+  if (c.etp > 1 && c.etp == t && spec.expert_inter % t != 0)
+    bad->push_back("etp=" + S(c.etp) + " must divide expert_inter=" + S(spec.expert_inter));
+  if (c.etp < 0) bad->push_back("etp=" + S(c.etp) + " must be >= 0");
+  if (c.etp > 1 && c.mode == FinetuneMode::kLoRA)
+    bad->push_back("etp=" + S(c.etp) +
+                   " with mode=lora: the probe does not sum the expert adapters' TP-partial gradients");
+}
+
+// Step 1: tensor parallelism divides the ranks and every size it splits (and its options are
+// possible); false when the ranks cannot be split by it.
 bool CheckTp(const ProbeConfig& c, const ProxySpec& spec, std::vector<std::string>* bad) {
   const int64_t t = c.tp;
   if (t < 0) bad->push_back("tp=" + S(t) + " must be >= 1");
+  CheckTpOptions(c, spec, bad);
   if (t <= 1) return t >= 0;
   const bool ok = c.ranks % t == 0;
   if (!ok) bad->push_back("tp=" + S(t) + " must divide ranks=" + S(c.ranks));

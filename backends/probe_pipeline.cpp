@@ -26,9 +26,11 @@ std::vector<int64_t> ChunkStarts(const ProbeConfig& c, int64_t layers) {
 // The other rank of a pair group (ProbeGroups::pp_links).
 int64_t Peer(const Group* link) { return 1 - link->rank(); }
 
-// The activation [mb, T, hidden] of `tokens` [mb, T] from the previous stage over `link`.
+// The activation [mb, T, hidden] of `tokens` [mb, T] from the previous stage over `link`
+// (sequence parallelism: the TP rank's [mb, T/tp, hidden] chunk, probe_tp.h).
 at::Tensor RecvActivation(const WorkerState& st, Group* link, const at::Tensor& tokens) {
-  const std::vector<int64_t> shape = {tokens.size(0), tokens.size(1), st.spec.hidden};
+  const int64_t t = st.tp.sp() ? tokens.size(1) / st.tp.size : tokens.size(1);
+  const std::vector<int64_t> shape = {tokens.size(0), t, st.spec.hidden};
   const auto opts = at::TensorOptions().dtype(at::get_default_dtype()).device(st.dev);
   return link->Recv(shape, opts, Peer(link), kPipeTagActivation);
 }

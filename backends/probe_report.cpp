@@ -128,6 +128,7 @@ Status MergeStep(const std::vector<ProbeStep>& per_rank, const std::vector<RankF
     s->comm.all_reduce_s = std::max(s->comm.all_reduce_s, b.comm.all_reduce_s);
     s->comm.tp_all_reduce_s = std::max(s->comm.tp_all_reduce_s, b.comm.tp_all_reduce_s);
     s->comm.tp_all_gather_s = std::max(s->comm.tp_all_gather_s, b.comm.tp_all_gather_s);
+    s->comm.tp_reduce_scatter_s = std::max(s->comm.tp_reduce_scatter_s, b.comm.tp_reduce_scatter_s);
     s->compute_s = std::max(s->compute_s, b.compute_s);
     s->peak_rss_bytes = std::max(s->peak_rss_bytes, b.peak_rss_bytes);
     s->live_peak_bytes = std::max(s->live_peak_bytes, b.live_peak_bytes);
@@ -212,7 +213,7 @@ std::string TextTaskFloor(const ProbeConfig& c, ProbeResult* r) {
   std::stringstream ss;
   ss << f.rdbuf();
   const std::string text = ss.str();
-  Expected<TextSplit> split = SplitText(c.text_file, static_cast<int64_t>(text.size()), c.seq, c.ranks);
+  Expected<TextSplit> split = SplitText(c.text_file, static_cast<int64_t>(text.size()), c.seq);
   if (!f || !split.ok())
     return "text task (byte-level " + c.text_file + "): no baselines (" +
            (split.ok() ? std::string("unreadable") : split.status().message()) + ")";
@@ -282,10 +283,13 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
   plan.deg.dp_shard = cfg.fsdp_degree();
   plan.deg.dp_replicate = cfg.data_ranks() / cfg.fsdp_degree();
   plan.deg.tp = cfg.tp_degree();  // tensor parallelism (issue 17)
+  plan.deg.sequence_parallel = cfg.sequence_parallel;
+  plan.deg.etp = cfg.etp_degree();
   plan.deg.ep = cfg.ep_degree();
   // The cost model's expert data parallelism spans dp_shard * tp / ep ranks (etp = 1); the probe
   // replicates experts over its TP ranks instead (tp = 1: the same fsdp / ep).
-  plan.deg.expert_fsdp = std::max<int64_t>(1, cfg.fsdp_degree() * cfg.tp_degree() / cfg.ep_degree());
+  plan.deg.expert_fsdp =
+      std::max<int64_t>(1, cfg.fsdp_degree() * cfg.tp_degree() / (cfg.ep_degree() * cfg.etp_degree()));
   plan.micro_batch = cfg.micro_batch_size();
   plan.num_micro_batches = cfg.micro_steps();
   plan.seq = cfg.seq;

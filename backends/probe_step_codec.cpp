@@ -100,7 +100,8 @@ const std::vector<FieldCodec<CollectiveTimes>>& CommFields() {
       NumberField("all_reduce_s", &C::all_reduce_s, false),
       NumberField("tp_all_reduce_s", &C::tp_all_reduce_s, false),  // tensor parallelism (issue 17)
       NumberField("tp_all_gather_s", &C::tp_all_gather_s, false),
-      NumberField("pp_send_s", &C::pp_send_s, false),  // pipeline parallelism (issue 17)
+      NumberField("tp_reduce_scatter_s", &C::tp_reduce_scatter_s, false),  // sequence parallelism
+      NumberField("pp_send_s", &C::pp_send_s, false),                      // pipeline parallelism (issue 17)
       NumberField("pp_recv_s", &C::pp_recv_s, false),
   };
   return fields;

@@ -8,9 +8,9 @@
 
 namespace onboard::backends {
 
-Expected<TextSplit> SplitText(const std::string& file, int64_t size, int64_t seq, int64_t ranks) {
-  // Step 1: the held-out tail: a tenth of the file, at least one window per rank.
-  const int64_t min_held = ranks * seq + 1;
+Expected<TextSplit> SplitText(const std::string& file, int64_t size, int64_t seq) {
+  // Step 1: the held-out tail: a tenth of the file, at least one window (whatever the ranks).
+  const int64_t min_held = seq + 1;
   const int64_t held =
       std::max<int64_t>(min_held, static_cast<int64_t>(std::ceil(kTextHeldOutFraction * size)));
   TextSplit s;
@@ -20,12 +20,10 @@ Expected<TextSplit> SplitText(const std::string& file, int64_t size, int64_t seq
   if (s.train_end < seq + 2)
     return BadInput(file, "text_file",
                     "needs seq+2=" + std::to_string(seq + 2) + " training bytes before the held-out " +
-                        std::to_string(held) + " (at least " + std::to_string(min_held) +
-                        " bytes: ranks x seq + 1)",
+                        std::to_string(held) + " (at least " + std::to_string(min_held) + " bytes: seq + 1)",
                     std::to_string(size) + " bytes");
-  // Step 2: whole windows of seq targets, a multiple of the ranks (each rank evaluates W / ranks).
-  const int64_t fit = std::min<int64_t>(kTextMaxHeldOutWindows, (held - 1) / seq);
-  s.held_windows = fit / ranks * ranks;
+  // Step 2: whole windows of seq targets (the data ranks split them: HeldOutLoss).
+  s.held_windows = std::min<int64_t>(kTextMaxHeldOutWindows, (held - 1) / seq);
   return s;
 }
 

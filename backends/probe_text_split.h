@@ -1,12 +1,14 @@
 // Byte-level text task (`onboard probe --text FILE`): the train / held-out split of the file and
 // the held-out baselines the learning verdict compares the model against.
 //
-//   split     the last kTextHeldOutFraction of the file (at least ranks x seq + 1 bytes) is held
-//             out: training windows are drawn from the bytes before it only, so the held-out loss
-//             is measured on text the model never trained on
+//   split     the last kTextHeldOutFraction of the file (at least seq + 1 bytes) is held out:
+//             training windows are drawn from the bytes before it only, so the held-out loss is
+//             measured on text the model never trained on
 //   windows   held-out window i covers bytes [held_begin + i*seq, held_begin + (i+1)*seq]: tokens
 //             are its first seq bytes, targets the next seq (every target is counted once);
-//             W = a multiple of the ranks, at most kTextMaxHeldOutWindows
+//             W = every whole window of the tail, at most kTextMaxHeldOutWindows.
+//   Neither depends on the rank layout: every layout trains on the same split and evaluates the
+//   same W windows as one process (HeldOutLoss splits them over the data ranks, padding).
 //   unigram   no-learning baseline: cross-entropy on the held-out targets of the train split's
 //             byte frequencies (add-one smoothed over 256 bytes), or ln 256 when that is lower
 //   bigram    cross-entropy on the held-out targets of p(b | a) = lambda x c(a,b)/c(a) +
@@ -35,9 +37,9 @@ struct TextSplit {
   int64_t held_out_targets() const { return held_windows * seq; }
 };
 
-// Errors (naming the file, field and size): a split without seq + 2 training bytes or without one
-// held-out window per rank.
-Expected<TextSplit> SplitText(const std::string& file, int64_t size, int64_t seq, int64_t ranks);
+// Errors (naming the file, field and size): a split without seq + 2 training bytes before a
+// held-out tail of at least one window.
+Expected<TextSplit> SplitText(const std::string& file, int64_t size, int64_t seq);
 
 struct TextBaselines {
   double unigram_nats = 0;   // no-learning: context-free byte frequencies

@@ -134,9 +134,9 @@ double TakeGradients(WorkerState& st, Accumulators& acc) {
   ForEachTrainable(st.state, [&](size_t u, size_t k, Buffer* b) {
     at::Tensor grad = acc[u][k].Take();
     b->p.mutable_grad() = grad;
-    // Ranks holding this shard: data-parallel copies; TP: every TP rank holds the experts and
-    // the replicated slots (tp_share = 1/T there, 1 on split slots).
-    const double copies = static_cast<double>(b->expert ? T : N / F);
+    // Ranks holding this shard: data-parallel copies; TP: every TP rank holds the experts (expert
+    // TP: a slice each) and the replicated slots (tp_share = 1/T there, 1 on split slots).
+    const double copies = static_cast<double>(b->expert ? T / st.cfg.etp_degree() : N / F);
     at::Tensor g2 = grad.to(at::kDouble).pow(2);
     if (!b->expert && b->tp_share.defined()) g2 = g2 * b->tp_share.to(at::kDouble);
     if (b->replica_share.defined()) g2 = g2 * b->replica_share.to(g2.device());  // redundant experts: once
@@ -236,10 +236,13 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
 
 double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, double scale) {
   at::NoGradGuard no_grad;
-  // Step 1: data rank d's contiguous block of W / D held-out windows (its TP ranks and pipeline
-  // stages run the same ones), in chunks of the micro-batch size (the same count of forwards on
-  // every rank: the units' collectives and the stages' sends pair up).
-  const int64_t W = data.HeldOutWindows(), per_rank = W / st.cfg.data_ranks(), mb = st.cfg.micro_batch_size();
+  // Step 1: data rank d's contiguous block [d*W/D, (d+1)*W/D) of the W held-out windows (W does
+  // not depend on the layout: probe_text_split.h; its TP ranks and pipeline stages run the same
+  // ones), padded to ceil(W/D) windows with uncounted rows and run in chunks of the micro-batch
+  // size: the same forwards and shapes on every rank, so the units' collectives and the stages'
+  // sends pair up.
+  const int64_t W = data.HeldOutWindows(), D = st.cfg.data_ranks(), mb = st.cfg.micro_batch_size();
+  const int64_t first = st.dp_rank * W / D, end = (st.dp_rank + 1) * W / D, per_rank = (W + D - 1) / D;
   UnitInputs inputs;
   std::map<int64_t, double> indexer_kl;
   double correct = 0;
@@ -251,7 +254,7 @@ double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, doubl
   double local = 0;
   for (int64_t start = 0; start < per_rank; start += mb) {
     ApplyControl(st.cfg, 0, st.cfg.steps, st.dp_rank, &inputs, &st.routing);  // a control removes it here too
-    Batch batch = data.GetHeldOut(st.dp_rank * per_rank + start, std::min(mb, per_rank - start));
+    Batch batch = data.GetHeldOut(first + start, std::min(mb, per_rank - start), end);
     local += st.cfg.pp_degree() > 1 ? PipelineForwardLoss(st, g, batch, scale, inputs)
                                     : ForwardLoss(st, g, batch, scale, inputs, runners).item<double>();
   }

@@ -30,8 +30,10 @@ Buffer MakeShard(const at::Tensor& full, const at::Tensor& decay, int64_t rank, 
 // Local experts' buffers, sharded over the EP replicas (rank `rep` of `reps`): experts are
 // generated one by one from (seed, expert id), so every rank builds the same values for an expert
 // whatever the placement, then keeps its shard of the local experts' flat buffer.
-Buffer MakeExperts(const FlatLayout& layout, const std::vector<int64_t>& local, uint64_t seed, bool trainable,
-                   int64_t rep, int64_t reps) {
+// Expert TP: each expert is built whole (full layout), then sliced to this TP rank's `layout`
+// (TpSliceFlat; a copy when the layouts are equal).
+Buffer MakeExperts(const FlatLayout& full, const FlatLayout& layout, const std::vector<int64_t>& local,
+                   uint64_t seed, bool trainable, int64_t rep, int64_t reps, int64_t t, int64_t T) {
   if (layout.numel == 0) {
     Buffer b;
     b.p = at::zeros({0});
@@ -42,7 +44,7 @@ Buffer MakeExperts(const FlatLayout& layout, const std::vector<int64_t>& local, 
   }
   std::vector<at::Tensor> rows, masks;
   for (int64_t e : local) {
-    rows.push_back(InitFlat(layout, seed + static_cast<uint64_t>(e) * 7919u));
+    rows.push_back(TpSliceFlat(full, layout, InitFlat(full, seed + static_cast<uint64_t>(e) * 7919u), t, T));
     masks.push_back(DecayMask(layout));
   }
   Buffer b = MakeShard(at::cat(rows), at::cat(masks), rep, reps, trainable);
@@ -141,7 +143,12 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
   st->baseline_rss = PeakRssBytes();
   st->stage = cfg.stage_of(st->rank);
   st->dp_rank = r;
-  st->tp = TpContext{&tp, t, T, TpLocalSpec(st->spec, T)};
+  st->tp = TpContext{&tp,
+                     t,
+                     T,
+                     TpLocalSpec(st->spec, T, cfg.etp_degree()),
+                     cfg.sequence_parallel,
+                     T > 1 && cfg.etp_degree() == T};
   st->routing.tp = &st->tp;
   const std::vector<UnitLayout> full = BuildLayout(st->spec, cfg);
   st->units = BuildLayout(st->tp.local, cfg);
@@ -176,13 +183,14 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
     if (T > 1) {
       for (auto [b, full_l, local_l] : {std::make_tuple(&s.dense, &Full.dense, &L.dense),
                                         std::make_tuple(&s.lora, &Full.lora, &L.lora)}) {
-        const at::Tensor partial = TpPartialMask(*full_l, *local_l);
+        const at::Tensor partial = TpPartialMask(*full_l, *local_l, cfg.sequence_parallel);
         if (partial.sum().item<double>() > 0) b->tp_partial = ShardOf(partial, r % F, F);
         b->tp_share = ShardOf(TpNormShare(*full_l, *local_l, T), r % F, F);
       }
     }
-    s.expert = MakeExperts(L.expert, local, base + 2, !lora || base_first, r / E, N / E);
-    s.expert_lora = MakeExperts(L.expert_lora, local, base + 3, lora && !base_first, r / E, N / E);
+    s.expert = MakeExperts(Full.expert, L.expert, local, base + 2, !lora || base_first, r / E, N / E, t, T);
+    s.expert_lora = MakeExperts(Full.expert_lora, L.expert_lora, local, base + 3, lora && !base_first, r / E,
+                                N / E, t, T);
     s.expert.replica_share = ReplicaShare(st->replica_sync, L.expert.numel);  // redundant experts
     s.expert_lora.replica_share = ReplicaShare(st->replica_sync, L.expert_lora.numel);
   }

@@ -26,9 +26,9 @@ at::Tensor ConvSilu(const at::Tensor& y, const at::Tensor& w) {
 // Selective recompute (Megatron's core_attn): the token mixer's core (KDA's chunked recurrence;
 // MLA's scores, mask, softmax and attention x values) is checkpointed from its inputs q, k, v (and
 // gates): the projections' outputs stay saved, the core's internals are recomputed in backward.
-// TP (probe_tp.h): h is the column-parallel input (TpCopyIn), nh the local heads; o_proj is row-parallel.
-at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h, const TpContext* tp,
-               MoeRouting* ckpt_core) {
+// TP (probe_tp.h): h is the column-parallel input (TpRegionIn), nh the local heads; o_proj is
+// row-parallel: its partial output is returned, MixerBlock reduces it (TpRegionOut).
+at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h, MoeRouting* ckpt_core) {
   const int64_t b = h.size(0), T = h.size(1), nh = s.kda_heads, K = s.kda_head_dim;
   auto heads = [&](const at::Tensor& t) { return t.view({b, T, nh, K}); };
   at::Tensor q = heads(ConvSilu(W.Lin("q_proj", h), W["conv_q"]));  // raw: KdaCore normalises
@@ -50,7 +50,7 @@ at::Tensor Kda(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
     o = KdaCore(q, k, v, g, beta, s.chunk, ProcessKdaImpl());
   }
   o = Rms(o, W["o_norm"]) * heads(at::sigmoid(W.Lin("gate_b", W.Lin("gate_a", h))));
-  return TpReduceOut(tp, W.Lin("o_proj", o.reshape({b, T, nh * K})));
+  return W.Lin("o_proj", o.reshape({b, T, nh * K}));  // partial over TP (MixerBlock reduces)
 }
 
 // Rotary position embedding of x [b,T,n,d] (d even), half-split pairs (x_i, x_{i+d/2}) turned by
@@ -161,7 +161,8 @@ bool GeneratedDsa(const ProxySpec& s, const Weights& W, const at::Tensor& h, con
   return served;
 }
 
-// TP (probe_tp.h): h is the column-parallel input, nh / the indexer's heads local; o_proj row-parallel.
+// TP (probe_tp.h): h is the column-parallel input, nh / the indexer's heads local; o_proj row-parallel
+// (partial output returned, as Kda's).
 at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const IndexerKlSink& sink,
                const TpContext* tp, MoeRouting* ckpt_core) {
   const int64_t b = h.size(0), T = h.size(1), nh = s.mla_heads;
@@ -220,7 +221,7 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
     attn = core[1];
     if (gate.defined()) o = o * at::sigmoid(gate);
   }
-  at::Tensor out = TpReduceOut(tp, W.Lin("o_proj", o.reshape({b, T, nh * dv})));
+  at::Tensor out = W.Lin("o_proj", o.reshape({b, T, nh * dv}));  // partial over TP (MixerBlock reduces)
   // Step 3: indexer KL (sum over local queries / global counted tokens) recorded and, scaled by
   // the weight, injected as an auxiliary loss on the layer's output.
   if (want_kl) {
@@ -244,10 +245,12 @@ at::Tensor MixerBlock(const ProxySpec& s, const UnitLayout& u, const at::Tensor&
                      u.layer};
   MoeRouting* ckpt = in.mixer_recompute == Recompute::kSelective ? &routing : nullptr;
   // no_lookback control: each token is its own sequence in the mixer ([b*T, 1, D]).
-  // TP: the mixer is one column-parallel ... row-parallel region (probe_tp.h).
-  const at::Tensor hm = TpCopyIn(in.tp, in.self_only ? h.reshape({h.size(0) * h.size(1), 1, h.size(2)}) : h);
-  at::Tensor mix = pl.mixer == ProxyMixer::kKDA ? Kda(s, W, hm, in.tp, ckpt) : Mla(s, W, hm, sink, in.tp, ckpt);
-  return x + mix.reshape(x.sizes());
+  // TP: the mixer is one column-parallel ... row-parallel region (probe_tp.h; SP: h is the rank's
+  // tokens, gathered on entry and reduce-scattered on exit).
+  const at::Tensor hg = TpRegionIn(in.tp, h);  // [b,T,D] (every token)
+  const at::Tensor hm = in.self_only ? hg.reshape({hg.size(0) * hg.size(1), 1, hg.size(2)}) : hg;
+  at::Tensor mix = pl.mixer == ProxyMixer::kKDA ? Kda(s, W, hm, ckpt) : Mla(s, W, hm, sink, in.tp, ckpt);
+  return x + TpRegionOut(in.tp, mix.reshape(hg.sizes()));
 }
 
 // y + channel mixer(norm2(y)) (SwiGLU MLP or MoE) of layer unit u.
@@ -260,8 +263,11 @@ at::Tensor ChannelBlock(const ProxySpec& s, const UnitLayout& u, const at::Tenso
   if (u.lora.numel > 0) AddViews(W, u.lora, lora);
   at::Tensor h2 = Rms(y, W["norm2"]);
   if (s.layers[static_cast<size_t>(u.layer)].channel == ProxyChannel::kDense)
-    return y + TpReduceOut(tp, SwiGlu(W, "", TpCopyIn(tp, h2)));
-  return y + MoeForward(s, u, W, experts, expert_lora, lora_scale, h2, routing);
+    return y + TpRegionOut(tp, SwiGlu(W, "", TpRegionIn(tp, h2)));
+  // SP: the MoE (router and routed experts replicated over TP) runs on every token and keeps the
+  // rank's chunk; without SP both are the identity.
+  return y + SpChunk(tp, MoeForward(s, u, W, experts, expert_lora, lora_scale, SpGatherReplicated(tp, h2),
+                                    routing));
 }
 
 }  // namespace
@@ -280,7 +286,7 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
     return W["tok"].index_select(0, x.flatten()).view({x.size(0), x.size(1), s.hidden});
   }
   if (u.kind == UnitKind::kHead) {
-    at::Tensor logits = W.Lin("out", TpCopyIn(in.tp, Rms(x, W["final_norm"])));  // [b,T,V] (TP: [b,T,V/tp])
+    at::Tensor logits = W.Lin("out", TpRegionIn(in.tp, Rms(x, W["final_norm"])));  // [b,T,V] (TP: [b,T,V/tp])
     at::Tensor nll = tp ? TpVocabNll(*in.tp, logits, *in.targets)
                         : -at::log_softmax(logits, -1).gather(-1, in.targets->unsqueeze(-1)).squeeze(-1);
     if (in.correct != nullptr && routing.record) {

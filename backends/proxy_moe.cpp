@@ -278,7 +278,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   // each expert's rows stay grouped by source) and run each expert over its sources' rows.
   at::Tensor local_of_row = at::arange(el, itop.options()).repeat({ep}).repeat_interleave(recv_counts.flatten());
   at::Tensor by_e = std::get<1>(local_of_row.sort(true, 0, false));
-  at::Tensor xe = xr.index_select(0, by_e);
+  at::Tensor xe = TpExpertIn(R.tp, xr.index_select(0, by_e));  // expert TP (probe_tp.h); else xe
   const int64_t n_local = experts.numel() / std::max<int64_t>(1, u.expert.numel);
   ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) + " experts, EP expects " + std::to_string(el));
   at::Tensor ex_rows = SyncReplicas(experts, R.replica_sync).view({el, u.expert.numel});
@@ -298,7 +298,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
                                          reinterpret_cast<int64_t>(&u), lora_scale, seg));
     start += c;
   }
-  at::Tensor ye = ys.empty() ? xe * 0.0 : at::cat(ys, 0);
+  at::Tensor ye = TpExpertOut(R.tp, ys.empty() ? xe * 0.0 : at::cat(ys, 0));  // expert TP: summed over TP
   at::Tensor yr = at::empty_like(ye).index_copy(0, by_e, ye);  // back to received order
   // Step 6: send results back; put them back in (token, slot) order and combine with the router
   // weights, summing each token's top_k outputs in slot order (the same order on every layout).

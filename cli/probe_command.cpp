@@ -1,4 +1,5 @@
-// `onboard probe MODEL --ranks N [--tp T] [--pp P [--interleave V]] [--ep E --fsdp F]
+// `onboard probe MODEL --ranks N [--tp T [--sequence-parallel] [--etp T]] [--pp P [--interleave V]]
+//  [--ep E --fsdp F]
 //  [--recompute KIND=none|selective|full,...]
 //  [--steps S] [--mode lora|full] [--json] [--out DIR]`, or `onboard probe MODEL --plan plan.json
 //  --ranks N` (the plan scaled down by ApplyPlanToProbe, agent/plan_to_probe.h):
@@ -95,6 +96,8 @@ Status ApplyPlanFile(const ProbeOptions& o, const ModelIR& model, const ProxySpe
                               static_cast<int64_t>(model.layers.size()));
   if (!L.ok()) return L.status();
   cfg->tp = L->tp;
+  cfg->sequence_parallel = L->sequence_parallel;
+  cfg->etp = L->etp;
   cfg->pp = L->pp;
   cfg->interleave = L->interleave;
   cfg->stage_layer_starts = L->stage_layer_starts;
@@ -194,6 +197,12 @@ OnboardCommand kProbe{
       sub.add_option("--tp", o->cfg.tp,
                      "tensor-parallel degree: groups of T consecutive ranks split heads, MLP widths "
                      "and vocab (Megatron-style); ep and fsdp then divide ranks/(T*P) (default 1)");
+      sub.add_flag("--sequence-parallel", o->cfg.sequence_parallel,
+                   "Megatron sequence parallelism over the TP group (needs --tp > 1 dividing --seq)");
+      sub.add_option("--etp", o->cfg.etp,
+                     "expert tensor parallelism: 1 = routed experts whole on every TP rank (default), "
+                     "= tp: each expert's FFN split over the TP group (Megatron "
+                     "--expert-tensor-parallel-size)");
       sub.add_option("--pp", o->cfg.pp,
                      "pipeline stages P (outermost: stage = rank / (ranks/P)); divides ranks/T; ep and "
                      "fsdp then divide ranks/(T*P)")

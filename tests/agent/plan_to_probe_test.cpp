@@ -54,10 +54,13 @@ TEST(ApplyPlanToProbe, DemoPlanKeepsEpAndShardingAndExplainsTheRest) {
   EXPECT_EQ(L->micro_batch, 2);
   ASSERT_NE(Find(*L, "tp"), nullptr);
   EXPECT_TRUE(Find(*L, "tp")->reason.empty()) << Find(*L, "tp")->reason;  // scaled, structure kept
-  for (const char* f : {"sequence_parallel", "micro_batches"}) {
-    ASSERT_NE(Find(*L, f), nullptr) << f;
-    EXPECT_FALSE(Find(*L, f)->reason.empty()) << f;
-  }
+  ASSERT_NE(Find(*L, "micro_batches"), nullptr);
+  EXPECT_FALSE(Find(*L, "micro_batches")->reason.empty());
+  // Sequence parallelism is rehearsed over the probe's TP group (probe_tp.h).
+  EXPECT_TRUE(L->sequence_parallel);
+  ASSERT_NE(Find(*L, "sequence_parallel"), nullptr);
+  EXPECT_EQ(Find(*L, "sequence_parallel")->probe, "on");
+  EXPECT_TRUE(Find(*L, "sequence_parallel")->reason.empty()) << Find(*L, "sequence_parallel")->reason;
   // Recompute is kept per block kind; kinds the plan leaves out recompute none (its default).
   EXPECT_EQ(Find(*L, "recompute")->plan, "MoE=selective");
   EXPECT_EQ(Find(*L, "recompute")->probe, "*=none,KDA=none,MoE=selective");
@@ -81,6 +84,28 @@ TEST(ApplyPlanToProbe, RecomputeKindsMapOntoTheProxy) {
   const std::string why = Find(*L, "recompute")->reason;
   EXPECT_NE(why.find("GQA runs as the proxy's MLA"), std::string::npos) << why;
   EXPECT_NE(why.find("Mamba is no block kind of the proxy"), std::string::npos) << why;
+}
+
+// Without a TP group to split over, sequence parallelism and expert TP are dropped, with the reason;
+// with one, expert TP runs over the whole TP group (etp = tp), said when the plan's etp differs.
+TEST(ApplyPlanToProbe, SequenceParallelAndExpertTpNeedTheProbesTp) {
+  Plan p;
+  p.deg.tp = 8;
+  p.deg.etp = 8;
+  p.deg.sequence_parallel = true;
+  auto L = ApplyPlanToProbe(p, 4, 2, 8);
+  ASSERT_TRUE(L.ok()) << L.status().ToString();
+  EXPECT_EQ(L->tp, 4);
+  EXPECT_TRUE(L->sequence_parallel);
+  EXPECT_EQ(L->etp, 4);
+  EXPECT_NE(Find(*L, "etp")->reason.find("etp = tp=4"), std::string::npos) << Find(*L, "etp")->reason;
+  p.deg.tp = 1;
+  auto one = ApplyPlanToProbe(p, 4, 2, 8);
+  ASSERT_TRUE(one.ok());
+  EXPECT_FALSE(one->sequence_parallel);
+  EXPECT_EQ(one->etp, 1);
+  EXPECT_NE(Find(*one, "sequence_parallel")->reason.find("tp=1"), std::string::npos);
+  EXPECT_NE(Find(*one, "etp")->reason.find("tp=1"), std::string::npos);
 }
 
 TEST(ApplyPlanToProbe, HybridShardingKeepsReplicas) {

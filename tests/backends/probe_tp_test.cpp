@@ -48,12 +48,13 @@ TEST(ProbeTensorParallel, SlicesReassembleTheOneProcessInit) {
   ProbeConfig c = Cfg(2, 2, "");
   c.mode = FinetuneMode::kLoRA;  // adapters too
   const auto full = backends::BuildLayout(spec, c);
-  const auto local = backends::BuildLayout(backends::TpLocalSpec(spec, 2), c);
+  const auto local = backends::BuildLayout(backends::TpLocalSpec(spec, 2, 2), c);  // expert TP too
   ASSERT_EQ(full.size(), local.size());
   int64_t split_slots = 0;
   for (size_t u = 0; u < full.size(); ++u) {
     for (auto [f, l] :
-         {std::make_pair(&full[u].dense, &local[u].dense), std::make_pair(&full[u].lora, &local[u].lora)}) {
+         {std::make_pair(&full[u].dense, &local[u].dense), std::make_pair(&full[u].lora, &local[u].lora),
+          std::make_pair(&full[u].expert, &local[u].expert)}) {
       const at::Tensor init = backends::InitFlat(*f, 7 + u);
       const at::Tensor s0 = backends::TpSliceFlat(*f, *l, init, 0, 2),
                        s1 = backends::TpSliceFlat(*f, *l, init, 1, 2);
@@ -75,7 +76,7 @@ TEST(ProbeTensorParallel, SlicesReassembleTheOneProcessInit) {
       }
     }
   }
-  EXPECT_GT(split_slots, 20);  // heads, MLP widths, vocab, adapters
+  EXPECT_GT(split_slots, 20);  // heads, MLP widths, vocab, adapters, expert FFN widths
 }
 
 TEST(ProbeTensorParallel, TwoProcessesTp2MatchOneProcess) {
@@ -127,6 +128,93 @@ TEST(ProbeTensorParallel, MissingRowParallelAllReduceDoesNotMatch) {
   const double d = MaxRelDiff(Losses(*bad), Losses(one));
   std::printf("tp=2 without row-parallel all-reduces: max relative loss difference %.3g\n", d);
   EXPECT_GT(d, 1e-4);
+}
+
+// Sequence parallelism (probe_tp.h): norms and residuals on each TP rank's 8 of the 16 tokens,
+// regions entered by an all-gather and left by a reduce-scatter; the same curve as one process.
+TEST(ProbeTensorParallel, SequenceParallelTp2MatchesOneProcess) {
+  const ProbeResult& one = OneProcess();
+  ProbeConfig c = Cfg(2, 2, "tp2sp");
+  c.sequence_parallel = true;
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const double d = MaxRelDiff(Losses(*r), Losses(one));
+  std::printf(
+      "tp=2 + sequence parallelism (2 processes) vs 1 process, fp32, 20 steps: max relative loss "
+      "difference %.3g\n",
+      d);
+  EXPECT_LT(d, 1e-4);
+  EXPECT_LT(std::abs(r->steps[0].grad_norm - one.steps[0].grad_norm) / one.steps[0].grad_norm, 1e-4);
+  EXPECT_GT(r->steps.back().comm.tp_reduce_scatter_s, 0.0);  // region outputs, embedding
+  EXPECT_GT(r->steps.back().comm.tp_all_gather_s, 0.0);      // region inputs
+  EXPECT_EQ(r->steps[0].expert_load, one.steps[0].expert_load);
+}
+
+// Negative: a region whose all-gather is skipped (each rank's own tokens stand for the other's).
+TEST(ProbeTensorParallel, SequenceParallelWithoutTheAllGatherDoesNotMatch) {
+  const ProbeResult& one = OneProcess();
+  ProbeConfig c = Cfg(2, 2, "tp2sp-bad");
+  c.sequence_parallel = true;
+  ASSERT_EQ(setenv("ONBOARD_PROBE_TP_FAULT", "no_sp_gather", 1), 0);
+  Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), c);
+  unsetenv("ONBOARD_PROBE_TP_FAULT");
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  const double d = MaxRelDiff(Losses(*bad), Losses(one));
+  std::printf("tp=2 + SP without the region all-gather: max relative loss difference %.3g\n", d);
+  EXPECT_GT(d, 1e-4);
+}
+
+// Expert TP (Megatron --expert-tensor-parallel-size = tp): each routed expert's FFN split over
+// the TP group, on top of ep=2 over the 2 data ranks; the one-process curve and grad norm.
+TEST(ProbeTensorParallel, ExpertTpTp2Ep2MatchesOneProcess) {
+  const ProbeResult& one = OneProcess();
+  ProbeConfig c = Cfg(4, 2, "tp2ep2etp2");
+  c.ep = 2;
+  c.etp = 2;
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const double d = MaxRelDiff(Losses(*r), Losses(one));
+  std::printf(
+      "tp=2 x ep=2 x etp=2 (4 processes) vs 1 process, fp32, 20 steps: max relative loss "
+      "difference %.3g\n",
+      d);
+  EXPECT_LT(d, 1e-4);
+  EXPECT_LT(std::abs(r->steps[0].grad_norm - one.steps[0].grad_norm) / one.steps[0].grad_norm, 1e-4);
+  EXPECT_EQ(r->steps[0].expert_load, one.steps[0].expert_load);
+}
+
+// Negative: expert TP without the all-reduce of the experts' partial outputs.
+TEST(ProbeTensorParallel, ExpertTpWithoutTheExpertReduceDoesNotMatch) {
+  const ProbeResult& one = OneProcess();
+  ProbeConfig c = Cfg(2, 2, "tp2etp2-bad");
+  c.etp = 2;
+  ASSERT_EQ(setenv("ONBOARD_PROBE_TP_FAULT", "no_expert_reduce", 1), 0);
+  Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), c);
+  unsetenv("ONBOARD_PROBE_TP_FAULT");
+  ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  const double d = MaxRelDiff(Losses(*bad), Losses(one));
+  std::printf("tp=2 x etp=2 without the experts' all-reduce: max relative loss difference %.3g\n", d);
+  EXPECT_GT(d, 1e-4);
+}
+
+TEST(ProbeTensorParallel, SequenceParallelAndExpertTpLayoutsAreChecked) {
+  ProbeConfig c = SmallConfig(2, "");
+  c.sequence_parallel = true;  // tp = 1
+  c.etp = 3;
+  Status st = c.Validate(SmallSpec());
+  EXPECT_NE(st.message().find("sequence_parallel needs tp > 1 (tp=1)"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("etp=3 must be 1 or tp=1"), std::string::npos) << st.message();
+  c.tp = 2;
+  c.seq = 15;
+  c.etp = 2;
+  c.mode = FinetuneMode::kLoRA;
+  st = c.Validate(SmallSpec());
+  EXPECT_NE(st.message().find("tp=2 must divide seq=15 (sequence parallelism)"), std::string::npos)
+      << st.message();
+  EXPECT_NE(st.message().find("etp=2 with mode=lora"), std::string::npos) << st.message();
+  c.seq = 16;
+  c.mode = FinetuneMode::kFull;
+  EXPECT_TRUE(c.Validate(SmallSpec()).ok()) << c.Validate(SmallSpec()).ToString();
 }
 
 TEST(ProbeTensorParallel, ImpossibleLayoutNamesEveryFactor) {
