@@ -59,11 +59,16 @@ const Loaded& KernelFor(int64_t H, int64_t D, int64_t DV, int64_t HI, int64_t DI
   return cache.emplace(key, std::move(l)).first->second;
 }
 
-// [B,T,TOPK] int32 selection (-1 padded) -> keep [B,T,T] bool.
+// [B,T,TOPK] int32 selection (-1 padded) -> keep [B,T,T] bool. A padding entry goes to an extra
+// column T that is cut off: written to column 0 instead, its `false` could overwrite a selected key 0
+// (scatter's order among equal indices is unspecified), and query 0, whose only key is 0, would keep
+// nothing (a row of -inf: NaN in the backward's softmax).
 at::Tensor KeepFromSelection(const at::Tensor& sel, int64_t T) {
-  const at::Tensor valid = sel.ge(0);
-  const at::Tensor cols = sel.clamp_min(0).to(at::kLong);
-  return at::zeros({sel.size(0), T, T}, sel.options().dtype(at::kBool)).scatter(-1, cols, valid);
+  const at::Tensor cols = at::where(sel.ge(0), sel.to(at::kLong), at::full_like(sel, T, at::kLong));
+  return at::zeros({sel.size(0), T, T + 1}, sel.options().dtype(at::kBool))
+      .scatter(-1, cols, true)
+      .narrow(-1, 0, T)
+      .contiguous();
 }
 
 // The reference ops the backward differentiates: softmax(q k^T / sqrt(D)) over keep, times v, gated.

@@ -65,8 +65,8 @@ void Judge(WeightsProbeResult* r) {
                 r->learned ? "learned" : "not_learned", r->held_out_final, r->held_out_frozen, bar);
   r->verdict = buf;
   const std::string text = Slurp(r->options.text_file);
-  Expected<backends::TextSplit> split = backends::SplitText(r->options.text_file, int64_t(text.size()),
-                                                            r->options.seq, r->options.ranks / r->options.tp);
+  Expected<backends::TextSplit> split =
+      backends::SplitText(r->options.text_file, int64_t(text.size()), r->options.seq);
   if (!split.ok()) return;
   const backends::TextBaselines b = backends::ComputeTextBaselines(text, *split);
   r->unigram_nats = b.unigram_nats;

@@ -156,8 +156,11 @@ double HeldOut(Group& world, RankModel& m, const TpContext& tp, const ProbeData&
                bool frozen) {
   torch::NoGradGuard no_grad;
   ApplyAdapters(m, frozen);
-  const int64_t W = data.HeldOutWindows(), per = W / D;
-  const Batch b = data.GetHeldOut(d * per, per);
+  // Data rank d scores windows [d*W/D, (d+1)*W/D): every window once, whatever the layout
+  // (probe_text_split.h). Only its TP group runs collectives in BatchLoss, so the blocks' sizes may
+  // differ by one window between data ranks.
+  const int64_t W = data.HeldOutWindows(), first = d * W / D, end = (d + 1) * W / D;
+  const Batch b = data.GetHeldOut(first, end - first, end);
   return GlobalLoss(world, m, BatchLoss(m, tp, b, 1.0 / double(W * b.tokens.size(1))));
 }
 

@@ -70,7 +70,9 @@ int RunWeightsProbeCommand(const ProbeOptions& o) {
   w.seed = o.cfg.seed;
   w.lora_rank = o.cfg.lora_rank;
   w.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * double(o.cfg.lora_rank);
-  w.fp64 = o.cfg.dtype == "fp64";
+  Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
+  if (!dtype.ok()) return ReportError("probe", dtype.status());
+  w.fp64 = *dtype == FloatDtype::kFP64;
   w.control = o.cfg.control;
   w.out_dir = o.cfg.out_dir;
   w.worker_binary = o.cfg.worker_binary;

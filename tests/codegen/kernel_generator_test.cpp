@@ -105,7 +105,7 @@ TEST(KernelGeneratorTest, DsaInstantiatesTheTemplate) {
   d.topk = 128;
   auto g = GenerateDsa(d, {});
   ASSERT_TRUE(g.ok()) << g.status().ToString();
-  EXPECT_NE(g->source.find("static constexpr int HQ = 8, HKV = 1, D = 64, DV = 64, HI = 2, DI = 32;"),
+  EXPECT_NE(g->source.find("static constexpr int HQ = 8, HKV = 1, D = 64, DV = 64, HI = 2, DI = 32, VO = 0;"),
             std::string::npos);
   EXPECT_NE(g->source.find("static constexpr int64_t TOPK = 128;"), std::string::npos);
   EXPECT_NE(g->source.find("ONBOARD_EXPORT_DSA_CPU(Config"), std::string::npos);
