@@ -96,6 +96,12 @@ const nlohmann::json& JsonAt(const nlohmann::json& j, const char* key) {
   return j.is_object() && j.contains(key) ? j[key] : kNull;
 }
 
+bool AnyProbeKernelRecord(const nlohmann::json& r) {
+  for (const auto& pr : JsonAt(JsonAt(r, "probe"), "rounds"))
+    if (!JsonAt(pr, "loss_parity").empty() || JsonAt(pr, "kda_calls").is_object()) return true;
+  return false;
+}
+
 bool JsonTrue(const nlohmann::json& j) { return j.is_boolean() && j.get<bool>(); }
 
 }  // namespace onboard::agent

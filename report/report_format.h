@@ -16,6 +16,9 @@ std::string FmtSeconds(const nlohmann::json& s);                 // "1.23 s", "4
 std::string JsonStr(const nlohmann::json& j, const char* key);
 const nlohmann::json& JsonAt(const nlohmann::json& j, const char* key);  // field or null
 bool JsonTrue(const nlohmann::json& j);                                 // a JSON true   // string field or "" (non-strings dumped)
+// True when some probe round of report JSON `r` recorded loss parity or KDA calls (both reports'
+// "Kernels in the probe" section is drawn only then).
+bool AnyProbeKernelRecord(const nlohmann::json& r);
 // A compact one-line rendering of an "observed"/"changed" object: key=value, arrays shortened.
 std::string CompactJson(const nlohmann::json& j, size_t max_array = 8);
 

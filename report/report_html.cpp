@@ -206,11 +206,8 @@ void Kernels(std::ostringstream& o, const json& r) {
 
 // What each round's KDA layers ran and round 1's kernel loss parity (issue 12).
 void ProbeKernels(std::ostringstream& o, const json& r) {
+  if (!AnyProbeKernelRecord(r)) return;
   const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
-  bool any = false;
-  for (const auto& pr : rounds)
-    any = any || !JsonAt(pr, "loss_parity").empty() || JsonAt(pr, "kda_calls").is_object();
-  if (!any) return;
   o << "<h3>Kernels in the probe: KDA ops run, loss parity</h3>";
   Table t({"round", "kda_kernel", "KDA forward calls (generated / torch ops)",
            "loss parity (generated vs reference ops)"});
