@@ -12,8 +12,7 @@
 #include <mutex>
 #include <tuple>
 
-#include "codegen/cpu_kernel_loader.h"
-#include "codegen/kernel_generator.h"
+#include "backends/generated_kernel_load.h"
 
 namespace onboard::backends {
 namespace {
@@ -21,15 +20,11 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-struct Loaded {
-  std::shared_ptr<codegen::CpuKernelLibrary> lib;
-  std::string why;
-};
-
 // Step 1: one library per (H, D, DV, HI, DI, topk, gated) in this process.
-const Loaded& KernelFor(int64_t H, int64_t D, int64_t DV, int64_t HI, int64_t DI, int64_t topk, bool gated) {
+const LoadedKernel& KernelFor(int64_t H, int64_t D, int64_t DV, int64_t HI, int64_t DI, int64_t topk,
+                              bool gated) {
   static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>, Loaded> cache;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, bool>, LoadedKernel> cache;
   std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_tuple(H, D, DV, HI, DI, topk, gated);
   auto it = cache.find(key);
@@ -45,17 +40,9 @@ const Loaded& KernelFor(int64_t H, int64_t D, int64_t DV, int64_t HI, int64_t DI
   spec.block = 64;
   spec.softmax_scale = 1.0 / std::sqrt(static_cast<double>(D));  // CoreAttention's scale
   spec.output_gate = gated;
-  Loaded l;
-  Expected<codegen::GeneratedKernel> gen = codegen::GenerateDsa(spec, codegen::TargetOptions{});
-  if (!gen.ok()) {
-    l.why = gen.status().message();
-  } else {
-    Expected<std::shared_ptr<codegen::CpuKernelLibrary>> lib = codegen::LoadCpuKernel(*gen);
-    if (!lib.ok() || (*lib)->dsa_fwd == nullptr)
-      l.why = lib.ok() ? "library exports no onboard_dsa_fwd" : lib.status().message();
-    else
-      l.lib = *lib;
-  }
+  LoadedKernel l =
+      LoadGeneratedKernel(codegen::GenerateDsa(spec, codegen::TargetOptions{}), "onboard_dsa_fwd",
+                          [](const codegen::CpuKernelLibrary& k) { return k.dsa_fwd != nullptr; });
   return cache.emplace(key, std::move(l)).first->second;
 }
 
@@ -145,8 +132,8 @@ DsaCoreOut DsaCoreGenerated(const at::Tensor& q, const at::Tensor& k, const at::
   // perturbed_dsa_topk: the kernel keeps only half the keys it should (the selection it returns, and the
   // backward's keep, follow it).
   const int64_t kernel_topk = g_topk_fault.load() ? std::max<int64_t>(1, topk / 2) : topk;
-  const Loaded& l = KernelFor(q.size(2), q.size(3), v.size(3), index_q.size(2), index_q.size(3), kernel_topk,
-                              gate.defined());
+  const LoadedKernel& l = KernelFor(q.size(2), q.size(3), v.size(3), index_q.size(2), index_q.size(3),
+                                    kernel_topk, gate.defined());
   if (!l.lib) {
     *why = l.why;
     return {};

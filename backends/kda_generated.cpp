@@ -11,9 +11,8 @@
 #include <mutex>
 #include <tuple>
 
+#include "backends/generated_kernel_load.h"
 #include "backends/kda_chunked.h"
-#include "codegen/cpu_kernel_loader.h"
-#include "codegen/kernel_generator.h"
 
 namespace onboard::backends {
 namespace {
@@ -24,22 +23,16 @@ using torch::autograd::variable_list;
 at::Tensor L2Normalise(const at::Tensor& x) { return x * at::rsqrt(x.pow(2).sum(-1, true) + 1e-6); }
 
 // One loaded library per (H, K, V, chunk) in this process; nullptr + reason when it cannot load.
-struct Loaded {
-  std::shared_ptr<codegen::CpuKernelLibrary> lib;
-  std::string why;
-};
-
 // perturbed_gate (control perturbed_kda_gate): the kernel is generated with the kOriginal gate form
 // on an input that is already the log decay, so it applies -exp(0) * softplus(g) to it: the gate
 // activated twice, a wrong gate_form in the kernel spec.
-const Loaded& KernelFor(int64_t H, int64_t K, int64_t V, int64_t chunk, bool perturbed_gate) {
+const LoadedKernel& KernelFor(int64_t H, int64_t K, int64_t V, int64_t chunk, bool perturbed_gate) {
   static std::mutex mu;
-  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, Loaded> cache;
+  static std::map<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>, LoadedKernel> cache;
   std::lock_guard<std::mutex> lock(mu);
   auto key = std::make_tuple(H, K, V, chunk, perturbed_gate);
   auto it = cache.find(key);
   if (it != cache.end()) return it->second;
-  Loaded l;
   codegen::KdaSpec spec;
   spec.num_heads = H;
   spec.num_v_heads = H;
@@ -49,16 +42,9 @@ const Loaded& KernelFor(int64_t H, int64_t K, int64_t V, int64_t chunk, bool per
   spec.gate_form =
       perturbed_gate ? GateForm::kOriginal : GateForm::kNone;  // kNone: the layer computes the log decay
   spec.normalize_qk = true;           // same L2 normalisation (eps 1e-6) and K^-1/2 as the layer
-  Expected<codegen::GeneratedKernel> gen = codegen::GenerateKda(spec, codegen::TargetOptions{});
-  if (!gen.ok()) {
-    l.why = gen.status().message();
-  } else {
-    Expected<std::shared_ptr<codegen::CpuKernelLibrary>> lib = codegen::LoadCpuKernel(*gen);
-    if (!lib.ok() || (*lib)->kda_fwd == nullptr)
-      l.why = lib.ok() ? "library exports no onboard_kda_fwd" : lib.status().message();
-    else
-      l.lib = *lib;
-  }
+  LoadedKernel l =
+      LoadGeneratedKernel(codegen::GenerateKda(spec, codegen::TargetOptions{}), "onboard_kda_fwd",
+                          [](const codegen::CpuKernelLibrary& k) { return k.kda_fwd != nullptr; });
   return cache.emplace(key, std::move(l)).first->second;
 }
 
@@ -134,7 +120,8 @@ at::Tensor KdaCore(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::T
     } else if (q_raw.scalar_type() != at::kFloat || v.scalar_type() != at::kFloat) {
       reason = "the generated CPU kernel is fp32 only (dtype " + std::string(c10::toString(q_raw.scalar_type())) + ")";
     } else {
-      const Loaded& l = KernelFor(q_raw.size(2), q_raw.size(3), v.size(3), chunk, ProcessKdaGateFault());
+      const LoadedKernel& l =
+          KernelFor(q_raw.size(2), q_raw.size(3), v.size(3), chunk, ProcessKdaGateFault());
       if (l.lib) {
         ++g_generated_calls;
         return KdaGeneratedFn::apply(q_raw, k_raw, v, g, beta, chunk,

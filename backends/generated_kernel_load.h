@@ -1,0 +1,40 @@
+// Generates and loads one codegen/ CPU kernel for the probe's generated-kernel paths
+// (kda_generated.cpp, dsa_generated.cpp), or says why it cannot: one shape of that code for both.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "codegen/cpu_kernel_loader.h"
+#include "codegen/kernel_generator.h"
+#include "core/status.h"
+
+namespace onboard::backends {
+
+// A loaded kernel library, or the reason there is none (the caller falls back to LibTorch ops).
+struct LoadedKernel {
+  std::shared_ptr<codegen::CpuKernelLibrary> lib;
+  std::string why;
+};
+
+// `gen` from codegen::GenerateKda/GenerateDsa; `exports_op` says whether the library has the entry
+// point the caller needs, named `op` in the reason when it does not.
+template <typename HasOp>
+LoadedKernel LoadGeneratedKernel(const Expected<codegen::GeneratedKernel>& gen, const char* op,
+                                 HasOp exports_op) {
+  LoadedKernel l;
+  if (!gen.ok()) {
+    l.why = gen.status().message();
+    return l;
+  }
+  Expected<std::shared_ptr<codegen::CpuKernelLibrary>> lib = codegen::LoadCpuKernel(*gen);
+  if (!lib.ok())
+    l.why = lib.status().message();
+  else if (!exports_op(**lib))
+    l.why = std::string("library exports no ") + op;
+  else
+    l.lib = *lib;
+  return l;
+}
+
+}  // namespace onboard::backends
