@@ -1,15 +1,18 @@
-// `onboard inspect PATH [--seq N] [--json] [--fusion]`: what the model is. PATH is a model directory
-// (config.json, plus the safetensors inventory cross-check when weights or an index lie beside it),
+// `onboard inspect PATH [--seq N] [--json] [--fusion [--precision P]]`: what the model is. PATH is a model
+// directory (config.json, plus the safetensors inventory cross-check when weights or an index lie beside it),
 // a config.json, or an .onnx file. Text: folded layer summary (1-based layers), vision tower, totals,
 // active parameters, forward FLOPs per token at --seq, activation bytes, weight memory by dtype,
 // warnings. --json: core/model_json.h's object (+ "safetensors" when cross-checked). --fusion: also the
-// fusion plan of search/fusion_plan.h at --seq (text; JSON key "fusion"). Exit 2 on bad input.
+// fusion plan of search/fusion_plan.h at --seq (text; JSON key "fusion"); --precision names the GEMM
+// input precision it assumes (bf16 | fp16 | fp8 | mxfp8, core/precision.h; fp8 and mxfp8 fuse each norm
+// with its quantise step). Exit 2 on bad input.
 #include <cstdio>
 #include <iostream>
 #include <memory>
 
 #include "cli/command_registry.h"
 #include "core/model_json.h"
+#include "core/precision.h"
 #include "parsers/load_model.h"
 #include "report/report_format.h"
 #include "search/fusion_plan_graph.h"
@@ -23,6 +26,7 @@ struct InspectOptions {
   int64_t seq = 4096;
   bool json = false;
   bool fusion = false;
+  std::string precision = "bf16";  // compute precision of the fusion plan (core/precision.h)
 };
 
 std::string Count(double n) { return agent::FmtCount(n); }
@@ -104,8 +108,12 @@ int RunInspect(const InspectOptions& o) {
   if (inv->has_value()) check = CrossCheckInventory(**inv, m);
   std::optional<FusionPlan> fplan;
   if (o.fusion) {
+    Expected<Precision> prec =
+        ParsePrecision("--precision", "precision", o.precision, PrecisionUse::kCompute);
+    if (!prec.ok()) return ReportError("inspect", prec.status());
     FusionOptions fo;
     fo.seq = o.seq;
+    fo.fp8 = PrecisionElement(*prec) == DType::kFP8;
     Expected<FusionPlan> f = PlanFusionsForModelFile(m, o.path, fo);
     if (!f.ok()) return ReportError("inspect", f.status());
     fplan = std::move(*f);
@@ -142,6 +150,9 @@ static OnboardCommand kInspect{
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 31));
       sub.add_flag("--json", o->json, "print a machine-readable JSON object");
       sub.add_flag("--fusion", o->fusion, "also print the fusion plan: launches and HBM bytes saved per layer");
+      sub.add_option(
+          "--precision", o->precision,
+          "GEMM input precision the fusion plan assumes: bf16 | fp16 | fp8 | mxfp8 (default bf16)");
       return [o] { return RunInspect(*o); };
     }};
 
