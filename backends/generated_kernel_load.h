@@ -2,6 +2,7 @@
 // (kda_generated.cpp, dsa_generated.cpp), or says why it cannot: one shape of that code for both.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -10,6 +11,15 @@
 #include "core/status.h"
 
 namespace onboard::backends {
+
+// Forward calls of one generated-kernel path in this process by the implementation that really ran,
+// and why a generated request last ran the torch ops ("" = never): the probe writes them to each
+// rank's result (kda_calls, dsa_calls; issue 12), so a kernel fallback is seen to change what runs.
+struct KernelCallCounts {
+  int64_t generated = 0;
+  int64_t torch = 0;
+  std::string fallback_reason;
+};
 
 // A loaded kernel library, or the reason there is none (the caller falls back to LibTorch ops).
 struct LoadedKernel {

@@ -154,8 +154,8 @@ std::atomic<bool> g_process_kda_gate_fault{false};
 void SetProcessKdaGateFault(bool on) { g_process_kda_gate_fault.store(on); }
 bool ProcessKdaGateFault() { return g_process_kda_gate_fault.load(); }
 
-KdaCallCounts ProcessKdaCalls() {
-  KdaCallCounts c;
+KernelCallCounts ProcessKdaCalls() {
+  KernelCallCounts c;
   c.generated = g_generated_calls.load();
   c.torch = g_torch_calls.load();
   std::lock_guard<std::mutex> lock(g_reason_mu);
