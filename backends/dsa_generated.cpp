@@ -113,9 +113,7 @@ struct DsaGeneratedFn : public torch::autograd::Function<DsaGeneratedFn> {
 
 std::atomic<bool> g_generated{false};
 std::atomic<bool> g_topk_fault{false};  // control perturbed_dsa_topk
-std::atomic<int64_t> g_generated_calls{0}, g_torch_calls{0};
-std::mutex g_reason_mu;
-std::string g_fallback_reason;  // guarded by g_reason_mu
+KernelCallCounter g_calls;              // RecordDsaCall, ProcessDsaCalls
 
 }  // namespace
 
@@ -154,25 +152,15 @@ void SetProcessDsaImpl(bool generated, bool topk_fault) {
 bool ProcessDsaGenerated() { return g_generated.load(); }
 
 void LogDsaFallbackOnce(const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(g_reason_mu);
-    g_fallback_reason = why;
-  }
+  g_calls.SetFallbackReason(why);
   static std::once_flag once;
   std::call_once(once, [&] {
     std::fprintf(stderr, "dsa: generated kernel not used, torch ops instead: %s\n", why.c_str());
   });
 }
 
-void RecordDsaCall(bool generated) { ++(generated ? g_generated_calls : g_torch_calls); }
+void RecordDsaCall(bool generated) { g_calls.Count(generated); }
 
-KernelCallCounts ProcessDsaCalls() {
-  KernelCallCounts c;
-  c.generated = g_generated_calls.load();
-  c.torch = g_torch_calls.load();
-  std::lock_guard<std::mutex> lock(g_reason_mu);
-  c.fallback_reason = g_fallback_reason;
-  return c;
-}
+KernelCallCounts ProcessDsaCalls() { return g_calls.Get(); }
 
 }  // namespace onboard::backends
