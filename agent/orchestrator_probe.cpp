@@ -65,13 +65,17 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
       BuildReplicaMap(st.knobs.expert_phy2log, spec.num_experts, c.ep_degree()).ok())
     c.expert_phy2log = st.knobs.expert_phy2log;
   c.out_dir = (fs::path(st.req.out_dir) / "probe" / ("round" + std::to_string(round))).string();
-  // A failed KDA kernel check or loss parity (rules_kernel_fallback.cpp) runs the probe on the
-  // reference ops; a control that perturbs the generated kernel has nothing left to perturb.
-  for (const auto& [kernel, op] : st.knobs.kernel_fallbacks)
+  // A failed KDA or DSA kernel check or loss parity (rules_kernel_fallback.cpp) runs the probe's
+  // layers of that family on the reference ops; a control that perturbs the generated kernel has
+  // nothing left to perturb.
+  for (const auto& [kernel, op] : st.knobs.kernel_fallbacks) {
     if (kernel.rfind("kda", 0) == 0) c.kda_kernel = "torch";
+    if (kernel.rfind("dsa", 0) == 0) c.dsa_kernel = "torch";
+  }
   if (c.kda_kernel == "torch" && c.control == kControlPerturbedKdaGate) c.control.clear();
+  if (c.dsa_kernel == "torch" && c.control == kControlPerturbedDsaTopk) c.control.clear();
   // Round 1 checks the generated kernels' loss parity against the reference ops (issue 12).
-  if (round == 1 && c.kda_kernel == "generated")
+  if (round == 1 && (c.kda_kernel == "generated" || c.dsa_kernel == "generated"))
     c.loss_parity_steps = std::min<int64_t>(kLossParitySteps, c.steps);
   return c;
 }

@@ -22,6 +22,8 @@ ProbeConfig ProbeRecipe(const RunRequest& req) {
   const int64_t per_rank = s.micro_batch ? *s.micro_batch : std::max<int64_t>(1, c.batch / s.ranks);
   c.batch = per_rank * s.ranks;
   if (s.learning_rate) c.lr = *s.learning_rate;
+  // LoRA: the probe adapts with the run's own adapter rank (its default is the recipe's, kLoraRank).
+  if (req.mode == FinetuneMode::kLoRA) c.lora_rank = req.lora_rank;
   if (s.grad_clip) c.clip = *s.grad_clip;
   // Step 4: what is the run's, not the recipe's.
   c.seed = s.seed;
@@ -29,6 +31,10 @@ ProbeConfig ProbeRecipe(const RunRequest& req) {
   c.worker_binary = s.worker_binary;
   c.threads_per_rank = 1;
   c.control = s.control;  // a negative control (tests, `onboard run --probe-control`)
+  // The loop probes the generated kernels it delivers: KDA (ProbeConfig's default) and the fused
+  // DSA kernel (`onboard probe` keeps the torch ops by default); round 1 checks both against the
+  // reference ops (loss parity) and the kernel-fallback rule moves a failed family back to them.
+  c.dsa_kernel = "generated";
   // Step 5: the run's observation thresholds, so the probe's report judges as the rules do.
   c.thresholds = static_cast<const ObservationThresholds&>(req.thresholds);
   return c;

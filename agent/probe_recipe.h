@@ -12,6 +12,7 @@
 //   seq          tokens per sequence
 //   micro_batch  sequences per rank per step (the recipe: batch / ranks, at least 1)
 //   learning_rate, grad_clip   peak lr (LoRA: the adapters' rate) and clip norm
+// and, in LoRA mode, the run's adapter rank (RunRequest::lora_rank) for the probe's adapters.
 // Units: steps, tokens, sequences; lr dimensionless.
 #pragma once
 

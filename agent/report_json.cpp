@@ -205,9 +205,11 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
                  {"lr", p.config.lr},
                  {"clip", p.config.clip},
                  {"kda_kernel", p.config.kda_kernel},
+                 {"dsa_kernel", p.config.dsa_kernel},
                  {"control", p.config.control}};
   j["convergence"] = p.convergence;
-  // What the KDA layers ran and, in round 1, the kernel loss parity (issue 12).
+  // What the KDA layers ran and, in round 1, the kernel loss parity (issue 12); what the DSA cores
+  // ran is in each round's probe/roundN/rank<r>.json ("dsa_calls").
   j["kda_calls"] = {{"generated", p.kda_calls.generated}, {"torch", p.kda_calls.torch}};
   json parity = json::array();
   for (const ProbeLossParity& lp : p.loss_parity) parity.push_back(LossParityToJson(lp));

@@ -113,6 +113,7 @@ struct DsaGeneratedFn : public torch::autograd::Function<DsaGeneratedFn> {
 
 std::atomic<bool> g_generated{false};
 std::atomic<bool> g_topk_fault{false};  // control perturbed_dsa_topk
+KernelCallCounter g_calls;              // RecordDsaCall, ProcessDsaCalls
 
 }  // namespace
 
@@ -151,10 +152,15 @@ void SetProcessDsaImpl(bool generated, bool topk_fault) {
 bool ProcessDsaGenerated() { return g_generated.load(); }
 
 void LogDsaFallbackOnce(const std::string& why) {
+  g_calls.SetFallbackReason(why);
   static std::once_flag once;
   std::call_once(once, [&] {
     std::fprintf(stderr, "dsa: generated kernel not used, torch ops instead: %s\n", why.c_str());
   });
 }
+
+void RecordDsaCall(bool generated) { g_calls.Count(generated); }
+
+KernelCallCounts ProcessDsaCalls() { return g_calls.Get(); }
 
 }  // namespace onboard::backends

@@ -21,6 +21,8 @@
 
 #include <string>
 
+#include "backends/generated_kernel_load.h"  // KernelCallCounts
+
 namespace onboard::backends {
 
 struct DsaCoreOut {
@@ -38,7 +40,13 @@ DsaCoreOut DsaCoreGenerated(const at::Tensor& q, const at::Tensor& k, const at::
 // (control perturbed_dsa_topk) builds the kernel with half the top-k.
 void SetProcessDsaImpl(bool generated, bool topk_fault = false);
 bool ProcessDsaGenerated();
-// Logs `why` once per process (stderr): the generated DSA kernel was asked for and not used.
+// Logs `why` once per process (stderr): the generated DSA kernel was asked for and not used; it is
+// also the fallback reason ProcessDsaCalls reports.
 void LogDsaFallbackOnce(const std::string& why);
+// One forward of a DSA core (an MLA layer with an indexer) by the generated kernel or the torch ops;
+// ProcessDsaCalls: the counts in this process and the last fallback reason ("" = none). The probe
+// writes them to each rank's result (issue 12), so a kernel fallback is seen to change what runs.
+void RecordDsaCall(bool generated);
+KernelCallCounts ProcessDsaCalls();
 
 }  // namespace onboard::backends

@@ -87,15 +87,10 @@ struct KdaGeneratedFn : public torch::autograd::Function<KdaGeneratedFn> {
   }
 };
 
-std::atomic<int64_t> g_generated_calls{0}, g_torch_calls{0};
-std::mutex g_reason_mu;
-std::string g_fallback_reason;  // guarded by g_reason_mu
+KernelCallCounter g_calls;  // ProcessKdaCalls
 
 void LogOnce(const std::string& why) {
-  {
-    std::lock_guard<std::mutex> lock(g_reason_mu);
-    g_fallback_reason = why;
-  }
+  g_calls.SetFallbackReason(why);
   static std::once_flag once;
   std::call_once(once, [&] {
     std::fprintf(stderr, "kda: generated kernel not used, torch ops instead: %s\n", why.c_str());
@@ -123,7 +118,7 @@ at::Tensor KdaCore(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::T
       const LoadedKernel& l =
           KernelFor(q_raw.size(2), q_raw.size(3), v.size(3), chunk, ProcessKdaGateFault());
       if (l.lib) {
-        ++g_generated_calls;
+        g_calls.Count(true);
         return KdaGeneratedFn::apply(q_raw, k_raw, v, g, beta, chunk,
                                      reinterpret_cast<int64_t>(l.lib.get()));
       }
@@ -132,7 +127,7 @@ at::Tensor KdaCore(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::T
     LogOnce(reason);
   }
   if (why != nullptr) *why = reason;
-  ++g_torch_calls;
+  g_calls.Count(false);
   return KdaCoreTorch(q_raw, k_raw, v, g, beta, chunk);
 }
 
@@ -154,13 +149,6 @@ std::atomic<bool> g_process_kda_gate_fault{false};
 void SetProcessKdaGateFault(bool on) { g_process_kda_gate_fault.store(on); }
 bool ProcessKdaGateFault() { return g_process_kda_gate_fault.load(); }
 
-KdaCallCounts ProcessKdaCalls() {
-  KdaCallCounts c;
-  c.generated = g_generated_calls.load();
-  c.torch = g_torch_calls.load();
-  std::lock_guard<std::mutex> lock(g_reason_mu);
-  c.fallback_reason = g_fallback_reason;
-  return c;
-}
+KernelCallCounts ProcessKdaCalls() { return g_calls.Get(); }
 
 }  // namespace onboard::backends

@@ -16,6 +16,8 @@
 
 #include <string>
 
+#include "backends/generated_kernel_load.h"  // KernelCallCounts
+
 namespace onboard::backends {
 
 enum class KdaImpl { kGenerated, kTorch };
@@ -43,11 +45,6 @@ bool ProcessKdaGateFault();
 // Forward calls of KdaCore in this process by the implementation that really ran, and why a
 // generated request last ran the torch ops ("" = never): the probe reports them (issue 12), so a
 // kernel fallback is seen to change what runs.
-struct KdaCallCounts {
-  int64_t generated = 0;
-  int64_t torch = 0;
-  std::string fallback_reason;
-};
-KdaCallCounts ProcessKdaCalls();
+KernelCallCounts ProcessKdaCalls();
 
 }  // namespace onboard::backends

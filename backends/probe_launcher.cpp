@@ -302,16 +302,18 @@ Expected<ProbeResult> RunProbeSpec(const ProxySpec& spec, const ProbeConfig& con
   result.out_dir = cfg.out_dir;
   ONBOARD_RETURN_IF_ERROR(backends::MergeRankResults(ranks, &result));
   backends::FinishProbeResult(&result);
-  // Step 5: kernel loss parity (issue 12), when asked for: two more runs of the KDA layers.
-  Expected<std::optional<ProbeLossParity>> parity = backends::RunKdaLossParity(spec, cfg, observer);
+  // Step 5: kernel loss parity (issue 12), when asked for: two more runs per generated kernel family
+  // (the KDA layers, the MLA+DSA layers).
+  Expected<std::vector<ProbeLossParity>> parity = backends::RunLossParity(spec, cfg, observer);
   if (!parity.ok()) return parity.status();
-  if (parity->has_value()) {
-    result.checks.push_back((*parity)->message);
-    result.loss_parity.push_back(std::move(**parity));
-  } else if (cfg.loss_parity_steps > 0) {
-    result.checks.push_back(
-        "loss parity: not run (the proxy has no KDA layer; no generated kernel in the probe)");
+  for (ProbeLossParity& p : *parity) {
+    result.checks.push_back(p.message);
+    result.loss_parity.push_back(std::move(p));
   }
+  if (parity->empty() && cfg.loss_parity_steps > 0)
+    result.checks.push_back(
+        "loss parity: not run (no KDA layer with kda_kernel generated, no MLA+DSA layer with dsa_kernel "
+        "generated: no generated kernel in the probe)");
   result.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }

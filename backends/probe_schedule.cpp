@@ -40,6 +40,7 @@ ProbeConfig DefaultProbeConfig(FinetuneMode mode) {
     c.base_steps = c.steps;
     c.steps = backends::kLoraSteps;
     c.lr *= backends::kLoraLrScale;
+    c.lora_rank = backends::kLoraRank;
   }
   return c;
 }

@@ -16,19 +16,28 @@ namespace onboard::backends {
 // backends/README.md "Probe defaults".
 inline constexpr int64_t kLoraSteps = 150;
 inline constexpr double kLoraLrScale = 3.0;
+// The adapters' rank: 16, the rank `onboard run` trains by default (RunRequest::lora_rank; the loop's
+// probe takes the run's own rank, agent/probe_recipe.cpp). Measured (flagship proxy, hidden 64, 2
+// ranks, the same 283-step base, 150 adapter steps): rank 4 ended not_learned at 86.5% copy accuracy,
+// still rising (the adapters could not carry the target letters in time); rank 16 converged at 92.7%.
+inline constexpr int64_t kLoraRank = 16;
 
 // LoRA base phase (mode lora): full training of the base for this many steps on the source task
 // before the `steps` recorded adapter steps: ProbeConfig::base_steps (`onboard probe --base-steps N`),
 // or when it is -1 the default ceil(kLoraBaseFraction * steps). 0 = adapters on the random base.
 inline constexpr double kLoraBaseFraction = 0.6;
 int64_t LoraBaseSteps(const ProbeConfig& config);
-// The base phase must leave a competent base (copy task): it stops at the first step where the
-// mean exact-match accuracy of the last LearningCriteria::window steps reaches the learning
-// verdict's min_accuracy (validators/learning_verdict.h, the one home of that bar), and runs on,
-// while it is not competent, up to kLoraBaseMaxFactor x LoraBaseSteps; the warm-up + cosine spans
-// that maximum. Measured (Kimi-Linear proxy, 2 ranks, the 400-step base): the copy circuit forms
-// late (accuracy 5% at step 123, 45% at 273) and the fixed 400-step cosine ended at ~68%, so the
-// adapters started from a base that copied 0.9% of the target letters and ended not_learned (60%).
+// The base phase must leave a competent base (copy task): it trains its planned LoraBaseSteps, then
+// stops at the first step where the mean exact-match accuracy of the last LearningCriteria::window
+// steps reaches the learning verdict's min_accuracy (validators/learning_verdict.h, the one home of
+// that bar), running on while it is not competent up to kLoraBaseMaxFactor x LoraBaseSteps; the
+// warm-up + cosine spans that maximum. Measured (Kimi-Linear proxy, 2 ranks, the 400-step base): the
+// copy circuit forms late (accuracy 5% at step 123, 45% at 273) and the fixed 400-step cosine ended
+// at ~68%, so the adapters started from a base that copied 0.9% of the target letters and ended
+// not_learned (60%). Why not stop at the first touch of the bar (issue 12, fourth session): the
+// qwen3-30b-a3b proxy (RoPE, copies early) touched it at base step 78 (91.2% on the source task,
+// 8.5% on the target letters at adapter step 0) and its adapters ended not_learned at 89.8%; with
+// the planned 400 base steps it had converged at 100% (bench/README.md, 2026-12-01).
 inline constexpr int64_t kLoraBaseMaxFactor = 2;
 
 // Rate of optimizer step `step` (0-based) of a phase of config.steps steps at peak config.lr.

@@ -130,8 +130,8 @@ bool BaseCompetent(const ProbeConfig& c, const std::vector<ProbeStep>& steps) {
 }
 
 // Step 4a (LoRA): base phase. Full training of the base on the related source task (copy over
-// the next copy_symbols letters) until it is competent, at most kLoraBaseMaxFactor x base_steps;
-// then freeze it and train only the adapters.
+// the next copy_symbols letters) for its planned base_steps, then on while it is not competent, at
+// most kLoraBaseMaxFactor x base_steps; then freeze it and train only the adapters.
 Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
   const int64_t symbol_offset = backends::LoraSourceSymbolOffset(st.cfg);
   std::vector<ProbeStep> steps;
@@ -148,12 +148,13 @@ Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
   backends::ProbeData source(st.spec, bcfg, symbol_offset, backends::kLoraSourceTargetShare);
   ONBOARD_RETURN_IF_ERROR(source.status());
   bool competent = false;
-  for (int64_t step = 0; step < bcfg.steps && !competent; ++step) {
+  for (int64_t step = 0; step < bcfg.steps; ++step) {
     steps.push_back(backends::TrainStep(st, g, source, bcfg, step, 0.0));
     PrintStep(st.rank, "base_step", steps.back());
     if (!std::isfinite(steps.back().loss))
       return Status(ErrorCode::kInternal, "LoRA base phase diverged at step " + std::to_string(step));
     competent = BaseCompetent(bcfg, steps);
+    if (competent && step + 1 >= st.base_steps) break;  // trained as planned, and competent
   }
   (*base_phase)["steps"] = StepsJson(steps);
   (*base_phase)["planned_steps"] = st.base_steps;
@@ -232,10 +233,12 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
 
   // Step 5: result file.
   const ProxyParamCounts& counts = st.counts;
-  const backends::KdaCallCounts kda = backends::ProcessKdaCalls();
+  const backends::KernelCallCounts kda = backends::ProcessKdaCalls(), dsa = backends::ProcessDsaCalls();
   json out = {
       {"kda_calls",
        {{"generated", kda.generated}, {"torch", kda.torch}, {"fallback_reason", kda.fallback_reason}}},
+      {"dsa_calls",
+       {{"generated", dsa.generated}, {"torch", dsa.torch}, {"fallback_reason", dsa.fallback_reason}}},
       {"rank", st.rank},
       {"world", st.world},
       {"backend", g.world.backend()},

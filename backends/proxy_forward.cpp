@@ -193,6 +193,7 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
   at::Tensor o, attn;
   const bool kernel =
       has_indexer && ProcessDsaGenerated() && GeneratedDsa(s, W, h, q, k, v, gate, tp, &o, &keep);
+  if (has_indexer) RecordDsaCall(kernel);  // what really ran (ProbeResult::dsa_calls)
   at::Tensor I;
   if (has_indexer && ((s.index_topk < T && !kernel) || want_kl)) {
     at::AutoGradMode grad(kl_grad);  // off: indexer frozen (weight 0) or a no-grad forward

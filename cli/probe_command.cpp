@@ -38,6 +38,7 @@ struct ProbeOptions {
   int64_t base_steps = -1;   // LoRA base phase; -1 = the mode's default (DefaultProbeConfig)
   int64_t steps = -1;        // -1 = the mode's default
   double lr = -1;            // -1 = the mode's default
+  int64_t lora_rank = -1;    // -1 = the mode's default (DefaultProbeConfig; --weights: its own)
   std::string kda_kernel;     // generated | torch; "" = default (generated, torch fallback)
   std::string dtype = "fp32";  // --dtype, parsed by ParseFloatDtype (core/float_dtype.h)
   bool json = false;
@@ -68,8 +69,8 @@ int RunWeightsProbeCommand(const ProbeOptions& o) {
   w.seq = o.cfg.seq;
   w.batch = o.cfg.batch;
   w.seed = o.cfg.seed;
-  w.lora_rank = o.cfg.lora_rank;
-  w.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * double(o.cfg.lora_rank);
+  if (o.lora_rank != -1) w.lora_rank = o.lora_rank;
+  w.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * double(w.lora_rank);
   Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
   if (!dtype.ok()) return ReportError("probe", dtype.status());
   w.fp64 = *dtype == FloatDtype::kFP64;
@@ -142,6 +143,7 @@ int RunProbeCommand(ProbeOptions o) {
   const ProbeConfig defaults = DefaultProbeConfig(o.cfg.mode);
   o.cfg.steps = o.steps == -1 ? defaults.steps : o.steps;
   o.cfg.lr = o.lr == -1 ? defaults.lr : o.lr;
+  o.cfg.lora_rank = o.lora_rank == -1 ? defaults.lora_rank : o.lora_rank;
   if (!o.cfg.text_file.empty()) o.task = "text";
   if (o.task != "copy" && o.task != "text" && o.task != "lookup")
     return ReportError("probe", BadInput("--task", "task", "must be copy, text or lookup", o.task));
@@ -214,7 +216,7 @@ OnboardCommand kProbe{
           ->capture_default_str();
       sub.add_option("--steps", o->steps, "optimizer steps (default: full 400; lora 150 adapter steps)");
       sub.add_option("--mode", o->mode, "full | lora")->capture_default_str();
-      sub.add_option("--lora-rank", o->cfg.lora_rank, "LoRA rank")->capture_default_str();
+      sub.add_option("--lora-rank", o->lora_rank, "LoRA rank (default 16; --weights: 4)");
       sub.add_option("--kda-kernel", o->kda_kernel,
                      "KDA forward: generated (CPU kernel from codegen/, default) | torch (LibTorch ops)");
       sub.add_option("--base-steps", o->base_steps,

@@ -204,12 +204,12 @@ void Kernels(std::ostringstream& o, const json& r) {
       << E(ref.get<std::string>()) << "</code>.</p>";
 }
 
-// What each round's KDA layers ran and round 1's kernel loss parity (issue 12).
+// What each round's KDA layers ran, its DSA kernel choice and round 1's kernel loss parity (issue 12).
 void ProbeKernels(std::ostringstream& o, const json& r) {
   if (!AnyProbeKernelRecord(r)) return;
   const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
   o << "<h3>Kernels in the probe: KDA ops run, loss parity</h3>";
-  Table t({"round", "kda_kernel", "KDA forward calls (generated / torch ops)",
+  Table t({"round", "kda_kernel", "KDA forward calls (generated / torch ops)", "dsa_kernel",
            "loss parity (generated vs reference ops)"});
   for (const auto& pr : rounds) {
     if (pr.contains("error")) continue;
@@ -225,7 +225,7 @@ void ProbeKernels(std::ostringstream& o, const json& r) {
     }
     t.Row({JsonAt(pr, "round").dump(), E(JsonStr(JsonAt(pr, "config"), "kda_kernel")),
            JsonAt(calls, "generated").dump() + " / " + JsonAt(calls, "torch").dump(),
-           parity.empty() ? "not run" : parity},
+           E(JsonStr(JsonAt(pr, "config"), "dsa_kernel")), parity.empty() ? "not run" : parity},
           failed ? "bad" : "");
   }
   o << t.Html();

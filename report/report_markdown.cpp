@@ -199,14 +199,14 @@ void Probe(std::ostringstream& o, const json& r) {
   }
 }
 
-// What each round's KDA layers ran and round 1's kernel loss parity (issue 12).
+// What each round's KDA layers ran, its DSA kernel choice and round 1's kernel loss parity (issue 12).
 void ProbeKernels(std::ostringstream& o, const json& r) {
   if (!AnyProbeKernelRecord(r)) return;
   const json& rounds = JsonAt(JsonAt(r, "probe"), "rounds");
   o << "### Kernels in the probe: KDA ops run, loss parity\n\n"
-       "| round | kda_kernel | KDA forward calls (generated / torch ops) | loss parity (generated vs "
-       "reference ops) |\n"
-       "|---|---|---|---|\n";
+       "| round | kda_kernel | KDA forward calls (generated / torch ops) | dsa_kernel | loss parity "
+       "(generated vs reference ops) |\n"
+       "|---|---|---|---|---|\n";
   for (const auto& pr : rounds) {
     if (pr.contains("error")) continue;
     const json& calls = JsonAt(pr, "kda_calls");
@@ -218,7 +218,8 @@ void ProbeKernels(std::ostringstream& o, const json& r) {
                 JsonAt(lp, "worst_step").dump() + ", tolerance " + FmtSig(JsonAt(lp, "tolerance")) + ")";
     o << "| " << JsonAt(pr, "round").dump() << " | " << JsonStr(JsonAt(pr, "config"), "kda_kernel") << " | "
       << JsonAt(calls, "generated").dump() << " / " << JsonAt(calls, "torch").dump() << " | "
-      << (parity.empty() ? "not run" : parity) << " |\n";
+      << JsonStr(JsonAt(pr, "config"), "dsa_kernel") << " | " << (parity.empty() ? "not run" : parity)
+      << " |\n";
   }
   o << "\n";
 }

@@ -2,8 +2,9 @@
 // kernel stage's rows), or round 1's kernel loss parity (the probe trained with the generated
 // kernel and with the reference ops, validators/loss_parity.h) found the two loss curves apart ->
 // run the template's reference operator for that module instead, and say so in the report. A
-// parity failure also re-probes: the next round runs on the reference ops (ProbeConfig::kda_kernel
-// = "torch", agent/orchestrator_probe.cpp), which its kda_calls show.
+// parity failure also re-probes: the next round runs that family on the reference ops
+// (ProbeConfig::kda_kernel / dsa_kernel = "torch", agent/orchestrator_probe.cpp), which its
+// kda_calls / dsa_calls show.
 #include <cstdio>
 
 #include "agent/rules/rules.h"

@@ -51,13 +51,19 @@ TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
   EXPECT_EQ(rep["schema"], "onboard.report/1");
   EXPECT_EQ(rep["probe"]["rounds"].size(), static_cast<size_t>(res->rounds));
   EXPECT_FALSE(rep["probe"]["rounds"][0]["loss"].empty());
-  // Round 1 checked the generated KDA kernel's loss parity against the reference ops (issue 12):
-  // over the round's 8 steps, and it holds (the perturbed-gate test below is its negative).
+  // Round 1 checked the generated KDA and DSA kernels' loss parity against the reference ops (issue
+  // 12): over the round's 8 steps, and both hold (the perturbed-gate and broken top-k tests below
+  // are their negatives).
   const nlohmann::json& parity = rep["probe"]["rounds"][0]["loss_parity"];
-  ASSERT_EQ(parity.size(), 1u) << rep["probe"]["rounds"][0].dump();
-  EXPECT_TRUE(parity[0]["pass"].get<bool>()) << parity[0].dump();
-  EXPECT_EQ(parity[0]["steps"], 8);
+  ASSERT_EQ(parity.size(), 2u) << rep["probe"]["rounds"][0].dump();
+  EXPECT_EQ(parity[0]["kernel"], "kda");
+  EXPECT_EQ(parity[1]["kernel"], "dsa");
+  for (const auto& p : parity) {
+    EXPECT_TRUE(p["pass"].get<bool>()) << p.dump();
+    EXPECT_EQ(p["steps"], 8);
+  }
   EXPECT_GT(rep["probe"]["rounds"][0]["kda_calls"]["generated"].get<int64_t>(), 0);
+  EXPECT_GT(ReadJson(out + "/probe/round1/rank0.json")["dsa_calls"]["generated"].get<int64_t>(), 0);
   EXPECT_TRUE(rep["kernels"]["ran"].get<bool>());
   EXPECT_GT(rep["kernels"]["total"].get<int>(), 0);
   EXPECT_EQ(rep["templates"]["unknown"], 0);
@@ -118,8 +124,10 @@ TEST(OrchestratorE2E, PerturbedKdaGateFailsRound1ParityAndRound2RunsOnTheReferen
   ASSERT_EQ(rep["probe"]["rounds"].size(), 2u);
   const nlohmann::json& r1 = rep["probe"]["rounds"][0];
   const nlohmann::json& r2 = rep["probe"]["rounds"][1];
-  ASSERT_EQ(r1["loss_parity"].size(), 1u) << r1.dump();
+  ASSERT_EQ(r1["loss_parity"].size(), 2u) << r1.dump();  // kda, then dsa (which holds)
+  EXPECT_EQ(r1["loss_parity"][0]["kernel"], "kda");
   EXPECT_FALSE(r1["loss_parity"][0]["pass"].get<bool>()) << r1["loss_parity"][0]["message"];
+  EXPECT_TRUE(r1["loss_parity"][1]["pass"].get<bool>()) << r1["loss_parity"][1]["message"];
   EXPECT_EQ(r1["config"]["kda_kernel"], "generated");
   EXPECT_GT(r1["kda_calls"]["generated"].get<int64_t>(), 0);
   bool fell_back = false;
@@ -136,6 +144,51 @@ TEST(OrchestratorE2E, PerturbedKdaGateFailsRound1ParityAndRound2RunsOnTheReferen
   const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
   EXPECT_NE(text.find("Kernels in the probe"), std::string::npos);
   EXPECT_NE(text.find("**FAIL** (kda"), std::string::npos);
+  fs::remove_all(out);
+}
+
+// The same for DSA: with the broken top-k control (the generated DSA kernel keeps half the keys),
+// round 1's DSA loss parity fails, the kernel-fallback rule fires for dsa_loss_parity, and round 2
+// runs the DSA cores on the reference ops (no generated DSA call) while KDA stays generated.
+TEST(OrchestratorE2E, PerturbedDsaTopkFailsRound1ParityAndRound2RunsOnTheReferenceOps) {
+  std::string out = FreshDir("dsaparity");
+  RunRequest r = TinyRequest(out, /*probe=*/true, /*kernels=*/false);
+  r.probe.control = onboard::kControlPerturbedDsaTopk;
+  CollectingEventSink sink;
+  auto res = RunOnboarding(r, sink, CancelToken{});
+  ASSERT_TRUE(res.ok()) << res.status().ToString();
+  ASSERT_EQ(res->rounds, 2);
+  nlohmann::json rep = ReadJson(out + "/report.json");
+  ASSERT_EQ(rep["probe"]["rounds"].size(), 2u);
+  const nlohmann::json& r1 = rep["probe"]["rounds"][0];
+  const nlohmann::json& r2 = rep["probe"]["rounds"][1];
+  ASSERT_EQ(r1["loss_parity"].size(), 2u) << r1.dump();
+  EXPECT_TRUE(r1["loss_parity"][0]["pass"].get<bool>()) << r1["loss_parity"][0]["message"];  // kda
+  EXPECT_EQ(r1["loss_parity"][1]["kernel"], "dsa");
+  EXPECT_FALSE(r1["loss_parity"][1]["pass"].get<bool>()) << r1["loss_parity"][1]["message"];
+  EXPECT_EQ(r1["config"]["dsa_kernel"], "generated");
+  // What the DSA cores ran: each rank's result file (rank 0's here).
+  const nlohmann::json dsa1 = ReadJson(out + "/probe/round1/rank0.json")["dsa_calls"];
+  const nlohmann::json dsa2 = ReadJson(out + "/probe/round2/rank0.json")["dsa_calls"];
+  EXPECT_GT(dsa1["generated"].get<int64_t>(), 0) << dsa1.dump();
+  bool fell_back = false;
+  for (const auto& d : rep["decisions"])
+    fell_back =
+        fell_back || (d["rule"] == "kernel_check_failed" && d["round"] == 1 &&
+                      d["changed"].contains("dsa_loss_parity") && !d["changed"].contains("kda_loss_parity"));
+  EXPECT_TRUE(fell_back) << rep["decisions"].dump();
+  EXPECT_EQ(r2["config"]["dsa_kernel"], "torch");
+  EXPECT_EQ(r2["config"]["kda_kernel"], "generated");
+  EXPECT_EQ(r2["config"]["control"], "");  // the broken top-k lived in the generated kernel
+  EXPECT_EQ(dsa2["generated"].get<int64_t>(), 0) << dsa2.dump();
+  EXPECT_GT(dsa2["torch"].get<int64_t>(), 0) << dsa2.dump();
+  EXPECT_GT(r2["kda_calls"]["generated"].get<int64_t>(), 0);
+  EXPECT_TRUE(r2["loss_parity"].empty());
+  std::ifstream md(out + "/report.md");
+  const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("**FAIL** (dsa"), std::string::npos);
+  EXPECT_NE(text.find("| 2 | generated | "), std::string::npos);    // round 2: KDA generated ...
+  EXPECT_NE(text.find(" | torch | not run |"), std::string::npos);  // ... DSA on the torch ops
   fs::remove_all(out);
 }
 

@@ -1,9 +1,8 @@
 // Kernel loss parity (validators/loss_parity.h, backends/probe_loss_parity.h): the probe with the
 // generated KDA kernel and with the reference LibTorch ops gives the same loss curve within
 // kLossParityRelTol over 50 fp32 steps; the generated kernel with a perturbed gate (control
-// perturbed_kda_gate) does not. DSA: the
-// probe's MLA+DSA layers run LibTorch ops only (no generated DSA kernel in the probe), so there is nothing to
-// compare there.
+// perturbed_kda_gate) does not. DSA's curves: tests/backends/probe_dsa_parity_test.cpp; here its parity
+// proxy and configs.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -139,6 +138,39 @@ TEST(KernelLossParity, BadCurvesAreRefusedWithTheField) {
   Expected<LossParityReport> out = CheckLossParity({1.0, 2.004}, {1.0, 2.0});  // 2e-3 at step 1
   EXPECT_FALSE(out->pass);
   EXPECT_EQ(out->worst_step, 1);
+}
+
+// The DSA parity proxy keeps the spec's MLA layers with an indexer on dense MLPs (none without an
+// indexer); its runs set dsa_kernel, and the broken top-k goes with the generated run only. The
+// probe runs a family's parity only when it runs that family generated (RunLossParity).
+TEST(KernelLossParity, DsaParityProxyKeepsTheMlaDsaLayersOnDenseMlps) {
+  const ProxySpec ps = backends::LossParitySpec(testing_probe::SmallSpec(), "dsa");  // K K K M
+  ASSERT_EQ(ps.layers.size(), 1u);
+  EXPECT_EQ(ps.layers[0].mixer, ProxyMixer::kMLA);
+  EXPECT_EQ(ps.layers[0].channel, ProxyChannel::kDense);
+  EXPECT_EQ(ps.index_topk, testing_probe::SmallSpec().index_topk);
+  ProxySpec dense_mla = testing_probe::SmallSpec();
+  dense_mla.index_topk = 0;
+  EXPECT_TRUE(backends::LossParitySpec(dense_mla, "dsa").layers.empty());
+  ProbeConfig c = testing_probe::SmallConfig(2, "");
+  c.loss_parity_steps = 5;
+  c.dsa_kernel = "generated";
+  c.control = kControlPerturbedDsaTopk;
+  const ProbeConfig gen = backends::LossParityConfig(c, "generated", "g", "dsa");
+  const ProbeConfig ref = backends::LossParityConfig(c, "torch", "t", "dsa");
+  EXPECT_EQ(gen.dsa_kernel, "generated");
+  EXPECT_EQ(ref.dsa_kernel, "torch");
+  EXPECT_EQ(gen.control, kControlPerturbedDsaTopk);
+  EXPECT_EQ(ref.control, "");
+  EXPECT_EQ(backends::LossParityConfig(c, "generated", "g", "kda").control, "");  // not KDA's fault
+  EXPECT_TRUE(gen.Validate(ps).ok() && ref.Validate(ps).ok());
+  // Nothing asked: no run, no entry (dsa_kernel torch and no KDA layer in the spec).
+  ProbeConfig off = c;
+  off.dsa_kernel = "torch";
+  off.control.clear();
+  Expected<std::vector<ProbeLossParity>> none = backends::RunLossParity(ps, off, nullptr);
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_TRUE(none->empty());
 }
 
 }  // namespace
