@@ -76,10 +76,10 @@ struct Plan {
   Precision base_dtype = Precision::kBF16;      // frozen base precision in LoRA: bf16 | fp8 | mxfp4
   Precision compute_dtype = Precision::kBF16;   // bf16 | fp16 | fp8 (per-tensor) | mxfp8 (1x32 block scales)
   CpComm cp_comm = CpComm::kRing;               // with deg.cp > 1
-  Precision optimizer_dtype = Precision::kFP32;  // Adam moments + main grads: fp32 | bf16 (Megatron
-                                                 // precision-aware: fp32 master params, bf16 grads + moments)
+  Precision optimizer_dtype = Precision::kFP32;  // Adam moments m, v: fp32 | bf16 (Megatron exp_avg_dtype;
+                                                 // fp32 master); the grads: grad_dtype alone
   Precision grad_dtype = Precision::kFP32;      // Megatron main-grad buffer and its DP reduction: fp32 | bf16
-                                                // (grad_reduce_in_fp32=False; bf16 with bf16 optimizer)
+                                                // (grad_reduce_in_fp32=False / main_grads_dtype bf16)
   int64_t mtp_layers = 0;                       // multi-token-prediction layers trained (on the last stage)
   CudaGraph cuda_graph = CudaGraph::kNone;
   EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;

@@ -19,6 +19,11 @@
 //                      sliding window / sinks / GQA / DSA top-k are in core_flops (core/model_stats.cpp);
 //                      MLA trains un-absorbed (K,V up-projected), so its core is softmax at d_qk/d_v
 //                      unfused softmax: batched GEMMs on s x s + score traffic H/t*s*(8 [+5 dropout]) B/token
+//   softmax exps     : fused softmax (not DSA): + T * scores/t / X fwd and again bwd (P recomputed), X = the
+//                      device's SFU exponentials/s (hardware catalog: Blackwell 5e12, Blackwell Ultra
+//                      10.7e12, Hopper 4.2e12), in series with the matmuls (NVIDIA "Making Softmax More
+//                      Efficient with Blackwell Ultra": BMM2 waits for the softmax);
+//                      scores = core_flops / (2 (d_qk + d_v))
 //   elementwise      : elementwise_passes * kept activation bytes / HBM   (bwd = 2x)
 //   fp8 quantisation : fp8_quant_bytes * GEMM input elements / HBM, fwd (inputs) and bwd (output grads)
 //   backward GEMMs   : 2x forward (full fine-tuning), 1x (LoRA: no weight grads for the frozen base)
@@ -62,9 +67,12 @@
 //                      r and p-1-r in time, their sum in parameters
 //   FSDP per mb      = AG weights fwd + AG bwd + RS grads; exposed = max(0, comm - compute) + comm/layers
 //   DP sync per step = replica all-reduce (HSDP) / DDP all-reduce / ZeRO-1 (distributed optimizer)
-//                      RS of grads (fp32; bf16 with grad_dtype bf16 or the precision-aware optimizer) + AG
+//                      RS of grads (fp32; bf16 with grad_dtype bf16) + AG
 //                      of bf16 params over dp*c, overlapped with the last micro-batch's backward
-//   optimizer        = local params * (adam_bytes_per_param | adam_bytes_bf16_state) / HBM
+//   optimizer        = local params * (2 * (4 + moments) + grad + 2) / HBM: fp32 master and the m, v moments
+//                      (8 B fp32, 4 B bf16: optimizer_dtype) read and written, the grad read (4 B, 2 B with
+//                      grad_dtype bf16), the bf16 weight written: 30 B all fp32, 20 B Bridge's precision-
+//                      aware recipes, 22 B the DeepSeek-V3 report's bf16 moments beside fp32 grads
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -126,6 +134,17 @@ class TimeModel {
     if (lp.mixer == MixerKind::kDSA) return c_.k.sparse_attn_eff;
     if (lp.softmax) return c_.k.flash_attn_eff;
     return c_.k.linear_attn_eff;
+  }
+
+  // Fused softmax attention (not DSA): one exponential per score element on the SFUs, in series with
+  // the tensor-core matmuls (BMM1 -> softmax -> BMM2). Scores per token = core_flops / (2 (d_qk + d_v)),
+  // d_qk + d_v = cp_kv_elems / H for MLA (K, V per head), 2 attn_out_elems / H otherwise (d_qk = d_v).
+  double SoftmaxExpSeconds(const LayerProfile& lp) const {
+    if (!lp.softmax || lp.mixer == MixerKind::kDSA || c_.exp_per_s <= 0 || lp.heads <= 0) return 0;
+    const double H = static_cast<double>(lp.heads);
+    const double dqk_dv = lp.mixer == MixerKind::kMLA ? lp.cp_kv_elems / H : 2 * lp.attn_out_elems / H;
+    if (dqk_dv <= 0) return 0;
+    return T_ * lp.core_flops / (2 * dqk_dv) / t_ / (c_.exp_per_s * c_.req->calibration.compute_efficiency);
   }
 
   // fp8 quantisation of `elems` GEMM input elements (one pass).
@@ -203,6 +222,9 @@ class TimeModel {
     } else {
       core_f = T_ * lp.core_flops / t_ / (attn_peak * CoreEff(lp));
       core_b = k.attn_bwd_ratio * core_f;
+      const double ex = SoftmaxExpSeconds(lp);  // BMM2 waits for the SFU's exponentials
+      core_f += ex;
+      core_b += ex;  // backward recomputes P = exp(S - LSE) once
     }
     const double mix_bytes = (lp.act_norms / 2 + 2 * h + lp.dropout_mask_bytes / 2) / rep_div + lp.act_mixer / t_;
     const double mel = k.elementwise_passes * T_ * mix_bytes / hbm_;
@@ -614,7 +636,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double grad_dense = lora ? cs.lora : cs.dense, grad_exp = lora ? 0 : cs.expert;
   const int64_t dp = d.dp_replicate * d.dp_shard;
   const int64_t dcp = dp * d.cp;                     // dense grads are reduced over dp x cp (Megatron)
-  const bool bf16_grads = p.optimizer_dtype == Precision::kBF16 || p.grad_dtype == Precision::kBF16;
+  const bool bf16_grads = p.grad_dtype == Precision::kBF16;
   const double gb = bf16_grads ? 2.0 : 4.0;  // bytes per reduced gradient
   if (p.zero_stage >= 3) {
     if (d.dp_replicate > 1) {
@@ -642,8 +664,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double opt_dp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? static_cast<double>(d.dp_shard) : static_cast<double>(dcp)) : 1.0;
   const double opt_edp = p.zero_stage >= 1 ? static_cast<double>(p.zero_stage >= 3 ? d.expert_fsdp : d.expert_fsdp * d.dp_replicate) : 1.0;
   const double local_params = lora ? cs.lora / opt_dp : cs.dense / opt_dp + cs.expert / opt_edp;
-  const double adam_bytes =
-      p.optimizer_dtype == Precision::kBF16 ? c.k.adam_bytes_bf16_state : c.k.adam_bytes_per_param;
+  const double moment_bytes = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;
+  const double adam_bytes = 2 * (4 + moment_bytes) + gb + 2;
   const double optimizer = local_params * adam_bytes / (c.hbm_bps * c.k.hbm_eff);
   // Step 5: terms, one per line; exposed parts add up to the step time.
   auto add = [&e](const std::string& name, double total, double exposed, const std::string& tier,
@@ -731,6 +753,7 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.attn_peak_flops = dev.tflops_bf16 * 1e12;
   c.host_fed = dev.name.rfind("localhost", 0) != 0;  // LocalhostTopology's device (core/topology.cpp)
   c.hbm_bps = dev.hbm_gbps * 1e9;
+  c.exp_per_s = SoftmaxExpsPerSecond(dev.name);
   if (req.mode == FinetuneMode::kLoRA)
     c.base_weight_bytes = DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
   c.global_batch_target = req.global_batch;

@@ -71,12 +71,9 @@ struct CostConstants {
                                     // 16-32 of 132-148 SMs (PipelineOverlapCfg num_sm in Megatron-Bridge's
                                     // userbuffers_* configs), the all-gather ring exchange on copy
                                     // engines (0 SMs): ~0.1 of the pair (derived, not calibrated)
-  double a2a_overlap_sm_tax = 0.20;     // overlapped EP comm slows compute by the SMs it occupies:
-                                        // DeepEP normal kernels use 24 SMs of 132 (H100) / 148 (B200),
-                                        // plus the memory traffic they share (calibrated)
-  // Optimizer step (memory-bound), bytes of HBM traffic per local parameter.
-  double adam_bytes_per_param = 30;  // fp32 master/m/v: read+write 12 B x 2 + grad + weight write
-  double adam_bytes_bf16_state = 18; // precision-aware optimizer: bf16 m, v and grads, fp32 master
+  double a2a_overlap_sm_tax = 0.20;  // overlapped EP comm slows compute by the SMs it occupies:
+                                     // DeepEP normal kernels use 24 SMs of 132 (H100) / 148 (B200),
+                                     // plus the memory traffic they share (calibrated)
   // Memory.
   double a2a_buffers = 4.0;          // dispatch+combine send/recv buffers, in units of one dispatch volume
 };
@@ -93,11 +90,16 @@ struct CostContext {
                                      // false on the CPU backend (LocalhostTopology): ops run on the host
                                      // thread and the measured matmul rate already includes their overhead
   double hbm_bps = 0;                // bytes/s per device
+  double exp_per_s = 0;              // softmax exponentials/s on the SFUs (0 = no figure: not charged)
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
   int64_t global_batch_target = 0;   // sequences per step requested (0 = 4M tokens)
 };
 
 CostContext MakeCostContext(const PlanRequest& req);
+
+// --- hardware_catalog.cpp ---
+// Softmax exponentials per second (SFU MUFU.EX2) of a catalog device, by name or alias; 0 if unknown.
+double SoftmaxExpsPerSecond(const std::string& device);
 
 // --- collectives.cpp ---
 enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kP2P };

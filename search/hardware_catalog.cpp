@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "search/cost_model.h"
 #include "search/layout_file.h"
 
 namespace onboard {
@@ -19,6 +20,7 @@ struct Known {
   int64_t domain;       // devices on the scale-up link (0 = every device: supernode)
   int64_t node;         // devices per host / compute tray (a job's share of a domain is a multiple)
   double nic_gbit;      // scale-out NIC per device
+  double exp_tps;       // softmax exponentials (SFU MUFU.EX2), 10^12 per second (0 = no figure)
 };
 
 // NVLink each way = half the bidirectional figure; NVLink achieves ~0.65-0.8 of peak.
@@ -28,18 +30,24 @@ struct Known {
 //   GB200 NVL72: 180 PF bf16 / 360 PF fp8 dense per 72 GPUs = 2.5 / 5 PF, 13.4 TB HBM3e / 72 = 186 GB,
 //                576 TB/s / 72 = 8 TB/s, 72-GPU NVLink domain (4 per tray), CX-7 400 Gb/s.
 //   GB300 NVL72: 2.5 PF bf16, 5 PF fp8 dense per GPU, 288 GB HBM3e at 8 TB/s, 72-GPU domain, CX-8 800 Gb/s.
+// Softmax exponentials (SFU MUFU.EX2, per GPU): Blackwell 5 and Blackwell Ultra 10.7 TeraExponentials/s
+//   (NVIDIA "Inside NVIDIA Blackwell Ultra" technical blog, spec table "Attention acceleration (SFU EX2)";
+//   "Making Softmax More Efficient with NVIDIA Blackwell Ultra": SFU throughput doubled, measured exp2
+//   4,943 vs 10,024 Gop/s on GB200 vs GB300); Ampere/Hopper: 16 exp2 per clock per SM (CUDA C++
+//   Programming Guide, arithmetic instruction throughput, cc 8.0/9.0) x SMs x boost clock: A100 108 x
+//   1.41 GHz = 2.4, H100/H800/H200 132 x 1.98 GHz = 4.2.
 const std::vector<Known>& Catalog() {
   static const std::vector<Known> k = {
-      {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200},
-      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400},
-      {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400},
-      {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400},
-      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400},
-      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800},
-      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400},
-      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800},
+      {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4},
+      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2},
+      {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400, 4.2},
+      {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2},
+      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 5.0},
+      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 10.7},
+      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0},
+      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7},
       // Ascend 950DT: 1 PFLOP/s fp8 (announced); bf16 taken as half of fp8. Supernode fabric.
-      {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400},
+      {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400, 0},
   };
   return k;
 }
@@ -55,6 +63,12 @@ int64_t DomainShare(const Known& k, int64_t devices) {
 }
 
 }  // namespace
+
+double SoftmaxExpsPerSecond(const std::string& device) {
+  for (const auto& c : Catalog())
+    if (device == c.name || (c.alias[0] != '\0' && device == c.alias)) return c.exp_tps * 1e12;
+  return 0;
+}
 
 Expected<Topology> TopologyForHardware(const std::string& hardware, int64_t devices, double nic_gbit,
                                        const std::string& origin, const std::string& fp) {

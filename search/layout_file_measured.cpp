@@ -17,7 +17,10 @@
 //                       "selective" without a list = Megatron-Core's default [core_attn];
 //                       "full" / "activation_checkpointing: true" = full; unknown / not stated = the
 //                       lightest of none < selective < full that fits (the run ran, so it fit).
-//   optimizer         : "precision-aware" = bf16 grads and moments, fp32 master (optimizer_dtype bf16).
+//   optimizer         : "precision-aware" = bf16 moments (optimizer_dtype) and bf16 main grads (grad_dtype),
+//                       fp32 master: Megatron-Bridge's recipes set exp_avg(_sq)_dtype and main_grads_dtype
+//                       = torch.bfloat16 beside use_precision_aware_optimizer (recipes/deepseek/
+//                       deepseek_v3.py: main_grads_dtype "Different from default float32").
 //   grad reduce dtype : bf16 when the recipe file is one of Megatron-Bridge's scripts/performance/configs/
 //                       (every set_*_common_configs / yaml there sets ddp.grad_reduce_in_fp32 = False,
 //                       checked at 21d102f5, c270efc5, 5776a6d9, fa0315ae), or the notes cite NeMo's
@@ -51,6 +54,11 @@
 //                       3.3.3 "we cache the inputs of the SwiGLU operator and recompute its output in the
 //                       backward pass. These activations are also stored in FP8" = fp8_act_input_store and
 //                       MoE selective (the SwiGLU output recomputed, as Megatron's moe_act).
+//   optimizer states  : a run whose source is the DeepSeek-V3 report, any precision: sec. 3.3.3 "Low-
+//                       Precision Optimizer States": "We adopt the BF16 data format instead of FP32 to
+//                       track the first and second moments in the AdamW optimizer ... the master weights
+//                       (stored by the optimizer) and gradients (used for batch size accumulation) are
+//                       still retained in FP32" = optimizer_dtype bf16, grad_dtype fp32.
 //   micro_batch       : null = 1, the smallest, recorded as an assumption (the DeepSeek-V3 report gives
 //                       only the global batch; one sequence per micro-batch is the least memory).
 //   measured          : tokens_per_s_per_gpu, else from step_s (global_batch*seq/(step_s*gpus)), else from
@@ -262,7 +270,8 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
   if (prec.rfind("bf16", 0) != 0 && run->plan.compute_dtype == Precision::kBF16)
     run->assumptions.push_back("precision '" + prec.substr(0, 20) + "' read as bf16");
   const std::string opt = Lower(r.value("optimizer", std::string()));
-  if (opt.find("precision-aware") != std::string::npos) run->plan.optimizer_dtype = Precision::kBF16;
+  if (opt.find("precision-aware") != std::string::npos)
+    run->plan.optimizer_dtype = run->plan.grad_dtype = Precision::kBF16;
   std::string recipe_text;
   auto rec = r.find("recipe");
   if (rec != r.end() && rec->is_object())
@@ -291,9 +300,14 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
     run->assumptions.push_back("optimizer not stated: Megatron distributed optimizer (zero 1), fp32 state");
 }
 
-// The DeepSeek-V3 report's low-precision activation storage (rule "fp8 storage" above).
+// The DeepSeek-V3 report's low-precision optimizer states and activation storage (rules "optimizer
+// states" and "fp8 storage" above).
 void ReadLowPrecisionStorage(const json& r, LayoutRun* run) {
   if (r.value("source", std::string()).find("2412.19437") == std::string::npos) return;
+  run->plan.optimizer_dtype = Precision::kBF16;
+  run->plan.grad_dtype = Precision::kFP32;
+  run->assumptions.push_back(
+      "DeepSeek-V3 report sec. 3.3.3: AdamW moments in bf16, master weights and grads fp32");
   if (run->plan.compute_dtype != Precision::kFP8 && run->plan.compute_dtype != Precision::kMXFP8) return;
   run->fp8_act_input_store = true;
   run->plan.recompute["MoE"] = Recompute::kSelective;

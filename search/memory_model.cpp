@@ -8,8 +8,11 @@
 //   zero 1:           weights 2 + grads 4 (fp32 main grad) full, optimizer 12 / (d*c)  (Megatron distributed
 //                     optimizer: 6 + 12/d, docs/source/distrib_optimizer.md; shards over dp x cp)
 //   zero 1, grad_reduce_in_fp32=False: the main-grad buffer is bf16 (Megatron DistributedDataParallel
-//                     allocates it in the param dtype): grads 2 instead of 4
-//   zero 1, precision-aware optimizer (bf16 grads and moments, fp32 master): 2 + 2 + (4 + 2 + 2) / (d*c)
+//                     allocates it in the param dtype): grads 2 instead of 4 (plan.grad_dtype)
+//   bf16 Adam moments (plan.optimizer_dtype; Megatron precision-aware optimizer exp_avg(_sq)_dtype,
+//                     DeepSeek-V3 report sec. 3.3.3): optimizer (4 + 2 + 2) instead of (4 + 4 + 4), fp32
+//                     master; the grads stay as grad_dtype says (Megatron main_grads_dtype defaults to
+//                     fp32): Bridge's precision-aware recipes 2 + 2 + 8/(d*c), the report 2 + 4 + 8/(d*c)
 //   zero 0 (DDP):     weights 2 + grads 4 + optimizer 12 (master + m + v)           (= 18, Megatron)
 //   dense parameters are divided by t, routed-expert parameters by e.
 // LoRA: base weights at base_dtype bytes (bf16 2, fp8 1, mxfp4 0.53125), sharded as above, no grads;
@@ -231,11 +234,8 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp * cp) : 1.0;
     const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * cp * t / ep) : 1.0;
     const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
-    const bool bf16_state =
-        p.optimizer_dtype == Precision::kBF16;  // precision-aware: bf16 m, v and main grads
-    const double gbytes =
-        bf16_state || p.grad_dtype == Precision::kBF16 ? 2.0 : 4.0;  // Megatron DDP grad buffer dtype
-    const double moments = bf16_state ? 4.0 : 8.0;
+    const double gbytes = p.grad_dtype == Precision::kBF16 ? 2.0 : 4.0;        // main-grad buffer dtype
+    const double moments = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;  // Adam m + v
     const double master = p.zero_stage >= 3 ? moments : 4.0 + moments;  // fp32 master lives in `weights` under FSDP2
     if (p.mode == FinetuneMode::kLoRA) {
       const double b = LoraBytes(c);

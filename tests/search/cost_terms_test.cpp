@@ -102,17 +102,56 @@ TEST(CostTerms, DeepEpSendsATokenToARemoteNodeOnce) {
   EXPECT_LT(Term(*deepep, "comm.ep_a2a")->total_s, 0.8 * Term(*nccl, "comm.ep_a2a")->total_s);
 }
 
-TEST(CostTerms, PrecisionAwareOptimizerHalvesGradsAndMoments) {
+// Fused softmax attention pays one exponential per score element on the SFUs, forward and again
+// backward, at the catalog's rate: the attention compute term differs by exactly that between the same
+// device with and without an SFU figure, and between Blackwell (5e12/s) and Blackwell Ultra (10.7e12/s),
+// whose catalog rows agree otherwise (peaks, HBM).
+TEST(CostTerms, SoftmaxExponentialsRunOnTheSfusAtTheCatalogRate) {
+  EXPECT_EQ(SoftmaxExpsPerSecond("B200-180GB"), 5.0e12);
+  EXPECT_EQ(SoftmaxExpsPerSecond("GB300"), 10.7e12);  // alias
+  EXPECT_EQ(SoftmaxExpsPerSecond("Ascend-950DT"), 0);
+  const int64_t seq = 4096, layers = 8, m = 4;
+  const double scores = 32 * (seq + 1) / 2.0;  // per token: 32 query heads x the mean causal span
+  const double tokens = static_cast<double>(m * seq);
+  ParallelDegrees d{1, 16, 1, 1, 1, 1, 1, false, 1};
+  const Plan p = test::MakePlan(d, seq, 1, m);
+  auto attn = [&](const PlanRequest& req) {
+    auto e = EvaluatePlan(req, p);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() && Term(*e, "compute.GQA") ? Term(*e, "compute.GQA")->exposed_s : -1.0;
+  };
+  PlanRequest h100 = DenseRequest(seq), custom = h100;
+  custom.topology.device.name = "H100-like";  // no catalog figure: no SFU term
+  EXPECT_NEAR(attn(h100) - attn(custom), 2 * layers * tokens * scores / 4.2e12, 1e-9);
+  PlanRequest b200 = h100, b300 = h100;
+  auto t2 = TopologyForHardware("B200", 16, 400, "test"), t3 = TopologyForHardware("B300", 16, 400, "test");
+  ASSERT_TRUE(t2.ok() && t3.ok());
+  b200.topology = *t2;
+  b300.topology = *t3;
+  EXPECT_NEAR(attn(b200) - attn(b300), 2 * layers * tokens * scores * (1 / 5.0e12 - 1 / 10.7e12), 1e-9);
+}
+
+// bf16 moments (optimizer_dtype) and bf16 main grads (grad_dtype) are separate: the DeepSeek-V3 report
+// keeps fp32 grads beside bf16 moments (sec. 3.3.3), Bridge's precision-aware recipes halve both.
+TEST(CostTerms, Bf16MomentsAndBf16GradsAreSeparateTerms) {
   const PlanRequest req = DenseRequest(4096);
   ParallelDegrees d{1, 16, 1, 1, 1, 1, 1, false, 1};
   Plan p = test::MakePlan(d, 4096, 1, 4);
   p.zero_stage = 1;
   auto fp32 = EvaluatePlan(req, p);
   p.optimizer_dtype = Precision::kBF16;
-  auto bf16 = EvaluatePlan(req, p);
-  ASSERT_TRUE(fp32.ok() && bf16.ok());
-  EXPECT_NEAR(bf16->memory.grads / fp32->memory.grads, 0.5, 1e-9);          // 4 B -> 2 B main grads
-  EXPECT_NEAR(bf16->memory.optimizer / fp32->memory.optimizer, 8.0 / 12, 1e-9);  // (4+8)/d -> (4+4)/d
+  auto moments = EvaluatePlan(req, p);
+  p.grad_dtype = Precision::kBF16;
+  auto both = EvaluatePlan(req, p);
+  ASSERT_TRUE(fp32.ok() && moments.ok() && both.ok());
+  EXPECT_NEAR(moments->memory.optimizer / fp32->memory.optimizer, 8.0 / 12, 1e-9);  // (4+8)/d -> (4+4)/d
+  EXPECT_DOUBLE_EQ(moments->memory.grads, fp32->memory.grads);                      // fp32 grads kept
+  EXPECT_NEAR(both->memory.grads / fp32->memory.grads, 0.5, 1e-9);                  // 4 B -> 2 B main grads
+  EXPECT_DOUBLE_EQ(both->memory.optimizer, moments->memory.optimizer);
+  // The optimizer step's traffic per parameter: 30 B, 22 B (bf16 m, v), 20 B (and a bf16 grad).
+  const double o32 = Term(*fp32, "optimizer")->exposed_s, om = Term(*moments, "optimizer")->exposed_s;
+  EXPECT_NEAR(om / o32, 22.0 / 30, 1e-9);
+  EXPECT_NEAR(Term(*both, "optimizer")->exposed_s / o32, 20.0 / 30, 1e-9);
 }
 
 TEST(CostTerms, MtpLayersCostTimeAndMemoryOnTheLastStage) {
@@ -182,6 +221,7 @@ TEST(MeasuredRunsReader, ReadsLayoutMtpAndLaunchSettings) {
   EXPECT_EQ(r.plan.cuda_graph, CudaGraph::kFull);
   EXPECT_EQ(r.plan.ep_dispatcher, EpDispatcher::kHybridEP);
   EXPECT_EQ(r.plan.optimizer_dtype, Precision::kBF16);
+  EXPECT_EQ(r.plan.grad_dtype, Precision::kBF16);  // Bridge's precision-aware recipes: main_grads_dtype bf16
   EXPECT_EQ(r.plan.compute_dtype, Precision::kMXFP8);
   EXPECT_TRUE(r.overlap_ep_comm);
   ASSERT_TRUE(r.measured_tokens_per_s_per_gpu.has_value());

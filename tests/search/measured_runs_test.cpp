@@ -4,9 +4,9 @@
 // (tests/data/measured_runs_table.txt, regenerate with ONBOARD_REGEN_GOLDEN=1).
 //
 // Issue 13's targets are mean |error| <= 10%, every run within 20%, no run that ran predicted not to
-// fit. None is met over all 31 runs (search/README.md, "Calibration table"): AccuracyReached pins what the
-// calibrated model reaches so that a change making it worse fails. Tighten these as the model
-// improves; never loosen them to make a change pass.
+// fit. The last is met; the other two are not over all 31 runs (search/README.md, "Calibration table"):
+// AccuracyReached pins what the calibrated model reaches so that a change making it worse fails. Tighten
+// these as the model improves; never loosen them to make a change pass.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -48,12 +48,12 @@ TEST(MeasuredRuns, TableMatchesGolden) {
 }
 
 // Pinned over the 30 runs the table held before the second issue-13 pass (tightened as it moved: mean
-// 11.3% -> 11.2%); the run that pass brought in is pinned on its own below, so adding a run can
-// neither hide nor excuse a regression on the others.
-constexpr double kMeanAbsErrReached = 0.113;  // target 0.10 (reached 11.2%)
+// 11.3% -> 11.2% -> 10.8% with the softmax exponentials on the SFUs); the run that pass brought in is
+// pinned on its own below, so adding a run can neither hide nor excuse a regression on the others.
+constexpr double kMeanAbsErrReached = 0.109;  // target 0.10 (reached 10.8%)
 constexpr double kMaxAbsErrReached =
-    0.52;                              // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +51.1%, recipe not pinned)
-constexpr int kWithin20Reached = 27;   // of 30; target 30
+    0.48;                              // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +47.6%, recipe not pinned)
+constexpr int kWithin20Reached = 28;   // of 30; target 30
 constexpr int kNotFittingReached = 0;  // target 0: met on these 30
 const char* const kAddedRun = "dsv3-report-h800-2048";  // micro-batch not in its source: 1 assumed
 
@@ -77,17 +77,16 @@ TEST(MeasuredRuns, AccuracyReached) {
   EXPECT_LE(not_fitting, kNotFittingReached) << t.text;
 }
 
-// The DeepSeek-V3 report's run (DualPipe, RMSNorm and MLA up-projection recompute, fp8 SwiGLU inputs):
-// within 20% (reached +19.9%). It is predicted NOT to fit, by 0.4% (73.9 of 73.6 GiB): the report's
-// bf16 AdamW moments beside fp32 grads (sec. 3.3.3) are not expressible yet (the precision-aware
-// optimizer here makes grads bf16 too). Pinned so that it cannot get worse: at most 1% over.
+// The DeepSeek-V3 report's run (DualPipe, RMSNorm and MLA up-projection recompute, fp8 SwiGLU inputs,
+// bf16 AdamW moments beside fp32 master weights and grads, sec. 3.3.3): within 20% (reached +18.2%),
+// and it fits (72.5 of 73.6 GiB; 73.9, not fitting, while the moments were fp32).
 TEST(MeasuredRuns, DeepSeekReportRunReached) {
   const CalibrationTable t = Table();
   for (const CalibrationRow& r : t.rows) {
     if (r.id != kAddedRun) continue;
     ASSERT_TRUE(r.evaluated) << r.note;
     EXPECT_LE(std::fabs(r.err), 0.20);
-    EXPECT_LE(r.mem_gib, 1.01 * r.usable_gib);
+    EXPECT_TRUE(r.fits) << r.mem_gib << " of " << r.usable_gib << " GiB";
     return;
   }
   ADD_FAILURE() << kAddedRun << " not in the table";

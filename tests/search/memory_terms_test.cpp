@@ -147,6 +147,8 @@ TEST(MeasuredRunsReader, DeepSeekReportRunReadsItsMemoryTechniques) {
   EXPECT_EQ(r->plan.recompute.at("MoE"), Recompute::kSelective);
   EXPECT_EQ(r->plan.micro_batch, 1);
   EXPECT_EQ(r->plan.pipeline_schedule, PipelineSchedule::kDualPipe);
+  EXPECT_EQ(r->plan.optimizer_dtype, Precision::kBF16);  // sec. 3.3.3: bf16 AdamW moments,
+  EXPECT_EQ(r->plan.grad_dtype, Precision::kFP32);       // fp32 master weights and grads
   bool said = false;
   for (const std::string& a : r->assumptions) said = said || a.find("micro_batch not given: 1 assumed") == 0;
   EXPECT_TRUE(said);
@@ -163,6 +165,7 @@ TEST(MeasuredRunsReader, DeepSeekReportRunReadsItsMemoryTechniques) {
   ASSERT_TRUE(other.ok()) << other.status().ToString();
   EXPECT_FALSE((*other)[0].recompute_norms);
   EXPECT_FALSE((*other)[0].fp8_act_input_store);
+  EXPECT_EQ((*other)[0].plan.optimizer_dtype, Precision::kFP32);
   EXPECT_EQ((*other)[0].plan.recompute.count("MoE"), 0u);
   auto ln = ParseLayoutJson(
       R"({"runs":[)" + run + R"("recipe":{"preset_fields":{"recompute_modules":["layernorm"]}}})" + cfg,
