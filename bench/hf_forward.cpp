@@ -1,8 +1,9 @@
 // bench_hf_forward: forward tokens/s of a ~1B-parameter random llama-layout checkpoint on CPU (the
 // `onboard verify` path: mmap, BF16 -> F32, HfForward), against LibTorch's own matmul throughput
 // measured in the same run on the shapes the forward multiplies.
-//   baseline  torch::matmul [S, h] x [h, n] for the model's linear shapes (q, k/v, o, gate/up, down,
-//             head), each weighted by its FLOPs in the forward: the best the forward's GEMMs can do
+//   baseline  torch::matmul [S, k] x W^T, W [n, k] as nn.Linear stores it, for the model's linear shapes
+//             (q, k/v, o, gate/up, down, head), each weighted by how often the forward runs it: the best
+//             the forward's GEMMs can do
 //   forward   HfForward over one sequence of S tokens: tokens/s, and its linear FLOP/s (2 x linear
 //             params x S / wall) as a share of the baseline's FLOP/s
 // Checkpoint: vocab 32000, hidden 2048, 16 heads x 128 (8 KV heads), intermediate 5632, LAYERS layers
@@ -123,7 +124,8 @@ double MatmulFlops(int64_t seq, int64_t layers, int reps) {
                           {kVocab, kHidden, 0}};
   double flops = 0, secs = 0;
   for (const Shape& s : shapes) {
-    const torch::Tensor a = torch::randn({seq, s.k}), b = torch::randn({s.k, s.n});
+    // b as the forward holds it: an nn.Linear weight [n, k], used transposed (HfApplyLinear).
+    const torch::Tensor a = torch::randn({seq, s.k}), b = torch::randn({s.n, s.k}).t();
     torch::matmul(a, b);  // warm
     std::vector<double> t;
     for (int r = 0; r < reps; ++r) t.push_back(Seconds([&] { torch::matmul(a, b); }));
