@@ -5,26 +5,15 @@
 
 #include <string>
 
-#include "tests/backends/probe_test_util.h"
+#include "tests/backends/probe_copy_learner.h"
 
 namespace onboard {
 namespace {
 
 using testing_probe::TempDir;
 
-// Two softmax-attention layers with rotary positions (a 2-layer induction circuit), the second
-// with a MoE channel so the router control has something to break.
-ProxySpec ControlSpec() {
-  ProxySpec s = testing_probe::SmallSpec();
-  s.source_model = "control-proxy";
-  s.layers = {{ProxyMixer::kMLA, ProxyChannel::kDense}, {ProxyMixer::kMLA, ProxyChannel::kMoE}};
-  s.rope = true;
-  s.index_topk = 0;
-  s.index_heads = 0;
-  s.index_head_dim = 0;
-  s.mla_heads = 4;
-  return s;
-}
+// The 2-layer RoPE induction-circuit proxy; its MoE channel gives the router control something to break.
+ProxySpec ControlSpec() { return testing_probe::CopyLearnerSpec(); }
 
 ProbeConfig ControlConfig(const std::string& name, FinetuneMode mode) {
   ProbeConfig c = testing_probe::SmallConfig(1, TempDir("control-" + name));
