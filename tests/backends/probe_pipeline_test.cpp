@@ -1,7 +1,6 @@
 // Pipeline parallelism in the probe (backends/probe_pipeline.h) is the same computation as one
 // process: real worker processes over Gloo, activations and gradients by c10d send/recv, fp32,
-// a fixed micro-batch of 2 sequences (4 micro-batches per step), 6 steps (was 12: the checks are
-// per step, and each negative moves step 1 already; the 4- and 8-process runs cost 12-16 s at 12).
+// a fixed micro-batch of 2 sequences (4 micro-batches per step), 12 steps.
 //   - 2 processes pp=2 (1F1B), and pp=2 x interleave=2, vs 1 process;
 //   - 4 processes pp=2 x fsdp=2 x ep=2 vs 1 process.
 // Every unit sums its micro-batch gradients in the one-process order (ordered_sum.h), so the
@@ -35,7 +34,7 @@ constexpr double kRelTolerance = 1e-4;
 
 ProbeConfig Cfg(int64_t ranks, int64_t pp, const std::string& dir) {
   ProbeConfig c = SmallConfig(ranks, TempDir(dir));
-  c.steps = 6;
+  c.steps = 12;
   c.micro_batch = 2;
   c.pp = pp;
   return c;
@@ -85,7 +84,7 @@ TEST_F(ProbePipeline, TwoStagesMatchOneProcess) {
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), Cfg(2, 2, "pp2"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const double d = MaxRelDiff(*r, *one_);
-  std::printf("pp=2 1F1B vs 1 process, fp32, 6 steps: max relative loss difference %.3g\n", d);
+  std::printf("pp=2 1F1B vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n", d);
   EXPECT_EQ(d, 0.0) << "expected bit-identical curves";
   // Measured: activations / gradients crossed the stages, and the bubble is a share of the span.
   const ProbeStep& s = r->steps.back();
@@ -106,7 +105,7 @@ TEST_F(ProbePipeline, InterleavedMatchesOneProcess) {
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const double d = MaxRelDiff(*r, *one_);
-  std::printf("pp=2 interleave=2 vs 1 process, fp32, 6 steps: max relative loss difference %.3g\n", d);
+  std::printf("pp=2 interleave=2 vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n", d);
   EXPECT_EQ(d, 0.0) << "expected bit-identical curves";
 }
 
@@ -119,7 +118,7 @@ TEST_F(ProbePipeline, FourProcessesPipelineFsdpEpMatchOneProcess) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const double d = MaxRelDiff(*r, *one_);
   std::printf(
-      "pp=2 x fsdp=2 x ep=2 (4 processes) vs 1 process, fp32, 6 steps: max relative loss difference %.3g\n",
+      "pp=2 x fsdp=2 x ep=2 (4 processes) vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n",
       d);
   EXPECT_EQ(d, 0.0) << "expected bit-identical curves";
   const ProbeStep& s = r->steps.back();
@@ -146,7 +145,7 @@ TEST_F(ProbePipeline, FourProcessesTp2Pp2MatchOneProcess) {
   ASSERT_NE(one_, nullptr);
   ProbeResult r;
   const double d = TpPpDiff(*one_, 4, 0, "", "tp2pp2", &r);
-  std::printf("tp=2 x pp=2 (4 processes) vs 1 process, fp32, 6 steps: max relative loss difference %.3g\n",
+  std::printf("tp=2 x pp=2 (4 processes) vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n",
               d);
   EXPECT_LT(d, kRelTolerance);
   ASSERT_FALSE(r.steps.empty());
@@ -162,7 +161,7 @@ TEST_F(ProbePipeline, EightProcessesTp2Pp2Ep2MatchOneProcess) {
   ProbeResult r;
   const double d = TpPpDiff(*one_, 8, 2, "", "tp2pp2ep2", &r);
   std::printf(
-      "tp=2 x pp=2 x ep=2 x fsdp=2 (8 processes) vs 1 process, fp32, 6 steps: max relative loss "
+      "tp=2 x pp=2 x ep=2 x fsdp=2 (8 processes) vs 1 process, fp32, 12 steps: max relative loss "
       "difference %.3g\n",
       d);
   EXPECT_LT(d, kRelTolerance);
@@ -186,7 +185,7 @@ TEST_F(ProbePipeline, FourProcessesTp2Pp2SequenceParallelExpertTpMatchOneProcess
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const double d = MaxRelDiff(*r, *one_);
   std::printf(
-      "tp=2 x pp=2 + SP + etp=2 (4 processes) vs 1 process, fp32, 6 steps: max relative loss "
+      "tp=2 x pp=2 + SP + etp=2 (4 processes) vs 1 process, fp32, 12 steps: max relative loss "
       "difference %.3g\n",
       d);
   EXPECT_LT(d, kRelTolerance);
