@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <optional>
 #include <stdexcept>
+#include <thread>
 
 namespace onboard::backends {
 namespace {
@@ -43,9 +44,20 @@ void SyncIfCuda(const at::Tensor& t) {
 }
 
 // Work::wait (1.13 and 2.x) throws on failure/timeout and returns false when the work was aborted.
+// Gloo (CPU): the work's tensors (inputs, outputs, the future's value) are released on the caller's
+// thread, at a point fixed by the program. wait() returns once the worker thread has marked the
+// work complete, but that thread still holds the work (ProcessGroupGloo::runLoop:
+// workInProgress_[i], reset only after it re-takes the queue lock). If the caller dropped its
+// tensors first, the worker would free them some microseconds later, while the caller already
+// allocates the next ones: the live-tensor peak (tensor_memory_compat.h) would then depend on
+// thread timing (a flaky ProbeRecompute ordering, issue 17). So wait until the caller holds the
+// last reference (bounded: 10 s, then go on). NCCL keeps works for its watchdog: not waited.
 void Wait(const c10::intrusive_ptr<c10d::Work>& work, const at::Tensor& t) {
   if (!work->wait()) throw std::runtime_error("c10d collective was aborted");
   SyncIfCuda(t);
+  if (t.is_cuda()) return;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (work.use_count() > 1 && std::chrono::steady_clock::now() < until) std::this_thread::yield();
 }
 
 // Adds the wall time of a scope to one CommClock() field; `t` (the collective's input) first

@@ -17,6 +17,7 @@
 #include <cmath>
 
 #include "backends/probe_report.h"
+#include "search/cost_model.h"
 
 namespace onboard::backends {
 namespace {
@@ -83,6 +84,18 @@ MemoryComparison PredictedMemory(const MemoryBreakdown& m, const ProbeConfig& cf
   p.dtype_note = std::string("model terms converted to the probe's ") + FloatDtypeName(cfg.dtype) +
                  " (weights/grads/optimizer/logits from fp32, activations/a2a/gathered layers from bf16)";
   return p;
+}
+
+std::vector<double> LayerActivationBytes(const PlanRequest& req, const Plan& plan) {
+  const CostContext c = MakeCostContext(req);
+  const std::vector<Recompute> pol = KindPolicies(c, plan);
+  std::vector<double> out;
+  for (size_t l = 0; l < c.prof.layers.size(); ++l) {
+    double routed = 0;
+    const double kept = LayerActBytesPerToken(c, plan, l, &routed, &pol);
+    out.push_back(TokensPerRank(plan) * (kept + routed));
+  }
+  return out;
 }
 
 void MeasureMemory(const std::vector<int64_t>& rank_peaks, MemoryComparison* m) {

@@ -264,40 +264,45 @@ double PredictedBubbleShare(const Plan& plan, const PlanEstimate& est) {
   return est.bubble_s / (static_cast<double>(plan.num_micro_batches) * t_mb + est.bubble_s);
 }
 
+void ProbePlanRequest(const ProxySpec& spec, const ProbeConfig& cfg, const Topology& topo, PlanRequest* req,
+                      Plan* plan) {
+  req->model = ProxyToModelIR(spec);
+  req->topology = topo;
+  req->mode = cfg.mode;
+  req->lora_rank = cfg.lora_rank;
+  req->seq = cfg.seq;
+  req->global_batch = cfg.batch;
+  req->constraints.reserved_gib = 0;
+  req->constraints.memory_margin = 0;
+  req->threads = 1;
+  plan->deg.dp_shard = cfg.fsdp_degree();
+  plan->deg.dp_replicate = cfg.data_ranks() / cfg.fsdp_degree();
+  plan->deg.tp = cfg.tp_degree();  // tensor parallelism (issue 17)
+  plan->deg.sequence_parallel = cfg.sequence_parallel;
+  plan->deg.etp = cfg.etp_degree();
+  plan->deg.ep = cfg.ep_degree();
+  // The cost model's expert data parallelism spans dp_shard * tp / ep ranks (etp = 1); the probe
+  // replicates experts over its TP ranks instead (tp = 1: the same fsdp / ep).
+  plan->deg.expert_fsdp =
+      std::max<int64_t>(1, cfg.fsdp_degree() * cfg.tp_degree() / (cfg.ep_degree() * cfg.etp_degree()));
+  plan->micro_batch = cfg.micro_batch_size();
+  plan->num_micro_batches = cfg.micro_steps();
+  plan->seq = cfg.seq;
+  plan->global_batch = cfg.batch;
+  plan->mode = cfg.mode;
+  plan->lora_rank = cfg.lora_rank;
+  for (const char* k : {"KDA", "MLA", "DSA", "MoE", "MLP"}) plan->recompute[k] = cfg.recompute_for(k);
+  PipelinePlan(spec, cfg, plan);  // pipeline parallelism (issue 17)
+}
+
 ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, const Topology& topo) {
   ProbePrediction p;
   p.topology = topo.source + ": " + Fmt(topo.device.tflops_fp32 * 1e3) + " GFLOP/s per rank, loopback " +
                Fmt(topo.tiers.empty() ? 0 : topo.tiers.back().bw_gbps) + " GB/s, " +
                Fmt(topo.tiers.empty() ? 0 : topo.tiers.back().latency_us) + " us";
   PlanRequest req;
-  req.model = ProxyToModelIR(spec);
-  req.topology = topo;
-  req.mode = cfg.mode;
-  req.lora_rank = cfg.lora_rank;
-  req.seq = cfg.seq;
-  req.global_batch = cfg.batch;
-  req.constraints.reserved_gib = 0;
-  req.constraints.memory_margin = 0;
-  req.threads = 1;
   Plan plan;
-  plan.deg.dp_shard = cfg.fsdp_degree();
-  plan.deg.dp_replicate = cfg.data_ranks() / cfg.fsdp_degree();
-  plan.deg.tp = cfg.tp_degree();  // tensor parallelism (issue 17)
-  plan.deg.sequence_parallel = cfg.sequence_parallel;
-  plan.deg.etp = cfg.etp_degree();
-  plan.deg.ep = cfg.ep_degree();
-  // The cost model's expert data parallelism spans dp_shard * tp / ep ranks (etp = 1); the probe
-  // replicates experts over its TP ranks instead (tp = 1: the same fsdp / ep).
-  plan.deg.expert_fsdp =
-      std::max<int64_t>(1, cfg.fsdp_degree() * cfg.tp_degree() / (cfg.ep_degree() * cfg.etp_degree()));
-  plan.micro_batch = cfg.micro_batch_size();
-  plan.num_micro_batches = cfg.micro_steps();
-  plan.seq = cfg.seq;
-  plan.global_batch = cfg.batch;
-  plan.mode = cfg.mode;
-  plan.lora_rank = cfg.lora_rank;
-  for (const char* k : {"KDA", "MLA", "DSA", "MoE", "MLP"}) plan.recompute[k] = cfg.recompute_for(k);
-  PipelinePlan(spec, cfg, &plan);  // pipeline parallelism (issue 17)
+  ProbePlanRequest(spec, cfg, topo, &req, &plan);
   Expected<PlanEstimate> est = EvaluatePlan(req, plan);
   if (!est.ok()) {
     p.notes.push_back("cost model: " + est.status().message());

@@ -39,6 +39,13 @@ Topology MeasureThisMachine(int64_t ranks, int64_t threads_per_rank);
 // search/planner.h EvaluatePlan for the proxy layout (dp_shard = fsdp, dp_replicate = ranks/fsdp,
 // ep, the config's recompute per block kind, its micro-batch and micro-steps) on `topo`.
 ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& config, const Topology& topo);
+// The request and plan PredictProbe hands the cost model for the probe's layout (the one home of
+// that mapping; bench_probe_memory sets the memory model's terms beside the measured ones with it).
+void ProbePlanRequest(const ProxySpec& spec, const ProbeConfig& config, const Topology& topo,
+                      PlanRequest* req, Plan* plan);
+// Per proxy layer: the memory model's kept activation bytes of one micro-batch on one rank
+// (memory_model.cpp LayerActBytesPerToken x tokens per rank, dense + routed part; model dtype, bf16).
+std::vector<double> LayerActivationBytes(const PlanRequest& req, const Plan& plan);
 
 // Measured beside predicted (probe_comparison.cpp). PredictedCollectives: one row per collective
 // kind the probe times, with the cost model's term for it; MeasureCollectives fills the measured

@@ -14,6 +14,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <fstream>
 
 #include "backends/fsdp_unit.h"
 #include "backends/ordered_sum.h"
@@ -78,14 +79,18 @@ namespace {
 // returns the scalar loss (sum over counted tokens x inputs.inv_global_tokens). `inputs` points
 // into `batch`, and FSDP's backward recomputes the forward: the caller keeps `batch` alive until
 // after the backward.
+// held (optional): per unit, the live-tensor bytes its forward left alive (WriteMemoryTerms),
+// read where every collective of the unit has been waited and released (c10d_compat.cpp Wait).
 at::Tensor ForwardLoss(WorkerState& st, ProbeGroups& g, Batch& batch, double scale, UnitInputs& inputs,
-                       std::vector<UnitRunner>& runners) {
+                       std::vector<UnitRunner>& runners, std::vector<int64_t>* held = nullptr) {
   BindBatch(st, &batch, &inputs);
   at::Tensor x = batch.tokens;
   for (size_t u = 0; u < st.units.size(); ++u) {
     PrepareUnitRunner(st, g, u, &st.routing, &inputs, scale, &runners[u]);
     UnitState& s = st.state[u];
+    const int64_t before = LiveTensorBytes();
     x = RunFsdpUnit(&runners[u], x, s.dense.p, s.lora.p, s.expert.p, s.expert_lora.p);
+    if (held != nullptr) held->push_back(LiveTensorBytes() - before);
   }
   return x;
 }
@@ -93,7 +98,8 @@ at::Tensor ForwardLoss(WorkerState& st, ProbeGroups& g, Batch& batch, double sca
 // Step 1: the rank's micro-steps, forward + backward, gradients into `acc`. Returns the sum of the
 // fp32 micro-batch losses (exact in fp64, any order).
 double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
-                     int64_t step, double scale, UnitInputs& inputs, Accumulators& acc) {
+                     int64_t step, double scale, UnitInputs& inputs, Accumulators& acc,
+                     std::vector<int64_t>* held) {
   const int64_t N = st.cfg.data_ranks(), r = st.dp_rank;
   const int64_t mb = st.cfg.micro_batch_size(), micro_steps = st.cfg.micro_steps();
   std::vector<UnitRunner> runners(st.units.size());
@@ -101,7 +107,8 @@ double RunMicroSteps(WorkerState& st, ProbeGroups& g, const ProbeData& data, con
   for (int64_t i = 0; i < micro_steps; ++i) {
     ApplyControl(phase, &phase != &st.cfg, step, i * N + r, &inputs, &st.routing);  // --control
     Batch batch = data.Get(step, (i * N + r) * mb, mb);
-    at::Tensor x = ForwardLoss(st, g, batch, scale, inputs, runners);
+    at::Tensor x =
+        ForwardLoss(st, g, batch, scale, inputs, runners, i == 0 && st.dev.is_cpu() ? held : nullptr);
     local_loss += x.item<double>();
     x.backward();
     PushMicroBatchGrads(st, g, acc, 0, st.units.size());
@@ -185,12 +192,30 @@ ProbeStep StepRecord(const WorkerState& st, int64_t step, double loss, double gn
   return s;
 }
 
+// Step 6 (memory terms, issue 17): this rank's live-tensor bytes at fixed points of the step, one
+// JSON line per step in OUT_DIR/rank<r>.memory.jsonl (bench_probe_memory sets them beside the memory
+// model's terms): live_start_bytes (what persists: weight shards, optimizer moments), live_peak_bytes
+// and unit_held_bytes[u] (what unit u's forward left alive: embed, layers, head; first micro-step).
+// CPU, pp = 1 only (a pipeline stage holds several micro-batches); step 0 truncates the file.
+void WriteMemoryTerms(const WorkerState& st, int64_t step, int64_t live_start, int64_t peak,
+                      const std::vector<int64_t>& unit_held) {
+  if (!st.dev.is_cpu() || st.cfg.pp_degree() > 1 || st.cfg.out_dir.empty()) return;
+  std::ofstream f(st.cfg.out_dir + "/rank" + std::to_string(st.rank) + ".memory.jsonl",
+                  step == 0 ? std::ios::trunc : std::ios::app);
+  f << "{\"step\": " << step << ", \"live_start_bytes\": " << live_start << ", \"live_peak_bytes\": " << peak
+    << ", \"unit_held_bytes\": [";
+  for (size_t u = 0; u < unit_held.size(); ++u) f << (u ? ", " : "") << unit_held[u];
+  f << "]}\n";
+}
+
 }  // namespace
 
 ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
                     int64_t step, double scale) {
   CommClock() = CollectiveTimes{};
   ResetLiveTensorPeak();
+  const int64_t live_start = LiveTensorBytes();  // what persists between steps
+  std::vector<int64_t> unit_held;
   st.load.clear();
   const auto t0 = std::chrono::steady_clock::now();
   UnitInputs inputs;
@@ -206,7 +231,7 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   if (st.cfg.pp_degree() > 1)
     pipe = RunPipelineMicroSteps(st, g, data, phase, step, scale, inputs, acc);
   else
-    pipe.local_loss = RunMicroSteps(st, g, data, phase, step, scale, inputs, acc);
+    pipe.local_loss = RunMicroSteps(st, g, data, phase, step, scale, inputs, acc, &unit_held);
   double local_loss = pipe.local_loss;
   if (st.tp.rank > 0) {  // TP: the data rank's loss, hits, expert load and KL counted once (TP rank 0)
     local_loss = 0;
@@ -231,6 +256,7 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   const double step_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ProbeStep record = StepRecord(st, step, loss, gnorm, lr, accuracy, step_s, indexer_kl);
   record.pp_bubble = pipe.bubble;
+  if (&phase == &st.cfg) WriteMemoryTerms(st, step, live_start, record.live_peak_bytes, unit_held);
   return record;
 }
 

@@ -1,11 +1,12 @@
 // bench_probe: ms/step and tokens/s of the default proxy (4 layers KDA,KDA,KDA,MLA+DSA; latent MoE
 // 8 experts top-2 + 1 shared) trained with 1, 2, 4 and 8 processes in data-parallel (fsdp = ep =
 // data ranks), tensor-parallel (tp consecutive ranks) and pipeline layouts (pp stages, 1F1B or
-// interleaved) and their products (the probe's rank order: pp outermost, data ranks, tp innermost;
+// interleaved) and their products, with sequence parallelism (SP) and expert tensor parallelism
+// (etp = tp) on tensor-parallel rows (the probe's rank order: pp outermost, data ranks, tp innermost;
 // fsdp = ep = ranks / (tp * pp) on every row; Gloo over loopback), in one table with the ratio
 // against the 1-process run measured in the same run, each collective's share of the step (tp =
-// TP all-reduce + all-gather; p2p = pipeline send + recv, recv including the wait for the other
-// stage) and the measured bubble (idle share of the pipeline span, max over ranks). Micro-batch 1
+// TP all-reduce + all-gather + reduce-scatter (SP); p2p = pipeline send + recv, recv including the wait for
+// the other stage) and the measured bubble (idle share of the pipeline span, max over ranks). Micro-batch 1
 // sequence on every layout (8 micro-batches per step on 1 process).
 // Steady state: the first step (allocations, connections) is excluded. On a machine with fewer
 // cores than ranks the ranks share cores: the ratio then shows the cost of the collectives plus
@@ -24,6 +25,8 @@ namespace {
 struct Layout {
   const char* name;
   int64_t ranks, tp, pp, interleave;
+  bool sp = false;  // sequence parallelism over the TP group
+  int64_t etp = 0;  // expert tensor parallelism (= tp when set)
 };
 // fsdp = ep = the data ranks (ranks / (tp * pp)) on every row.
 // clang-format off
@@ -31,10 +34,13 @@ const Layout kLayouts[] = {
     {"1 process", 1, 1, 1, 1},
     {"dp: fsdp=ep=2", 2, 1, 1, 1},
     {"tp=2", 2, 2, 1, 1},
+    {"tp=2 + SP", 2, 2, 1, 1, true},
     {"pp=2 1F1B", 2, 1, 2, 1},
     {"pp=2 interleave=2", 2, 1, 2, 2},
     {"dp: fsdp=ep=4", 4, 1, 1, 1},
     {"tp=2 x fsdp=ep=2", 4, 2, 1, 1},
+    {"tp=2 x fsdp=ep=2 etp=2", 4, 2, 1, 1, false, 2},
+    {"tp=2 x fsdp=ep=2 SP+etp", 4, 2, 1, 1, true, 2},
     {"pp=2 x fsdp=ep=2", 4, 1, 2, 1},
     {"pp=4 1F1B", 4, 1, 4, 1},
     {"tp=2 x pp=2", 4, 2, 2, 1},
@@ -96,6 +102,8 @@ int main(int argc, char** argv) {
     c.tp = L.tp;
     c.pp = L.pp;
     c.interleave = L.interleave;
+    c.sequence_parallel = L.sp;
+    c.etp = L.etp;
     c.steps = steps;
     c.seq = 64;
     c.batch = 8;

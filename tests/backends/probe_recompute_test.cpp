@@ -3,8 +3,16 @@
 //   - the loss and grad-norm curves are bit-identical across policies (== on doubles);
 //   - the negative control, another micro-batch split of the same step (a different summation
 //     order, ~1e-7 apart), fails the same bit-identity check;
-//   - the live-tensor peak (tracking allocator) orders none > selective > full.
+//   - the live-tensor peak (tracking allocator) orders none > selective > full;
+//   - the live-tensor measurements are deterministic: the same run twice gives the same bytes at
+//     every step on every rank (peak, step start, each unit's held bytes: rank<r>.memory.jsonl).
+//     Gloo's worker thread used to drop its reference to a finished collective's tensors some
+//     microseconds after wait() returned, so the peak moved by a few KB with thread timing
+//     (c10d_compat.cpp Wait).
 #include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
 
 #include "tests/backends/probe_test_util.h"
 
@@ -35,6 +43,13 @@ int DifferingSteps(const ProbeResult& a, const ProbeResult& b) {
   return n;
 }
 
+std::string ReadFile(const std::string& path) {
+  std::ifstream f(path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
 int64_t LivePeak(const ProbeResult& r) {
   int64_t p = 0;
   for (int64_t b : r.rank_live_peak_bytes) p = std::max(p, b);
@@ -63,6 +78,19 @@ TEST(ProbeRecompute, LossCurveBitIdenticalAcrossPolicies) {
   EXPECT_GT(LivePeak(none), LivePeak(sel));
   EXPECT_GT(LivePeak(sel), LivePeak(full));
   EXPECT_GT(full.steps.back().live_peak_bytes, 0);
+  // The same run again: the same bytes at every step (merged: max over ranks) and per rank.
+  const ProbeResult again = RunWith({{"*", Recompute::kNone}}, "rc-none-again");
+  EXPECT_EQ(again.rank_live_peak_bytes, none.rank_live_peak_bytes);
+  ASSERT_EQ(again.steps.size(), none.steps.size());
+  for (size_t i = 0; i < none.steps.size(); ++i)
+    EXPECT_EQ(again.steps[i].live_peak_bytes, none.steps[i].live_peak_bytes) << "step " << i;
+  // Every rank's memory terms (rank<r>.memory.jsonl: step start, peak, each unit's held bytes).
+  for (int r = 0; r < 2; ++r) {
+    const std::string file = "/rank" + std::to_string(r) + ".memory.jsonl";
+    const std::string a = ReadFile(TempDir("rc-none") + file), b = ReadFile(TempDir("rc-none-again") + file);
+    EXPECT_NE(a.find("\"unit_held_bytes\": ["), std::string::npos) << a;
+    EXPECT_EQ(a, b) << "rank " << r;
+  }
 }
 
 }  // namespace
