@@ -37,8 +37,10 @@ Status RunRequest::Validate() const {
   // steps, seq, batch, lr, clip), on the layout every plan can fall back to (ep = fsdp = 1).
   ProbeConfig recipe = ProbeRecipe(*this);
   recipe.ep = recipe.fsdp = 1;
-  ProxySpec any_proxy;  // the checks that depend on the model (experts, layers) run per round
-  any_proxy.layers = {ProxyLayer{}};
+  // The checks that depend on the model (experts, layers) run per round; here the proxy holds one
+  // layer of each mixer (KDA, and MLA with its DSA indexer), so a control that needs either passes.
+  ProxySpec any_proxy;
+  any_proxy.layers = {ProxyLayer{}, ProxyLayer{ProxyMixer::kMLA, ProxyChannel::kMoE}};
   if (Status st = recipe.Validate(any_proxy); !st.ok())
     return Status(st.code(), "run request probe settings: " + st.message());
   return thresholds.Validate();
