@@ -27,20 +27,14 @@
 #include "backends/probe_coactivation_placement.h"
 #include "backends/probe_replicas.h"
 #include "backends/probe_step_series.h"
+#include "bench/build_paths.h"
 #include "search/expert_placement.h"
 
 namespace {
 
 using namespace onboard;
 
-std::string Worker(const char* arg) {
-  if (arg != nullptr) return arg;
-  char buf[4096];
-  const ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  buf[n > 0 ? n : 0] = 0;
-  const std::string self = buf;
-  return self.substr(0, self.rfind("/bench/")) + "/onboard";
-}
+std::string Worker(const char* arg) { return bench::WorkerOr(arg); }
 
 // The small proxy of the probe tests (4 layers KDA,KDA,KDA,MLA+DSA; 8 experts top-2, 3 MoE layers).
 ProxySpec SmallProxy() {

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "backends/backend_entry.h"
+#include "bench/build_paths.h"
 
 namespace {
 
@@ -74,14 +75,7 @@ Row Measure(const onboard::ProbeResult& r) {
 
 int main(int argc, char** argv) {
   using namespace onboard;
-  std::string worker = argc > 1 ? argv[1] : "";
-  if (worker.empty()) {
-    char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    buf[n > 0 ? n : 0] = 0;
-    std::string self = buf;
-    worker = self.substr(0, self.rfind("/bench/")) + "/onboard";
-  }
+  const std::string worker = bench::WorkerOr(argc > 1 ? argv[1] : nullptr);
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 12;
   ProxySpec spec;
   spec.source_model = "default-proxy";

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "backends/probe.h"
+#include "bench/build_paths.h"
 #include "parsers/load_model.h"
 
 namespace {
@@ -26,13 +27,7 @@ double LoadAverage() {
   return one;
 }
 
-std::string SelfDir() {
-  char buf[4096];
-  ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  buf[n > 0 ? n : 0] = 0;
-  std::string self = buf;
-  return self.substr(0, self.rfind("/bench/"));
-}
+std::string SelfDir() { return onboard::bench::BuildDir(); }
 
 }  // namespace
 

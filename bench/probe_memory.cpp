@@ -31,6 +31,7 @@
 
 #include "backends/backend_entry.h"
 #include "backends/probe_report.h"
+#include "bench/build_paths.h"
 
 namespace {
 
@@ -78,14 +79,7 @@ void Row(const std::string& name, double pred, double meas) {
 
 int main(int argc, char** argv) {
   using namespace onboard;
-  std::string worker = argc > 1 ? argv[1] : "";
-  if (worker.empty()) {
-    char buf[4096];
-    ssize_t n = readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-    buf[n > 0 ? n : 0] = 0;
-    const std::string self = buf;
-    worker = self.substr(0, self.rfind("/bench/")) + "/onboard";
-  }
+  const std::string worker = bench::WorkerOr(argc > 1 ? argv[1] : nullptr);
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 3;
   ProxySpec spec;
   spec.source_model = "default-proxy";
