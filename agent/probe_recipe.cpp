@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "backends/probe_schedule.h"
+
 namespace onboard::agent {
 
 ProbeConfig ProbeRecipe(const RunRequest& req) {
@@ -22,8 +24,9 @@ ProbeConfig ProbeRecipe(const RunRequest& req) {
   const int64_t per_rank = s.micro_batch ? *s.micro_batch : std::max<int64_t>(1, c.batch / s.ranks);
   c.batch = per_rank * s.ranks;
   if (s.learning_rate) c.lr = *s.learning_rate;
-  // LoRA: the probe adapts with the run's own adapter rank (its default is the recipe's, kLoraRank).
-  if (req.mode == FinetuneMode::kLoRA) c.lora_rank = req.lora_rank;
+  // LoRA: the probe adapts with the run's own adapter rank (its default is the recipe's, kLoraRank),
+  // at most the probe's kMaxLoraRank: the proxy is narrower than any rank above it.
+  if (req.mode == FinetuneMode::kLoRA) c.lora_rank = std::min(req.lora_rank, backends::kMaxLoraRank);
   if (s.grad_clip) c.clip = *s.grad_clip;
   // Step 4: what is the run's, not the recipe's.
   c.seed = s.seed;

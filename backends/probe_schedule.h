@@ -21,6 +21,10 @@ inline constexpr double kLoraLrScale = 3.0;
 // ranks, the same 283-step base, 150 adapter steps): rank 4 ended not_learned at 86.5% copy accuracy,
 // still rising (the adapters could not carry the target letters in time); rank 16 converged at 92.7%.
 inline constexpr int64_t kLoraRank = 16;
+// The largest adapter rank the probe trains (ProbeConfig::Validate): the proxy is 64-256 wide, so a
+// larger rank adapts nothing more. The loop's probe takes min(run's rank, this) (agent/probe_recipe.cpp);
+// the run's own rank is checked against the plan's limit (search/plan_request_checks.h).
+inline constexpr int64_t kMaxLoraRank = 256;
 
 // LoRA base phase (mode lora): full training of the base for this many steps on the source task
 // before the `steps` recorded adapter steps: ProbeConfig::base_steps (`onboard probe --base-steps N`),

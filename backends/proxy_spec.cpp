@@ -7,6 +7,7 @@
 #include "backends/probe.h"
 #include "backends/probe_layout_check.h"
 #include "backends/probe_replicas.h"
+#include "backends/probe_schedule.h"
 
 namespace onboard {
 namespace {
@@ -233,8 +234,9 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
   if (pp_degree() > 1 && control == kControlRandomRouter)
     return Bad("control", "random_router is not supported with pp > 1", control);
   if (seq < 4 || seq > 8192) return Bad("seq", "must be in [4, 8192]", std::to_string(seq));
-  if (mode == FinetuneMode::kLoRA && (lora_rank < 1 || lora_rank > 256))
-    return Bad("lora_rank", "must be in [1, 256] in lora mode", std::to_string(lora_rank));
+  if (mode == FinetuneMode::kLoRA && (lora_rank < 1 || lora_rank > backends::kMaxLoraRank))
+    return Bad("lora_rank", "must be in [1, " + std::to_string(backends::kMaxLoraRank) + "] in lora mode",
+               std::to_string(lora_rank));
   if (!(lr > 0) || !std::isfinite(lr)) return Bad("lr", "must be a finite number > 0", num(lr));
   if (warmup < 0) return Bad("warmup", "must be >= 0", std::to_string(warmup));
   if (!(clip >= 0)) return Bad("clip", "must be >= 0", num(clip));
