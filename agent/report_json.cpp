@@ -135,6 +135,7 @@ json PlanSection(const RunState& st) {
                       {"memory_bytes", c.estimate.memory.total}, {"mfu", c.estimate.mfu}});
   for (const auto& g : r.rejected)
     rejected.push_back({{"reason", g.reason}, {"count", g.count}, {"example", g.example}});
+  auto rc_name = [](const PlanConstraints& c) { return c.recompute ? RecomputeName(*c.recompute) : ""; };
   for (const auto& p : st.plans)
     rounds.push_back({{"round", p.round},
                       {"reason", p.reason},
@@ -144,7 +145,7 @@ json PlanSection(const RunState& st) {
                       {"mfu", p.search.best.estimate.mfu},
                       {"memory_bytes", p.search.best.estimate.memory.total},
                       {"expert_imbalance", p.request.expert_imbalance},
-                      {"recompute_constraint", p.request.constraints.recompute},
+                      {"recompute_constraint", rc_name(p.request.constraints)},
                       {"memory_margin", p.request.constraints.memory_margin},
                       {"calibration", CalibrationJson(p.request.calibration)}});
   j["runners_up"] = runners;

@@ -1,7 +1,6 @@
 // LoadModel: path -> ModelIR by what the path is (see load_model.h).
 #include "parsers/load_model.h"
 
-#include <dirent.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -9,6 +8,7 @@
 
 #include "parsers/hf_config.h"
 #include "parsers/onnx_model.h"
+#include "parsers/safetensors_weights.h"
 
 namespace onboard {
 namespace {
@@ -45,14 +45,7 @@ Expected<std::optional<TensorInventory>> LoadInventoryBeside(const std::string& 
     ONBOARD_ASSIGN_OR_RETURN(TensorInventory inv, ReadSafetensorsIndex(dir + "model.safetensors.index.json"));
     return std::optional<TensorInventory>(std::move(inv));
   }
-  std::vector<std::string> shards;
-  if (DIR* d = opendir(path.c_str())) {
-    while (dirent* e = readdir(d)) {
-      const std::string n = e->d_name;
-      if (EndsWith(n, ".safetensors")) shards.push_back(n);
-    }
-    closedir(d);
-  }
+  const std::vector<std::string> shards = SafetensorsFilesIn(path);
   if (shards.size() == 1) {
     ONBOARD_ASSIGN_OR_RETURN(TensorInventory inv, ReadSafetensorsFile(dir + shards[0]));
     return std::optional<TensorInventory>(std::move(inv));

@@ -12,12 +12,14 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "core/model_ir.h"
 #include "core/status.h"
 #include "parsers/mapped_file.h"
+#include "parsers/safetensors_dtype.h"
 
 namespace onboard {
 
@@ -26,8 +28,9 @@ constexpr uint64_t kSafetensorsMaxHeaderBytes = 100ull * 1000 * 1000;
 
 struct TensorInfo {
   std::string name;                 // "model.layers.0.self_attn.q_proj.weight"
-  std::string dtype_name;           // as written in the header: "BF16", "U8", "F8_E4M3"; "" when unknown
-  DType dtype = DType::kUnknown;    // mapped to the IR's DType (U8 -> kU8, F8_* -> kFP8, ...)
+  std::optional<SafetensorsDtype> storage;  // the header's dtype; nullopt when !has_header (compare this)
+  std::string dtype_name;         // SafetensorsDtypeName(*storage): "BF16", "U8", "F8_E4M3"; "" when unknown
+  DType dtype = DType::kUnknown;  // SafetensorsDtypeIr(*storage) (U8 -> kU8, F8_* -> kFP8, ...)
   std::vector<int64_t> shape;       // empty for a scalar
   uint64_t begin = 0;               // absolute byte offset in `file` (already includes 8 + N)
   uint64_t end = 0;                 // absolute, exclusive
@@ -63,9 +66,6 @@ struct TensorInventory {
 // cover 8 + header length when the file is well formed; less is reported as truncation).
 [[nodiscard]] Expected<TensorInventory> ParseSafetensorsPrefix(const uint8_t* data, size_t available,
                                                                uint64_t file_size, const std::string& origin);
-
-// Bytes per element of a safetensors dtype name ("BF16" -> 2); 0 for an unknown name.
-int SafetensorsDTypeBytes(const std::string& dtype_name);
 
 // Parses a whole safetensors file held in memory (the fuzz entry; `origin` names it in errors).
 [[nodiscard]] Expected<TensorInventory> ParseSafetensorsBytes(const std::string& bytes,
@@ -130,7 +130,7 @@ class MappedTensorFile {
 // Writes a .safetensors file (used by tests and examples): tensors laid out in the given order.
 struct TensorToWrite {
   std::string name;
-  std::string dtype_name;       // "F32", "BF16", ...
+  std::string dtype_name;  // "F32", "BF16", ... (ParseSafetensorsDtype's spelling)
   std::vector<int64_t> shape;
   std::string data;             // raw bytes; size must equal numel * element size
 };

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <optional>
 
 #include "parsers/safetensors_weights.h"
 
@@ -27,7 +28,7 @@ U LoadLE(const uint8_t* p) {
 
 // Element `i` of a F32/BF16 scale tensor.
 float ScaleAt(const WeightRef& s, int64_t i) {
-  if (s.info->dtype_name == "F32") return LoadLE<float>(s.bytes.data + 4 * i);
+  if (s.info->storage == SafetensorsDtype::kF32) return LoadLE<float>(s.bytes.data + 4 * i);
   return Bf16ToFloat(LoadLE<uint16_t>(s.bytes.data + 2 * i));
 }
 
@@ -67,29 +68,37 @@ float Fp8E4M3ToFloat(uint8_t v) {
 namespace {
 
 // n elements of dtype `dt` from p -> out; false for a dtype this decoder does not know.
+// (F8_E5M2 is not F8_E4M3: it is refused, not decoded with the e4m3 layout.)
 template <typename T>
-bool DecodeElements(const std::string& dt, const uint8_t* p, int64_t n, T* out) {
-  if (dt == "F32") {
-    for (int64_t i = 0; i < n; ++i) out[i] = T(LoadLE<float>(p + 4 * i));
-  } else if (dt == "F64") {
-    for (int64_t i = 0; i < n; ++i) out[i] = T(LoadLE<double>(p + 8 * i));
-  } else if (dt == "BF16") {
-    for (int64_t i = 0; i < n; ++i) out[i] = T(Bf16ToFloat(LoadLE<uint16_t>(p + 2 * i)));
-  } else if (dt == "F16") {
-    for (int64_t i = 0; i < n; ++i) out[i] = T(F16ToFloat(LoadLE<uint16_t>(p + 2 * i)));
-  } else if (dt == "F8_E4M3") {
-    for (int64_t i = 0; i < n; ++i) out[i] = T(Fp8E4M3ToFloat(p[i]));
-  } else {
-    return false;
+bool DecodeElements(std::optional<SafetensorsDtype> dt, const uint8_t* p, int64_t n, T* out) {
+  if (!dt) return false;
+  switch (*dt) {
+    case SafetensorsDtype::kF32:
+      for (int64_t i = 0; i < n; ++i) out[i] = T(LoadLE<float>(p + 4 * i));
+      return true;
+    case SafetensorsDtype::kF64:
+      for (int64_t i = 0; i < n; ++i) out[i] = T(LoadLE<double>(p + 8 * i));
+      return true;
+    case SafetensorsDtype::kBF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = T(Bf16ToFloat(LoadLE<uint16_t>(p + 2 * i)));
+      return true;
+    case SafetensorsDtype::kF16:
+      for (int64_t i = 0; i < n; ++i) out[i] = T(F16ToFloat(LoadLE<uint16_t>(p + 2 * i)));
+      return true;
+    case SafetensorsDtype::kF8_E4M3:
+      for (int64_t i = 0; i < n; ++i) out[i] = T(Fp8E4M3ToFloat(p[i]));
+      return true;
+    default:
+      return false;
   }
-  return true;
 }
 
 constexpr const char* kPlainDtypes = "F64, F32, BF16, F16 or F8_E4M3";
 
 // scale_inv must be [ceil(R/B), ceil(C/B)] for weight [R, C] (F32/BF16).
 Status CheckBlockScales(const TensorInfo& w, const WeightRef& s) {
-  if (s.info->dtype_name != "F32" && s.info->dtype_name != "BF16") return WrongDType(s, "F32 or BF16");
+  if (s.info->storage != SafetensorsDtype::kF32 && s.info->storage != SafetensorsDtype::kBF16)
+    return WrongDType(s, "F32 or BF16");
   if (w.shape.size() != 2)
     return BadInput(w.file, w.name + ".shape", "fp8 weight must be 2-D", ShapeText(w.shape));
   const std::vector<int64_t> want = {(w.shape[0] + kFp8BlockSize - 1) / kFp8BlockSize,
@@ -105,7 +114,7 @@ Status CheckBlockScales(const TensorInfo& w, const WeightRef& s) {
 
 template <typename T>
 Status DecodePlain(const WeightRef& w, T* out) {
-  if (!DecodeElements(w.info->dtype_name, w.bytes.data, w.info->numel(), out))
+  if (!DecodeElements(w.info->storage, w.bytes.data, w.info->numel(), out))
     return WrongDType(w, kPlainDtypes);
   return Status::Ok();
 }
@@ -119,7 +128,7 @@ Fp8ScaleRect Fp8ScaleWindow(int64_t r0, int64_t nr, int64_t c0, int64_t nc) {
 template <typename T>
 Status DecodeWindow(const WeightWindow& w, const WeightWindow* s, T* out) {
   const WeightRef whole{w.info, {}};
-  if (s && w.info->dtype_name != "F8_E4M3") return WrongDType(whole, "F8_E4M3");
+  if (s && w.info->storage != SafetensorsDtype::kF8_E4M3) return WrongDType(whole, "F8_E4M3");
   if (s) ONBOARD_RETURN_IF_ERROR(CheckBlockScales(*w.info, WeightRef{s->info, {}}));
   if (s) {  // the scale window must cover the weight window's blocks
     const Fp8ScaleRect want = Fp8ScaleWindow(w.r0, w.nr, w.c0, w.nc);
@@ -129,7 +138,7 @@ Status DecodeWindow(const WeightWindow& w, const WeightWindow* s, T* out) {
   }
   for (int64_t i = 0; i < w.nr; ++i) {
     T* dst = out + i * w.nc;
-    if (!DecodeElements(w.info->dtype_name, w.rows[size_t(i)].data, w.nc, dst))
+    if (!DecodeElements(w.info->storage, w.rows[size_t(i)].data, w.nc, dst))
       return WrongDType(whole, kPlainDtypes);
     if (!s) continue;
     const WeightRef srow{s->info, s->rows[size_t((w.r0 + i) / kFp8BlockSize - s->r0)]};
@@ -140,7 +149,7 @@ Status DecodeWindow(const WeightWindow& w, const WeightWindow* s, T* out) {
 
 template <typename T>
 Status DequantFp8Blocks(const WeightRef& w, const WeightRef& s, T* out) {
-  if (w.info->dtype_name != "F8_E4M3") return WrongDType(w, "F8_E4M3");
+  if (w.info->storage != SafetensorsDtype::kF8_E4M3) return WrongDType(w, "F8_E4M3");
   // Step 1: shapes: weight [R, C], scale_inv [ceil(R/B), ceil(C/B)].
   ONBOARD_RETURN_IF_ERROR(CheckBlockScales(*w.info, s));
   const int64_t rows = w.info->shape[0], cols = w.info->shape[1];
@@ -156,8 +165,8 @@ Status DequantFp8Blocks(const WeightRef& w, const WeightRef& s, T* out) {
 
 template <typename T>
 Status DequantMxfp4(const WeightRef& b, const WeightRef& s, T* out) {
-  if (b.info->dtype_name != "U8") return WrongDType(b, "U8 (packed e2m1 pairs)");
-  if (s.info->dtype_name != "U8") return WrongDType(s, "U8 (e8m0 exponents)");
+  if (b.info->storage != SafetensorsDtype::kU8) return WrongDType(b, "U8 (packed e2m1 pairs)");
+  if (s.info->storage != SafetensorsDtype::kU8) return WrongDType(s, "U8 (e8m0 exponents)");
   // Step 1: shapes: blocks [..., G, 16], scales [..., G].
   const std::vector<int64_t>& bs = b.info->shape;
   if (bs.size() < 2 || bs.back() != kMxfp4BlockBytes)

@@ -13,28 +13,6 @@ namespace {
 
 using json = nlohmann::json;
 
-struct DTypeRow {
-  const char* name;
-  int bytes;
-  DType ir;
-};
-
-// The dtypes safetensors defines (safetensors/src/tensor.rs Dtype).
-constexpr DTypeRow kDTypes[] = {
-    {"BOOL", 1, DType::kBool},     {"U8", 1, DType::kU8},         {"I8", 1, DType::kI8},
-    {"F8_E5M2", 1, DType::kFP8},   {"F8_E4M3", 1, DType::kFP8},   {"F8_E8M0", 1, DType::kU8},
-    {"I16", 2, DType::kUnknown},   {"U16", 2, DType::kUnknown},   {"F16", 2, DType::kF16},
-    {"BF16", 2, DType::kBF16},     {"I32", 4, DType::kI32},       {"U32", 4, DType::kUnknown},
-    {"F32", 4, DType::kF32},       {"I64", 8, DType::kI64},       {"U64", 8, DType::kUnknown},
-    {"F64", 8, DType::kF64},       {"C64", 8, DType::kUnknown},
-};
-
-const DTypeRow* FindDType(const std::string& name) {
-  for (const auto& row : kDTypes)
-    if (name == row.name) return &row;
-  return nullptr;
-}
-
 // A JSON value as one short line for error messages.
 std::string Show(const json& v) { return v.dump(-1, ' ', true, json::error_handler_t::replace); }
 
@@ -45,13 +23,14 @@ Expected<TensorInfo> ParseEntry(const std::string& origin, const std::string& na
   auto dt = entry.find("dtype");
   if (dt == entry.end() || !dt->is_string())
     return BadInput(origin, name + ".dtype", "missing or not a string", dt == entry.end() ? "" : Show(*dt));
-  const DTypeRow* row = FindDType(dt->get<std::string>());
-  if (row == nullptr) return BadInput(origin, name + ".dtype", "unknown dtype", dt->get<std::string>());
+  ONBOARD_ASSIGN_OR_RETURN(const SafetensorsDtype dtype,
+                           ParseSafetensorsDtype(origin, name + ".dtype", dt->get<std::string>()));
 
   TensorInfo t;
   t.name = name;
-  t.dtype_name = row->name;
-  t.dtype = row->ir;
+  t.storage = dtype;
+  t.dtype_name = SafetensorsDtypeName(dtype);
+  t.dtype = SafetensorsDtypeIr(dtype);
   t.file = origin;
   t.has_header = true;
 
@@ -72,7 +51,7 @@ Expected<TensorInfo> ParseEntry(const std::string& origin, const std::string& na
   }
   uint64_t nbytes = 0;
   if (overflow || numel > uint64_t(std::numeric_limits<int64_t>::max()) ||
-      __builtin_mul_overflow(numel, uint64_t(row->bytes), &nbytes))
+      __builtin_mul_overflow(numel, uint64_t(SafetensorsDtypeBytes(dtype)), &nbytes))
     return BadInput(origin, name + ".shape", "element count overflows", Show(*sh));
 
   auto off = entry.find("data_offsets");
@@ -96,11 +75,6 @@ Expected<TensorInfo> ParseEntry(const std::string& origin, const std::string& na
 }
 
 }  // namespace
-
-int SafetensorsDTypeBytes(const std::string& dtype_name) {
-  const DTypeRow* row = FindDType(dtype_name);
-  return row == nullptr ? 0 : row->bytes;
-}
 
 int64_t TensorInfo::numel() const {
   int64_t n = 1;
@@ -129,9 +103,10 @@ int64_t TensorInventory::ParamCount() const {
   int64_t sum = 0;
   for (const auto& t : tensors) {
     if (!t.has_header) continue;
-    if (EndsWith(t.name, "_scales") && t.dtype_name == "U8") continue;           // MXFP4 e8m0 scales
+    if (EndsWith(t.name, "_scales") && t.storage == SafetensorsDtype::kU8) continue;  // MXFP4 e8m0 scales
     if (EndsWith(t.name, ".weight_scale_inv")) continue;                          // fp8 block scales
-    if (EndsWith(t.name, "_blocks") && t.dtype_name == "U8") sum += 2 * t.numel();  // 2 fp4 per byte
+    if (EndsWith(t.name, "_blocks") && t.storage == SafetensorsDtype::kU8)
+      sum += 2 * t.numel();  // 2 fp4 per byte
     else sum += t.numel();
   }
   return sum;

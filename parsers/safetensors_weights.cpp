@@ -20,6 +20,8 @@ bool IsFile(const std::string& path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+}  // namespace
+
 std::vector<std::string> SafetensorsFilesIn(const std::string& dir) {
   std::vector<std::string> out;
   if (DIR* d = opendir(dir.c_str())) {
@@ -32,8 +34,6 @@ std::vector<std::string> SafetensorsFilesIn(const std::string& dir) {
   std::sort(out.begin(), out.end());
   return out;
 }
-
-}  // namespace
 
 std::string ShapeText(const std::vector<int64_t>& shape) {
   std::string out = "[";

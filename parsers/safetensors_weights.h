@@ -40,6 +40,9 @@ struct WeightWindow {
   std::vector<ConstByteSpan> rows;
 };
 
+// The `*.safetensors` file names directly in `dir`, sorted; empty when it has none or cannot be read.
+std::vector<std::string> SafetensorsFilesIn(const std::string& dir);
+
 class SafetensorsCheckpoint {
  public:
   // Maps every shard of `dir` (index or single file). kNotFound when the directory has neither.

@@ -14,8 +14,9 @@ Status WriteSafetensorsFile(const std::string& path, const std::vector<TensorToW
   if (!metadata.empty()) header["__metadata__"] = metadata;
   uint64_t offset = 0;
   for (const auto& t : tensors) {
-    const int elem = SafetensorsDTypeBytes(t.dtype_name);
-    if (elem == 0) return BadInput(path, t.name + ".dtype", "unknown dtype", t.dtype_name);
+    ONBOARD_ASSIGN_OR_RETURN(const SafetensorsDtype dtype,
+                             ParseSafetensorsDtype(path, t.name + ".dtype", t.dtype_name));
+    const int elem = SafetensorsDtypeBytes(dtype);
     uint64_t numel = 1;
     for (int64_t d : t.shape) {
       if (d < 0) return BadInput(path, t.name + ".shape", "negative dimension", std::to_string(d));
@@ -23,7 +24,9 @@ Status WriteSafetensorsFile(const std::string& path, const std::vector<TensorToW
     }
     if (numel * uint64_t(elem) != t.data.size())
       return BadInput(path, t.name + ".data", "size does not match dtype*shape", std::to_string(t.data.size()));
-    header[t.name] = {{"dtype", t.dtype_name}, {"shape", t.shape}, {"data_offsets", {offset, offset + t.data.size()}}};
+    header[t.name] = {{"dtype", SafetensorsDtypeName(dtype)},
+                      {"shape", t.shape},
+                      {"data_offsets", {offset, offset + t.data.size()}}};
     offset += t.data.size();
   }
   std::string text = header.dump();

@@ -94,11 +94,11 @@ std::vector<Recompute> Levels(const CostContext& c, BlockKind kind) {
 // weakest first; one level where the request forces a policy. The same for every layout.
 std::vector<std::vector<Recompute>> AllowedLevels(const CostContext& c) {
   std::vector<std::vector<Recompute>> levels;
-  const std::string& forced = c.req->constraints.recompute;
+  const std::optional<Recompute>& forced = c.req->constraints.recompute;
   for (BlockKind k : c.prof.kinds) {
     std::vector<Recompute> lv = Levels(c, k);
-    if (!forced.empty()) {
-      const Recompute r = forced == "full" ? Recompute::kFull : forced == "selective" ? Recompute::kSelective : Recompute::kNone;
+    if (forced) {
+      const Recompute r = *forced;
       lv = {std::find(lv.begin(), lv.end(), r) != lv.end() ? r : (r == Recompute::kSelective ? lv.front() : lv.back())};
     }
     levels.push_back(lv);

@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -50,7 +51,7 @@ struct PlanConstraints {
   // Pipeline schedules searched: "1f1b", "dualpipe", or "any" (both; DualPipe where it can run).
   // Default 1f1b: no engine onboard exports to (Megatron-LM, Bridge, MindSpeed, torchtitan) runs DualPipe.
   std::string schedule = "1f1b";
-  std::string recompute;                 // "" = searched; else none|selective|full for every block
+  std::optional<Recompute> recompute;    // nullopt = searched; else this policy for every block
   double memory_margin = 0.08;           // fraction of HBM kept free (allocator fragmentation, NCCL)
   double reserved_gib = 2.0;             // fixed per-device reservation (CUDA/CANN context, workspace)
 };

@@ -59,11 +59,11 @@ std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const 
     }
   }
   // Step 4: recompute more, then shard further.
-  if (k.plan_constraints.recompute != "full") {
+  if (k.plan_constraints.recompute != Recompute::kFull) {
     d.changed = {
         {"recompute",
-         {k.plan_constraints.recompute.empty() ? "searched" : k.plan_constraints.recompute, "full"}}};
-    k.plan_constraints.recompute = "full";
+         {k.plan_constraints.recompute ? RecomputeName(*k.plan_constraints.recompute) : "searched", "full"}}};
+    k.plan_constraints.recompute = Recompute::kFull;
     d.action = "measured memory is over the prediction and the plan would not fit: recompute every block "
                "fully, re-plan";
   } else {

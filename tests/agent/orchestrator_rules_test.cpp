@@ -291,7 +291,7 @@ TEST(RuleMemoryOverPrediction, RecomputesThenShardsFurtherWhenThePlanWouldNotFit
   auto d = RuleMemoryOverPrediction(ev, Thresholds{}, k);
   ASSERT_TRUE(d.has_value());
   EXPECT_NEAR(d->observed["ratio"].get<double>(), 2.0, 1e-9);
-  EXPECT_EQ(k.plan_constraints.recompute, "full");
+  EXPECT_EQ(k.plan_constraints.recompute, Recompute::kFull);
   EXPECT_TRUE(k.replan);
   auto d2 = RuleMemoryOverPrediction(ev, Thresholds{}, k);
   ASSERT_TRUE(d2.has_value());
@@ -311,7 +311,7 @@ TEST(RuleMemoryOverPrediction, KeepsAPlanThatStillFits) {
   auto d = RuleMemoryOverPrediction(ev, Thresholds{}, k);
   ASSERT_TRUE(d.has_value());
   EXPECT_TRUE(d->changed.empty());
-  EXPECT_TRUE(k.plan_constraints.recompute.empty());
+  EXPECT_FALSE(k.plan_constraints.recompute.has_value());
   EXPECT_FALSE(k.replan);
   p.prediction.memory_bytes = 380LL << 20;  // within the threshold: nothing to say
   EXPECT_FALSE(RuleMemoryOverPrediction(ev, Thresholds{}, k).has_value());
@@ -332,7 +332,7 @@ TEST(RuleMemoryOverPrediction, SmallProxyPredictionIsNotAppliedToThePlan) {
   ASSERT_TRUE(d.has_value());
   EXPECT_NEAR(d->observed["ratio"].get<double>(), 20.0, 1e-9);
   EXPECT_TRUE(d->changed.empty());
-  EXPECT_TRUE(k.plan_constraints.recompute.empty());
+  EXPECT_FALSE(k.plan_constraints.recompute.has_value());
   EXPECT_FALSE(k.replan);
 }
 

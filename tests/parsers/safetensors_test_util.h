@@ -34,7 +34,8 @@ inline std::string RawFile(const std::string& header, const std::string& data = 
 inline TensorToWrite Zeros(const std::string& name, const std::vector<int64_t>& shape, const std::string& dtype = "BF16") {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
-  return {name, dtype, shape, std::string(size_t(n) * size_t(SafetensorsDTypeBytes(dtype)), '\0')};
+  const std::optional<SafetensorsDtype> d = FindSafetensorsDtype(dtype);
+  return {name, dtype, shape, std::string(size_t(n) * size_t(d ? SafetensorsDtypeBytes(*d) : 0), '\0')};
 }
 
 // Tiny llama: vocab 64, hidden 32, 2 layers, 4 heads x 8, 2 kv heads, SwiGLU 48, untied.
