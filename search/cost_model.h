@@ -91,6 +91,7 @@ struct CostContext {
                                      // thread and the measured matmul rate already includes their overhead
   double hbm_bps = 0;                // bytes/s per device
   double exp_per_s = 0;              // softmax exponentials/s on the SFUs (0 = no figure: not charged)
+  bool per_expert_launches = false;  // grouped GEMMs launch per expert (hardware catalog: NVIDIA + TE)
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
   int64_t global_batch_target = 0;   // sequences per step requested (0 = 4M tokens)
 };
@@ -100,6 +101,8 @@ CostContext MakeCostContext(const PlanRequest& req);
 // --- hardware_catalog.cpp ---
 // Softmax exponentials per second (SFU MUFU.EX2) of a catalog device, by name or alias; 0 if unknown.
 double SoftmaxExpsPerSecond(const std::string& device);
+// Whether the device's MoE grouped GEMMs launch one GEMM per local expert (NVIDIA under TE: true).
+bool PerExpertGemmLaunches(const std::string& device);
 
 // --- collectives.cpp ---
 enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kP2P };
