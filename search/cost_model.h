@@ -62,7 +62,8 @@ struct CostConstants {
                                         // ~5-10 us each; exposed only where it exceeds the GPU time
                                         // (the host runs ahead otherwise); 0 under full-iteration graphs
   double launch_s_per_kernel = 1.0e-5;  // one more eager launch (the upper end of the ~5-10 us above):
-                                        // charged per kernel an unfused KDA prologue / DSA indexer adds
+                                        // charged per kernel an unfused KDA prologue / DSA indexer adds,
+                                        // and per expert GEMM / quantise of eager grouped GEMMs
   double moe_sync_s_per_layer = 2.0e-3; // per MoE layer: the dispatcher's device-to-host sync of token
                                         // counts stalls the GPU while the host launches what follows
                                         // (removed by full-iteration graphs; calibrated)
