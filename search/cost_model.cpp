@@ -27,6 +27,11 @@
 //   elementwise      : elementwise_passes * kept activation bytes / HBM   (bwd = 2x)
 //   fp8 quantisation : fp8_quant_bytes * GEMM input elements / HBM, fwd (inputs) and bwd (output grads)
 //   backward GEMMs   : 2x forward (full fine-tuning), 1x (LoRA: no weight grads for the frozen base)
+//   routed wgrad     : max(flops / (P * eff), E/e * expert params * 2 * g / HBM), g = main-grad bytes
+//                      (4 fp32, 2 bf16: grad_dtype): the wgrad GEMM accumulates into main_grad, read +
+//                      write (TE GroupedLinear fuse_wgrad_accumulation, accumulate=True; DeepGEMM issue
+//                      #125: grouped wgrad is memory-bound); memory-bound below m ~ g * P * eff / HBM
+//                      tokens per expert
 //   recompute        : full = one more forward of the block (incl. its TP collective, EP a2a);
 //                      selective = attention core (softmax) / KDA conv+gates / MLA up-projections
 //   TP               : per block 1 all-reduce fwd + 1 bwd of T*h*2 bytes (SP: RS+AG, same bytes)
@@ -56,6 +61,12 @@
 //   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch, + 2 x
 //                      unfused_mixer_launches x launch_s_per_kernel (the unfused KDA prologue / DSA
 //                      indexer kernels, fwd + bwd: search/fusion_cost.h)
+//   expert launches  : eager (no full-iteration graph), per MoE layer forward (again under full recompute):
+//                      + max(0, 2 (1 + fp8) x E/e x launch_s_per_kernel - routed GEMM + quantise time),
+//                      fc1 and fc2 each launch one cuBLAS GEMM per local expert (TE GroupedLinear ->
+//                      nvte_multi_tensor_gemm) and in fp8 one quantise per expert (fused_multi_quantize);
+//                      the dispatcher's device-to-host sync just before leaves the host no run-ahead;
+//                      NVIDIA devices only (hardware catalog: Ascend's grouped matmul is one launch)
 // Per step:
 //   stage time/mb    = sum over its layers (+ head, MTP layers + their head on the last stage)
 //                      + exposed FSDP per mb
@@ -89,6 +100,7 @@ struct BlockTime {
   double a2a = 0;                    // EP all-to-all (fwd + bwd + recompute)
   double cp = 0, cp_total = 0;       // CP exchange: exposed after overlap with the core, and in all
   double host = 0;                   // exposed host launch / dispatcher-sync time
+  double expert_launch = 0;          // exposed per-expert launches after the dispatcher's sync (fwd)
 };
 
 struct LayerTime {
@@ -175,7 +187,8 @@ class TimeModel {
                               : 0;
     const double sync =
         c_.host_fed && lp.top_k > 0 && p_.cuda_graph != CudaGraph::kFull ? k.moe_sync_s_per_layer : 0;
-    out.channel.host = std::max(0.0, launch - gpu) + sync;
+    const double experts = b.expert_launch * (pol_[lp.channel_kind_id] == Recompute::kFull ? 2 : 1);
+    out.channel.host = std::max(0.0, launch - gpu) + sync + experts;
     return out;
   }
 
@@ -299,7 +312,8 @@ class TimeModel {
     const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
     const double cflops = T_ * (lp.dense_gemm_flops - lp.mixer_gemm_flops) / t_;
     const double cg = Gemm(cflops, T_, cflops / (2 * T_ * h), h, cflops / T_, 1.0);
-    double routed = 0, moe_mem = 0, a2a_f = 0, a2a_b = 0, quant = Quant(T_ * lp.channel_gemm_inputs / t_);
+    double routed = 0, routed_wgrad = 0, moe_mem = 0, a2a_f = 0, a2a_b = 0,
+           quant = Quant(T_ * lp.channel_gemm_inputs / t_);
     if (lp.top_k > 0 && lp.experts > 0) {
       const double imb = c_.req->expert_imbalance;
       const double R = T_ / t_ * static_cast<double>(lp.top_k) * imb;
@@ -311,14 +325,21 @@ class TimeModel {
       const double padded = std::ceil(m_e / k.gemm_tile_m) * k.gemm_tile_m / std::max(m_e, 1.0);
       const double each = lp.expert_params_each / etp;  // this rank's share of one expert
       const double wbytes = per_rank * each * c_.base_weight_bytes;
-      routed = Gemm(Rg * 2 * each * padded, m_e, lp.expert_inter / etp, lp.dispatch_width, wbytes,
-                    k.grouped_gemm_eff * c_.req->calibration.grouped_gemm_efficiency);
+      const double ge = k.grouped_gemm_eff * c_.req->calibration.grouped_gemm_efficiency;
+      routed = Gemm(Rg * 2 * each * padded, m_e, lp.expert_inter / etp, lp.dispatch_width, wbytes, ge);
+      // Weight grads accumulate into main_grad (TE GroupedLinear fuse_wgrad_accumulation): each
+      // expert's wgrad GEMM reads and writes its grad buffer, memory-bound when few tokens reach it.
+      routed_wgrad = lora_ ? 0
+                           : Gemm(Rg * 2 * each * padded, m_e, lp.expert_inter / etp, lp.dispatch_width,
+                                  per_rank * each * 2 * GradBytes(), ge);
       const double sort = !flex_ && p_.deg.ep > 1 && per_rank > 1 ? k.sort_chunks_passes : 0.0;
       moe_mem =
           (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) +
            (k.permute_passes + sort) * R * lp.dispatch_width * 2 + sort * (Rg - R) * lp.dispatch_width * 2) /
           hbm_;  // permute before the dispatch (R copies), the sort after the ETP gather (Rg)
-      quant += Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
+      const double routed_quant = Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
+      quant += routed_quant;
+      ch->expert_launch = ExpertLaunchExposed(per_rank, routed + routed_quant);
       const double elems = R * lp.dispatch_width;
       if (p_.deg.ep > 1) {
         const double f = CrossNodeFactor(lp);
@@ -340,7 +361,7 @@ class TimeModel {
     const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
     const double store = SwiGluStore(lp);
     ch->fwd = cg + routed + cel + moe_mem + quant + store;
-    ch->bwd = bwd_gemm * (cg + routed) + 2 * (cel + moe_mem) + quant + store;
+    ch->bwd = bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + quant + store;
     if (rc == Recompute::kFull) ch->rc = ch->fwd;
     else if (rc == Recompute::kSelective)  // expert activation functions (moe_act)
       ch->rc = GatedRoutedExperts(lp) ? SwiGluRecompute(lp) : cel;
@@ -349,6 +370,20 @@ class TimeModel {
     ch->tp_total = (2 + (rc == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
     ch->a2a = a2a_f + a2a_b + (rc == Recompute::kFull ? a2a_f : 0);
   }
+
+  // Host time of the per-expert launches of one forward (TE GroupedLinear, fc1 and fc2: one cuBLAS
+  // GEMM per expert in nvte_multi_tensor_gemm, and with fp8 one quantise per expert in
+  // fused_multi_quantize) not hidden behind their `gpu` seconds: the dispatcher's device-to-host sync
+  // just before leaves the host no run-ahead. Eager only (no full-iteration graph).
+  double ExpertLaunchExposed(double local_experts, double gpu) const {
+    if (!c_.host_fed || !c_.per_expert_launches || p_.cuda_graph == CudaGraph::kFull) return 0;
+    const double kernels = 2 * (1 + (c_.fp8 ? 1 : 0)) * local_experts;
+    return std::max(0.0, kernels * c_.k.launch_s_per_kernel - gpu);
+  }
+
+  // Bytes per element of the main-grad buffer the weight-grad GEMMs accumulate into (Megatron DDP:
+  // fp32, bf16 with grad_reduce_in_fp32=False: Plan::grad_dtype).
+  double GradBytes() const { return p_.grad_dtype == Precision::kBF16 ? 2.0 : 4.0; }
 
   // RMSNorm recompute of one block (req.recompute_norms): one more norm forward over its input.
   double NormRecompute(const LayerProfile& lp) const {
@@ -754,6 +789,7 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.host_fed = dev.name.rfind("localhost", 0) != 0;  // LocalhostTopology's device (core/topology.cpp)
   c.hbm_bps = dev.hbm_gbps * 1e9;
   c.exp_per_s = SoftmaxExpsPerSecond(dev.name);
+  c.per_expert_launches = PerExpertGemmLaunches(dev.name);
   if (req.mode == FinetuneMode::kLoRA)
     c.base_weight_bytes = DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
   c.global_batch_target = req.global_batch;

@@ -62,7 +62,8 @@ struct CostConstants {
                                         // ~5-10 us each; exposed only where it exceeds the GPU time
                                         // (the host runs ahead otherwise); 0 under full-iteration graphs
   double launch_s_per_kernel = 1.0e-5;  // one more eager launch (the upper end of the ~5-10 us above):
-                                        // charged per kernel an unfused KDA prologue / DSA indexer adds
+                                        // charged per kernel an unfused KDA prologue / DSA indexer adds,
+                                        // and per expert GEMM / quantise of eager grouped GEMMs
   double moe_sync_s_per_layer = 2.0e-3; // per MoE layer: the dispatcher's device-to-host sync of token
                                         // counts stalls the GPU while the host launches what follows
                                         // (removed by full-iteration graphs; calibrated)
@@ -91,6 +92,7 @@ struct CostContext {
                                      // thread and the measured matmul rate already includes their overhead
   double hbm_bps = 0;                // bytes/s per device
   double exp_per_s = 0;              // softmax exponentials/s on the SFUs (0 = no figure: not charged)
+  bool per_expert_launches = false;  // grouped GEMMs launch per expert (hardware catalog: NVIDIA + TE)
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
   int64_t global_batch_target = 0;   // sequences per step requested (0 = 4M tokens)
 };
@@ -100,6 +102,8 @@ CostContext MakeCostContext(const PlanRequest& req);
 // --- hardware_catalog.cpp ---
 // Softmax exponentials per second (SFU MUFU.EX2) of a catalog device, by name or alias; 0 if unknown.
 double SoftmaxExpsPerSecond(const std::string& device);
+// Whether the device's MoE grouped GEMMs launch one GEMM per local expert (NVIDIA under TE: true).
+bool PerExpertGemmLaunches(const std::string& device);
 
 // --- collectives.cpp ---
 enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kP2P };

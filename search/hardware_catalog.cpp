@@ -64,6 +64,17 @@ int64_t DomainShare(const Known& k, int64_t devices) {
 
 }  // namespace
 
+// NVIDIA devices (the catalog rows on NVLink) run MoE grouped GEMMs under Transformer Engine, one cuBLAS
+// GEMM per expert (GroupedLinear -> nvte_multi_tensor_gemm, multi-stream cuBLAS; TE PR #853). Ascend's
+// grouped matmul is one launch for all experts (torch_npu npu_grouped_matmul, MindSpeed
+// --moe-grouped-gemm). Unknown devices: no figure, not charged.
+bool PerExpertGemmLaunches(const std::string& device) {
+  for (const auto& c : Catalog())
+    if (device == c.name || (c.alias[0] != '\0' && device == c.alias))
+      return std::string(c.link).rfind("nvlink", 0) == 0;
+  return false;
+}
+
 double SoftmaxExpsPerSecond(const std::string& device) {
   for (const auto& c : Catalog())
     if (device == c.name || (c.alias[0] != '\0' && device == c.alias)) return c.exp_tps * 1e12;

@@ -174,6 +174,58 @@ TEST(CostTerms, MtpLayersCostTimeAndMemoryOnTheLastStage) {
   EXPECT_GT(mtp->step_s, base->step_s);
 }
 
+// MoE plan on 256 B200s in MXFP8: `model` (an HF config in tests/data/hf), pp 16, ep `ep`.
+Expected<PlanEstimate> MoeOnB200(const std::string& model, int64_t ep, Precision grads, CudaGraph graph) {
+  PlanRequest req;
+  auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/" + model);
+  if (!m.ok()) return m.status();
+  req.model = *m;
+  auto t = TopologyForHardware("B200", 256, 400, "test");
+  if (!t.ok()) return t.status();
+  req.topology = *t;
+  req.compute_dtype = Precision::kMXFP8;
+  ParallelDegrees d{1, 16, 1, 16, ep, 16 / ep, 1, false, 1};
+  Plan p = test::MakePlan(d, 4096, 1, 8);
+  p.compute_dtype = Precision::kMXFP8;
+  p.grad_dtype = grads;
+  p.cuda_graph = graph;
+  p.recompute = {{"*", Recompute::kFull}};
+  return EvaluatePlan(req, p);
+}
+
+// Each expert's weight-grad GEMM accumulates into its main_grad (read + write). DeepSeek-V3 at ep 8: 32
+// experts per rank, 1,024 tokens each: fp32 main grads make it memory-bound (MoE compute +4.9%), bf16 grads
+// do not. At ep 16 (16 experts, 2,048 tokens each) both dtypes stay compute-bound. Without the term the
+// grads' dtype moves no compute time, and the first check fails.
+TEST(CostTerms, ExpertWeightGradsAccumulateIntoMainGrad) {
+  auto moe = [](int64_t ep, Precision g) {
+    auto e = MoeOnB200("deepseek-v3.config.json", ep, g, CudaGraph::kNone);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? Term(*e, "compute.MoE")->exposed_s : -1.0;
+  };
+  EXPECT_GT(moe(8, Precision::kFP32), 1.01 * moe(8, Precision::kBF16));
+  EXPECT_DOUBLE_EQ(moe(16, Precision::kFP32), moe(16, Precision::kBF16));
+}
+
+// Eager grouped GEMMs launch per local expert (one cuBLAS GEMM each for fc1 and fc2, and one quantise
+// each in fp8) right after the dispatcher's host sync. Qwen3-30B-A3B's small experts are launch-bound:
+// 64 experts per rank at ep 2 expose about 3x the launch time of 8 per rank at ep 16. A full-iteration
+// graph removes the launch term. Without the term, the launch term is the dispatcher sync alone, the
+// same at every ep, and the first check fails.
+TEST(CostTerms, EagerExpertLaunchesAreExposedAfterTheDispatcherSync) {
+  auto launch = [](int64_t ep, CudaGraph g) {
+    auto e = MoeOnB200("qwen3-30b-a3b.config.json", ep, Precision::kBF16, g);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    const TimeTerm* t = e.ok() ? Term(*e, "launch") : nullptr;
+    return t ? t->exposed_s : 0.0;
+  };
+  const double ep2 = launch(2, CudaGraph::kNone), ep16 = launch(16, CudaGraph::kNone);
+  EXPECT_GT(ep2, 1.5 * ep16);
+  EXPECT_EQ(launch(2, CudaGraph::kFull), 0.0);
+  EXPECT_TRUE(PerExpertGemmLaunches("B200"));           // TE: one cuBLAS GEMM per expert
+  EXPECT_FALSE(PerExpertGemmLaunches("Ascend-950DT"));  // npu_grouped_matmul: one launch
+}
+
 TEST(CostTerms, PlanRejectsCpThatDoesNotSplitTheSequence) {
   Plan p = test::MakePlan(ParallelDegrees{1, 2, 1, 1, 1, 1, 1, false, 3}, 4096, 1, 1);
   Status st = ValidatePlan(p, 6, 0, 32, 8);

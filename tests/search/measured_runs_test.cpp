@@ -48,11 +48,12 @@ TEST(MeasuredRuns, TableMatchesGolden) {
 }
 
 // Pinned over the 30 runs the table held before the second issue-13 pass (tightened as it moved: mean
-// 11.3% -> 11.2% -> 10.8% with the softmax exponentials on the SFUs); the run that pass brought in is
-// pinned on its own below, so adding a run can neither hide nor excuse a regression on the others.
-constexpr double kMeanAbsErrReached = 0.109;  // target 0.10 (reached 10.8%)
+// 11.3% -> 11.2% -> 10.8% with the softmax exponentials on the SFUs -> 10.7% with the experts' wgrad
+// main-grad traffic and eager per-expert launches); the run that pass brought in is pinned on its own
+// below, so adding a run can neither hide nor excuse a regression on the others.
+constexpr double kMeanAbsErrReached = 0.108;  // target 0.10 (reached 10.7%)
 constexpr double kMaxAbsErrReached =
-    0.48;                              // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +47.6%, recipe not pinned)
+    0.45;                              // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +44.9%, recipe not pinned)
 constexpr int kWithin20Reached = 28;   // of 30; target 30
 constexpr int kNotFittingReached = 0;  // target 0: met on these 30
 const char* const kAddedRun = "dsv3-report-h800-2048";  // micro-batch not in its source: 1 assumed
