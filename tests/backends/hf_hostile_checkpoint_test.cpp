@@ -14,7 +14,7 @@ namespace {
 
 using hftest::Checkpoint;
 
-std::string TempDir() {
+std::string HostileTempDir() {
   std::string t = "/tmp/onboard_hfbad_XXXXXX";
   return mkdtemp(&t[0]);
 }
@@ -37,7 +37,7 @@ void ExpectBad(const Status& st, const std::vector<std::string>& parts) {
 }
 
 TEST(HfHostileCheckpoint, GoodCheckpointLoads) {
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   hftest::MakeDense("llama").Write(dir);
   EXPECT_TRUE(Load(dir).ok()) << Load(dir).message();
 }
@@ -45,7 +45,7 @@ TEST(HfHostileCheckpoint, GoodCheckpointLoads) {
 TEST(HfHostileCheckpoint, ShapeMismatchNamesTensorExpectedAndActual) {
   Checkpoint c = hftest::MakeDense("llama");
   c.Add("model.layers.1.self_attn.k_proj.weight", {8, 32}, 0.1);
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   c.Write(dir);
   ExpectBad(Load(dir), {dir + "/model.safetensors", "model.layers.1.self_attn.k_proj.weight", "expected [16,32]", "[8,32]"});
 }
@@ -53,7 +53,7 @@ TEST(HfHostileCheckpoint, ShapeMismatchNamesTensorExpectedAndActual) {
 TEST(HfHostileCheckpoint, MissingTensorNamesItAndItsShape) {
   Checkpoint c = hftest::MakeDense("llama");
   c.tensors.erase("model.layers.0.mlp.down_proj.weight");
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   c.Write(dir);
   ExpectBad(Load(dir), {dir, "model.layers.0.mlp.down_proj.weight", "missing", "[32,48]"});
 }
@@ -61,13 +61,13 @@ TEST(HfHostileCheckpoint, MissingTensorNamesItAndItsShape) {
 TEST(HfHostileCheckpoint, UnmappedTensorIsNamed) {
   Checkpoint c = hftest::MakeDense("qwen3");
   c.Add("model.layers.0.self_attn.rogue.weight", {4}, 0.1);
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   c.Write(dir);
   ExpectBad(Load(dir), {"model.layers.0.self_attn.rogue.weight", "not mapped"});
 }
 
 TEST(HfHostileCheckpoint, DtypeLyingAboutByteCount) {
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   hftest::MakeDense("llama").Write(dir);
   // Replace the weights with a file whose header says BF16 [64,32] (4096 bytes) over 2048 bytes.
   testing_st::WriteBytes(dir + "/model.safetensors",
@@ -77,7 +77,7 @@ TEST(HfHostileCheckpoint, DtypeLyingAboutByteCount) {
 }
 
 TEST(HfHostileCheckpoint, OverlappingOffsets) {
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   hftest::MakeDense("llama").Write(dir);
   testing_st::WriteBytes(dir + "/model.safetensors",
                          testing_st::RawFile(R"({"a":{"dtype":"F32","shape":[8],"data_offsets":[0,32]},)"
@@ -87,14 +87,14 @@ TEST(HfHostileCheckpoint, OverlappingOffsets) {
 }
 
 TEST(HfHostileCheckpoint, IndexNamingMissingShard) {
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   hftest::MakeDense("llama").Write(dir, 3);
   std::remove((dir + "/model-00002-of-00003.safetensors").c_str());
   ExpectBad(Load(dir), {dir + "/model.safetensors.index.json", "model-00002-of-00003.safetensors", "not in the directory"});
 }
 
 TEST(HfHostileCheckpoint, TensorInAnotherShardThanIndexSays) {
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   Checkpoint c = hftest::MakeDense("llama");
   c.Write(dir, 2);
   // Point one name at the other shard.
@@ -111,7 +111,7 @@ TEST(HfHostileCheckpoint, UnsupportedFamilyNamesModelType) {
   c.config["model_type"] = "minimax_m2";
   c.config["num_local_experts"] = 4;
   c.config["num_experts_per_tok"] = 2;
-  const std::string dir = TempDir();
+  const std::string dir = HostileTempDir();
   c.Write(dir);
   ExpectBad(Load(dir), {"model_type", "minimax_m2"});
 }

@@ -13,13 +13,13 @@
 namespace onboard {
 namespace {
 
-std::string TempDir() {
+std::string NpyTempDir() {
   std::string t = "/tmp/onboard_npy_XXXXXX";
   return mkdtemp(&t[0]);
 }
 
 TEST(HfNpy, RoundTripWithNaN) {
-  const std::string p = TempDir() + "/a.npy";
+  const std::string p = NpyTempDir() + "/a.npy";
   const std::vector<float> v = {1.5f, -2.0f, std::nanf(""), 4.0f, 5.0f, 6.0f};
   ASSERT_TRUE(WriteNpyF32(p, {1, 2, 3}, v.data()).ok());
   Expected<NpyArray> a = ReadNpy(p);
@@ -34,7 +34,7 @@ TEST(HfNpy, RoundTripWithNaN) {
 }
 
 TEST(HfNpy, HostileFilesAreNamed) {
-  const std::string dir = TempDir();
+  const std::string dir = NpyTempDir();
   const std::vector<float> v(6, 1.0f);
   ASSERT_TRUE(WriteNpyF32(dir + "/a.npy", {2, 3}, v.data()).ok());
   std::ifstream in(dir + "/a.npy", std::ios::binary);
@@ -66,7 +66,7 @@ TEST(HfWeightReader, F32AliasesTheMappingBf16Decodes) {
     c.dtype = dtype;
     c.tensors.clear();
     c.Add("model.norm.weight", {32}, 1.0);
-    const std::string dir = TempDir();
+    const std::string dir = NpyTempDir();
     c.Write(dir);
     Expected<SafetensorsCheckpoint> ck = SafetensorsCheckpoint::Open(dir);
     ASSERT_TRUE(ck.ok());

@@ -8,14 +8,14 @@
 namespace onboard::backends {
 namespace {
 
-struct Inputs {
+struct ChunkedInputs {
   at::Tensor q, k, v, g, beta;
 };
 
-Inputs Make(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, double lb, uint64_t seed) {
+ChunkedInputs Make(int64_t B, int64_t T, int64_t H, int64_t K, int64_t V, double lb, uint64_t seed) {
   torch::manual_seed(seed);
   auto l2 = [](const at::Tensor& x) { return x / x.norm(2, -1, true); };
-  Inputs in;
+  ChunkedInputs in;
   in.q = l2(torch::randn({B, T, H, K}, torch::kDouble)) / std::sqrt(double(K));
   in.k = l2(torch::randn({B, T, H, K}, torch::kDouble));
   in.v = torch::randn({B, T, H, V}, torch::kDouble);
@@ -31,7 +31,7 @@ double RelErr(const at::Tensor& a, const at::Tensor& b) {
 TEST(KdaChunked, MatchesRecurrenceOnOddShapes) {
   for (int64_t T : {1, 5, 16, 33, 64}) {
     for (int64_t C : {8, 16}) {
-      Inputs in = Make(2, T, 2, 8, 6, -5.0, 17 + T * 3 + C);
+      ChunkedInputs in = Make(2, T, 2, 8, 6, -5.0, 17 + T * 3 + C);
       at::Tensor ref = KdaRecurrent(in.q, in.k, in.v, in.g, in.beta);
       at::Tensor got = KdaChunked(in.q, in.k, in.v, in.g, in.beta, C);
       ASSERT_EQ(got.sizes(), ref.sizes());
@@ -42,7 +42,7 @@ TEST(KdaChunked, MatchesRecurrenceOnOddShapes) {
 
 TEST(KdaChunked, StrongDecayStaysFinite) {
   // Cumulative decay of a 16-chunk at the -5 bound is -80: exp(+80) would overflow naive forms.
-  Inputs in = Make(1, 40, 1, 4, 4, -5.0, 3);
+  ChunkedInputs in = Make(1, 40, 1, 4, 4, -5.0, 3);
   in.g = torch::full_like(in.g, -5.0);
   at::Tensor got = KdaChunked(in.q.to(torch::kFloat), in.k.to(torch::kFloat), in.v.to(torch::kFloat),
                               in.g.to(torch::kFloat), in.beta.to(torch::kFloat), 16);
@@ -52,7 +52,7 @@ TEST(KdaChunked, StrongDecayStaysFinite) {
 }
 
 TEST(KdaChunked, GradientMatchesRecurrence) {
-  Inputs in = Make(1, 21, 2, 4, 3, -2.0, 9);
+  ChunkedInputs in = Make(1, 21, 2, 4, 3, -2.0, 9);
   std::vector<at::Tensor> leaves = {in.q, in.k, in.v, in.g, in.beta};
   for (auto& t : leaves) t.requires_grad_(true);
   at::Tensor w = torch::randn({1, 21, 2, 3}, torch::kDouble);

@@ -9,15 +9,15 @@
 namespace onboard::backends {
 namespace {
 
-struct Inputs {
+struct GeneratedInputs {
   at::Tensor q, k, v, g, beta;
 };
 
 // B=2, T=37 (not a multiple of the chunk), H=2, K=V=16; bounded log decay in [-5, 0].
-Inputs MakeInputs() {
+GeneratedInputs MakeInputs() {
   at::manual_seed(7);
   const int64_t B = 2, T = 37, H = 2, K = 16;
-  Inputs in;
+  GeneratedInputs in;
   in.q = at::randn({B, T, H, K});
   in.k = at::randn({B, T, H, K});
   in.v = at::randn({B, T, H, K});
@@ -27,7 +27,7 @@ Inputs MakeInputs() {
 }
 
 TEST(KdaGenerated, ForwardAndGradientsMatchTorchOps) {
-  const Inputs base = MakeInputs();
+  const GeneratedInputs base = MakeInputs();
   std::vector<at::Tensor> outs, grads[2];
   for (int impl = 0; impl < 2; ++impl) {
     std::vector<at::Tensor> leaves = {base.q.clone().requires_grad_(), base.k.clone().requires_grad_(),
@@ -53,7 +53,7 @@ TEST(KdaGenerated, ForwardAndGradientsMatchTorchOps) {
 }
 
 TEST(KdaGenerated, Fp64FallsBackToTorchOpsWithAReason) {
-  const Inputs b = MakeInputs();
+  const GeneratedInputs b = MakeInputs();
   std::string why;
   at::Tensor o = KdaCore(b.q.to(at::kDouble), b.k.to(at::kDouble), b.v.to(at::kDouble), b.g.to(at::kDouble),
                          b.beta.to(at::kDouble), 8, KdaImpl::kGenerated, &why);

@@ -32,7 +32,7 @@ using testing_probe::TempDir;
 // The bound for layouts whose summation order differs from one process (tp > 1).
 constexpr double kRelTolerance = 1e-4;
 
-ProbeConfig Cfg(int64_t ranks, int64_t pp, const std::string& dir) {
+ProbeConfig PipelineCfg(int64_t ranks, int64_t pp, const std::string& dir) {
   ProbeConfig c = SmallConfig(ranks, TempDir(dir));
   c.steps = 12;
   c.micro_batch = 2;
@@ -51,7 +51,7 @@ double MaxRelDiff(const ProbeResult& a, const ProbeResult& b) {
 // A tp x pp (x ep) run and its relative difference from one process.
 double TpPpDiff(const ProbeResult& one, int64_t ranks, int64_t ep, const std::string& fault,
                 const std::string& dir, ProbeResult* out) {
-  ProbeConfig c = Cfg(ranks, 2, dir);
+  ProbeConfig c = PipelineCfg(ranks, 2, dir);
   c.tp = 2;
   c.ep = ep;
   c.fsdp = ep;
@@ -66,7 +66,7 @@ double TpPpDiff(const ProbeResult& one, int64_t ranks, int64_t ep, const std::st
 class ProbePipeline : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
-    Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), Cfg(1, 1, "pp-ref"));
+    Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), PipelineCfg(1, 1, "pp-ref"));
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     one_ = new ProbeResult(std::move(r).value());
   }
@@ -81,7 +81,7 @@ ProbeResult* ProbePipeline::one_ = nullptr;
 TEST_F(ProbePipeline, TwoStagesMatchOneProcess) {
   ASSERT_NE(one_, nullptr);
   ASSERT_LT(one_->steps.back().loss, one_->steps.front().loss);  // it learns at all
-  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), Cfg(2, 2, "pp2"));
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), PipelineCfg(2, 2, "pp2"));
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   const double d = MaxRelDiff(*r, *one_);
   std::printf("pp=2 1F1B vs 1 process, fp32, 12 steps: max relative loss difference %.3g\n", d);
@@ -100,7 +100,7 @@ TEST_F(ProbePipeline, TwoStagesMatchOneProcess) {
 
 TEST_F(ProbePipeline, InterleavedMatchesOneProcess) {
   ASSERT_NE(one_, nullptr);
-  ProbeConfig c = Cfg(2, 2, "pp2v2");
+  ProbeConfig c = PipelineCfg(2, 2, "pp2v2");
   c.interleave = 2;  // 4 model chunks of one layer each, 2 per rank
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -111,7 +111,7 @@ TEST_F(ProbePipeline, InterleavedMatchesOneProcess) {
 
 TEST_F(ProbePipeline, FourProcessesPipelineFsdpEpMatchOneProcess) {
   ASSERT_NE(one_, nullptr);
-  ProbeConfig c = Cfg(4, 2, "pp2x2");
+  ProbeConfig c = PipelineCfg(4, 2, "pp2x2");
   c.fsdp = 2;
   c.ep = 2;
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
@@ -131,7 +131,7 @@ TEST_F(ProbePipeline, FourProcessesPipelineFsdpEpMatchOneProcess) {
 // another curve: the exactness check above would fail on it.
 TEST_F(ProbePipeline, SwappedBackwardBreaksTheCurve) {
   ASSERT_NE(one_, nullptr);
-  ProbeConfig c = Cfg(2, 2, "pp2fault");
+  ProbeConfig c = PipelineCfg(2, 2, "pp2fault");
   c.pp_fault = kPipeFaultSwapBackward;
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -177,7 +177,7 @@ TEST_F(ProbePipeline, EightProcessesTp2Pp2Ep2MatchOneProcess) {
 // sequence, the experts are split over the TP group; still the one-process curve.
 TEST_F(ProbePipeline, FourProcessesTp2Pp2SequenceParallelExpertTpMatchOneProcess) {
   ASSERT_NE(one_, nullptr);
-  ProbeConfig c = Cfg(4, 2, "tp2pp2sp");
+  ProbeConfig c = PipelineCfg(4, 2, "tp2pp2sp");
   c.tp = 2;
   c.sequence_parallel = true;
   c.etp = 2;

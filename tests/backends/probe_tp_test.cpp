@@ -28,7 +28,7 @@ using testing_probe::SmallSpec;
 using testing_probe::TempDir;
 
 // fp32, 2 sequences per micro-batch: 4 micro-batches per step on every layout.
-ProbeConfig Cfg(int64_t ranks, int64_t tp, const std::string& dir) {
+ProbeConfig TpCfg(int64_t ranks, int64_t tp, const std::string& dir) {
   ProbeConfig c = SmallConfig(ranks, TempDir(dir));
   c.micro_batch = 2;
   c.tp = tp;
@@ -37,7 +37,7 @@ ProbeConfig Cfg(int64_t ranks, int64_t tp, const std::string& dir) {
 
 // The one-process curve, run once for the tests below.
 const ProbeResult& OneProcess() {
-  static const Expected<ProbeResult> one = RunProbeSpec(SmallSpec(), Cfg(1, 1, "tp-one"));
+  static const Expected<ProbeResult> one = RunProbeSpec(SmallSpec(), TpCfg(1, 1, "tp-one"));
   EXPECT_TRUE(one.ok()) << one.status().ToString();
   if (!one.ok()) std::abort();
   return *one;
@@ -45,7 +45,7 @@ const ProbeResult& OneProcess() {
 
 TEST(ProbeTensorParallel, SlicesReassembleTheOneProcessInit) {
   const ProxySpec spec = SmallSpec();
-  ProbeConfig c = Cfg(2, 2, "");
+  ProbeConfig c = TpCfg(2, 2, "");
   c.mode = FinetuneMode::kLoRA;  // adapters too
   const auto full = backends::BuildLayout(spec, c);
   const auto local = backends::BuildLayout(backends::TpLocalSpec(spec, 2, 2), c);  // expert TP too
@@ -82,7 +82,7 @@ TEST(ProbeTensorParallel, SlicesReassembleTheOneProcessInit) {
 TEST(ProbeTensorParallel, TwoProcessesTp2MatchOneProcess) {
   const ProbeResult& one = OneProcess();
   ASSERT_EQ(one.steps.size(), 20u);
-  Expected<ProbeResult> tp = RunProbeSpec(SmallSpec(), Cfg(2, 2, "tp2"));
+  Expected<ProbeResult> tp = RunProbeSpec(SmallSpec(), TpCfg(2, 2, "tp2"));
   ASSERT_TRUE(tp.ok()) << tp.status().ToString();
   const double d = MaxRelDiff(Losses(*tp), Losses(one));
   std::printf(
@@ -102,7 +102,7 @@ TEST(ProbeTensorParallel, TwoProcessesTp2MatchOneProcess) {
 
 TEST(ProbeTensorParallel, FourProcessesTp2Ep2MatchOneProcess) {
   const ProbeResult& one = OneProcess();
-  ProbeConfig c = Cfg(4, 2, "tp2ep2");
+  ProbeConfig c = TpCfg(4, 2, "tp2ep2");
   c.ep = 2;  // fsdp defaults to the 2 data-parallel ranks
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -122,7 +122,7 @@ TEST(ProbeTensorParallel, FourProcessesTp2Ep2MatchOneProcess) {
 TEST(ProbeTensorParallel, MissingRowParallelAllReduceDoesNotMatch) {
   const ProbeResult& one = OneProcess();
   ASSERT_EQ(setenv("ONBOARD_PROBE_TP_FAULT", "no_row_reduce", 1), 0);  // inherited by the workers
-  Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), Cfg(2, 2, "tp2-bad"));
+  Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), TpCfg(2, 2, "tp2-bad"));
   unsetenv("ONBOARD_PROBE_TP_FAULT");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
   const double d = MaxRelDiff(Losses(*bad), Losses(one));
@@ -134,7 +134,7 @@ TEST(ProbeTensorParallel, MissingRowParallelAllReduceDoesNotMatch) {
 // regions entered by an all-gather and left by a reduce-scatter; the same curve as one process.
 TEST(ProbeTensorParallel, SequenceParallelTp2MatchesOneProcess) {
   const ProbeResult& one = OneProcess();
-  ProbeConfig c = Cfg(2, 2, "tp2sp");
+  ProbeConfig c = TpCfg(2, 2, "tp2sp");
   c.sequence_parallel = true;
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -153,7 +153,7 @@ TEST(ProbeTensorParallel, SequenceParallelTp2MatchesOneProcess) {
 // Negative: a region whose all-gather is skipped (each rank's own tokens stand for the other's).
 TEST(ProbeTensorParallel, SequenceParallelWithoutTheAllGatherDoesNotMatch) {
   const ProbeResult& one = OneProcess();
-  ProbeConfig c = Cfg(2, 2, "tp2sp-bad");
+  ProbeConfig c = TpCfg(2, 2, "tp2sp-bad");
   c.sequence_parallel = true;
   ASSERT_EQ(setenv("ONBOARD_PROBE_TP_FAULT", "no_sp_gather", 1), 0);
   Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), c);
@@ -168,7 +168,7 @@ TEST(ProbeTensorParallel, SequenceParallelWithoutTheAllGatherDoesNotMatch) {
 // the TP group, on top of ep=2 over the 2 data ranks; the one-process curve and grad norm.
 TEST(ProbeTensorParallel, ExpertTpTp2Ep2MatchesOneProcess) {
   const ProbeResult& one = OneProcess();
-  ProbeConfig c = Cfg(4, 2, "tp2ep2etp2");
+  ProbeConfig c = TpCfg(4, 2, "tp2ep2etp2");
   c.ep = 2;
   c.etp = 2;
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
@@ -186,7 +186,7 @@ TEST(ProbeTensorParallel, ExpertTpTp2Ep2MatchesOneProcess) {
 // Negative: expert TP without the all-reduce of the experts' partial outputs.
 TEST(ProbeTensorParallel, ExpertTpWithoutTheExpertReduceDoesNotMatch) {
   const ProbeResult& one = OneProcess();
-  ProbeConfig c = Cfg(2, 2, "tp2etp2-bad");
+  ProbeConfig c = TpCfg(2, 2, "tp2etp2-bad");
   c.etp = 2;
   ASSERT_EQ(setenv("ONBOARD_PROBE_TP_FAULT", "no_expert_reduce", 1), 0);
   Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), c);
