@@ -47,15 +47,15 @@ Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std:
   // Step 2: block-fp8 scales beside the weight (DeepSeek: "<name>_scale_inv").
   std::optional<WeightRef> scale;
   const std::string scale_name = info->name + "_scale_inv";
-  if (w.info->dtype_name == "F8_E4M3" && ckpt_.Has(scale_name)) {
+  if (w.info->storage == SafetensorsDtype::kF8_E4M3 && ckpt_.Has(scale_name)) {
     ONBOARD_ASSIGN_OR_RETURN(scale, ckpt_.Get(scale_name));
     used_.push_back(scale_name);
   }
 
   // Step 3: same dtype and aligned -> a view of the mapping (read-only by contract: weights are never
   // written); otherwise one decoded tensor.
-  const bool same = (dtype_ == torch::kFloat && w.info->dtype_name == "F32") ||
-                    (dtype_ == torch::kDouble && w.info->dtype_name == "F64");
+  const bool same = (dtype_ == torch::kFloat && w.info->storage == SafetensorsDtype::kF32) ||
+                    (dtype_ == torch::kDouble && w.info->storage == SafetensorsDtype::kF64);
   const size_t align = dtype_ == torch::kDouble ? 8 : 4;
   if (same && !scale && reinterpret_cast<uintptr_t>(w.bytes.data) % align == 0)
     return torch::from_blob(const_cast<uint8_t*>(w.bytes.data), shape, torch::TensorOptions().dtype(dtype_));
@@ -95,7 +95,7 @@ Expected<torch::Tensor> HfWeightReader::DecodeRect(const TensorInfo& t, int64_t 
   ONBOARD_ASSIGN_OR_RETURN(WeightWindow w, ckpt_.GetWindow(t.name, r0, nr, c0, nc));
   std::optional<WeightWindow> scale;
   const std::string scale_name = t.name + "_scale_inv";
-  if (t.dtype_name == "F8_E4M3" && ckpt_.Has(scale_name)) {
+  if (t.storage == SafetensorsDtype::kF8_E4M3 && ckpt_.Has(scale_name)) {
     const TensorInfo* si = ckpt_.inventory().Find(scale_name);
     if (t.shape.size() != 2 || si->shape.size() != 2)  // the decoder names the expected shapes
       return BadInput(si->file, scale_name + ".shape",

@@ -275,6 +275,9 @@ void ProbePlanRequest(const ProxySpec& spec, const ProbeConfig& cfg, const Topol
   req->constraints.reserved_gib = 0;
   req->constraints.memory_margin = 0;
   req->threads = 1;
+  // The probe's attention is LibTorch ops (proxy_forward.cpp): its softmax scores and probabilities
+  // are materialised and saved for backward, as the memory model's unfused attention counts them.
+  req->attention_kernel = "unfused";
   plan->deg.dp_shard = cfg.fsdp_degree();
   plan->deg.dp_replicate = cfg.data_ranks() / cfg.fsdp_degree();
   plan->deg.tp = cfg.tp_degree();  // tensor parallelism (issue 17)

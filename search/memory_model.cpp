@@ -38,6 +38,11 @@
 //     the input kept in fp8: top_k * 2I bytes fewer;
 //   MoE selective (Megatron recompute_modules moe_act; the report's "recompute its output"): the
 //     output not kept: top_k * I * (2 - 1 with fp8, whose 1-byte copy the fp8 term already counts) fewer.
+// Recompute working set (Chen et al. 2016, "Training Deep Nets with Sublinear Memory Cost", sec. 4:
+//   checkpointing costs the kept checkpoints plus the memory of re-running one segment): during its
+//   backward a recomputed layer holds again what its policy dropped, so a stage's peak adds, once, the
+//   largest (no-recompute - kept) activation bytes per token of its layers, times T. Zero without
+//   recompute; under full recompute it is one layer's no-recompute activations less its kept input.
 // Workspace: reserved + 2 gathered layers under FSDP (prefetch) + fp32 logits and their grad.
 // DualPipe (DeepSeek-V3 report sec. 3.2.1, Table 2): rank s holds stages s and p-1-s: both stages'
 //   parameters, grads and optimizer state (2x), and p+1 micro-batches of one stage's activations.
@@ -151,9 +156,10 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   // Per class of equal layers (ModelProfile::class_first), computed once: parameters on a device,
   // kept activation bytes per token, the largest gathered layer and the dispatch buffer.
   struct PerClass {
-    double dense, expert, lora, act, routed, gathered, dispatch;
+    double dense, expert, lora, act, routed, gathered, dispatch, dropped;
   };
   std::vector<PerClass> cls(prof.class_first.size());
+  const std::vector<Recompute> none(pol.size(), Recompute::kNone);
   for (size_t k = 0; k < cls.size(); ++k) {
     const LayerProfile& lp = prof.layers[prof.class_first[k]];
     PerClass& x = cls[k];
@@ -161,6 +167,9 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     x.expert = lp.expert_params / ep;
     x.lora = static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
     x.act = LayerActBytesPerToken(c, p, prof.class_first[k], &x.routed, &pol);
+    double routed_none = 0;
+    const double act_none = LayerActBytesPerToken(c, p, prof.class_first[k], &routed_none, &none);
+    x.dropped = std::max(0.0, act_none + routed_none - x.act - x.routed);  // re-held in its backward
     x.gathered = 2 * (lp.dense_params / t + lp.expert_params / ep);
     x.dispatch = lp.top_k > 0
                      ? T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 * req.expert_imbalance *
@@ -169,7 +178,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   }
   // Step 1: parameters and per-chunk activations of each pipeline stage (dense / t, experts / ep).
   struct StageParts {
-    double dense = 0, expert = 0, lora = 0, largest_layer = 0, dispatch = 0, mtp = 0;
+    double dense = 0, expert = 0, lora = 0, largest_layer = 0, dispatch = 0, mtp = 0, recompute_working = 0;
     bool last = false;
     std::vector<double> chunk_act;  // activation bytes per token one micro-batch leaves on each chunk
   };
@@ -189,6 +198,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
         sp.chunk_act.back() += x.act + x.routed;
         sp.largest_layer = std::max(sp.largest_layer, x.gathered);
         sp.dispatch = std::max(sp.dispatch, x.dispatch);
+        sp.recompute_working = std::max(sp.recompute_working, x.dropped);
       }
     }
     const bool first = s == 0;
@@ -219,6 +229,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       sp.lora += mirror.lora;
       sp.largest_layer = std::max(sp.largest_layer, mirror.largest_layer);
       sp.dispatch = std::max(sp.dispatch, mirror.dispatch);
+      sp.recompute_working = std::max(sp.recompute_working, mirror.recompute_working);
       sp.mtp += mirror.mtp;
       sp.last = sp.last || mirror.last;
     }
@@ -259,7 +270,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     } else if (d.pp > 1 && static_cast<int64_t>(chunk_act.size()) == d.interleave) {
       held = PeakHeldActivations(d.pp, d.interleave, p.num_micro_batches, s, chunk_act);
     }
-    mb.activations = T * held;
+    mb.activations = T * (held + sp.recompute_working);  // + the layer being recomputed, once
     mb.a2a_buffers = c.k.a2a_buffers * dispatch;
     // Step 4: workspace.
     mb.workspace = req.constraints.reserved_gib * 1073741824.0;

@@ -136,6 +136,11 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
       lp.act_mixer_selective = std::min(lp.act_mixer, 2 * (2 * H * d + HV * dv));  // pre-conv q, k, v
     if (lp.softmax && unfused_attention)
       lp.scores_bytes_per_key = H * (2 + (dropout > 0 ? 3 : 0));
+    // Unfused DSA lightning indexer (DeepSeek-V3.2-Exp report, eq. 1 and the KL of its warm-up
+    // stage): per token per key, 2 bytes each for the index_heads ReLU outputs the weighted sum keeps
+    // for backward, the index score's log-softmax and the attention distribution the KL compares.
+    if (l.attn.kind == MixerKind::kDSA && unfused_attention && l.attn.index_heads > 0)
+      lp.scores_bytes_per_key += 2 * (static_cast<double>(l.attn.index_heads) + 2);
     lp.dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
     MixerExtras(l.attn, h, &lp);
     ApplyMixerFusion(model, l, seq, unfused_attention, &lp, unfused_framework);
