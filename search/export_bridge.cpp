@@ -18,9 +18,10 @@
 #include "search/plan_export.h"
 
 namespace onboard {
-namespace {
 
 const char* const kBridgeTarget = "NVIDIA-NeMo/Megatron-Bridge main @ 067f987d (2026-08-22)";
+
+namespace {
 
 std::string Py(bool b) { return b ? "True" : "False"; }
 std::string S(int64_t v) { return std::to_string(v); }

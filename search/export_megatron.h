@@ -20,8 +20,12 @@
 
 namespace onboard {
 
-// The engine version every Megatron-family export names (one home).
+// The engine version each export names, in its header and in EXPORTS.md (one home each).
 extern const char* const kMegatronTarget;   // "NVIDIA/Megatron-LM main @ d98e8a64 (2026-08-22)"
+extern const char* const kBridgeTarget;     // export_bridge.cpp
+extern const char* const kTitanMain;        // export_torchtitan.cpp: the Python config function
+extern const char* const kTitanV02;         // export_torchtitan.cpp: the v0.2.x TOML
+extern const char* const kMindSpeedTarget;  // export_mindspeed.cpp
 
 // Nodes and devices per node a plan runs on (launchers and world-size checks).
 struct LaunchShape {

@@ -28,9 +28,10 @@
 #include "search/plan_export.h"
 
 namespace onboard {
-namespace {
 
 const char* const kMindSpeedTarget = "Ascend/MindSpeed-LLM master @ c77308a1 (2026-08-21)";
+
+namespace {
 
 std::string S(int64_t v) { return std::to_string(v); }
 

@@ -14,10 +14,11 @@
 #include "search/plan_export.h"
 
 namespace onboard {
-namespace {
 
 const char* const kTitanMain = "pytorch/torchtitan main @ b5bcd76c (2026-08-21)";
 const char* const kTitanV02 = "pytorch/torchtitan v0.2.2 (TOML job config)";
+
+namespace {
 
 // One torchtitan model flavor: which HF models it is, by model_type and (layers, hidden).
 struct TitanFlavor {

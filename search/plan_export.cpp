@@ -39,10 +39,14 @@ std::string Index(const Plan& p, const ModelIR& ir, const LaunchShape& shape, co
      << ".\n\n";
   os << "| file | engine | launch |\n|---|---|---|\n";
   os << "| plan.megatron.sh | " << kMegatronTarget << " | `bash plan.megatron.sh` (one node) |\n";
-  os << "| plan_megatron_bridge.py | Megatron-Bridge (NeMo); the LoRA path | `python plan_megatron_bridge.py --import`, then torchrun |\n";
-  os << "| plan_torchtitan.py | torchtitan main (Python config function) | `torchrun -m torchtitan.train --module plan_torchtitan --config onboard_plan` |\n";
-  os << "| plan.torchtitan-v0.2.toml | torchtitan v0.2.x | `torchrun -m torchtitan.train --job.config_file plan.torchtitan-v0.2.toml` |\n";
-  os << "| plan.mindspeed.sh | MindSpeed-LLM (Ascend) | `bash plan.mindspeed.sh` (one node) |\n";
+  os << "| plan_megatron_bridge.py | " << kBridgeTarget
+     << "; the LoRA path | `python plan_megatron_bridge.py --import`, then torchrun |\n";
+  os << "| plan_torchtitan.py | " << kTitanMain
+     << ", Python config function | `torchrun -m torchtitan.train --module plan_torchtitan --config "
+        "onboard_plan` |\n";
+  os << "| plan.torchtitan-v0.2.toml | " << kTitanV02
+     << " | `torchrun -m torchtitan.train --job.config_file plan.torchtitan-v0.2.toml` |\n";
+  os << "| plan.mindspeed.sh | " << kMindSpeedTarget << " (Ascend) | `bash plan.mindspeed.sh` (one node) |\n";
   os << "| plan.torchrun.sh | torchrun, every node | `MASTER_ADDR=... ENGINE=... bash plan.torchrun.sh` |\n";
   os << "| plan.sbatch | Slurm | `sbatch plan.sbatch` |\n\n";
   os << "Each file's header says what its engine does not support for this plan and what you must supply.\n\n";
