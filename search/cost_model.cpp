@@ -43,6 +43,9 @@
 //   EP all-to-all    : per MoE layer dispatch + combine, fwd (fp8 or bf16 dispatch, bf16 combine) and
 //                      bwd (bf16 both), R*w bytes/elem each; NVLink inside the domain, then IB with
 //                      per-node de-duplication (DeepEP/HybridEP: a token crosses to a node once);
+//                      split by tier in search/ep_a2a_traffic.h: slow-tier copies per token =
+//                      k(1-1/N) plain, D(1-1/N) deduplicated, D = measured expert_nodes_per_token or
+//                      N(1-(1-1/N)^k), capped by max_route_nodes (DeepSeek-V3 report sec. 2.1.2, 3.2.2)
 //                      exposed unless req.overlap_ep_comm
 //   CP (c > 1)       : softmax ring = all-gather-shaped pass of K,V (T*cp_kv_elems/t*2 B per rank) fwd,
 //                      K,V + dK,dV bwd, overlapped with the attention core; all-gather: KV once fwd,
@@ -90,9 +93,36 @@
 #include <map>
 
 #include "search/cost_model.h"
+#include "search/ep_a2a_traffic.h"
 
 namespace onboard {
 namespace {
+
+// The request's measured routing (expert_nodes_per_token, max_route_nodes) with the plan's dispatcher.
+EpRouting EpRoutingOf(const PlanRequest& req, const Plan& p) {
+  return {req.expert_nodes_per_token, req.max_route_nodes, p.ep_dispatcher};
+}
+
+// The a2a term's split by tier, for the first MoE layer, when the request gives measured or limited
+// routing ("" otherwise: the term reads as it always has). Per token, one direction, bf16 (x w x 2 B).
+std::string EpTierSplitText(const CostContext& c, const Plan& p) {
+  const PlanRequest& req = *c.req;
+  if (req.expert_nodes_per_token <= 0 && req.max_route_nodes <= 0) return "";
+  for (const LayerProfile& lp : c.prof.layers) {
+    if (lp.top_k <= 0 || lp.experts <= 0) continue;
+    const EpTierTraffic t = EpA2aTraffic(lp.top_k, p.deg.ep, p.deg.etp, req.topology.tiers.front().group_size,
+                                         lp.cross_node_fraction, EpRoutingOf(req, p));
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "; %s, %.3g nodes/token of %.3g: slow tier %.3g copies = %.4g B/token, fast tier %.3g "
+                  "copies = %.4g B/token per direction",
+                  EpDispatcherName(p.ep_dispatcher), t.nodes_per_token, t.nodes, t.slow_copies,
+                  t.slow_copies * lp.dispatch_width * 2, t.fast_copies,
+                  t.fast_copies * lp.dispatch_width * 2);
+    return buf;
+  }
+  return "";
+}
 
 struct BlockTime {
   double fwd = 0, bwd = 0, rc = 0;   // compute, seconds per micro-batch
@@ -409,17 +439,14 @@ class TimeModel {
     return SwiGluElems(lp) * (2 * in_bytes + 2) / hbm_;
   }
 
-  // Share of a token's top_k copies that cross past the first tier: group-limited routing caps the
-  // nodes a token reaches (topk_groups); DeepEP/HybridEP send a token to a remote node once, so with
-  // N domains and k uniform picks the copies crossing are N(1-(1-1/N)^k) distinct domains, not k.
+  // Share of a token's top_k copies that cross past the first tier, relative to a plain all-to-all
+  // of uniform picks (search/ep_a2a_traffic.h): group-limited routing (topk_groups), and with
+  // DeepEP/HybridEP the distinct remote nodes a token reaches (measured expert_nodes_per_token, or
+  // N(1-(1-1/N)^k) for k uniform picks), capped by node-limited routing (max_route_nodes).
   double CrossNodeFactor(const LayerProfile& lp) const {
-    const Topology& topo = c_.req->topology;
-    const double dom = static_cast<double>(topo.tiers.front().group_size);
-    const double nodes = static_cast<double>(p_.deg.ep * p_.deg.etp) / dom;  // the EP group's span
-    if (nodes <= 1 || !flex_) return lp.cross_node_fraction;
-    const double kk = static_cast<double>(lp.top_k);
-    const double distinct = nodes * (1 - std::pow(1 - 1 / nodes, kk));
-    return std::min(lp.cross_node_fraction, distinct / kk);
+    return EpA2aTraffic(lp.top_k, p_.deg.ep, p_.deg.etp, c_.req->topology.tiers.front().group_size,
+                        lp.cross_node_fraction, EpRoutingOf(*c_.req, p_))
+        .beyond_first_tier;
   }
 
   const CostContext& c_;
@@ -729,7 +756,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       d.ep > 1 ? topo.tiers[TierForGroup(topo, d.ep)].name : "",
       mstr + " x " + Fmt(cs.a2a * 1e3) + " ms (dispatch+combine fwd+bwd per MoE layer, ep=" +
           std::to_string(d.ep) + ", imbalance " + Fmt(req.expert_imbalance) +
-          (req.overlap_ep_comm || dualpipe ? ", overlapped with compute)" : ", not overlapped)"));
+          (req.overlap_ep_comm || dualpipe ? ", overlapped with compute" : ", not overlapped") +
+          EpTierSplitText(c, p) + ")");
   add("comm.fsdp", m * cs.fsdp, m * cs.fsdp_exposed, fsdp_tier.empty() ? efsdp_tier : fsdp_tier,
       mstr + " x (AG fwd + AG bwd + RS; with PP: AG + RS once per step) = " + Fmt(cs.fsdp * 1e3) + " ms, overlapped with " +
           Fmt((cs.compute + cs.rc) * 1e3) + " ms compute");

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -57,11 +58,10 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
     return BadInput(f.origin(), f.path() + "cuda_graph", "must be none, layers or full", graph);
   p->cuda_graph = graph == "full" ? CudaGraph::kFull : graph == "layers" ? CudaGraph::kLayers : CudaGraph::kNone;
   ONBOARD_RETURN_IF_ERROR(f.Str("ep_dispatcher", &dispatcher));
-  if (!dispatcher.empty() && dispatcher != "alltoall" && dispatcher != "deepep" && dispatcher != "hybridep")
-    return BadInput(f.origin(), f.path() + "ep_dispatcher", "must be alltoall, deepep or hybridep", dispatcher);
-  p->ep_dispatcher = dispatcher == "deepep"     ? EpDispatcher::kDeepEP
-                     : dispatcher == "hybridep" ? EpDispatcher::kHybridEP
-                                                : EpDispatcher::kAllToAll;
+  if (!dispatcher.empty()) {
+    ONBOARD_ASSIGN_OR_RETURN(p->ep_dispatcher,
+                             ParseEpDispatcher(f.origin(), f.path() + "ep_dispatcher", dispatcher));
+  }
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
   ONBOARD_ASSIGN_OR_RETURN(p->mode, ParseFinetuneMode(f.origin(), f.path() + "mode", mode));
   if (p->mode == FinetuneMode::kLoRA && p->lora_rank == 0) p->lora_rank = 16;
@@ -114,6 +114,16 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
                                                 &p->stage_layer_starts, &p->mtp_layers, layout_layers));
   }
   return Status::Ok();
+}
+
+// The request's expert routing (PlanRequest::expert_nodes_per_token, ::max_route_nodes), checked by
+// CheckExpertRouting (the model's top_k is checked again by PlanRequest::Validate).
+Status ReadExpertRouting(const Fields& f, LayoutRun* run) {
+  ONBOARD_RETURN_IF_ERROR(f.Num("expert_nodes_per_token", -1e300, 1e300, &run->expert_nodes_per_token));
+  ONBOARD_RETURN_IF_ERROR(f.Int("max_route_nodes", std::numeric_limits<int64_t>::min(),
+                                std::numeric_limits<int64_t>::max(), &run->max_route_nodes));
+  return CheckExpertRouting(f.origin(), f.path(), run->expert_nodes_per_token, run->max_route_nodes,
+                            run->has_model ? MaxRoutedTopK(run->model) : kTopKUnknown);
 }
 
 Status CheckLayoutLayers(int64_t layout_layers, const ModelIR& m, const Fields& f) {
@@ -214,6 +224,7 @@ Expected<LayoutRun> ParseRun(const json& r, const std::string& origin, const std
   int64_t layout_layers = -1;
   ONBOARD_RETURN_IF_ERROR(ReadPlan(r, f, &run.plan, &layout_layers));
   ONBOARD_RETURN_IF_ERROR(CheckLayoutLayers(layout_layers, run.model, f));
+  ONBOARD_RETURN_IF_ERROR(ReadExpertRouting(f, &run));
   std::string hw;
   int64_t gpus = 0;
   double nic = 200;
@@ -252,6 +263,7 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     ONBOARD_RETURN_IF_ERROR(layout::ReadPlan(j, f, &run.plan, &run.layout_layers));
     ONBOARD_RETURN_IF_ERROR(f.Bool("recompute_norms", &run.recompute_norms));
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_act_input_store", &run.fp8_act_input_store));
+    ONBOARD_RETURN_IF_ERROR(layout::ReadExpertRouting(f, &run));
     out.push_back(run);
     return out;
   }
@@ -310,6 +322,8 @@ void ApplyRunOptions(const LayoutRun& run, PlanRequest* req) {
   req->overlap_ep_comm = run.overlap_ep_comm;
   req->recompute_norms = run.recompute_norms;
   req->fp8_act_input_store = run.fp8_act_input_store;
+  req->expert_nodes_per_token = run.expert_nodes_per_token;
+  req->max_route_nodes = run.max_route_nodes;
 }
 
 }  // namespace onboard

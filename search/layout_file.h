@@ -50,6 +50,8 @@ struct LayoutRun {
   bool overlap_ep_comm = false;               // the recipe overlaps EP all-to-all (moe_a2a_overlap)
   bool recompute_norms = false;               // RMSNorm outputs recomputed (PlanRequest::recompute_norms)
   bool fp8_act_input_store = false;           // SwiGLU input kept in fp8 (PlanRequest::fp8_act_input_store)
+  double expert_nodes_per_token = 0;          // PlanRequest::expert_nodes_per_token (0 = not given)
+  int64_t max_route_nodes = 0;                // PlanRequest::max_route_nodes (0 = off)
   bool recompute_unstated = false;            // the source does not say: ResolveUnstatedRecompute picks it
 };
 

@@ -235,6 +235,7 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
       p.lora_rank = req.mode == FinetuneMode::kLoRA ? req.lora_rank : 0;
       p.base_dtype = req.base_dtype;
       p.compute_dtype = req.compute_dtype;
+      p.ep_dispatcher = req.ep_dispatcher;
       if (cons.schedule != "dualpipe") TryPlan(c, levels, p, w);
       p.pipeline_schedule = PipelineSchedule::kDualPipe;
       if (cons.schedule != "1f1b" && DualPipeCanRun(p)) TryPlan(c, levels, p, w);  // "any" or "dualpipe"

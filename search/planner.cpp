@@ -48,6 +48,8 @@ Status PlanRequest::Validate() const {
     return BadInput(f, "constraints.etp",
                     "must be in [0, " + std::to_string(topology.num_devices) + "] (0 = searched)",
                     std::to_string(constraints.etp));
+  ONBOARD_RETURN_IF_ERROR(
+      CheckExpertRouting(f, "", expert_nodes_per_token, max_route_nodes, MaxRoutedTopK(model)));
   if (threads < 1 || threads > 256) return BadInput(f, "threads", "must be in [1, 256]", std::to_string(threads));
   if (top_n < 0) return BadInput(f, "top_n", "must be >= 0", std::to_string(top_n));
   return Status::Ok();

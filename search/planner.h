@@ -75,6 +75,18 @@ struct PlanRequest {
                                          // run them (search/fusion_cost.h)
   bool overlap_ep_comm = false;          // framework overlaps EP all-to-all with another micro-batch's
                                          // compute (DualPipe, Megatron --overlap-moe-expert-parallel-comm)
+  // Expert all-to-all routing, split by tier (issue 18; search/ep_a2a_traffic.h; limits checked once by
+  // CheckExpertRouting, search/plan_request_checks.h):
+  double expert_nodes_per_token = 0;  // measured mean distinct nodes a token's top-k experts span (the
+                                      // co-activation placement's TierTraffic::nodes_per_token);
+                                      // 0 = not given: the uniform-random expectation over the EP
+                                      // group's nodes. Moves node-deduplicating dispatchers only: a
+                                      // plain all-to-all sends every top-k copy
+  int64_t max_route_nodes = 0;        // node-limited routing M (DeepSeek-V3 report sec. 2.1.2): at most
+                                      // M nodes per token; 0 = off
+  // Dispatcher of the plans SearchPlans builds (EvaluatePlan costs the given Plan::ep_dispatcher):
+  // deepep / hybridep send a token once per remote node, alltoall (the default) every top-k copy.
+  EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;
   // Framework memory techniques beside the per-block recompute policies (issue 13; memory_model.cpp):
   bool recompute_norms = false;      // RMSNorm outputs recomputed in backward, not kept (DeepSeek-V3
                                      // report sec. 3.2.3; Megatron --recompute-modules layernorm)
