@@ -8,6 +8,8 @@
 #include <fstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "onboard_runner.h"
 
 namespace {
@@ -218,6 +220,33 @@ TEST(PlanCli, EtpAndScheduleFlagsConstrainTheSearchAndBadValuesExit2) {
   for (const auto& [flag, field] : {std::pair<std::string, std::string>{"--etp -1", "constraints.etp"},
                                     {"--etp 100000", "constraints.etp"},
                                     {"--schedule zb-v", "constraints.schedule"}}) {
+    const Result bad = Onboard(base + " " + flag);
+    EXPECT_EQ(bad.code, 2) << flag << ": " << bad.out;
+    EXPECT_NE(bad.out.find(field), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find(flag.substr(flag.find(' ') + 1)), std::string::npos) << bad.out;
+  }
+}
+
+// Issue 18: --ep-dispatcher, --expert-nodes-per-token and --max-route-nodes reach the search's
+// request (PlanRequest, checked once by CheckExpertRouting): the dispatcher changes the best plan's
+// estimate (the negative control: unwired, both runs are the same request and give the same number),
+// and a bad value exits 2 naming the field and the value.
+TEST(PlanCli, ExpertRoutingFlagsReachTheSearchAndBadValuesExit2) {
+  const std::string base = "plan " + std::string(ONBOARD_TEST_DATA) +
+                           "/hf/qwen3-30b-a3b.config.json --topology " + kTopo +
+                           "b200-32x8.json --mode full --json";
+  const Result a2a = Onboard(base + " --ep-dispatcher alltoall");
+  const Result deepep = Onboard(base + " --ep-dispatcher deepep");
+  ASSERT_EQ(a2a.code, 0) << a2a.out;
+  ASSERT_EQ(deepep.code, 0) << deepep.out;
+  const double s_a2a = nlohmann::json::parse(a2a.out).at("best").at("estimate").at("step_s").get<double>();
+  const double s_deepep =
+      nlohmann::json::parse(deepep.out).at("best").at("estimate").at("step_s").get<double>();
+  EXPECT_NE(s_a2a, s_deepep);
+  for (const auto& [flag, field] :
+       {std::pair<std::string, std::string>{"--ep-dispatcher nccl", "--ep-dispatcher"},
+        {"--expert-nodes-per-token 0.5", "expert_nodes_per_token"},
+        {"--max-route-nodes -1", "max_route_nodes"}}) {
     const Result bad = Onboard(base + " " + flag);
     EXPECT_EQ(bad.code, 2) << flag << ": " << bad.out;
     EXPECT_NE(bad.out.find(field), std::string::npos) << bad.out;
