@@ -20,7 +20,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // -march=native: Highway (codegen/kernels/cpu_simd.h) then uses the machine's widest vectors.
-// $ONBOARD_KERNEL_MARCH overrides it, e.g. znver3 to build for an AVX2-only machine on an AVX-512 one.
+// $ONBOARD_KERNEL_MARCH overrides it, e.g. znver3 (or "x86-64-v3 -mpclmul -maes": Highway 1.0's AVX2
+// target needs AES and PCLMUL, which plain x86-64-v3 lacks) to build for an AVX2-only machine.
 // -fno-gnu-unique: inline variables (the CUDA emulation runtime's globals) stay private to each
 // kernel library; as STB_GNU_UNIQUE symbols the dynamic linker would share one copy between every
 // library loaded in the process, and two emulated kernels would then switch fibers on each other's
