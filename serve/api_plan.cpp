@@ -1,14 +1,16 @@
 // POST /v1/plan: synchronous layout search (search/planner.h SearchPlans) for one model on one
 // topology. Body: {"model": ModelSource, "topology": TopologySource, "options": {mode, lora_rank, seq,
-// global_batch, base_dtype, compute_dtype, top_n}} (schemas in http_openapi.cpp). Nothing is stored.
-#include "serve/api_job_request.h"
-#include "serve/api_routes.h"
-#include "serve/http_errors.h"
+// global_batch, base_dtype, compute_dtype, top_n, expert_nodes_per_token, max_route_nodes,
+// ep_dispatcher}} (schemas in http_openapi.cpp). Nothing is stored.
 #include "agent/topology_source.h"
 #include "parsers/hf_config.h"
 #include "parsers/load_model.h"
 #include "parsers/onnx_model.h"
+#include "search/plan_request_checks.h"
 #include "search/planner.h"
+#include "serve/api_job_request.h"
+#include "serve/api_routes.h"
+#include "serve/http_errors.h"
 
 namespace onboard::serve {
 
@@ -48,6 +50,11 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
       out = v.get<int64_t>();
       return std::nullopt;
     };
+    auto to_double = [&](double& out) -> std::optional<HttpError> {
+      if (!v.is_number()) return Bad("options." + k, "must be a number (got " + v.dump() + ")");
+      out = v.get<double>();
+      return std::nullopt;
+    };
     std::optional<HttpError> err;
     int64_t tmp = 0;
     if (k == "mode") {
@@ -77,14 +84,30 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
       err = to_int(r.seq);
     } else if (k == "global_batch") {
       err = to_int(r.global_batch);
+    } else if (k == "expert_nodes_per_token") {  // issue 18; ranges: CheckExpertRouting
+      err = to_double(r.expert_nodes_per_token);
+    } else if (k == "max_route_nodes") {
+      err = to_int(r.max_route_nodes);
+    } else if (k == "ep_dispatcher") {
+      Expected<EpDispatcher> d =
+          v.is_string() ? ParseEpDispatcher("plan request", "ep_dispatcher", v.get<std::string>())
+                        : Expected<EpDispatcher>(EpDispatcher::kAllToAll);
+      if (!v.is_string())
+        err = Bad("options.ep_dispatcher", "must be a string (got " + v.dump() + ")");
+      else if (!d.ok())
+        err = ErrorFromStatus(d.status());
+      else
+        r.ep_dispatcher = *d;
     } else if (k == "top_n") {
       err = to_int(tmp);  // a response-size limit of this endpoint, not a plan field's range
       if (!err && (tmp < 0 || tmp > 50))
         err = Bad("options.top_n", "must be an integer in [0, 50] (got " + v.dump() + ")");
       r.top_n = static_cast<int>(tmp);
     } else {
-      err = Bad("options." + k, "unknown option (expected mode, lora_rank, seq, global_batch, base_dtype, "
-                                "compute_dtype, top_n)");
+      err = Bad("options." + k,
+                "unknown option (expected mode, lora_rank, seq, global_batch, base_dtype, "
+                "compute_dtype, top_n, expert_nodes_per_token, max_route_nodes, "
+                "ep_dispatcher)");
     }
     if (err) return err;
   }

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/plan.h"
 #include "core/status.h"
 
 namespace onboard::serve {
@@ -242,7 +243,11 @@ const char* const kOpenApi = R"json({
                        "options": {"type": "object", "properties": {
                          "mode": {"type": "string", "enum": ["lora", "full"]}, "lora_rank": {"type": "integer"},
                          "seq": {"type": "integer"}, "global_batch": {"type": "integer"},
-                         "base_dtype": {"type": "string"}, "top_n": {"type": "integer"}}}}
+                         "base_dtype": {"type": "string"}, "compute_dtype": {"type": "string"},
+                         "top_n": {"type": "integer"},
+                         "expert_nodes_per_token": {"type": "number", "description": "measured mean nodes a token's top-k experts span: 0 (not given) or [1, top_k]"},
+                         "max_route_nodes": {"type": "integer", "description": "node-limited routing: experts on at most M nodes (0 = off)"},
+                         "ep_dispatcher": {"type": "string", "description": "expert dispatcher of the searched plans (enum: BuildDocument, from core/plan.h EpDispatcherName)"}}}}
       },
       "Job": {
         "type": "object",
@@ -293,6 +298,11 @@ std::string ResponseNameFor(int status) {
 
 nlohmann::json BuildDocument() {
   nlohmann::json doc = nlohmann::json::parse(kOpenApi);
+  // The dispatcher names from their one home (what ParseEpDispatcher accepts; the test checks it).
+  nlohmann::json& disp =
+      doc["components"]["schemas"]["PlanRequest"]["properties"]["options"]["properties"]["ep_dispatcher"];
+  for (EpDispatcher d : {EpDispatcher::kAllToAll, EpDispatcher::kDeepEP, EpDispatcher::kHybridEP})
+    disp["enum"].push_back(EpDispatcherName(d));
   for (const RouteDecl& r : ApiRoutes()) {
     nlohmann::json& responses = doc["paths"][r.path][r.method]["responses"];
     nlohmann::json out = nlohmann::json::object();

@@ -12,6 +12,7 @@
 #include <thread>
 #include <tuple>
 
+#include "search/plan_request_checks.h"
 #include "serve/http_auth.h"
 #include "serve/http_openapi.h"
 #include "serve/http_server.h"
@@ -403,6 +404,49 @@ TEST_F(HttpApiTest, PlanSearchesSynchronously) {
   EXPECT_EQ(res->status, 403);
 }
 
+// Issue 18: options.ep_dispatcher / expert_nodes_per_token / max_route_nodes reach the search's
+// PlanRequest (parsed by ParseEpDispatcher, ranges by CheckExpertRouting, as `onboard plan`): the
+// dispatcher changes the best plan's step_s on the CLI test's model and topology (unwired, both
+// requests are the same and give the same number), and each bad value is a 400 naming the field and
+// the value (unwired, it is ignored and the search answers 200).
+TEST_F(HttpApiTest, PlanExpertRoutingReachesTheSearchAndBadValuesAre400) {
+  Start();
+  json body = {
+      {"model",
+       {{"config", json::parse(ReadFile(std::string(ONBOARD_TEST_DATA) + "/hf/qwen3-30b-a3b.config.json"))}}},
+      {"topology", "b200-32x8"},
+      {"options", {{"mode", "full"}}}};
+  auto step_s = [&](const std::string& dispatcher) {
+    body["options"]["ep_dispatcher"] = dispatcher;
+    auto res = Post("/v1/plan", body.dump());
+    EXPECT_TRUE(res);
+    if (!res) return -1.0;
+    EXPECT_EQ(res->status, 200) << res->body;
+    return json::parse(res->body).at("best").at("estimate").at("step_s").get<double>();
+  };
+  const double s_a2a = step_s("alltoall");
+  const double s_deepep = step_s("deepep");
+  EXPECT_GT(s_a2a, 0);
+  EXPECT_NE(s_a2a, s_deepep);
+  body["options"].erase("ep_dispatcher");
+  for (const auto& [field, value, shown] :
+       std::vector<std::tuple<std::string, json, std::string>>{{"ep_dispatcher", "nccl", "nccl"},
+                                                               {"expert_nodes_per_token", 0.5, "0.5"},
+                                                               {"max_route_nodes", -1, "-1"}}) {
+    json bad = body;
+    bad["options"][field] = value;
+    auto res = Post("/v1/plan", bad.dump());
+    ASSERT_TRUE(res) << field;
+    EXPECT_EQ(res->status, 400) << field << ": " << res->body;
+    json err = json::parse(res->body, nullptr, false);
+    ASSERT_TRUE(err.is_object()) << res->body;
+    EXPECT_EQ(err["error"]["code"], "bad_request") << res->body;
+    const std::string msg = err["error"]["message"];
+    EXPECT_NE(msg.find("field '" + field + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(shown), std::string::npos) << msg;
+  }
+}
+
 // Collects every "$ref" string in a JSON document.
 void CollectRefs(const json& j, std::vector<std::string>& out) {
   if (j.is_object()) {
@@ -429,6 +473,14 @@ TEST_F(HttpApiTest, OpenApiDocumentDescribesEveryRouteAndResolves) {
     EXPECT_EQ(listed, r.statuses) << r.method << " " << r.path;
   }
   EXPECT_EQ(doc["paths"]["/healthz"]["get"]["security"], json::array());
+  // POST /v1/plan options name the expert-routing fields; the dispatcher enum is what the one
+  // parser (ParseEpDispatcher) accepts.
+  const json& plan_opts = doc["components"]["schemas"]["PlanRequest"]["properties"]["options"]["properties"];
+  EXPECT_EQ(plan_opts["expert_nodes_per_token"]["type"], "number");
+  EXPECT_EQ(plan_opts["max_route_nodes"]["type"], "integer");
+  ASSERT_EQ(plan_opts["ep_dispatcher"]["enum"].size(), 3u) << plan_opts.dump();
+  for (const auto& name : plan_opts["ep_dispatcher"]["enum"])
+    EXPECT_TRUE(ParseEpDispatcher("test", "ep_dispatcher", name.get<std::string>()).ok()) << name;
   std::vector<std::string> refs;
   CollectRefs(doc, refs);
   EXPECT_GT(refs.size(), 20u);
