@@ -7,6 +7,8 @@
 #include <cstdlib>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -200,6 +202,17 @@ TEST(PlanCli, TopologyNameResolvesToTheShippedFile) {
 
 namespace {
 
+// Each "--flag value" appended to `base` exits 2, and its message names the field and the value.
+void ExpectBadFlagsExit2(const std::string& base,
+                         const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [flag, field] : cases) {
+    const Result bad = Onboard(base + " " + flag);
+    EXPECT_EQ(bad.code, 2) << flag << ": " << bad.out;
+    EXPECT_NE(bad.out.find(field), std::string::npos) << bad.out;
+    EXPECT_NE(bad.out.find(flag.substr(flag.find(' ') + 1)), std::string::npos) << bad.out;
+  }
+}
+
 // --etp and --schedule are search constraints, checked once by PlanRequest::Validate: each moves the
 // best plan away from the unconstrained search's (the negative control: without the flag it differs),
 // and a bad value exits 2 naming the field and the value.
@@ -217,14 +230,9 @@ TEST(PlanCli, EtpAndScheduleFlagsConstrainTheSearchAndBadValuesExit2) {
   const Result dp = Onboard(base + " --schedule dualpipe");
   ASSERT_EQ(dp.code, 0) << dp.out;
   EXPECT_NE(dp.out.substr(dp.out.find("best plan:"), 200).find("dualpipe"), std::string::npos) << dp.out;
-  for (const auto& [flag, field] : {std::pair<std::string, std::string>{"--etp -1", "constraints.etp"},
-                                    {"--etp 100000", "constraints.etp"},
-                                    {"--schedule zb-v", "constraints.schedule"}}) {
-    const Result bad = Onboard(base + " " + flag);
-    EXPECT_EQ(bad.code, 2) << flag << ": " << bad.out;
-    EXPECT_NE(bad.out.find(field), std::string::npos) << bad.out;
-    EXPECT_NE(bad.out.find(flag.substr(flag.find(' ') + 1)), std::string::npos) << bad.out;
-  }
+  ExpectBadFlagsExit2(base, {{"--etp -1", "constraints.etp"},
+                             {"--etp 100000", "constraints.etp"},
+                             {"--schedule zb-v", "constraints.schedule"}});
 }
 
 // Issue 18: --ep-dispatcher, --expert-nodes-per-token and --max-route-nodes reach the search's
@@ -243,15 +251,9 @@ TEST(PlanCli, ExpertRoutingFlagsReachTheSearchAndBadValuesExit2) {
   const double s_deepep =
       nlohmann::json::parse(deepep.out).at("best").at("estimate").at("step_s").get<double>();
   EXPECT_NE(s_a2a, s_deepep);
-  for (const auto& [flag, field] :
-       {std::pair<std::string, std::string>{"--ep-dispatcher nccl", "--ep-dispatcher"},
-        {"--expert-nodes-per-token 0.5", "expert_nodes_per_token"},
-        {"--max-route-nodes -1", "max_route_nodes"}}) {
-    const Result bad = Onboard(base + " " + flag);
-    EXPECT_EQ(bad.code, 2) << flag << ": " << bad.out;
-    EXPECT_NE(bad.out.find(field), std::string::npos) << bad.out;
-    EXPECT_NE(bad.out.find(flag.substr(flag.find(' ') + 1)), std::string::npos) << bad.out;
-  }
+  ExpectBadFlagsExit2(base, {{"--ep-dispatcher nccl", "--ep-dispatcher"},
+                             {"--expert-nodes-per-token 0.5", "expert_nodes_per_token"},
+                             {"--max-route-nodes -1", "max_route_nodes"}});
 }
 
 }  // namespace
