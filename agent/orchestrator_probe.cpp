@@ -69,13 +69,13 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   // layers of that family on the reference ops; a control that perturbs the generated kernel has
   // nothing left to perturb.
   for (const auto& [kernel, op] : st.knobs.kernel_fallbacks) {
-    if (kernel.rfind("kda", 0) == 0) c.kda_kernel = "torch";
-    if (kernel.rfind("dsa", 0) == 0) c.dsa_kernel = "torch";
+    if (kernel.rfind("kda", 0) == 0) c.kda_kernel = ProbeKernel::kTorch;
+    if (kernel.rfind("dsa", 0) == 0) c.dsa_kernel = ProbeKernel::kTorch;
   }
-  if (c.kda_kernel == "torch" && c.control == kControlPerturbedKdaGate) c.control.clear();
-  if (c.dsa_kernel == "torch" && c.control == kControlPerturbedDsaTopk) c.control.clear();
+  if (c.kda_kernel == ProbeKernel::kTorch && c.control == kControlPerturbedKdaGate) c.control.clear();
+  if (c.dsa_kernel == ProbeKernel::kTorch && c.control == kControlPerturbedDsaTopk) c.control.clear();
   // Round 1 checks the generated kernels' loss parity against the reference ops (issue 12).
-  if (round == 1 && (c.kda_kernel == "generated" || c.dsa_kernel == "generated"))
+  if (round == 1 && (c.kda_kernel == ProbeKernel::kGenerated || c.dsa_kernel == ProbeKernel::kGenerated))
     c.loss_parity_steps = std::min<int64_t>(kLossParitySteps, c.steps);
   return c;
 }

@@ -37,7 +37,7 @@ ProbeConfig ProbeRecipe(const RunRequest& req) {
   // The loop probes the generated kernels it delivers: KDA (ProbeConfig's default) and the fused
   // DSA kernel (`onboard probe` keeps the torch ops by default); round 1 checks both against the
   // reference ops (loss parity) and the kernel-fallback rule moves a failed family back to them.
-  c.dsa_kernel = "generated";
+  c.dsa_kernel = ProbeKernel::kGenerated;
   // Step 5: the run's observation thresholds, so the probe's report judges as the rules do.
   c.thresholds = static_cast<const ObservationThresholds&>(req.thresholds);
   return c;

@@ -205,8 +205,8 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
                  {"batch", p.config.batch},
                  {"lr", p.config.lr},
                  {"clip", p.config.clip},
-                 {"kda_kernel", p.config.kda_kernel},
-                 {"dsa_kernel", p.config.dsa_kernel},
+                 {"kda_kernel", ProbeKernelName(p.config.kda_kernel)},
+                 {"dsa_kernel", ProbeKernelName(p.config.dsa_kernel)},
                  {"control", p.config.control}};
   j["convergence"] = p.convergence;
   // What the KDA layers ran and, in round 1, the kernel loss parity (issue 12); what the DSA cores

@@ -131,10 +131,6 @@ at::Tensor KdaCore(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::T
   return KdaCoreTorch(q_raw, k_raw, v, g, beta, chunk);
 }
 
-KdaImpl KdaImplFromName(const std::string& name) {
-  return name == "torch" ? KdaImpl::kTorch : KdaImpl::kGenerated;
-}
-
 namespace {
 std::atomic<KdaImpl> g_process_kda_impl{KdaImpl::kGenerated};
 }  // namespace

@@ -32,8 +32,6 @@ at::Tensor KdaCore(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::T
                    const at::Tensor& g, const at::Tensor& beta, int64_t chunk, KdaImpl want,
                    std::string* why = nullptr);
 
-// "torch" -> kTorch, anything else validated upstream ("generated") -> kGenerated.
-KdaImpl KdaImplFromName(const std::string& name);
 // The implementation the proxy's KDA layers use in this process (default kGenerated); the probe
 // worker sets it from its ProbeConfig before building the model.
 void SetProcessKdaImpl(KdaImpl impl);

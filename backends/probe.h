@@ -21,6 +21,7 @@
 #include "core/float_dtype.h"
 #include "core/model_ir.h"
 #include "core/plan.h"
+#include "core/probe_kernel.h"
 #include "core/status.h"
 #include "validators/probe_observations.h"  // ObservationThresholds (issue 10)
 
@@ -174,13 +175,13 @@ struct ProbeConfig {
   // LoRA base phase: full training of the base for this many steps on a related source task before
   // the `steps` recorded adapter steps (backends/README.md); -1 = ceil(0.6 * steps), 0 = none.
   int64_t base_steps = -1;
-  // KDA forward: "generated" (codegen's CPU kernel, torch-ops fallback with a logged reason) | "torch".
-  std::string kda_kernel = "generated";
+  // KDA forward: generated (codegen's CPU kernel, torch-ops fallback with a logged reason) | torch.
+  ProbeKernel kda_kernel = ProbeKernel::kGenerated;
   // DSA core (indexer + top-k + attention over the selected keys) of the MLA layers that have an
-  // indexer: "torch" (LibTorch ops, the default) | "generated" (codegen's fused CPU DSA kernel as the
+  // indexer: torch (LibTorch ops, the default) | generated (codegen's fused CPU DSA kernel as the
   // forward, LibTorch-ops recompute as the backward; torch ops with a logged reason where it cannot
   // serve: tp > 1, not fp32, not CPU). backends/dsa_generated.h.
-  std::string dsa_kernel = "torch";
+  ProbeKernel dsa_kernel = ProbeKernel::kTorch;
   // Negative control (backends/probe_controls.h): "" (none) | kControlNoLookback |
   // kControlRandomRouter | kControlFrozenLora. A control run must fail the learning verdict.
   std::string control;

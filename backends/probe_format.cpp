@@ -120,8 +120,9 @@ void FormatPipeline(const ProbeResult& r, std::ostringstream& os) {
 // What the KDA layers ran, and the kernel loss parity (issue 12).
 void FormatKernels(const ProbeResult& r, std::ostringstream& os) {
   if (r.kda_calls.generated + r.kda_calls.torch > 0)
-    os << "\nKDA forward (kda_kernel " << r.config.kda_kernel << "): " << r.kda_calls.generated
-       << " generated-kernel calls, " << r.kda_calls.torch << " torch-op calls (rank 0)"
+    os << "\nKDA forward (kda_kernel " << ProbeKernelName(r.config.kda_kernel)
+       << "): " << r.kda_calls.generated << " generated-kernel calls, " << r.kda_calls.torch
+       << " torch-op calls (rank 0)"
        << (r.kda_calls.fallback_reason.empty() ? "" : "; fallback: " + r.kda_calls.fallback_reason) << "\n";
   for (const ProbeLossParity& p : r.loss_parity)
     os << "kernel loss parity (" << p.kernel << ", proxy " << p.proxy << ", " << p.steps

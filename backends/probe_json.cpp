@@ -77,8 +77,8 @@ json ConfigJsonCore(const ProbeConfig& c) {
           {"out_dir", c.out_dir}, {"threads_per_rank", c.threads_per_rank}, {"device", c.device},
           {"die_rank", c.die_rank}, {"die_step", c.die_step},
           {"converge_fraction", c.converge_fraction}, {"dtype", FloatDtypeName(c.dtype)},
-          {"base_steps", c.base_steps}, {"kda_kernel", c.kda_kernel},
-          {"dsa_kernel", c.dsa_kernel}};
+          {"base_steps", c.base_steps}, {"kda_kernel", ProbeKernelName(c.kda_kernel)},
+          {"dsa_kernel", ProbeKernelName(c.dsa_kernel)}};
 }
 
 void ConfigFromJson(const json& j, ProbeConfig* c) {
@@ -91,9 +91,14 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   ONBOARD_GET(expert_placement); ONBOARD_GET(timeout_s); ONBOARD_GET(collective_timeout_s);
   ONBOARD_GET(out_dir); ONBOARD_GET(threads_per_rank); ONBOARD_GET(device); ONBOARD_GET(die_rank);
   ONBOARD_GET(die_step); ONBOARD_GET(converge_fraction);
-  ONBOARD_GET(base_steps); ONBOARD_GET(kda_kernel);
-  c->dsa_kernel = j.value("dsa_kernel", std::string("torch"));
+  ONBOARD_GET(base_steps);
 #undef ONBOARD_GET
+  for (auto [field, dst] : {std::pair<const char*, ProbeKernel*>{"kda_kernel", &c->kda_kernel},
+                            std::pair<const char*, ProbeKernel*>{"dsa_kernel", &c->dsa_kernel}}) {
+    Expected<ProbeKernel> k = ParseProbeKernel("probe config", field, j.at(field).get<std::string>());
+    if (!k.ok()) throw std::invalid_argument(k.status().message());
+    *dst = *k;
+  }
   Expected<FinetuneMode> mode = ParseFinetuneMode("probe config", "mode", j.at("mode").get<std::string>());
   if (!mode.ok()) throw std::invalid_argument(mode.status().message());
   c->mode = *mode;

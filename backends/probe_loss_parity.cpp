@@ -63,7 +63,7 @@ ProxySpec LossParitySpec(const ProxySpec& spec, const std::string& kernel) {
   return p;
 }
 
-ProbeConfig LossParityConfig(const ProbeConfig& probe, const std::string& impl, const std::string& out_dir,
+ProbeConfig LossParityConfig(const ProbeConfig& probe, ProbeKernel impl, const std::string& out_dir,
                              const std::string& kernel) {
   // Step 1: the full-mode recipe on one rank, with the probe's data and numerics.
   ProbeConfig c = DefaultProbeConfig(FinetuneMode::kFull);
@@ -85,7 +85,7 @@ ProbeConfig LossParityConfig(const ProbeConfig& probe, const std::string& impl, 
   c.thresholds = probe.thresholds;
   c.out_dir = out_dir;
   // Step 2: the kernel, and the controls that concern the parity proxy's parts.
-  const bool generated = impl == "generated";
+  const bool generated = impl == ProbeKernel::kGenerated;
   if (kernel == "dsa") {
     c.dsa_kernel = impl;
     if (probe.control == kControlPerturbedDsaTopk && generated) c.control = probe.control;
@@ -107,10 +107,11 @@ Expected<std::optional<ProbeLossParity>> RunKernelLossParity(const ProxySpec& sp
   const std::string dir =
       config.out_dir.empty() ? std::string() : config.out_dir + "/loss_parity_" + kernel + "_";
   Expected<ProbeResult> gen = RunProbeSpec(
-      ps, LossParityConfig(config, "generated", dir.empty() ? "" : dir + "generated", kernel), &cancel);
+      ps, LossParityConfig(config, ProbeKernel::kGenerated, dir.empty() ? "" : dir + "generated", kernel),
+      &cancel);
   if (!gen.ok()) return Status(gen.status().code(), "loss parity, generated run: " + gen.status().message());
-  Expected<ProbeResult> ref =
-      RunProbeSpec(ps, LossParityConfig(config, "torch", dir.empty() ? "" : dir + "torch", kernel), &cancel);
+  Expected<ProbeResult> ref = RunProbeSpec(
+      ps, LossParityConfig(config, ProbeKernel::kTorch, dir.empty() ? "" : dir + "torch", kernel), &cancel);
   if (!ref.ok()) return Status(ref.status().code(), "loss parity, reference run: " + ref.status().message());
   // Step 2: the comparison (a NaN or a curve cut short by one is a failed parity).
   const KdaCalls calls = CallsOfRun(*gen, kernel);
@@ -145,9 +146,9 @@ Expected<std::optional<ProbeLossParity>> RunKernelLossParity(const ProxySpec& sp
 Expected<std::vector<ProbeLossParity>> RunLossParity(const ProxySpec& spec, const ProbeConfig& config,
                                                      ProbeObserver* observer) {
   std::vector<ProbeLossParity> all;
-  for (const auto& [kernel, impl] : {std::pair<std::string, std::string>{"kda", config.kda_kernel},
-                                     std::pair<std::string, std::string>{"dsa", config.dsa_kernel}}) {
-    if (impl != "generated") continue;
+  for (const auto& [kernel, impl] : {std::pair<std::string, ProbeKernel>{"kda", config.kda_kernel},
+                                     std::pair<std::string, ProbeKernel>{"dsa", config.dsa_kernel}}) {
+    if (impl != ProbeKernel::kGenerated) continue;
     Expected<std::optional<ProbeLossParity>> p = RunKernelLossParity(spec, config, kernel, observer);
     if (!p.ok()) return p.status();
     if (p->has_value()) all.push_back(std::move(**p));

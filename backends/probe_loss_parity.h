@@ -32,9 +32,8 @@ namespace onboard::backends {
 // the spec has none.
 ProxySpec LossParitySpec(const ProxySpec& spec, const std::string& kernel = "kda");
 
-// The config of one parity run of `kernel` ("kda" | "dsa") with implementation `impl` ("generated"
-// | "torch") in `out_dir`.
-ProbeConfig LossParityConfig(const ProbeConfig& probe, const std::string& impl, const std::string& out_dir,
+// The config of one parity run of `kernel` ("kda" | "dsa") with implementation `impl` in `out_dir`.
+ProbeConfig LossParityConfig(const ProbeConfig& probe, ProbeKernel impl, const std::string& out_dir,
                              const std::string& kernel = "kda");
 
 // Both runs and their comparison for `kernel`; nullopt when the spec has no such layer (nothing
@@ -44,7 +43,7 @@ Expected<std::optional<ProbeLossParity>> RunKernelLossParity(const ProxySpec& sp
                                                              const std::string& kernel,
                                                              ProbeObserver* observer);
 
-// Every family the probe runs generated (kda_kernel / dsa_kernel == "generated"), in that order.
+// Every family the probe runs generated (kda_kernel / dsa_kernel == kGenerated), in that order.
 Expected<std::vector<ProbeLossParity>> RunLossParity(const ProxySpec& spec, const ProbeConfig& config,
                                                      ProbeObserver* observer);
 

@@ -60,8 +60,10 @@ void ConfigureProcess(const ProbeConfig& cfg, int64_t rank) {
   if (SetOpenBlasThreads(cfg.threads_per_rank))
     std::printf("rank %lld openblas threads %lld\n", static_cast<long long>(rank),
                 static_cast<long long>(cfg.threads_per_rank));
-  backends::SetProcessKdaImpl(backends::KdaImplFromName(cfg.kda_kernel));
-  backends::SetProcessDsaImpl(cfg.dsa_kernel == "generated", cfg.control == kControlPerturbedDsaTopk);
+  backends::SetProcessKdaImpl(cfg.kda_kernel == ProbeKernel::kTorch ? backends::KdaImpl::kTorch
+                                                                    : backends::KdaImpl::kGenerated);
+  backends::SetProcessDsaImpl(cfg.dsa_kernel == ProbeKernel::kGenerated,
+                              cfg.control == kControlPerturbedDsaTopk);
   backends::SetProcessKdaGateFault(cfg.control == kControlPerturbedKdaGate);         // negative control
   if (cfg.dtype == FloatDtype::kFP64)
     at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer

@@ -279,7 +279,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
                    kControlFrozenLora + ", " + kControlPerturbedKdaGate + ", " + kControlPerturbedDsaTopk,
                control);
   if (control == kControlPerturbedDsaTopk &&
-      (dsa_kernel != "generated" ||
+      (dsa_kernel != ProbeKernel::kGenerated ||
        std::none_of(spec.layers.begin(), spec.layers.end(),
                     [](const ProxyLayer& l) { return l.mixer == ProxyMixer::kMLA; }) ||
        spec.index_topk < 2 || spec.index_heads < 1))
@@ -287,7 +287,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
                "perturbed_dsa_topk needs an MLA layer with an indexer (top-k >= 2) and dsa_kernel generated",
                control);
   if (control == kControlPerturbedKdaGate &&
-      (kda_kernel != "generated" ||
+      (kda_kernel != ProbeKernel::kGenerated ||
        std::none_of(spec.layers.begin(), spec.layers.end(),
                     [](const ProxyLayer& l) { return l.mixer == ProxyMixer::kKDA; })))
     return Bad("control", "perturbed_kda_gate needs a KDA layer and kda_kernel generated", control);
@@ -297,10 +297,6 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
       std::none_of(spec.layers.begin(), spec.layers.end(),
                    [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; }))
     return Bad("control", "random_router needs a MoE layer (the proxy has none)", control);
-  if (kda_kernel != "generated" && kda_kernel != "torch")
-    return Bad("kda_kernel", "must be generated or torch", kda_kernel);
-  if (dsa_kernel != "generated" && dsa_kernel != "torch")
-    return Bad("dsa_kernel", "must be generated or torch", dsa_kernel);
   if (loss_parity_steps < 0 || loss_parity_steps > 100000)  // kernel loss parity (issue 12)
     return Bad("loss_parity_steps", "must be in [0, 100000] (0 = off)", std::to_string(loss_parity_steps));
   // Per-layer placement (issue 18): num_experts x MoE layers entries, layer after layer; each

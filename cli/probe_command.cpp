@@ -161,9 +161,11 @@ int RunProbeCommand(ProbeOptions o) {
   Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
   if (!dtype.ok()) return ReportError("probe", dtype.status());
   o.cfg.dtype = *dtype;
-  if (!o.kda_kernel.empty() && o.kda_kernel != "generated" && o.kda_kernel != "torch")
-    return ReportError("probe", BadInput("--kda-kernel", "kda_kernel", "must be generated or torch", o.kda_kernel));
-  if (!o.kda_kernel.empty()) o.cfg.kda_kernel = o.kda_kernel;
+  if (!o.kda_kernel.empty()) {
+    Expected<ProbeKernel> k = ParseProbeKernel("--kda-kernel", "kda_kernel", o.kda_kernel);
+    if (!k.ok()) return ReportError("probe", k.status());
+    o.cfg.kda_kernel = *k;
+  }
   if (o.blocks < 1 || o.blocks > 16)
     return ReportError("probe", BadInput("--blocks", "blocks", "must be in [1, 16]", std::to_string(o.blocks)));
   Expected<ModelIR> model = LoadModel(o.model);

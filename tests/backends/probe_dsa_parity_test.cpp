@@ -26,7 +26,7 @@ ProxySpec DsaParitySpec() {
   return s;
 }
 
-std::vector<double> DsaCurve(const std::string& name, const std::string& kernel, const std::string& control) {
+std::vector<double> DsaCurve(const std::string& name, ProbeKernel kernel, const std::string& control) {
   ProbeConfig c = testing_probe::SmallConfig(1, TempDir("dsa-parity-" + name));
   c.steps = 50;
   c.dsa_kernel = kernel;
@@ -37,9 +37,9 @@ std::vector<double> DsaCurve(const std::string& name, const std::string& kernel,
 }
 
 TEST(KernelLossParity, GeneratedDsaMatchesTheReferenceOpsAndABrokenTopkDoesNot) {
-  const std::vector<double> ref = DsaCurve("torch", "torch", "");
-  const std::vector<double> gen = DsaCurve("generated", "generated", "");
-  const std::vector<double> bad = DsaCurve("perturbed", "generated", kControlPerturbedDsaTopk);
+  const std::vector<double> ref = DsaCurve("torch", ProbeKernel::kTorch, "");
+  const std::vector<double> gen = DsaCurve("generated", ProbeKernel::kGenerated, "");
+  const std::vector<double> bad = DsaCurve("perturbed", ProbeKernel::kGenerated, kControlPerturbedDsaTopk);
   Expected<LossParityReport> ok = CheckLossParity(gen, ref);
   ASSERT_TRUE(ok.ok()) << ok.status().ToString();
   Expected<LossParityReport> off = CheckLossParity(bad, ref);
@@ -50,14 +50,19 @@ TEST(KernelLossParity, GeneratedDsaMatchesTheReferenceOpsAndABrokenTopkDoesNot) 
   EXPECT_FALSE(off->pass) << off->message;
 }
 
+// The kernel choice is typed (core/probe_kernel.h): an unknown name is refused where it is read,
+// naming the field and the value, by the one parser the CLI and the probe JSON share.
 TEST(KernelLossParity, DsaKernelChoiceAndItsControlAreValidated) {
   ProbeConfig c = testing_probe::SmallConfig(1, TempDir("dsa-parity-bad"));
-  c.dsa_kernel = "fast";
-  Status st = c.Validate(DsaParitySpec());
-  EXPECT_NE(st.message().find("dsa_kernel"), std::string::npos) << st.message();
-  c.dsa_kernel = "torch";
+  Expected<ProbeKernel> fast = ParseProbeKernel("probe config", "dsa_kernel", "fast");
+  ASSERT_FALSE(fast.ok());
+  EXPECT_EQ(fast.status().message(),
+            "probe config: field 'dsa_kernel': must be generated or torch (got fast)");
+  EXPECT_EQ(*ParseProbeKernel("probe config", "dsa_kernel", ProbeKernelName(ProbeKernel::kTorch)),
+            ProbeKernel::kTorch);
+  c.dsa_kernel = ProbeKernel::kTorch;
   c.control = kControlPerturbedDsaTopk;  // the control needs the generated kernel
-  st = c.Validate(DsaParitySpec());
+  Status st = c.Validate(DsaParitySpec());
   EXPECT_NE(st.message().find("perturbed_dsa_topk"), std::string::npos) << st.message();
 }
 

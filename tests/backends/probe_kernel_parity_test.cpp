@@ -18,7 +18,7 @@ namespace {
 
 using testing_probe::TempDir;
 
-ProbeConfig ParityConfig(const std::string& name, const std::string& kernel, const std::string& control) {
+ProbeConfig ParityConfig(const std::string& name, ProbeKernel kernel, const std::string& control) {
   ProbeConfig c = testing_probe::SmallConfig(1, TempDir("parity-" + name));
   c.steps = 50;
   c.kda_kernel = kernel;
@@ -39,7 +39,7 @@ ProxySpec ParitySpec() {
 // The probe's own loss parity (ProbeConfig::loss_parity_steps, backends/probe_loss_parity.h): the
 // recorded run is 2 steps; the parity runs are the 50 compared steps.
 ProbeResult ProbeWithParity(const std::string& name, const std::string& control) {
-  ProbeConfig c = ParityConfig(name, "generated", control);
+  ProbeConfig c = ParityConfig(name, ProbeKernel::kGenerated, control);
   c.steps = 2;
   c.loss_parity_steps = 50;
   Expected<ProbeResult> r = RunProbeSpec(ParitySpec(), c);
@@ -85,7 +85,7 @@ TEST(KernelLossParity, GeneratedKdaMatchesTheReferenceOpsAndAPerturbedGateDoesNo
 // With the reference ops asked for, the probe runs no generated kernel (what the kernel-fallback
 // rule relies on, agent/rules/rules_kernel_fallback.cpp).
 TEST(KernelLossParity, TorchKernelRunsNoGeneratedKernel) {
-  ProbeConfig c = ParityConfig("torchonly", "torch", "");
+  ProbeConfig c = ParityConfig("torchonly", ProbeKernel::kTorch, "");
   c.steps = 2;
   Expected<ProbeResult> r = RunProbeSpec(ParitySpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -113,18 +113,18 @@ TEST(KernelLossParity, ParityProxyKeepsTheKdaLayersOnDenseMlps) {
   c.mode = FinetuneMode::kLoRA;
   c.loss_parity_steps = 7;
   c.control = kControlPerturbedKdaGate;
-  const ProbeConfig gen = backends::LossParityConfig(c, "generated", "g");
-  const ProbeConfig ref = backends::LossParityConfig(c, "torch", "t");
+  const ProbeConfig gen = backends::LossParityConfig(c, ProbeKernel::kGenerated, "g");
+  const ProbeConfig ref = backends::LossParityConfig(c, ProbeKernel::kTorch, "t");
   EXPECT_EQ(gen.ranks, 1);
   EXPECT_EQ(gen.mode, FinetuneMode::kFull);
   EXPECT_EQ(gen.steps, 7);
   EXPECT_EQ(gen.loss_parity_steps, 0);  // no parity of the parity
   EXPECT_EQ(gen.control, kControlPerturbedKdaGate);
   EXPECT_EQ(ref.control, "");
-  EXPECT_EQ(ref.kda_kernel, "torch");
+  EXPECT_EQ(ref.kda_kernel, ProbeKernel::kTorch);
   EXPECT_TRUE(gen.Validate(ps).ok() && ref.Validate(ps).ok());
   c.control = kControlRandomRouter;  // the parity proxy has no router
-  EXPECT_EQ(backends::LossParityConfig(c, "generated", "g").control, "");
+  EXPECT_EQ(backends::LossParityConfig(c, ProbeKernel::kGenerated, "g").control, "");
 }
 
 TEST(KernelLossParity, BadCurvesAreRefusedWithTheField) {
@@ -154,19 +154,20 @@ TEST(KernelLossParity, DsaParityProxyKeepsTheMlaDsaLayersOnDenseMlps) {
   EXPECT_TRUE(backends::LossParitySpec(dense_mla, "dsa").layers.empty());
   ProbeConfig c = testing_probe::SmallConfig(2, "");
   c.loss_parity_steps = 5;
-  c.dsa_kernel = "generated";
+  c.dsa_kernel = ProbeKernel::kGenerated;
   c.control = kControlPerturbedDsaTopk;
-  const ProbeConfig gen = backends::LossParityConfig(c, "generated", "g", "dsa");
-  const ProbeConfig ref = backends::LossParityConfig(c, "torch", "t", "dsa");
-  EXPECT_EQ(gen.dsa_kernel, "generated");
-  EXPECT_EQ(ref.dsa_kernel, "torch");
+  const ProbeConfig gen = backends::LossParityConfig(c, ProbeKernel::kGenerated, "g", "dsa");
+  const ProbeConfig ref = backends::LossParityConfig(c, ProbeKernel::kTorch, "t", "dsa");
+  EXPECT_EQ(gen.dsa_kernel, ProbeKernel::kGenerated);
+  EXPECT_EQ(ref.dsa_kernel, ProbeKernel::kTorch);
   EXPECT_EQ(gen.control, kControlPerturbedDsaTopk);
   EXPECT_EQ(ref.control, "");
-  EXPECT_EQ(backends::LossParityConfig(c, "generated", "g", "kda").control, "");  // not KDA's fault
+  EXPECT_EQ(backends::LossParityConfig(c, ProbeKernel::kGenerated, "g", "kda").control,
+            "");  // not KDA's fault
   EXPECT_TRUE(gen.Validate(ps).ok() && ref.Validate(ps).ok());
   // Nothing asked: no run, no entry (dsa_kernel torch and no KDA layer in the spec).
   ProbeConfig off = c;
-  off.dsa_kernel = "torch";
+  off.dsa_kernel = ProbeKernel::kTorch;
   off.control.clear();
   Expected<std::vector<ProbeLossParity>> none = backends::RunLossParity(ps, off, nullptr);
   ASSERT_TRUE(none.ok()) << none.status().ToString();
