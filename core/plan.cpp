@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/block_kind.h"
+#include "core/enum_names.h"
 
 namespace onboard {
 
@@ -33,18 +34,15 @@ const char* PipelineScheduleName(PipelineSchedule s) {
 
 Expected<Recompute> ParseRecompute(const std::string& origin, const std::string& field,
                                    const std::string& value) {
-  for (Recompute r : {Recompute::kNone, Recompute::kSelective, Recompute::kFull})
-    if (value == RecomputeName(r)) return r;
-  return BadInput(origin, field, "must be none, selective or full", value);
+  return ParseByName(origin, field, value, {Recompute::kNone, Recompute::kSelective, Recompute::kFull},
+                     RecomputeName);
 }
 
 const char* FinetuneModeName(FinetuneMode m) { return m == FinetuneMode::kLoRA ? "lora" : "full"; }
 
 Expected<FinetuneMode> ParseFinetuneMode(const std::string& origin, const std::string& field,
                                          const std::string& value) {
-  for (FinetuneMode m : {FinetuneMode::kFull, FinetuneMode::kLoRA})
-    if (value == FinetuneModeName(m)) return m;
-  return BadInput(origin, field, "must be full or lora", value);
+  return ParseByName(origin, field, value, {FinetuneMode::kFull, FinetuneMode::kLoRA}, FinetuneModeName);
 }
 
 namespace {
