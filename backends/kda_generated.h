@@ -17,10 +17,12 @@
 #include <string>
 
 #include "backends/generated_kernel_load.h"  // KernelCallCounts
+#include "core/probe_kernel.h"
 
 namespace onboard::backends {
 
-enum class KdaImpl { kGenerated, kTorch };
+// The KDA implementation of a process: ProbeConfig::kda_kernel itself (one enum, core/probe_kernel.h).
+using KdaImpl = ProbeKernel;
 
 // Normalise + chunked KDA (the LibTorch-ops form: what the backward always differentiates).
 at::Tensor KdaCoreTorch(const at::Tensor& q_raw, const at::Tensor& k_raw, const at::Tensor& v,

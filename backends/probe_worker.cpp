@@ -60,8 +60,7 @@ void ConfigureProcess(const ProbeConfig& cfg, int64_t rank) {
   if (SetOpenBlasThreads(cfg.threads_per_rank))
     std::printf("rank %lld openblas threads %lld\n", static_cast<long long>(rank),
                 static_cast<long long>(cfg.threads_per_rank));
-  backends::SetProcessKdaImpl(cfg.kda_kernel == ProbeKernel::kTorch ? backends::KdaImpl::kTorch
-                                                                    : backends::KdaImpl::kGenerated);
+  backends::SetProcessKdaImpl(cfg.kda_kernel);
   backends::SetProcessDsaImpl(cfg.dsa_kernel == ProbeKernel::kGenerated,
                               cfg.control == kControlPerturbedDsaTopk);
   backends::SetProcessKdaGateFault(cfg.control == kControlPerturbedKdaGate);         // negative control
