@@ -38,6 +38,19 @@ struct ProxyLayer {
   ProxyChannel channel = ProxyChannel::kMoE;
 };
 
+// The proxy's vision tower (backends/proxy_vision.h), scaled down from ModelIR::vision: it exists
+// in the layout only for the image task (backends/probe_image.h). blocks == 0: the model has none.
+struct ProxyVision {
+  int64_t blocks = 0;   // pre-norm ViT blocks (the model's depth, capped at 2)
+  int64_t hidden = 32;  // tower width dv
+  int64_t heads = 2;    // attention heads (hidden % heads == 0)
+  int64_t inter = 64;   // MLP width of each block (the model's intermediate/hidden ratio x hidden)
+  int64_t patch = 2;    // pixels per patch side
+  int64_t merge = 2;    // patches merged per side into one LM token (the model's merge_kernel_size)
+  int64_t image = 8;    // pixels per image side: 2 x 2 merged tokens by default
+  std::string source;   // the model's tower it was scaled from ("moonvit: depth 27, hidden 1152, ...")
+};
+
 // Dimensions of the proxy. Defaults: a 4-layer KDA,KDA,KDA,MLA proxy (~0.3M parameters) whose
 // probe step takes tens of milliseconds on one CPU core.
 struct ProxySpec {
@@ -95,6 +108,7 @@ struct ProxySpec {
   double balance_rate = 2e-2;
   // Dense MLP (SwiGLU)
   int64_t mlp_inter = 128;
+  ProxyVision vision;                // the vision tower (issue 12 item 6); blocks 0 = none
   std::vector<std::string> notes;    // what was mapped or dropped ("GQA mixer mapped to MLA")
 
   int64_t num_layers() const { return static_cast<int64_t>(layers.size()); }
@@ -120,7 +134,7 @@ struct ProxyParamCounts {
 
 // ---- Probe configuration ----
 
-enum class ProbeTask { kCopy, kText, kLookup };  // kLookup: backends/probe_lookup.h
+enum class ProbeTask { kCopy, kText, kLookup, kImage };  // kLookup: probe_lookup.h; kImage: probe_image.h
 
 struct ProbeConfig {
   int64_t ranks = 1;                 // processes
@@ -302,6 +316,7 @@ inline constexpr const char* kControlRandomRouter = "random_router";
 inline constexpr const char* kControlFrozenLora = "frozen_lora";
 inline constexpr const char* kControlPerturbedKdaGate = "perturbed_kda_gate";  // issue 12
 inline constexpr const char* kControlPerturbedDsaTopk = "perturbed_dsa_topk";  // issue 12 (DSA parity)
+inline constexpr const char* kControlNoImage = "no_image";  // issue 12 item 6: blank images (probe_image.h)
 
 // The tuned defaults of `mode` (backends/probe_schedule.cpp): ProbeConfig's own defaults for full
 // training; for LoRA the adapter phase's steps and learning rate and the base phase's length.

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "backends/probe_image.h"
 #include "backends/probe_lookup.h"
 
 namespace onboard::backends {
@@ -43,7 +44,7 @@ void ProbeData::FillLookup(std::mt19937_64& rng, int64_t T, at::TensorAccessor<i
 
 ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t symbol_offset,
                      double unshifted_share)
-    : cfg_(config), symbol_offset_(symbol_offset), unshifted_share_(unshifted_share) {
+    : cfg_(config), vision_(spec.vision), symbol_offset_(symbol_offset), unshifted_share_(unshifted_share) {
   if (symbol_offset_ != 0) cfg_.seed = cfg_.seed * 31u + static_cast<uint64_t>(symbol_offset_);  // other sequences
   if (cfg_.task == ProbeTask::kText) {
     std::ifstream f(cfg_.text_file, std::ios::binary);
@@ -70,6 +71,7 @@ ProbeData::ProbeData(const ProxySpec& spec, const ProbeConfig& config, int64_t s
 
 int64_t ProbeData::CountedTokensPerStep() const {
   if (cfg_.task == ProbeTask::kLookup) return cfg_.batch * LookupTriples(cfg_.seq);
+  if (cfg_.task == ProbeTask::kImage) return cfg_.batch * ImageTokens(vision_);
   return cfg_.batch * (cfg_.task == ProbeTask::kCopy ? CopyHalf(cfg_.seq) : cfg_.seq);
 }
 
@@ -79,9 +81,14 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
   at::Tensor mask = at::zeros({count, T}, at::kFloat);
   auto sa = seqs.accessor<int64_t, 2>();
   auto ma = mask.accessor<float, 2>();
+  const bool image = cfg_.task == ProbeTask::kImage;
+  at::Tensor images = image ? at::zeros({count, vision_.image, vision_.image, 3}, at::kFloat) : at::Tensor();
   for (int64_t i = 0; i < count; ++i) {
     std::mt19937_64 rng = SeqRng(cfg_.seed, step, first + i);
-    if (cfg_.task == ProbeTask::kCopy) {
+    if (image) {  // probe_image.h; the no_image control blanks the pixels only
+      FillImageSequence(rng, vision_, T, seqs[i].data_ptr<int64_t>(), mask[i].data_ptr<float>(),
+                        images[i].data_ptr<float>(), cfg_.control == kControlNoImage);
+    } else if (cfg_.task == ProbeTask::kCopy) {
       // h distinct symbols (partial Fisher-Yates over the alphabet): every copied token has one
       // source, so a look-back (induction) head can reach 100% exact match.
       std::vector<int64_t> alphabet(static_cast<size_t>(cfg_.copy_symbols));
@@ -109,8 +116,9 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
       for (int64_t t = 0; t < T; ++t) ma[i][t] = 1.0f;
     }
   }
-  return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(),
-          mask.to(at::typeMetaToScalarType(at::get_default_dtype()))};
+  const at::ScalarType dt = at::typeMetaToScalarType(at::get_default_dtype());
+  return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(), mask.to(dt),
+          image ? images.to(dt) : images};
 }
 
 Batch ProbeData::GetHeldOut(int64_t first, int64_t count, int64_t end) const {

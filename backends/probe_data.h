@@ -10,6 +10,7 @@
 //         symbol_offset shifts the alphabet (LoRA's base phase trains on the next copy_symbols
 //         letters: a related source task whose symbols the target task does not use).
 //   lookup: triples (a, b, Y[a][b]) of a fixed random table (probe_lookup.h); only the values count.
+//   image: M image placeholders, BOS, the M regions' colours (probe_image.h); only the colours count.
 //   text: windows of seq+1 bytes at seeded offsets in the file's train split, byte-level tokens;
 //         every position counts. The held-out tail (probe_text_split.h) is never trained on:
 //         GetHeldOut reads its fixed windows. No known floor.
@@ -29,6 +30,7 @@ namespace onboard::backends {
 
 struct Batch {
   at::Tensor tokens, targets, mask;
+  at::Tensor images;  // image task: [b, S, S, 3] pixels (probe_image.h); undefined otherwise
 };
 
 // Copied symbols per copy-task sequence of `seq` tokens (seq+1 with the shifted target).
@@ -52,6 +54,7 @@ class ProbeData {
 
  private:
   ProbeConfig cfg_;
+  ProxyVision vision_;  // image task: the tower's image and merge sizes (probe_image.h)
   int64_t symbol_offset_ = 0;
   double unshifted_share_ = 0.0;
   std::string text_;

@@ -60,6 +60,14 @@ void SpecFromJson(const json& j, ProxySpec* s) {
   s->rope_theta = j.value("rope_theta", 10000.0);
   s->balance_rate = j.value("balance_rate", 2e-2);
   s->router = j.at("router") == "sigmoid" ? RouterActivation::kSigmoid : RouterActivation::kSoftmax;
+  s->vision = ProxyVision{};
+  if (j.contains("vision")) {  // absent: no tower
+    const json& v = j.at("vision");
+    s->vision = {v.at("blocks").get<int64_t>(), v.at("hidden").get<int64_t>(),
+                 v.at("heads").get<int64_t>(),  v.at("inter").get<int64_t>(),
+                 v.at("patch").get<int64_t>(),  v.at("merge").get<int64_t>(),
+                 v.at("image").get<int64_t>(),  v.at("source").get<std::string>()};
+  }
 }
 
 // The two field lists are kept as tables (unformatted).
@@ -108,6 +116,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   if (!dt.ok()) throw std::invalid_argument(dt.status().message());
   c->dtype = *dt;
   if (j.at("task") == "lookup") c->task = ProbeTask::kLookup;  // lookup task (issue 12)
+  if (j.at("task") == "image") c->task = ProbeTask::kImage;    // image task (issue 12 item 6)
   c->lookup_keys = j.value("lookup_keys", int64_t{16});
   c->lookup_values = j.value("lookup_values", int64_t{16});
   c->tp = j.value("tp", int64_t{1});  // tensor parallelism (issue 17); absent in older files
@@ -139,6 +148,10 @@ json SpecJson(const ProxySpec& s) {
   json j = SpecJsonCore(s);
   j["rope"] = s.rope;
   j["rope_theta"] = s.rope_theta;
+  if (s.vision.blocks > 0)  // the vision tower (issue 12 item 6; proxy_vision.h)
+    j["vision"] = {{"blocks", s.vision.blocks}, {"hidden", s.vision.hidden}, {"heads", s.vision.heads},
+                   {"inter", s.vision.inter},   {"patch", s.vision.patch},   {"merge", s.vision.merge},
+                   {"image", s.vision.image},   {"source", s.vision.source}};
   return j;
 }
 
@@ -146,6 +159,7 @@ json ConfigJson(const ProbeConfig& c) {
   json j = ConfigJsonCore(c);
   j["control"] = c.control;
   if (c.task == ProbeTask::kLookup) j["task"] = "lookup";  // lookup task (issue 12, probe_lookup.h)
+  if (c.task == ProbeTask::kImage) j["task"] = "image";    // image task (issue 12, probe_image.h)
   j["lookup_keys"] = c.lookup_keys;
   j["lookup_values"] = c.lookup_values;
   j["tp"] = c.tp_degree();  // tensor parallelism (issue 17)

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "backends/probe_data.h"
+#include "backends/probe_image.h"
 #include "backends/probe_lookup.h"
 #include "backends/probe_schedule.h"
 #include "backends/probe_step_codec.h"
@@ -227,8 +228,21 @@ std::string TextTaskFloor(const ProbeConfig& c, ProbeResult* r) {
          Fmt(b.bigram_lambda, 2) + "); uniform bytes = ln(256) = 5.55 nats";
 }
 
-std::string TaskFloor(const ProbeConfig& c, double* floor_nats, double* baseline_nats) {
+std::string TaskFloor(const ProxySpec& spec, const ProbeConfig& c, double* floor_nats,
+                      double* baseline_nats) {
   *floor_nats = 0.0;
+  if (c.task == ProbeTask::kImage) {  // probe_image.h: the answers' colours need the image
+    const ProxyVision& v = spec.vision;
+    *baseline_nats = ImageNoImageNats();
+    return "image task (" + std::to_string(ImageTokens(v)) + " region colours of a " +
+           std::to_string(v.image) + "x" + std::to_string(v.image) + " image, " +
+           std::to_string(kImageColours) + " colours, loss + exact match on the answers; vision tower " +
+           std::to_string(v.blocks) + " ViT block(s) of width " + std::to_string(v.hidden) + ", patch " +
+           std::to_string(v.patch) + ", " + std::to_string(v.merge) + "x" + std::to_string(v.merge) +
+           " merge, projector into " + std::to_string(spec.hidden) + ", scaled from " + v.source +
+           "): floor 0 nats; no-image (unigram) baseline ln(" + std::to_string(kImageColours) +
+           ") = " + Fmt(*baseline_nats) + " nats";
+  }
   if (c.task == ProbeTask::kLookup) {  // probe_lookup.h: the table's value entropy
     *baseline_nats = LookupUnigramNats(LookupTable(c.lookup_keys, c.lookup_values), c.lookup_values);
     return "lookup task (" + std::to_string(LookupTriples(c.seq)) + " (a, b, Y[a][b]) triples of a fixed " +
@@ -330,7 +344,7 @@ ProbePrediction PredictProbe(const ProxySpec& spec, const ProbeConfig& cfg, cons
 void FinishProbeResult(ProbeResult* r) {
   const bool text = r->config.task == ProbeTask::kText;
   r->task_floor =
-      text ? TextTaskFloor(r->config, r) : TaskFloor(r->config, &r->floor_nats, &r->baseline_nats);
+      text ? TextTaskFloor(r->config, r) : TaskFloor(r->spec, r->config, &r->floor_nats, &r->baseline_nats);
   std::vector<double> losses, accuracies;
   std::vector<std::vector<int64_t>> load;
   int64_t peak = 0;
@@ -362,6 +376,7 @@ void FinishProbeResult(ProbeResult* r) {
   r->checks.push_back(conv.ok() ? conv->message : conv.status().message());
   r->skill_metric = text                                   ? "held_out_loss"
                     : r->config.task == ProbeTask::kLookup ? "lookup_accuracy"
+                    : r->config.task == ProbeTask::kImage  ? "image_accuracy"
                                                            : "copy_accuracy";
   r->skill =
       text ? r->held_out_loss : (conv.ok() ? conv->final_accuracy : std::numeric_limits<double>::quiet_NaN());

@@ -29,7 +29,8 @@ Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* result)
 void FinishProbeResult(ProbeResult* result);
 
 // "copy task: floor 0 nats ..." and the two reference levels (floor, no-copy baseline).
-std::string TaskFloor(const ProbeConfig& config, double* floor_nats, double* baseline_nats);
+std::string TaskFloor(const ProxySpec& spec, const ProbeConfig& config, double* floor_nats,
+                      double* baseline_nats);
 
 // This machine as a Topology: one "device" = one probe rank (threads_per_rank cores) with the
 // measured fp32 GEMM rate and memcpy bandwidth, one loopback tier with the measured TCP loopback

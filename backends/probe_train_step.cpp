@@ -58,9 +58,11 @@ void ForEachTrainable(std::vector<UnitState>& state, Fn&& fn) {
 
 void BindBatch(const WorkerState& st, Batch* batch, UnitInputs* inputs) {
   if (!st.dev.is_cpu())
-    *batch = {batch->tokens.to(st.dev), batch->targets.to(st.dev), batch->mask.to(st.dev)};
+    *batch = {batch->tokens.to(st.dev), batch->targets.to(st.dev), batch->mask.to(st.dev),
+              batch->images.defined() ? batch->images.to(st.dev) : batch->images};
   inputs->targets = &batch->targets;
   inputs->loss_mask = &batch->mask;
+  inputs->images = batch->images.defined() ? &batch->images : nullptr;
 }
 
 void PrepareUnitRunner(WorkerState& st, ProbeGroups& g, size_t u, MoeRouting* routing, UnitInputs* inputs,

@@ -12,6 +12,7 @@
 #include "backends/kda_generated.h"
 #include "backends/probe_tp.h"
 #include "backends/proxy_model.h"
+#include "backends/proxy_vision.h"
 #include "backends/proxy_weights.h"
 
 namespace onboard::backends {
@@ -284,7 +285,11 @@ at::Tensor UnitForward(const ProxySpec& s, const UnitLayout& u, const at::Tensor
   const bool tp = in.tp != nullptr && in.tp->active();  // vocab-parallel embedding and head
   if (u.kind == UnitKind::kEmbed) {
     if (tp) return TpVocabEmbed(*in.tp, W["tok"], x);
-    return W["tok"].index_select(0, x.flatten()).view({x.size(0), x.size(1), s.hidden});
+    at::Tensor e = W["tok"].index_select(0, x.flatten()).view({x.size(0), x.size(1), s.hidden});
+    if (in.images == nullptr || !W.has("v_patch")) return e;
+    // Image task (probe_image.h): the tower's M tokens replace the sequence's M placeholders.
+    at::Tensor v = VisionForward(s, W, *in.images);
+    return at::cat({v, e.narrow(1, v.size(1), e.size(1) - v.size(1))}, 1);
   }
   if (u.kind == UnitKind::kHead) {
     at::Tensor logits = W.Lin("out", TpRegionIn(in.tp, Rms(x, W["final_norm"])));  // [b,T,V] (TP: [b,T,V/tp])

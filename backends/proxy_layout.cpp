@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "backends/proxy_model.h"
+#include "backends/proxy_vision.h"
 
 namespace onboard::backends {
 namespace {
@@ -104,6 +105,7 @@ std::vector<UnitLayout> BuildLayout(const ProxySpec& s, const ProbeConfig& c) {
   embed.name = "embed";
   embed.kind = UnitKind::kEmbed;
   embed.dense.Add("tok", {s.vocab, s.hidden}, Init::kNormal, 1.0, true);
+  if (c.task == ProbeTask::kImage && s.vision.blocks > 0) AddVisionTower(embed, s);  // proxy_vision.h
   units.push_back(std::move(embed));
   for (int64_t i = 0; i < s.num_layers(); ++i) {
     UnitLayout u;

@@ -100,6 +100,7 @@ struct MoeRouting {
 struct UnitInputs {
   const at::Tensor* targets = nullptr;   // head: [b, T] int64
   const at::Tensor* loss_mask = nullptr; // head: [b, T] float (1 = counted)
+  const at::Tensor* images = nullptr;    // embed, image task: [b, S, S, 3] pixels (proxy_vision.h)
   double inv_global_tokens = 1.0;        // head: 1 / counted tokens in the global batch
                                          // (MLA layers: also scales the DSA indexer's KL loss)
   // DSA indexer KL per MLA layer: layer -> sum over local queries of KL(p_t || softmax(I_t)) *

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "backends/probe.h"
+#include "backends/probe_image.h"
 #include "backends/probe_layout_check.h"
 #include "backends/probe_replicas.h"
 #include "backends/probe_schedule.h"
@@ -14,6 +15,63 @@ namespace {
 
 Status Bad(const std::string& field, const std::string& problem, const std::string& value) {
   return BadInput("probe", field, problem, value);
+}
+
+// The model's vision tower at the proxy's scale: its depth capped at 2 blocks, its MLP ratio and
+// its spatial merge kept (capped at 2 per side), a 2 x 2 grid of merged tokens per image.
+ProxyVision ScaledVision(const VisionTower& t) {
+  ProxyVision v;
+  v.blocks = std::clamp<int64_t>(t.depth, 1, 2);
+  if (t.hidden > 0 && t.intermediate > 0)
+    v.inter = std::max<int64_t>(8, (v.hidden * t.intermediate / t.hidden + 4) / 8 * 8);
+  v.merge = std::clamp<int64_t>(t.merge, 1, 2);
+  v.image = 2 * v.patch * v.merge;
+  v.source = t.kind + ": depth " + std::to_string(t.depth) + ", hidden " + std::to_string(t.hidden) +
+             ", MLP " + std::to_string(t.intermediate) + ", " + std::to_string(t.heads) + " heads, patch " +
+             std::to_string(t.patch) + ", " + std::to_string(t.merge) + "x" + std::to_string(t.merge) +
+             " merge into " + std::to_string(t.out_hidden);
+  return v;
+}
+
+Status ValidateVision(const ProxyVision& v) {
+  if (v.blocks < 0 || v.blocks > 8)
+    return Bad("vision.blocks", "must be in [0, 8]", std::to_string(v.blocks));
+  if (v.blocks == 0) return Status::Ok();
+  for (auto [f, x] : {std::pair<const char*, int64_t>{"vision.hidden", v.hidden},
+                      {"vision.heads", v.heads},
+                      {"vision.inter", v.inter},
+                      {"vision.patch", v.patch},
+                      {"vision.merge", v.merge},
+                      {"vision.image", v.image}})
+    if (x <= 0 || x > 4096) return Bad(f, "must be in [1, 4096]", std::to_string(x));
+  if (v.hidden % v.heads != 0)
+    return Bad("vision.heads", "must divide vision.hidden=" + std::to_string(v.hidden),
+               std::to_string(v.heads));
+  if (v.image % (v.patch * v.merge) != 0)
+    return Bad("vision.image", "must be a multiple of patch x merge = " + std::to_string(v.patch * v.merge),
+               std::to_string(v.image));
+  return Status::Ok();
+}
+
+// The image task's limits (probe_image.h): a tower, full training, one embed unit on one rank of
+// a TP/PP group, and room for the placeholders, BOS and the answers.
+Status ValidateImageTask(const ProbeConfig& c, const ProxySpec& spec) {
+  if (c.task != ProbeTask::kImage) {
+    if (c.control == kControlNoImage) return Bad("control", "no_image needs task image", c.control);
+    return Status::Ok();
+  }
+  if (spec.vision.blocks == 0)
+    return Bad("task", "image needs a vision tower (the model has no vision_config)", "image");
+  if (c.mode == FinetuneMode::kLoRA) return Bad("task", "image runs in mode full only", "image");
+  if (c.tp_degree() > 1 || c.pp_degree() > 1)
+    return Bad("task", "image runs with tp 1 and pp 1 (the tower is not split)", "image");
+  const int64_t m = backends::ImageTokens(spec.vision);
+  if (c.seq < 2 * m + 1)
+    return Bad("seq",
+               "the image task needs seq >= " + std::to_string(2 * m + 1) + " (" + std::to_string(m) +
+                   " image tokens, BOS and " + std::to_string(m) + " answers)",
+               std::to_string(c.seq));
+  return Status::Ok();
 }
 
 bool IsLinearMixer(MixerKind k) {
@@ -87,7 +145,7 @@ Status ProxySpec::Validate() const {
     if (num_shared > 0) ONBOARD_RETURN_IF_ERROR(pos("shared_inter", shared_inter));
     if (latent_dim < 0) return Bad("latent_dim", "must be >= 0", std::to_string(latent_dim));
   }
-  return Status::Ok();
+  return ValidateVision(vision);
 }
 
 ProxySpec ProxyFromModel(const ModelIR& model, int64_t blocks) {
@@ -158,6 +216,8 @@ ProxySpec ProxyFromModel(const ModelIR& model, int64_t blocks) {
   if (kda == 0 || mla == 0)
     s.notes.push_back("pattern has " + std::to_string(kda) + " KDA and " + std::to_string(mla) +
                       " MLA layers");
+  // Step 4: the vision tower, scaled down (used by the image task only: backends/probe_image.h).
+  if (model.vision) s.vision = ScaledVision(*model.vision);
   return s;
 }
 
@@ -260,6 +320,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
       return Bad("task", "lookup runs in mode full only (no LoRA source task)", "lookup");
   }
   if (task == ProbeTask::kText && text_file.empty()) return Bad("text_file", "text task needs a file", "");
+  ONBOARD_RETURN_IF_ERROR(ValidateImageTask(*this, spec));
   ONBOARD_RETURN_IF_ERROR(ValidateRecompute(*this));
   if (!(timeout_s > 0)) return Bad("timeout", "must be > 0 seconds", num(timeout_s));
   if (!(collective_timeout_s > 0))
@@ -273,10 +334,11 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("base_steps", "must be -1 (default) or in [0, 100000]", std::to_string(base_steps));
   if (!control.empty() && control != kControlNoLookback && control != kControlRandomRouter &&
       control != kControlFrozenLora && control != kControlPerturbedKdaGate &&
-      control != kControlPerturbedDsaTopk)
+      control != kControlPerturbedDsaTopk && control != kControlNoImage)
     return Bad("control",
                std::string("must be one of ") + kControlNoLookback + ", " + kControlRandomRouter + ", " +
-                   kControlFrozenLora + ", " + kControlPerturbedKdaGate + ", " + kControlPerturbedDsaTopk,
+                   kControlFrozenLora + ", " + kControlPerturbedKdaGate + ", " + kControlPerturbedDsaTopk +
+                   ", " + kControlNoImage,
                control);
   if (control == kControlPerturbedDsaTopk &&
       (dsa_kernel != ProbeKernel::kGenerated ||

@@ -145,10 +145,11 @@ int RunProbeCommand(ProbeOptions o) {
   o.cfg.lr = o.lr == -1 ? defaults.lr : o.lr;
   o.cfg.lora_rank = o.lora_rank == -1 ? defaults.lora_rank : o.lora_rank;
   if (!o.cfg.text_file.empty()) o.task = "text";
-  if (o.task != "copy" && o.task != "text" && o.task != "lookup")
-    return ReportError("probe", BadInput("--task", "task", "must be copy, text or lookup", o.task));
+  if (o.task != "copy" && o.task != "text" && o.task != "lookup" && o.task != "image")
+    return ReportError("probe", BadInput("--task", "task", "must be copy, text, lookup or image", o.task));
   o.cfg.task = o.task == "text"     ? ProbeTask::kText
                : o.task == "lookup" ? ProbeTask::kLookup
+               : o.task == "image"  ? ProbeTask::kImage
                                     : ProbeTask::kCopy;
   if (!o.placement.empty()) {
     Status st = ParsePlacement(o.placement, &o.cfg.expert_placement);
@@ -235,7 +236,9 @@ OnboardCommand kProbe{
       sub.add_option("--micro-batch", o->cfg.micro_batch,
                      "sequences per micro-batch per rank (0 = batch/ranks); gradients accumulate "
                      "over batch/(ranks*micro_batch) micro-steps")->capture_default_str();
-      sub.add_option("--task", o->task, "copy | text | lookup (needs the experts: backends/probe_lookup.h)")
+      sub.add_option("--task", o->task,
+                     "copy | text | lookup (needs the experts: backends/probe_lookup.h) | image (needs the "
+                     "vision tower: backends/probe_image.h)")
           ->capture_default_str();
       sub.add_option("--text", o->cfg.text_file, "text file for the byte-level text task");
       sub.add_option("--blocks", o->blocks, "proxy depth in 4-layer blocks")->capture_default_str();
@@ -258,7 +261,8 @@ OnboardCommand kProbe{
       sub.add_option(
           "--control", o->cfg.control,
           "negative control that must fail the learning verdict: no_lookback | "
-          "random_router | frozen_lora (lora mode) | perturbed_kda_gate (caught by kernel loss parity)");
+          "random_router | frozen_lora (lora mode) | perturbed_kda_gate (caught by kernel loss parity) | "
+          "no_image (task image: blank images)");
       sub.add_option("--loss-parity", o->cfg.loss_parity_steps,
                      "kernel loss parity: also train the proxy's KDA layers this many steps with the "
                      "generated kernel and with the LibTorch ops and compare the curves (0 = off; e.g. 50)")
