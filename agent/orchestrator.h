@@ -70,6 +70,11 @@ struct RunRequest {
   int64_t seq = 4096;            // tokens per sequence for the plan
   int64_t global_batch = 0;      // sequences per step; 0 = planner default (~4M tokens)
   Precision base_dtype = Precision::kBF16;  // LoRA frozen base: bf16 | fp8 | mxfp4 (core/precision.h)
+  // Expert routing for the plan's all-to-all split by tier (issue 18; PlanRequest's fields of the same
+  // names, search/planner.h; limits: search/plan_request_checks.h CheckExpertRouting).
+  double expert_nodes_per_token = 0;  // measured mean nodes a token's top-k experts span (0 = uniform)
+  int64_t max_route_nodes = 0;        // node-limited routing M (0 = off)
+  EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;  // dispatcher of the searched plans
   // When model_path is a checkpoint directory with safetensors (stage "weights"): token ids to run
   // (JSON list of lists; "" = a fixed 8-token sequence) and reference logits .npy ("" = an fp64
   // forward of the same weights: a precision check, not an independent semantics check).

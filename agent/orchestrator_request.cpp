@@ -27,6 +27,9 @@ Status RunRequest::Validate() const {
   ONBOARD_RETURN_IF_ERROR(CheckPlanShape("run request", mode, lora_rank, seq, global_batch));
   ONBOARD_RETURN_IF_ERROR(
       CheckPrecisionUse("run request", "base_dtype", base_dtype, PrecisionUse::kFrozenBase));
+  // The model's top_k is not known here; StagePlan's PlanRequest::Validate checks it per model.
+  ONBOARD_RETURN_IF_ERROR(
+      CheckExpertRouting("run request", "", expert_nodes_per_token, max_route_nodes, kTopKUnknown));
   ONBOARD_RETURN_IF_ERROR(Range("max_rounds", max_rounds, 1, 20));
   ONBOARD_RETURN_IF_ERROR(Range("threads", threads, 1, 256));
   ONBOARD_RETURN_IF_ERROR(Range("probe.ranks", probe.ranks, 1, 64));

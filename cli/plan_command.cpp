@@ -17,6 +17,7 @@
 
 #include "agent/topology_source.h"
 #include "cli/command_registry.h"
+#include "cli/expert_routing_flags.h"
 #include "parsers/load_model.h"
 #include "search/calibration_table.h"
 #include "search/expert_placement.h"
@@ -36,9 +37,7 @@ struct PlanOptions {
   double imbalance = 1.0, zipf = 0;
   int64_t spare_slots = 1;
   int64_t devices_per_node = 8;   // --export: accelerators per host (launchers: nodes x per node)
-  double expert_nodes_per_token = 0;  // issue 18: measured nodes a token's experts span (0 = uniform)
-  int64_t max_route_nodes = 0;        // node-limited routing M (0 = off)
-  std::string ep_dispatcher = "alltoall";
+  ExpertRoutingFlags routing;     // issue 18 (cli/expert_routing_flags.h)
   bool json = false;
 };
 
@@ -175,11 +174,7 @@ int RunPlan(const PlanOptions& o) {
     req->expert_imbalance = o.imbalance;
     req->constraints.etp = o.etp;  // ranges and names: PlanRequest::Validate, the one check
     req->constraints.schedule = o.schedule;
-    req->expert_nodes_per_token = o.expert_nodes_per_token;
-    req->max_route_nodes = o.max_route_nodes;
-    Expected<EpDispatcher> disp = ParseEpDispatcher("(command line)", "--ep-dispatcher", o.ep_dispatcher);
-    if (!disp.ok()) return ReportError("plan", disp.status());
-    req->ep_dispatcher = *disp;
+    if (Status rs = ApplyExpertRoutingFlags(o.routing, req.get()); !rs.ok()) return ReportError("plan", rs);
     Status st = req->Validate();
     if (!st.ok()) return ReportError("plan", st);
   }
@@ -259,12 +254,7 @@ static OnboardCommand kPlan{
           ->check(CLI::Range(0.0, 4.0));
       sub.add_option("--spare-slots", o->spare_slots, "spare expert slots per rank for replicas (with --zipf)")
           ->check(CLI::Range(int64_t{0}, int64_t{64}));
-      sub.add_option("--expert-nodes-per-token", o->expert_nodes_per_token,
-                     "measured mean nodes a token's top-k experts span (0 = uniform routing)");
-      sub.add_option("--max-route-nodes", o->max_route_nodes,
-                     "node-limited routing: experts on at most M nodes (0 = off)");
-      sub.add_option("--ep-dispatcher", o->ep_dispatcher,
-                     "expert dispatcher of the searched plans: alltoall | deepep | hybridep");
+      AddExpertRoutingFlags(sub, &o->routing);
       sub.add_option("--threads", o->threads, "search threads")->check(CLI::Range(1, 256));
       sub.add_option("--etp", o->etp,
                      "expert tensor parallel degree the search keeps (0 = searched: 1 and tp)");

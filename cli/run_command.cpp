@@ -8,8 +8,9 @@
 #include <memory>
 #include <mutex>
 
-#include "cli/command_registry.h"
 #include "agent/orchestrator.h"
+#include "cli/command_registry.h"
+#include "cli/expert_routing_flags.h"
 
 namespace onboard::cli {
 namespace {
@@ -23,6 +24,7 @@ struct RunOptions {
   int probe_steps = 0;  // 0 = the probe recipe's (DefaultProbeConfig)
   std::string probe_control;  // negative control of every probe round ("" = none)
   double lr = 0;        // 0 = the probe recipe's
+  ExpertRoutingFlags routing;  // issue 18 (cli/expert_routing_flags.h)
   bool no_probe = false, no_kernels = false, json = false;
 };
 
@@ -90,6 +92,8 @@ int RunRun(const RunOptions& o) {
       ParsePrecision("run request", "base_dtype", o.base_dtype, PrecisionUse::kFrozenBase);
   if (!base.ok()) return ReportError("run", base.status());
   req.base_dtype = *base;
+  if (Status rs = ApplyExpertRoutingFlags(o.routing, &req); !rs.ok())
+    return ReportError("run", rs);  // ranges: Validate
   req.out_dir = o.out.empty() ? "onboard-run" : o.out;
   req.templates_override = o.templates;
   req.templates_dir = o.templates_dir;
@@ -138,6 +142,7 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                           ->capture_default_str();
                       sub.add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
                       sub.add_option("--global-batch", o->global_batch, "sequences per step (0 = ~4M tokens)");
+                      AddExpertRoutingFlags(sub, &o->routing);
                       sub.add_option("--out,-o", o->out, "output directory (default ./onboard-run)");
                       sub.add_option("--templates", o->templates, "JSON file of template overrides");
                       sub.add_option("--templates-dir", o->templates_dir,

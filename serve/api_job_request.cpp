@@ -3,6 +3,7 @@
 
 #include "agent/topology_source.h"
 #include "core/topology.h"
+#include "search/plan_request_checks.h"
 
 #include <array>
 #include <cmath>
@@ -143,6 +144,18 @@ const std::map<std::string, Setter>& OptionSetters() {
       {"seq", IntField<int64_t>("options.seq", [](R& r, int64_t v) { r.seq = v; })},
       {"global_batch",
        IntField<int64_t>("options.global_batch", [](R& r, int64_t v) { r.global_batch = v; })},
+      // Issue 18's expert routing: types here; ranges RunRequest::Validate (CheckExpertRouting).
+      {"expert_nodes_per_token",
+       DoubleField("options.expert_nodes_per_token", [](R& r, double v) { r.expert_nodes_per_token = v; })},
+      {"max_route_nodes",
+       IntField<int64_t>("options.max_route_nodes", [](R& r, int64_t v) { r.max_route_nodes = v; })},
+      {"ep_dispatcher",
+       [](const json& v, R& r) {
+         if (!v.is_string()) return WrongType("options.ep_dispatcher", "a string", v);
+         ONBOARD_ASSIGN_OR_RETURN(r.ep_dispatcher,
+                                  ParseEpDispatcher("run request", "ep_dispatcher", v.get<std::string>()));
+         return Status::Ok();
+       }},
       {"max_rounds", IntField<int>("options.max_rounds", [](R& r, int v) { r.max_rounds = v; })},
       {"threads", IntField<int>("options.threads", [](R& r, int v) { r.threads = v; })},
       {"generate_kernels",

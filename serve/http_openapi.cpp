@@ -223,6 +223,9 @@ const char* const kOpenApi = R"json({
           "mode": {"type": "string", "enum": ["lora", "full"]}, "lora_rank": {"type": "integer"},
           "seq": {"type": "integer"}, "global_batch": {"type": "integer"}, "base_dtype": {"type": "string"},
           "max_rounds": {"type": "integer"}, "generate_kernels": {"type": "boolean"}, "threads": {"type": "integer"},
+          "expert_nodes_per_token": {"type": "number", "description": "measured mean nodes a token's top-k experts span: 0 (not given) or [1, top_k]"},
+          "max_route_nodes": {"type": "integer", "description": "node-limited routing: experts on at most M nodes (0 = off)"},
+          "ep_dispatcher": {"type": "string", "description": "expert dispatcher of the searched plans (enum: BuildDocument, from core/plan.h EpDispatcherName)"},
           "probe": {"type": "object", "additionalProperties": false, "properties": {
             "enabled": {"type": "boolean"}, "ranks": {"type": "integer"}, "steps": {"type": "integer"},
             "seq": {"type": "integer"}, "micro_batch": {"type": "integer"}, "proxy_blocks": {"type": "integer"},
@@ -299,10 +302,12 @@ std::string ResponseNameFor(int status) {
 nlohmann::json BuildDocument() {
   nlohmann::json doc = nlohmann::json::parse(kOpenApi);
   // The dispatcher names from their one home (what ParseEpDispatcher accepts; the test checks it).
-  nlohmann::json& disp =
-      doc["components"]["schemas"]["PlanRequest"]["properties"]["options"]["properties"]["ep_dispatcher"];
-  for (EpDispatcher d : {EpDispatcher::kAllToAll, EpDispatcher::kDeepEP, EpDispatcher::kHybridEP})
-    disp["enum"].push_back(EpDispatcherName(d));
+  nlohmann::json& schemas = doc["components"]["schemas"];
+  for (nlohmann::json* disp :
+       {&schemas["PlanRequest"]["properties"]["options"]["properties"]["ep_dispatcher"],
+        &schemas["RunOptions"]["properties"]["ep_dispatcher"]})
+    for (EpDispatcher d : {EpDispatcher::kAllToAll, EpDispatcher::kDeepEP, EpDispatcher::kHybridEP})
+      (*disp)["enum"].push_back(EpDispatcherName(d));
   for (const RouteDecl& r : ApiRoutes()) {
     nlohmann::json& responses = doc["paths"][r.path][r.method]["responses"];
     nlohmann::json out = nlohmann::json::object();

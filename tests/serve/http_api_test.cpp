@@ -13,6 +13,7 @@
 #include <tuple>
 
 #include "search/plan_request_checks.h"
+#include "serve/api_job_request.h"
 #include "serve/http_auth.h"
 #include "serve/http_openapi.h"
 #include "serve/http_server.h"
@@ -448,6 +449,49 @@ TEST_F(HttpApiTest, PlanExpertRoutingReachesTheSearchAndBadValuesAre400) {
   }
 }
 
+// Issue 18: POST /v1/jobs takes options.ep_dispatcher / expert_nodes_per_token / max_route_nodes
+// into the job's RunRequest (the stored request, read back by ToRunRequest as the worker reads it),
+// and refuses bad values at submit with a 400 naming the field and the value: the ranges are
+// RunRequest::Validate's (CheckExpertRouting, the plan's one check), so the message is the one
+// `onboard run` prints. Unwired, the good submit is a 400 "unknown option" (or the fields read 0 /
+// alltoall) and the bad values are accepted.
+TEST_F(HttpApiTest, JobExpertRoutingReachesTheRunRequestAndBadValuesAre400) {
+  Start();
+  json body = ConfigBody();
+  body["options"]["ep_dispatcher"] = "deepep";
+  body["options"]["expert_nodes_per_token"] = 1.5;
+  body["options"]["max_route_nodes"] = 4;
+  auto res = Post("/v1/jobs", body.dump());
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 202) << res->body;
+  const json job = GetJson("/v1/jobs/" + json::parse(res->body)["id"].get<std::string>());
+  auto run = ToRunRequest(job.at("request"), dir_.path + "/out");
+  ASSERT_TRUE(run.ok()) << run.status().ToString();
+  EXPECT_EQ(run->ep_dispatcher, EpDispatcher::kDeepEP);
+  EXPECT_EQ(run->expert_nodes_per_token, 1.5);
+  EXPECT_EQ(run->max_route_nodes, 4);
+  const std::string topo = std::string(ONBOARD_TEST_DATA) + "/e2e/tiny_cluster.topology.json";
+  for (const auto& [field, value, shown, flag] :
+       std::vector<std::tuple<std::string, json, std::string, std::string>>{
+           {"ep_dispatcher", "nccl", "nccl", ""},
+           {"ep_dispatcher", 3, "3", ""},
+           {"expert_nodes_per_token", 0.5, "0.5", "--expert-nodes-per-token"},
+           {"max_route_nodes", -1, "-1", "--max-route-nodes"}}) {
+    json bad = ConfigBody();
+    bad["options"][field] = value;
+    res = Post("/v1/jobs", bad.dump());
+    ASSERT_TRUE(res) << field;
+    ASSERT_EQ(res->status, 400) << field << ": " << res->body.substr(0, 200);
+    const std::string msg = json::parse(res->body)["error"].value("message", "");
+    EXPECT_NE(msg.find(field + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(shown), std::string::npos) << msg;
+    if (flag.empty()) continue;
+    EXPECT_EQ("onboard run: " + msg + "\n",
+              CliStderr("run " + root_ + "/config.json --topology " + topo + " " + flag + " " + shown +
+                        " --no-probe --no-kernels --out " + dir_.path + "/cli"));
+  }
+}
+
 // Collects every "$ref" string in a JSON document.
 void CollectRefs(const json& j, std::vector<std::string>& out) {
   if (j.is_object()) {
@@ -484,6 +528,11 @@ TEST_F(HttpApiTest, OpenApiDocumentDescribesEveryRouteAndResolves) {
   ASSERT_EQ(names.size(), 3u) << plan_opts.dump();
   for (const auto& name : names)
     EXPECT_TRUE(ParseEpDispatcher("test", "ep_dispatcher", name.get<std::string>()).ok()) << name;
+  // POST /v1/jobs options (RunOptions) name the same fields with the same enum.
+  const json run_opts = doc.at(json::json_pointer("/components/schemas/RunOptions/properties"));
+  EXPECT_EQ(run_opts.value("expert_nodes_per_token", json::object()).value("type", ""), "number");
+  EXPECT_EQ(run_opts.value("max_route_nodes", json::object()).value("type", ""), "integer");
+  EXPECT_EQ(run_opts.value("ep_dispatcher", json::object()).value("enum", json::array()), names);
   std::vector<std::string> refs;
   CollectRefs(doc, refs);
   EXPECT_GT(refs.size(), 20u);

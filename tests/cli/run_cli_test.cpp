@@ -1,0 +1,75 @@
+// `onboard run` end to end through the binary: issue 18's expert-routing flags reach the plan the
+// loop builds (its plan.json), and bad values exit 2 naming the flag or field and the value.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "onboard_runner.h"
+
+namespace {
+
+using onboard::clitest::CliRun;
+using onboard::clitest::RunOnboard;
+
+const std::string kModel = std::string(ONBOARD_TEST_DATA) + "/hf/qwen3-30b-a3b.config.json";
+const std::string kTopo = std::string(ONBOARD_SOURCE_DIR) + "/examples/topologies/b200-32x8.json";
+
+// The run's best plan (plan.json under `out`), or null when it is missing.
+nlohmann::json BestPlan(const std::string& out) {
+  std::ifstream in(out + "/plan.json");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const nlohmann::json j = nlohmann::json::parse(ss.str(), nullptr, false);
+  return j.is_object() && j.contains("best") ? j["best"] : nlohmann::json();
+}
+
+std::string A2aFormula(const nlohmann::json& best) {
+  for (const auto& t : best.at("estimate").at("time_terms"))
+    if (t.value("name", "") == "comm.ep_a2a") return t.value("formula", "");
+  return "";
+}
+
+// --ep-dispatcher, --expert-nodes-per-token and --max-route-nodes reach the PlanRequest the loop
+// builds (agent StagePlan): the best plan's comm.ep_a2a term names the dispatcher and the nodes per
+// token it used (the split is printed only when routing is given), and the dispatcher changes the
+// step time, as `onboard plan --ep-dispatcher` does (PlanCli test). Unwired, the deepep run reads
+// "alltoall" or has no split text, and the max-route-nodes run has no split text.
+TEST(RunCli, ExpertRoutingFlagsReachThePlanAndBadValuesExit2) {
+  const std::string dir = ::testing::TempDir() + "run_cli_routing";
+  const std::string base = "run " + kModel + " --topology " + kTopo + " --mode full --no-probe --no-kernels";
+  const CliRun a2a = RunOnboard(base + " --out " + dir + "/a2a");
+  ASSERT_EQ(a2a.code, 0) << a2a.out;
+  const CliRun deepep =
+      RunOnboard(base + " --ep-dispatcher deepep --expert-nodes-per-token 1.5 --out " + dir + "/deepep");
+  ASSERT_EQ(deepep.code, 0) << deepep.out;
+  const CliRun limited = RunOnboard(base + " --max-route-nodes 1 --out " + dir + "/limited");
+  ASSERT_EQ(limited.code, 0) << limited.out;
+  const nlohmann::json p_a2a = BestPlan(dir + "/a2a"), p_deepep = BestPlan(dir + "/deepep"),
+                       p_limited = BestPlan(dir + "/limited");
+  ASSERT_TRUE(p_a2a.is_object() && p_deepep.is_object() && p_limited.is_object());
+  EXPECT_NE(p_a2a["estimate"]["step_s"].get<double>(), p_deepep["estimate"]["step_s"].get<double>());
+  EXPECT_EQ(A2aFormula(p_a2a).find("nodes/token"), std::string::npos) << A2aFormula(p_a2a);
+  EXPECT_NE(A2aFormula(p_deepep).find("; deepep, 1.5 nodes/token of "), std::string::npos)
+      << A2aFormula(p_deepep);
+  EXPECT_NE(A2aFormula(p_limited).find("; alltoall, 1 nodes/token of "), std::string::npos)
+      << A2aFormula(p_limited);
+  // Bad values: exit 2 before any stage, naming the flag or field and the value. top_k = 9 passes the
+  // model-free check and is refused by the plan's own (the model's top_k is 8).
+  for (const auto& [flag, want] : std::vector<std::pair<std::string, std::vector<std::string>>>{
+           {"--ep-dispatcher nccl", {"--ep-dispatcher", "nccl"}},
+           {"--expert-nodes-per-token 0.5", {"expert_nodes_per_token", "0.5"}},
+           {"--expert-nodes-per-token 9", {"expert_nodes_per_token", "top_k=8", "9"}},
+           {"--max-route-nodes -1", {"max_route_nodes", "-1"}}}) {
+    const CliRun r = RunOnboard(base + " " + flag + " --out " + dir + "/bad");
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.out;
+    for (const std::string& w : want) EXPECT_NE(r.out.find(w), std::string::npos) << flag << ": " << r.out;
+  }
+}
+
+}  // namespace
