@@ -96,7 +96,7 @@ Expected<std::string> StageWeights(RunState& st) {
   o.reference = st.req.verify_reference;
   if (o.reference.empty()) {
     HfVerifyOptions ref = o;
-    ref.fp64 = true;
+    ref.dtype = FloatDtype::kFP64;
     ref.logits_out = (fs::path(st.req.out_dir) / "weights" / "logits_fp64.npy").string();
     Expected<HfVerifyResult> r64 = backend::RunHfVerify(ref);
     if (!r64.ok()) {

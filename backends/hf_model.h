@@ -15,6 +15,7 @@
 
 #include "backends/hf_forward_config.h"
 #include "backends/hf_layer_range.h"
+#include "parsers/safetensors_dtype.h"
 #include "parsers/safetensors_weights.h"
 
 namespace onboard {
@@ -64,13 +65,23 @@ struct HfLayerWeights {
   HfMoeWeights experts;
 };
 
+// One checkpoint encoding the weights were read in: a safetensors element type, or MXFP4 (gpt-oss's
+// `_blocks` + `_scales` pair of U8 tensors: e2m1 pairs x one e8m0 scale per 32 values), which no
+// safetensors header names.
+struct HfWeightDtype {
+  SafetensorsDtype storage = SafetensorsDtype::kF32;  // the header's dtype (U8 for MXFP4's blocks)
+  bool mxfp4 = false;
+  bool operator==(const HfWeightDtype& o) const { return storage == o.storage && mxfp4 == o.mxfp4; }
+};
+std::string HfWeightDtypeName(const HfWeightDtype& d);  // SafetensorsDtypeName ("BF16", ...) or "MXFP4"
+
 struct HfModelWeights {
   torch::Tensor embed;                    // [vocab, hidden]
   torch::Tensor final_norm;               // [hidden]
   torch::Tensor lm_head;                  // [vocab, hidden] (the embedding when tied)
   std::vector<HfLayerWeights> layers;     // the layers loaded, in order
   std::vector<std::string> used;          // checkpoint tensors read (scales included)
-  std::vector<std::string> dtypes_seen;   // distinct checkpoint dtype names read
+  std::vector<HfWeightDtype> dtypes_seen;  // distinct checkpoint dtypes read, in first-read order
 };
 
 // hf_tp_slice.cpp: how a tensor-parallel rank holds checkpoint tensor `name` (the names TpShardLayer's fields
@@ -146,7 +157,7 @@ class HfWeightReader {
   int64_t fsdp() const { return fsdp_; }
   int64_t fsdp_rank() const { return fsdp_rank_; }
   const std::vector<std::string>& used() const { return used_; }
-  const std::vector<std::string>& dtypes() const { return dtypes_; }
+  const std::vector<HfWeightDtype>& dtypes() const { return dtypes_; }
   torch::ScalarType dtype() const { return dtype_; }
   const SafetensorsCheckpoint& checkpoint() const { return ckpt_; }
   // The decoder's root in the checkpoint's names (HfForwardConfig::weights_root): every "model.X" the
@@ -159,7 +170,8 @@ class HfWeightReader {
   const SafetensorsCheckpoint& ckpt_;
   torch::ScalarType dtype_;
   std::vector<std::string> used_;
-  std::vector<std::string> dtypes_;
+  std::vector<HfWeightDtype> dtypes_;
+  void SawDtype(HfWeightDtype d);  // appends d to dtypes_ unless already there
   int64_t expert_begin_ = 0, expert_end_ = -1;
   int64_t tp_ = 1, tp_rank_ = 0;
   bool expert_tp_ = true;

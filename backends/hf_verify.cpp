@@ -53,10 +53,13 @@ Status Compare(const HfVerifyOptions& o, const std::vector<std::vector<int64_t>>
 }
 
 // How each checkpoint dtype reaches the compute dtype (the decoders of parsers/safetensors_dequant.cpp).
-std::string DequantText(const std::string& dtype, const std::string& compute) {
-  if (dtype == "F8_E4M3") return "F8_E4M3 x its 128x128 block's weight_scale_inv -> " + compute;
-  if (dtype == "MXFP4") return "MXFP4 (e2m1 pairs x one e8m0 scale per 32 values) -> " + compute;
-  return dtype + " -> " + compute + (dtype == "BF16" || dtype == "F16" ? " (exact widening)" : "");
+std::string DequantText(const HfWeightDtype& dtype, FloatDtype compute_dtype) {
+  const std::string compute = FloatDtypeName(compute_dtype);
+  if (dtype.mxfp4) return "MXFP4 (e2m1 pairs x one e8m0 scale per 32 values) -> " + compute;
+  const SafetensorsDtype d = dtype.storage;
+  if (d == SafetensorsDtype::kF8_E4M3) return "F8_E4M3 x its 128x128 block's weight_scale_inv -> " + compute;
+  const bool widening = d == SafetensorsDtype::kBF16 || d == SafetensorsDtype::kF16;
+  return std::string(SafetensorsDtypeName(d)) + " -> " + compute + (widening ? " (exact widening)" : "");
 }
 
 // Step 5: each plan rank maps the checkpoint on its own and loads only its slice.
@@ -123,7 +126,7 @@ Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& o) {
   ONBOARD_ASSIGN_OR_RETURN(HfForwardConfig c, ReadHfForwardConfig(o.checkpoint));
   ONBOARD_ASSIGN_OR_RETURN(std::vector<std::vector<int64_t>> seqs, ReadInputIds(o.ids_path, c.ir.vocab));
   ONBOARD_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::Open(o.checkpoint));
-  const torch::ScalarType dtype = o.fp64 ? torch::kDouble : torch::kFloat;
+  const torch::ScalarType dtype = o.dtype == FloatDtype::kFP64 ? torch::kDouble : torch::kFloat;
   ONBOARD_ASSIGN_OR_RETURN(HfModelWeights w, MapHfWeights(c, ckpt, o.layers, dtype));
   HfVerifyResult r;
   r.model_type = c.ir.model_type;
@@ -133,8 +136,10 @@ Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& o) {
   r.vocab = c.ir.vocab;
   r.layers_run = int64_t(w.layers.size());
   r.tensors_used = int64_t(w.used.size());
-  r.dtypes = w.dtypes_seen;
-  for (const std::string& d : r.dtypes) r.dequant.push_back(DequantText(d, o.fp64 ? "fp64" : "fp32"));
+  for (const HfWeightDtype& d : w.dtypes_seen) {
+    r.dtypes.push_back(HfWeightDtypeName(d));
+    r.dequant.push_back(DequantText(d, o.dtype));
+  }
 
   // Step 2: forward per sequence; NaN past each sequence's end.
   std::vector<float> logits(size_t(r.batch * r.longest * r.vocab), std::numeric_limits<float>::quiet_NaN());

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "backends/hf_layer_range.h"
+#include "core/float_dtype.h"
 #include "core/status.h"
 
 namespace onboard {
@@ -26,7 +27,7 @@ struct HfVerifyOptions {
   std::string logits_out;       // .npy to write ("" = do not write)
   std::string reference;        // .npy to compare with ("" = no comparison)
   HfLayerRange layers;          // layer slice (embedding + these layers + final norm + head)
-  bool fp64 = false;            // compute in float64 instead of float32
+  FloatDtype dtype = FloatDtype::kFP32;  // compute dtype (core/float_dtype.h): fp32 or fp64
   // Bytes each plan rank reads (HfRankSlice): TP ranks x FSDP ranks 0 and last (torch.chunk: the
   // largest and the smallest chunk); 1 x 1 = just the forward's load.
   int64_t tp = 1, fsdp = 1;
@@ -46,7 +47,7 @@ struct HfVerifyResult {
   int64_t tensors_used = 0;
   uint64_t bytes_touched = 0;   // bytes of the tensors the forward read
   uint64_t checkpoint_bytes = 0;
-  std::vector<std::string> dtypes;
+  std::vector<std::string> dtypes;      // HfWeightDtypeName of each checkpoint dtype read
   std::vector<std::string> dequant;     // per checkpoint dtype read: how it became the compute dtype
   std::vector<HfRankBytes> rank_bytes;  // with tp * fsdp > 1
   std::string rank_bytes_error;         // why rank_bytes is empty (tp does not divide the heads, ...)

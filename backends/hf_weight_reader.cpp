@@ -22,6 +22,14 @@ std::string HfWeightReader::Physical(const std::string& name) const {
   return root_ + name.substr(kModel.size());
 }
 
+std::string HfWeightDtypeName(const HfWeightDtype& d) {
+  return d.mxfp4 ? "MXFP4" : SafetensorsDtypeName(d.storage);
+}
+
+void HfWeightReader::SawDtype(HfWeightDtype d) {
+  if (std::find(dtypes_.begin(), dtypes_.end(), d) == dtypes_.end()) dtypes_.push_back(d);
+}
+
 Expected<const TensorInfo*> HfWeightReader::Lookup(const std::string& logical,
                                                    const std::vector<int64_t>& shape) {
   // Presence and shape (from the header: no bytes touched yet), named with the expected value.
@@ -32,8 +40,8 @@ Expected<const TensorInfo*> HfWeightReader::Lookup(const std::string& logical,
   if (info->shape != shape)
     return BadInput(info->file, name + ".shape", "expected " + ShapeText(shape), ShapeText(info->shape));
   used_.push_back(name);
-  if (std::find(dtypes_.begin(), dtypes_.end(), info->dtype_name) == dtypes_.end())
-    dtypes_.push_back(info->dtype_name);
+  ONBOARD_ASSERT(info->storage.has_value(), "tensor with a shape but no dtype: " + name);
+  SawDtype({*info->storage, /*mxfp4=*/false});
   return info;
 }
 
@@ -173,7 +181,7 @@ Expected<torch::Tensor> HfWeightReader::ReadMxfp4(const std::string& prefix,
                     "expected " + ShapeText(std::vector<int64_t>(want.begin(), want.end() - 1)),
                     ShapeText(si->shape));
   for (const std::string* n : {&bname, &sname}) used_.push_back(*n);
-  if (std::find(dtypes_.begin(), dtypes_.end(), "MXFP4") == dtypes_.end()) dtypes_.push_back("MXFP4");
+  SawDtype({SafetensorsDtype::kU8, /*mxfp4=*/true});
   // Step 2: the slab of both: experts [r0, r0 + nr), and out rows (dim 1) or in blocks (dim 2) of the
   // range; in columns split by whole blocks. Gathered into contiguous bytes of the slab's shape.
   const int64_t last = int64_t(shape.size()) - 1;

@@ -22,6 +22,7 @@
 #include "core/model_ir.h"
 #include "core/plan.h"
 #include "core/probe_kernel.h"
+#include "core/probe_task.h"
 #include "core/status.h"
 #include "validators/probe_observations.h"  // ObservationThresholds (issue 10)
 
@@ -134,7 +135,7 @@ struct ProxyParamCounts {
 
 // ---- Probe configuration ----
 
-enum class ProbeTask { kCopy, kText, kLookup, kImage };  // kLookup: probe_lookup.h; kImage: probe_image.h
+// ProbeTask (copy, text, lookup, image): core/probe_task.h; kLookup: probe_lookup.h; kImage: probe_image.h
 
 struct ProbeConfig {
   int64_t ranks = 1;                 // processes

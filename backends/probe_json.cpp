@@ -78,7 +78,7 @@ json ConfigJsonCore(const ProbeConfig& c) {
           {"lora_alpha", c.lora_alpha}, {"lr", c.lr}, {"warmup", c.warmup},
           {"min_lr_ratio", c.min_lr_ratio}, {"clip", c.clip}, {"weight_decay", c.weight_decay},
           {"beta1", c.beta1}, {"beta2", c.beta2}, {"adam_eps", c.adam_eps}, {"seed", c.seed},
-          {"seq", c.seq}, {"batch", c.batch}, {"micro_batch", c.micro_batch}, {"task", c.task == ProbeTask::kCopy ? "copy" : "text"},
+          {"seq", c.seq}, {"batch", c.batch}, {"micro_batch", c.micro_batch}, {"task", ProbeTaskName(c.task)},
           {"copy_symbols", c.copy_symbols}, {"text_file", c.text_file},
           {"expert_placement", c.expert_placement},
           {"timeout_s", c.timeout_s}, {"collective_timeout_s", c.collective_timeout_s},
@@ -110,13 +110,13 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   Expected<FinetuneMode> mode = ParseFinetuneMode("probe config", "mode", j.at("mode").get<std::string>());
   if (!mode.ok()) throw std::invalid_argument(mode.status().message());
   c->mode = *mode;
-  c->task = j.at("task") == "text" ? ProbeTask::kText : ProbeTask::kCopy;
+  Expected<ProbeTask> task = ParseProbeTask("probe config", "task", j.at("task").get<std::string>());
+  if (!task.ok()) throw std::invalid_argument(task.status().message());
+  c->task = *task;
   c->control = j.value("control", std::string());
   Expected<FloatDtype> dt = ParseFloatDtype("probe config", "dtype", j.at("dtype").get<std::string>());
   if (!dt.ok()) throw std::invalid_argument(dt.status().message());
   c->dtype = *dt;
-  if (j.at("task") == "lookup") c->task = ProbeTask::kLookup;  // lookup task (issue 12)
-  if (j.at("task") == "image") c->task = ProbeTask::kImage;    // image task (issue 12 item 6)
   c->lookup_keys = j.value("lookup_keys", int64_t{16});
   c->lookup_values = j.value("lookup_values", int64_t{16});
   c->tp = j.value("tp", int64_t{1});  // tensor parallelism (issue 17); absent in older files
@@ -158,8 +158,6 @@ json SpecJson(const ProxySpec& s) {
 json ConfigJson(const ProbeConfig& c) {
   json j = ConfigJsonCore(c);
   j["control"] = c.control;
-  if (c.task == ProbeTask::kLookup) j["task"] = "lookup";  // lookup task (issue 12, probe_lookup.h)
-  if (c.task == ProbeTask::kImage) j["task"] = "image";    // image task (issue 12, probe_image.h)
   j["lookup_keys"] = c.lookup_keys;
   j["lookup_values"] = c.lookup_values;
   j["tp"] = c.tp_degree();  // tensor parallelism (issue 17)

@@ -16,6 +16,7 @@
 #include "backends/probe_step_codec.h"
 #include "backends/probe_step_series.h"
 #include "backends/probe_text_split.h"
+#include "core/number_text.h"
 #include "search/planner.h"
 #include "validators/convergence.h"
 #include "validators/learning_verdict.h"
@@ -26,12 +27,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string Fmt(double v, int precision = 3) {
-  std::ostringstream os;
-  os.precision(precision);
-  os << v;
-  return os.str();
-}
+std::string Fmt(double v, int digits = 3) { return FormatSignificant(v, digits); }
 
 // j[key] as T, refused (naming file, field and value) when missing or of another type.
 template <typename T>

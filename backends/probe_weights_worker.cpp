@@ -207,6 +207,12 @@ Status ExportAdapter(const WeightsProbeOptions& o, const RankModel& m) {
   return WritePeftAdapter(o.out_dir + "/adapter", pa);
 }
 
+std::vector<std::string> DtypeNames(const std::vector<HfWeightDtype>& dtypes) {
+  std::vector<std::string> out;
+  for (const HfWeightDtype& d : dtypes) out.push_back(HfWeightDtypeName(d));
+  return out;
+}
+
 json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<double>& losses, double frozen,
               double final_loss, int64_t windows) {
   int64_t lora = 0;
@@ -220,7 +226,7 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"bytes_read", m.bytes_read},
           {"checkpoint_bytes", m.checkpoint_bytes},
           {"tensors_used", m.w.used.size()},
-          {"dtypes", m.w.dtypes_seen},
+          {"dtypes", DtypeNames(m.w.dtypes_seen)},
           {"layers", {m.w.layers.front().index, m.w.layers.back().index}},
           {"targets", targets},
           {"lora_params", lora},

@@ -20,8 +20,9 @@
 #include "agent/plan_to_probe.h"
 #include "backends/backend_entry.h"
 #include "cli/command_registry.h"
-#include "core/float_dtype.h"
 #include "cli/layer_range_flag.h"
+#include "core/float_dtype.h"
+#include "core/probe_task.h"
 #include "parsers/load_model.h"
 
 namespace onboard::cli {
@@ -145,12 +146,9 @@ int RunProbeCommand(ProbeOptions o) {
   o.cfg.lr = o.lr == -1 ? defaults.lr : o.lr;
   o.cfg.lora_rank = o.lora_rank == -1 ? defaults.lora_rank : o.lora_rank;
   if (!o.cfg.text_file.empty()) o.task = "text";
-  if (o.task != "copy" && o.task != "text" && o.task != "lookup" && o.task != "image")
-    return ReportError("probe", BadInput("--task", "task", "must be copy, text, lookup or image", o.task));
-  o.cfg.task = o.task == "text"     ? ProbeTask::kText
-               : o.task == "lookup" ? ProbeTask::kLookup
-               : o.task == "image"  ? ProbeTask::kImage
-                                    : ProbeTask::kCopy;
+  Expected<ProbeTask> task = ParseProbeTask("--task", "task", o.task);
+  if (!task.ok()) return ReportError("probe", task.status());
+  o.cfg.task = *task;
   if (!o.placement.empty()) {
     Status st = ParsePlacement(o.placement, &o.cfg.expert_placement);
     if (!st.ok()) return ReportError("probe", st);

@@ -23,7 +23,7 @@ struct VerifyCliOptions {
 int RunVerify(VerifyCliOptions o) {
   Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
   if (!dtype.ok()) return ReportError("verify", dtype.status());
-  o.v.fp64 = *dtype == FloatDtype::kFP64;
+  o.v.dtype = *dtype;
   const Status st = ParseLayerRange(o.layers, &o.v.layers);
   if (!st.ok()) return ReportError("verify", st);
   Expected<const BackendEntryPoints*> be = LoadBackend();  // the HF forward runs in LibTorch

@@ -1,6 +1,6 @@
 // ParseByName: the one parser of the enums that have one printer (FloatDtype, ProbeKernel,
-// Recompute, FinetuneMode): the value whose name is `value`, else kBadInput naming origin, field and
-// value, with the choices in the order given: "--dtype: field 'dtype': must be fp32 or fp64 (got fp16)".
+// ProbeTask, Recompute, FinetuneMode): the value whose name is `value`, else kBadInput naming origin, field
+// and value, with the choices in the order given: "--dtype: field 'dtype': must be fp32 or fp64 (got fp16)".
 #pragma once
 
 #include <initializer_list>

@@ -95,19 +95,17 @@ void Model(std::ostringstream& o, const json& r) {
 
 void Templates(std::ostringstream& o, const json& r) {
   o << "<h2>Module templates</h2>";
-  Table t({"module", "kind", "layers", "detail", "template", "kernel", "precision"});
+  Table t({"module", "kind", "layers", "detail", "template", "kernel"});
   for (const auto& m : JsonAt(JsonAt(r, "templates"), "modules")) {
     const json& tp = JsonAt(m, "template");
     if (tp.is_null()) {
       t.Row({E(JsonStr(m, "module")), E(JsonStr(m, "kind")), E(JsonStr(m, "layers")), E(JsonStr(m, "detail")),
-             "<span class=\"flag\">UNKNOWN</span>", "-", E(JsonStr(m, "unknown"))}, "bad");
+             "<span class=\"flag\">UNKNOWN</span>", E(JsonStr(m, "unknown"))},
+            "bad");
       continue;
     }
-    std::string prec;
-    for (const auto& [k, v] : JsonAt(tp, "precision").items()) prec += (prec.empty() ? "" : ", ") + k + " " + v.get<std::string>();
     t.Row({E(JsonStr(m, "module")), E(JsonStr(m, "kind")), E(JsonStr(m, "layers")), E(JsonStr(m, "detail")),
-           E(JsonStr(tp, "name")), E(JsonStr(tp, "kernel").empty() ? "(library)" : JsonStr(tp, "kernel")),
-           E(prec)});
+           E(JsonStr(tp, "name")), E(JsonStr(tp, "kernel").empty() ? "(library)" : JsonStr(tp, "kernel"))});
   }
   o << t.Html();
 }

@@ -58,20 +58,18 @@ void Model(std::ostringstream& o, const json& r) {
 
 void Templates(std::ostringstream& o, const json& r) {
   const json& t = JsonAt(r, "templates");
-  o << "## Module templates\n\n| module | kind | layers | detail | template | kernel | precision |\n"
-       "|---|---|---|---|---|---|---|\n";
+  o << "## Module templates\n\n| module | kind | layers | detail | template | kernel |\n"
+       "|---|---|---|---|---|---|\n";
   for (const auto& m : JsonAt(t, "modules")) {
     const json& tp = JsonAt(m, "template");
     o << "| " << JsonStr(m, "module") << " | " << JsonStr(m, "kind") << " | " << JsonStr(m, "layers") << " | "
       << Cell(JsonStr(m, "detail")) << " | ";
     if (tp.is_null()) {
-      o << "**UNKNOWN** | - | " << Cell(JsonStr(m, "unknown")) << " |\n";
+      o << "**UNKNOWN** | " << Cell(JsonStr(m, "unknown")) << " |\n";
       continue;
     }
-    std::string prec;
-    for (const auto& [k, v] : JsonAt(tp, "precision").items()) prec += (prec.empty() ? "" : ", ") + k + " " + v.get<std::string>();
-    o << JsonStr(tp, "name") << " | " << (JsonStr(tp, "kernel").empty() ? "(library)" : JsonStr(tp, "kernel")) << " | "
-      << Cell(prec) << " |\n";
+    o << JsonStr(tp, "name") << " | " << (JsonStr(tp, "kernel").empty() ? "(library)" : JsonStr(tp, "kernel"))
+      << " |\n";
   }
   if (JsonAt(t, "unknown").is_number() && JsonAt(t, "unknown").get<int64_t>() > 0)
     o << "\n**" << JsonAt(t, "unknown").dump()

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -15,9 +16,16 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 const std::set<std::string> kModules = {"mixer", "channel", "embedding", "head", "vision_tower"};
-// Keys templates no longer carry: nothing read them. The plan search (search/) chooses the layout
-// and recompute per block kind; a template chooses the kernel, its reference op and precision.
-const std::set<std::string> kRemovedKeys = {"parallel", "parallel_over", "recompute"};
+// Keys templates no longer carry (nothing read them), each with the owner of what it claimed to set;
+// a template chooses the kernel and its reference op.
+const std::map<std::string, std::string> kRemovedKeys = {
+    {"parallel", "the plan search chooses parallelism and recompute per block kind (onboard plan)"},
+    {"parallel_over", "the plan search chooses parallelism and recompute per block kind (onboard plan)"},
+    {"recompute", "the plan search chooses parallelism and recompute per block kind (onboard plan)"},
+    {"precision",
+     "the precisions are the plan's dtype fields (compute_dtype, grad_dtype, optimizer_dtype, "
+     "base_dtype)"},
+};
 
 Expected<std::string> ReadText(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -48,11 +56,10 @@ Status FillTemplate(const json& j, const std::string& origin, bool partial, OptT
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "kind", !partial, t.kind));
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "kernel", false, t.kernel));
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "reference_op", !partial, t.reference_op));
-  for (const std::string& key : kRemovedKeys)
+  for (const auto& [key, owner] : kRemovedKeys)
     if (j.contains(key))
       return BadInput(where, key,
-                      "is not a template field: the plan search chooses parallelism and recompute per block "
-                      "kind (onboard plan); a template chooses kernel, reference_op and precision",
+                      "is not a template field: " + owner + "; a template chooses kernel and reference_op",
                       j[key].dump());
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "balancing", false, t.balancing));
   ONBOARD_RETURN_IF_ERROR(GetString(j, where, "why", false, t.why));
@@ -62,13 +69,6 @@ Status FillTemplate(const json& j, const std::string& origin, bool partial, OptT
     for (const auto& a : j["activations"]) {
       if (!a.is_string()) return BadInput(where, "activations[]", "must be a string", a.dump());
       t.activations.push_back(a.get<std::string>());
-    }
-  }
-  if (j.contains("precision")) {
-    if (!j["precision"].is_object()) return BadInput(where, "precision", "must be an object", j["precision"].dump());
-    for (const auto& [role, dt] : j["precision"].items()) {
-      if (!dt.is_string()) return BadInput(where, "precision." + role, "must be a string", dt.dump());
-      t.precision[role] = dt.get<std::string>();
     }
   }
   if (!kModules.count(t.module))
@@ -185,9 +185,12 @@ Status ApplyTemplateOverrides(TemplateLibrary& lib, const std::string& path) {
 }
 
 nlohmann::json TemplateToJson(const OptTemplate& t) {
-  json j = {{"name", t.name},           {"module", t.module},       {"kind", t.kind},
-            {"kernel", t.kernel},       {"reference_op", t.reference_op},
-            {"precision", t.precision}, {"origin", t.origin}};
+  json j = {{"name", t.name},
+            {"module", t.module},
+            {"kind", t.kind},
+            {"kernel", t.kernel},
+            {"reference_op", t.reference_op},
+            {"origin", t.origin}};
   if (!t.activations.empty()) j["activations"] = t.activations;
   if (!t.balancing.empty()) j["balancing"] = t.balancing;
   if (!t.why.empty()) j["why"] = t.why;

@@ -1,7 +1,8 @@
 // Optimisation templates: for each module kind of a model (token mixer, channel mixer, embedding,
-// head, vision tower) the kernel to generate, its reference operator and the precision (layout and
-// recompute are the plan search's, search/). Templates are data (templates/data/*.json, schema in templates/README.md); this
-// header loads them, applies user overrides and matches them against a ModelIR.
+// head, vision tower) the kernel to generate and its reference operator (layout and recompute are
+// the plan search's, search/; the precisions are the plan's dtype fields, core/plan.h). Templates are data
+// (templates/data/*.json, schema in templates/README.md); this header loads them, applies user overrides and
+// matches them against a ModelIR.
 //
 // Where the data comes from (one source of truth: templates/data/*.json):
 //   1. an explicit directory (RunRequest::templates_dir / `--templates-dir`),
@@ -30,7 +31,6 @@ struct OptTemplate {
   std::vector<std::string> activations; // channel templates: activations handled (empty = any)
   std::string kernel;                   // kernel to generate ("" = vendor library op, nothing generated)
   std::string reference_op;             // operator used when the kernel is missing or fails its check
-  std::map<std::string, std::string> precision;  // tensor role -> dtype ("router" -> "fp32")
   std::string balancing;                // MoE load balancing ("aux_loss_free_bias", "" = none)
   std::string why;                      // one-paragraph rationale shown in reports
   std::string origin;                   // file it came from ("mixers.json", "override:<path>")

@@ -3,7 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <sstream>
+
+#include "core/number_text.h"
 
 namespace onboard {
 namespace {
@@ -14,12 +15,7 @@ double Mean(const std::vector<double>& v, size_t first, size_t count) {
   return s / static_cast<double>(count);
 }
 
-std::string Fmt(double v) {
-  std::ostringstream os;
-  os.precision(4);
-  os << v;
-  return os.str();
-}
+std::string Fmt(double v) { return FormatSignificant(v, 4); }  // the verdicts' digits
 
 }  // namespace
 

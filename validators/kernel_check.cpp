@@ -9,7 +9,9 @@
 #include <fstream>
 #include <future>
 #include <limits>
+#include <memory>
 #include <sstream>
+#include <type_traits>
 
 #include "codegen/cpu_kernel_loader.h"
 #include "codegen/cuda_compiler.h"
@@ -95,15 +97,46 @@ std::vector<int64_t> DsaCheckLengths(int64_t topk) {
 
 namespace {
 
-void AddUnique(std::vector<KdaSpec>* v, KdaSpec s) {
+template <typename Spec>  // KdaSpec | DsaSpec
+void AddUnique(std::vector<Spec>* v, Spec s) {
   s.name = s.DefaultName();
   for (const auto& e : *v) if (e.name == s.name) return;
   v->push_back(s);
 }
-void AddUnique(std::vector<DsaSpec>* v, DsaSpec s) {
-  s.name = s.DefaultName();
-  for (const auto& e : *v) if (e.name == s.name) return;
-  v->push_back(s);
+
+// Each spec's fn(spec) (an Expected of one T or of a vector of T), appended to *out in spec order.
+template <typename Spec, typename Fn, typename T>
+Status AppendEach(const std::vector<Spec>& specs, Fn fn, std::vector<T>* out) {
+  for (const Spec& spec : specs) {
+    auto got = fn(spec);
+    if (!got.ok()) return got.status();
+    if constexpr (std::is_same_v<std::decay_t<decltype(*got)>, T>) {
+      out->push_back(std::move(*got));
+    } else {
+      for (auto& x : *got) out->push_back(std::move(x));
+    }
+  }
+  return Status::Ok();
+}
+
+// A generated CPU kernel loaded for its check, with the seed of its cases (each case takes ++seed).
+struct LoadedKernel {
+  codegen::GeneratedKernel gen;
+  std::shared_ptr<codegen::CpuKernelLibrary> lib;
+  uint64_t seed = 0;  // options seed ^ hash(kernel name)
+};
+
+Expected<LoadedKernel> LoadForCheck(Expected<codegen::GeneratedKernel> generated, uint64_t seed) {
+  ONBOARD_ASSIGN_OR_RETURN(codegen::GeneratedKernel gen, std::move(generated));
+  ONBOARD_ASSIGN_OR_RETURN(std::shared_ptr<codegen::CpuKernelLibrary> lib, codegen::LoadCpuKernel(gen));
+  const uint64_t first = seed ^ std::hash<std::string>{}(gen.name);
+  return LoadedKernel{std::move(gen), std::move(lib), first};
+}
+
+// A kernel entry point's return code: 0, or kInternal naming the kernel.
+Status KernelReturn(const std::string& kernel, int rc) {
+  if (rc != 0) return Status(ErrorCode::kInternal, kernel + " returned " + std::to_string(rc));
+  return Status::Ok();
 }
 
 Status WriteText(const std::string& path, const std::string& text) {
@@ -171,29 +204,27 @@ Expected<CheckPlan> KernelCheckPlan(const ModelIR& model) {
 }
 
 Expected<std::vector<KernelCheckRow>> CheckKdaKernel(const KdaSpec& spec, const KernelCheckOptions& opt) {
-  ONBOARD_ASSIGN_OR_RETURN(codegen::GeneratedKernel gen, codegen::GenerateKda(spec, {}));
-  ONBOARD_ASSIGN_OR_RETURN(auto lib, codegen::LoadCpuKernel(gen));
+  ONBOARD_ASSIGN_OR_RETURN(LoadedKernel k, LoadForCheck(codegen::GenerateKda(spec, {}), opt.seed));
   std::vector<KernelCheckRow> rows;
-  uint64_t seed = opt.seed ^ std::hash<std::string>{}(gen.name);
   for (int64_t T : KdaCheckLengths(spec.chunk_size)) {
     const int64_t B = T == 1 ? 2 : 1;
     const bool with_state = T != 1;
-    const KdaInputs in = RandomKdaInputs(spec, B, T, with_state, ++seed);
+    const KdaInputs in = RandomKdaInputs(spec, B, T, with_state, ++k.seed);
     const KdaResult<double> ref = ReferenceKda<double>(spec, in);
     const KdaResult<float> ref32 = ReferenceKda<float>(spec, in);
     // Poison the outputs so anything the kernel fails to write shows up as NaN.
     std::vector<float> o(ref.o.size(), kPoison), st(ref.final_state.size(), kPoison);
-    const int rc = lib->kda_fwd(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(),
-                                in.a_log.data(), in.dt_bias.data(),
-                                with_state ? in.initial_state.data() : nullptr, o.data(), st.data(), B,
-                                T, opt.num_threads);
-    if (rc != 0) return Status(ErrorCode::kInternal, gen.name + " returned " + std::to_string(rc));
+    const int rc =
+        k.lib->kda_fwd(in.q.data(), in.k.data(), in.v.data(), in.g.data(), in.beta.data(), in.a_log.data(),
+                       in.dt_bias.data(), with_state ? in.initial_state.data() : nullptr, o.data(), st.data(),
+                       B, T, opt.num_threads);
+    ONBOARD_RETURN_IF_ERROR(KernelReturn(k.gen.name, rc));
     const std::string shape = KdaCheckShape(spec, B, T, with_state);
     for (int which = 0; which < 2; ++which) {
       const KernelErrStats eo = which == 0 ? CompareKernelOutput(o, ref.o) : CompareKernelOutput(o, ref32.o);
       const KernelErrStats es = which == 0 ? CompareKernelOutput(st, ref.final_state)
                                            : CompareKernelOutput(st, ref32.final_state);
-      rows.push_back(KdaCheckRow(gen.name, shape, which == 0 ? "fp64 recurrence" : "fp32 recurrence",
+      rows.push_back(KdaCheckRow(k.gen.name, shape, which == 0 ? "fp64 recurrence" : "fp32 recurrence",
                                  which == 0 ? kKernelTolF32VsF64 : kTolChunkVsF32, eo, es));
     }
   }
@@ -201,26 +232,24 @@ Expected<std::vector<KernelCheckRow>> CheckKdaKernel(const KdaSpec& spec, const 
 }
 
 Expected<std::vector<KernelCheckRow>> CheckDsaKernel(const DsaSpec& spec, const KernelCheckOptions& opt) {
-  ONBOARD_ASSIGN_OR_RETURN(codegen::GeneratedKernel gen, codegen::GenerateDsa(spec, {}));
-  ONBOARD_ASSIGN_OR_RETURN(auto lib, codegen::LoadCpuKernel(gen));
+  ONBOARD_ASSIGN_OR_RETURN(LoadedKernel k, LoadForCheck(codegen::GenerateDsa(spec, {}), opt.seed));
   std::vector<KernelCheckRow> rows;
-  uint64_t seed = opt.seed ^ std::hash<std::string>{}(gen.name);
   for (int64_t T : DsaCheckLengths(spec.topk)) {
     const int64_t B = T == 1 ? 2 : 1;
-    const DsaInputs in = RandomDsaInputs(spec, B, T, ++seed);
+    const DsaInputs in = RandomDsaInputs(spec, B, T, ++k.seed);
     const DsaReference ref = ReferenceDsa(spec, in);
     std::vector<float> o(ref.o.size(), kPoison);
     std::vector<int32_t> idx(ref.indices.size(), -7);
-    const int rc = lib->dsa_fwd(
+    const int rc = k.lib->dsa_fwd(
         in.q.data(), in.k.data(), in.v.data(), in.index_q.data(), in.index_k.data(), in.index_w.data(),
         spec.output_gate ? in.gate.data() : nullptr, spec.sink ? in.sink.data() : nullptr,
         spec.v_up_dim > 0 ? in.v_up.data() : nullptr, o.data(), idx.data(), B, T, opt.num_threads);
-    if (rc != 0) return Status(ErrorCode::kInternal, gen.name + " returned " + std::to_string(rc));
+    ONBOARD_RETURN_IF_ERROR(KernelReturn(k.gen.name, rc));
     int64_t mismatched = 0;
     for (size_t i = 0; i < idx.size(); ++i) mismatched += idx[i] != ref.indices[i];
     const KernelErrStats eo = CompareKernelOutput(o, ref.o);
     KernelCheckRow r;
-    r.kernel = gen.name;
+    r.kernel = k.gen.name;
     r.shape = DsaCheckShape(spec, B, T);
     r.against = "fp64 dense over selected";
     r.tol = kKernelTolF32VsF64;
@@ -251,14 +280,10 @@ Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheck
     if (ec) return IoError("--out " + opt.out_dir + ": " + ec.message());
   }
   if (cuda) {
-    for (const KdaSpec& s : plan.kda) {
-      ONBOARD_ASSIGN_OR_RETURN(auto g, codegen::GenerateKda(s, opt.target));
-      report.kernels.push_back(std::move(g));
-    }
-    for (const DsaSpec& s : plan.dsa) {
-      ONBOARD_ASSIGN_OR_RETURN(auto g, codegen::GenerateDsa(s, opt.target));
-      report.kernels.push_back(std::move(g));
-    }
+    const auto kda = [&](const KdaSpec& s) { return codegen::GenerateKda(s, opt.target); };
+    const auto dsa = [&](const DsaSpec& s) { return codegen::GenerateDsa(s, opt.target); };
+    ONBOARD_RETURN_IF_ERROR(AppendEach(plan.kda, kda, &report.kernels));
+    ONBOARD_RETURN_IF_ERROR(AppendEach(plan.dsa, dsa, &report.kernels));
   }
   for (const auto& g : report.kernels) {
     if (opt.out_dir.empty()) continue;
@@ -321,14 +346,10 @@ Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheck
   }
   // Step 3: CPU numerics.
   if (!opt.run_checks) return report;
-  for (const KdaSpec& s : plan.kda) {
-    ONBOARD_ASSIGN_OR_RETURN(auto rows, CheckKdaKernel(s, opt));
-    for (auto& r : rows) report.rows.push_back(std::move(r));
-  }
-  for (const DsaSpec& s : plan.dsa) {
-    ONBOARD_ASSIGN_OR_RETURN(auto rows, CheckDsaKernel(s, opt));
-    for (auto& r : rows) report.rows.push_back(std::move(r));
-  }
+  const auto kda = [&](const KdaSpec& s) { return CheckKdaKernel(s, opt); };
+  const auto dsa = [&](const DsaSpec& s) { return CheckDsaKernel(s, opt); };
+  ONBOARD_RETURN_IF_ERROR(AppendEach(plan.kda, kda, &report.rows));
+  ONBOARD_RETURN_IF_ERROR(AppendEach(plan.dsa, dsa, &report.rows));
   // Step 4: the fused KDA prologue against the unfused sequence (both gate forms).
   ONBOARD_ASSIGN_OR_RETURN(auto fused, CheckKdaPrologueFusionForPlan(plan.kda, opt.seed, CpuKdaRunner(opt.num_threads)));
   for (auto& r : fused) report.rows.push_back(std::move(r));

@@ -5,22 +5,14 @@
 #include <cmath>
 #include <sstream>
 
+#include "core/number_text.h"
+
 namespace onboard {
 namespace {
 
-std::string Pct(double share) {
-  std::ostringstream os;
-  os.precision(3);
-  os << 100.0 * share << "%";
-  return os.str();
-}
-
-std::string Num(double v) {
-  std::ostringstream os;
-  os.precision(3);
-  os << v;
-  return os.str();
-}
+// The observations' digits: 3 significant.
+std::string Num(double v) { return FormatSignificant(v, 3); }
+std::string Pct(double share) { return Num(100.0 * share) + "%"; }
 
 }  // namespace
 

@@ -105,5 +105,31 @@ TEST(ProbeJson, SpecAndConfigRoundTrip) {
   EXPECT_EQ(ProbeSpecConfigFromJson("{", &s2, &c2).code(), ErrorCode::kBadInput);
 }
 
+// The task is typed (core/probe_task.h): every task name round-trips through the probe JSON, and an
+// unknown one is refused naming the field and the value (it used to be read as the copy task).
+TEST(ProbeJson, TaskRoundTripsAndAnUnknownTaskIsRefused) {
+  ProxySpec s;
+  s.layers = {{ProxyMixer::kKDA, ProxyChannel::kDense}};
+  for (ProbeTask t : {ProbeTask::kCopy, ProbeTask::kText, ProbeTask::kLookup, ProbeTask::kImage}) {
+    ProbeConfig c;
+    c.task = t;
+    ProxySpec s2;
+    ProbeConfig c2;
+    ASSERT_TRUE(ProbeSpecConfigFromJson(ProbeSpecConfigToJson(s, c), &s2, &c2).ok()) << ProbeTaskName(t);
+    EXPECT_EQ(c2.task, t);
+  }
+  std::string text = ProbeSpecConfigToJson(s, ProbeConfig{});
+  const std::string copy = "\"task\": \"copy\"";
+  ASSERT_NE(text.find(copy), std::string::npos) << text;
+  text.replace(text.find(copy), copy.size(), "\"task\": \"sort\"");
+  ProxySpec s2;
+  ProbeConfig c2;
+  const Status st = ProbeSpecConfigFromJson(text, &s2, &c2);
+  EXPECT_EQ(st.code(), ErrorCode::kBadInput);
+  EXPECT_EQ(
+      st.message(),
+      "probe spec: field 'json': probe config: field 'task': must be copy, text, lookup or image (got sort)");
+}
+
 }  // namespace
 }  // namespace onboard

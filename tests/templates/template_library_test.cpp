@@ -72,11 +72,11 @@ TEST(TemplateLibrary, EveryMixerAndChannelKindHasATemplate) {
     }
 }
 
-TEST(TemplateLibrary, KernelsAndPrecisionFollowTheModuleKind) {
+TEST(TemplateLibrary, KernelsFollowTheModuleKind) {
   TemplateMatch m = MatchTemplates(OneLayerModel(MixerKind::kKDA, ChannelKind::kMoE, Activation::kSiTU), Lib());
   EXPECT_EQ(m.modules[1].chosen->kernel, "kda_chunked");
   EXPECT_EQ(m.modules[2].chosen->kernel, "grouped_gemm");
-  EXPECT_EQ(m.modules[2].chosen->precision.at("router"), "fp32");
+  EXPECT_EQ(m.modules[2].chosen->reference_op, "moe_loop_reference");
   TemplateMatch d = MatchTemplates(OneLayerModel(MixerKind::kGQA, ChannelKind::kDenseMLP, Activation::kSwiGLU), Lib());
   EXPECT_EQ(d.modules[2].chosen->kernel, "");  // the vendor library's GEMMs
 }
@@ -91,6 +91,30 @@ TEST(TemplateOverrides, LayoutKeysAreRefusedWithTheirOwner) {
     EXPECT_NE(st.message().find(std::string("field '") + key + "'"), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("plan search"), std::string::npos) << st.message();
   }
+}
+
+// A template's precision map fed nothing (the precisions are the plan's dtype fields): the key is
+// refused, in the library's files as in overrides, naming the owner.
+TEST(TemplateOverrides, PrecisionIsRefusedWithItsOwner) {
+  const std::string where = "over.json template 'kda-chunked'";
+  const std::string msg =
+      where +
+      ": field 'precision': is not a template field: the precisions are the plan's dtype "
+      "fields (compute_dtype, grad_dtype, optimizer_dtype, base_dtype); a template chooses kernel "
+      "and reference_op (got {\"compute\":\"bf16\"})";
+  TemplateLibrary lib = Lib();
+  Status st = ApplyTemplateOverridesJson(
+      lib, R"({"templates":[{"name":"kda-chunked","precision":{"compute":"bf16"}}]})", "over.json");
+  EXPECT_EQ(st.code(), ErrorCode::kBadInput);
+  EXPECT_EQ(st.message(), msg);
+  Expected<TemplateLibrary> file = ParseTemplateFiles(
+      {{"over.json",
+        R"({"templates":[{"name":"kda-chunked","module":"mixer","kind":"KDA","reference_op":"r",)"
+        R"("precision":{"compute":"bf16"}}]})"}});
+  ASSERT_FALSE(file.ok());
+  EXPECT_EQ(file.status().message(), msg);
+  for (const OptTemplate& t : Lib().templates)
+    EXPECT_FALSE(TemplateToJson(t).contains("precision")) << t.name;
 }
 
 TEST(TemplateLibrary, UnknownActivationIsFlaggedNotDropped) {
