@@ -78,11 +78,19 @@ IndexerInputs IndexerInputsOf(const ProxySpec& s, const Weights& W, const at::Te
 }
 
 // DSA lightning indexer scores, causal: I[t,s] = sum_j w[t,j] relu(qI[t,j] . kI[s]), -inf for s > t.
-// h [b,T,D] -> I [b,T,T]; causal [b,T,T] bool. TP: ih local heads, their partial sum all-reduced.
+// h [b,T,D] -> I [b,T,T]; causal [T,T] or [b,T,T] bool (true = kept). TP: ih local heads, their
+// partial sum all-reduced.
+// qI . kI is checkpointed: the matmul broadcasts kI [b,1,id,T] over the T queries and its bmm saves
+// that [b,T,id,T] contiguous copy for backward (T x kI's bytes: 8 MiB at b 8, T 128, id 16;
+// bench_probe_saved_tensors); checkpointed, only qI and kI are saved and the copy exists during
+// this op's backward only. The recomputation runs the same matmul: values and gradients are the same.
 at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h, const at::Tensor& causal,
                          const TpContext* tp) {
   const IndexerInputs x = IndexerInputsOf(s, W, h, tp);
-  at::Tensor rel = at::relu(at::matmul(x.qi, x.ki.unsqueeze(1).transpose(-1, -2)));  // [b,T,ih,T]
+  const CheckpointBody dots = [](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
+    return {at::matmul(a[0], a[1].unsqueeze(1).transpose(-1, -2))};  // [b,T,ih,T]
+  };
+  at::Tensor rel = at::relu(Checkpoint(dots, {x.qi, x.ki})[0]);  // [b,T,ih,T]
   return TpSum(tp, (rel * x.wi.unsqueeze(-1)).sum(2)).masked_fill(causal.logical_not(), -INFINITY);
 }
 
@@ -90,11 +98,10 @@ at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor&
 //   p[t,s]  = sum_h A[h,t,s] / sum_{s' in S_t} sum_h A[h,t,s']   (main attention, detached)
 //   KL_t    = sum_{s in S_t} p[t,s] * (log p[t,s] - log_softmax_{S_t}(I[t,:])[s])
 //   returns sum_{b,t} KL_t
-// attn_heads [b,T,T] = sum_h A[h] (zero off S_t, detached), I [b,T,T], keep [b,T,T] = S_t.
-// Gradient reaches I only.
-at::Tensor IndexerKlSum(const at::Tensor& attn_heads, const at::Tensor& I, const at::Tensor& keep) {
+// attn_heads [b,T,T] = sum_h A[h] (zero off S_t, detached), I [b,T,T], drop [b,T,T] or [T,T] = not
+// S_t (the main attention's mask: one saved bool tensor for both). Gradient reaches I only.
+at::Tensor IndexerKlSum(const at::Tensor& attn_heads, const at::Tensor& I, const at::Tensor& drop) {
   at::Tensor p = attn_heads / attn_heads.sum(-1, /*keepdim=*/true);
-  at::Tensor drop = keep.logical_not();
   // Unselected keys: p = 0 and log q = -inf; fill before the product so no 0 * inf reaches autograd.
   at::Tensor logq = at::log_softmax(I.masked_fill(drop, -INFINITY), -1).masked_fill(drop, 0.0);
   return (at::xlogy(p, p) - p * logq).sum();
@@ -126,12 +133,12 @@ struct IndexerKlSink {
 };
 
 // Main attention over the kept keys: {o [b,T,nh,dv], attn [b,nh,T,T]} from q, k [b,T,nh,dn+dr],
-// v [b,T,nh,dv] and keep [b,T,T] (bool).
+// v [b,T,nh,dv] and drop [b,T,T] or [T,T] (bool, true = masked: not causal or not selected).
 std::vector<at::Tensor> CoreAttention(const at::Tensor& q, const at::Tensor& k, const at::Tensor& v,
-                                      const at::Tensor& keep) {
+                                      const at::Tensor& drop) {
   at::Tensor scores = at::matmul(q.transpose(1, 2), k.transpose(1, 2).transpose(-1, -2)) /
                       std::sqrt(double(q.size(-1)));  // [b,nh,T,T]
-  scores = scores.masked_fill(keep.logical_not().unsqueeze(1), -INFINITY);
+  scores = scores.masked_fill(drop.unsqueeze(-3), -INFINITY);
   at::Tensor attn = at::softmax(scores, -1);                           // [b,nh,T,T]
   return {at::matmul(attn, v.transpose(1, 2)).transpose(1, 2), attn};  // [b,T,nh,dv]
 }
@@ -183,7 +190,10 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
     k = at::cat({k, kr}, -1);
   }
   at::Tensor v = kv.narrow(-1, dn, dv);
-  at::Tensor keep = at::ones({T, T}, h.options().dtype(at::kBool)).tril().expand({b, T, T});
+  // keep: the keys each query attends (causal, then the indexer's top-k); masks are applied as
+  // drop = not keep, [T,T] while no per-token selection was made (masked_fill saves its mask).
+  const at::Tensor causal = at::ones({T, T}, h.options().dtype(at::kBool)).tril();
+  at::Tensor keep = causal.expand({b, T, T});
   // Step 1: DSA lightning indexer, top-k causal keys. The selection is not differentiable: the LM
   // loss never reaches the indexer. Its input is detached, so only the KL of Step 3 trains it.
   const bool has_indexer = s.index_topk > 0 && s.index_heads > 0;
@@ -198,11 +208,12 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
   at::Tensor I;
   if (has_indexer && ((s.index_topk < T && !kernel) || want_kl)) {
     at::AutoGradMode grad(kl_grad);  // off: indexer frozen (weight 0) or a no-grad forward
-    I = IndexerScores(s, W, h.detach(), keep, tp);
+    I = IndexerScores(s, W, h.detach(), kernel ? keep : causal, tp);
   }
+  at::Tensor drop = (kernel ? keep : causal).logical_not();  // the kernel's selection, else causal
   if (kernel && want_kl) {  // the KL's attention probabilities over the kernel's selection (detached)
     at::NoGradGuard ng;
-    attn = CoreAttention(q, k, v, keep)[1];
+    attn = CoreAttention(q, k, v, drop)[1];
   }
   if (!kernel) {
     if (has_indexer && s.index_topk < T) {
@@ -211,14 +222,15 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
       at::Tensor top =
           std::get<1>(I.detach().sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, s.index_topk);
       keep = keep.logical_and(at::zeros_like(keep).scatter(-1, top, true));
+      drop = keep.logical_not();  // [b,T,T]
     }
     // Step 2: main attention over the selected keys (checkpointed under selective recompute).
     std::vector<at::Tensor> core =
         ckpt_core != nullptr
             ? Checkpoint(
                   [](const std::vector<at::Tensor>& a) { return CoreAttention(a[0], a[1], a[2], a[3]); },
-                  {q, k, v, keep}, *ckpt_core)
-            : CoreAttention(q, k, v, keep);
+                  {q, k, v, drop}, *ckpt_core)
+            : CoreAttention(q, k, v, drop);
     o = core[0];
     attn = core[1];
     if (gate.defined()) o = o * at::sigmoid(gate);
@@ -227,7 +239,7 @@ at::Tensor Mla(const ProxySpec& s, const Weights& W, const at::Tensor& h, const 
   // Step 3: indexer KL (sum over local queries / global counted tokens) recorded and, scaled by
   // the weight, injected as an auxiliary loss on the layer's output.
   if (want_kl) {
-    at::Tensor kl = IndexerKlSum(TpSum(tp, attn.detach().sum(1)), I, keep) * sink.inv_global_tokens;
+    at::Tensor kl = IndexerKlSum(TpSum(tp, attn.detach().sum(1)), I, drop) * sink.inv_global_tokens;
     if (sink.record != nullptr) (*sink.record)[sink.layer] += kl.item<double>();
     if (kl_grad && kl.requires_grad()) out = AuxLossScaler::apply(out, kl * sink.weight);
   }
