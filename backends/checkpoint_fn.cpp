@@ -10,7 +10,7 @@ using torch::autograd::variable_list;
 // The body and the routing it records into, kept alive by the autograd node until its backward.
 struct BodyHolder : torch::CustomClassHolder {
   CheckpointBody body;
-  MoeRouting* routing = nullptr;  // null: nothing to switch off in the recomputation
+  MoeRouting* routing = nullptr;
 };
 
 class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
@@ -38,11 +38,10 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
     std::vector<at::Tensor> outs;
     {
       at::AutoGradMode enable(true);
-      MoeRouting* routing = holder->routing;  // null: the body records nothing
-      const bool record = routing != nullptr && routing->record;
-      if (routing != nullptr) routing->record = false;
+      const bool record = holder->routing->record;
+      holder->routing->record = false;
       outs = holder->body(leaves);
-      if (routing != nullptr) routing->record = record;
+      holder->routing->record = record;
     }
     // Step 2: backpropagate the outputs that carry a gradient.
     std::vector<at::Tensor> ys, gys, xs;
@@ -69,23 +68,12 @@ class CheckpointFn : public torch::autograd::Function<CheckpointFn> {
 
 }  // namespace
 
-namespace {
-std::vector<at::Tensor> ApplyCheckpoint(CheckpointBody body, const std::vector<at::Tensor>& inputs,
-                                        MoeRouting* routing) {
-  auto holder = c10::make_intrusive<BodyHolder>();
-  holder->body = std::move(body);
-  holder->routing = routing;
-  return CheckpointFn::apply(at::TensorList(inputs), reinterpret_cast<int64_t>(holder.release()));
-}
-}  // namespace
-
 std::vector<at::Tensor> Checkpoint(CheckpointBody body, const std::vector<at::Tensor>& inputs,
                                    MoeRouting& routing) {
-  return ApplyCheckpoint(std::move(body), inputs, &routing);
-}
-
-std::vector<at::Tensor> Checkpoint(CheckpointBody body, const std::vector<at::Tensor>& inputs) {
-  return ApplyCheckpoint(std::move(body), inputs, nullptr);
+  auto holder = c10::make_intrusive<BodyHolder>();
+  holder->body = std::move(body);
+  holder->routing = &routing;
+  return CheckpointFn::apply(at::TensorList(inputs), reinterpret_cast<int64_t>(holder.release()));
 }
 
 }  // namespace onboard::backends

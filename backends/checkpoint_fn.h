@@ -20,8 +20,5 @@ using CheckpointBody = std::function<std::vector<at::Tensor>(const std::vector<a
 // inputs: tensors the body reads (floating ones get gradients; others, e.g. bool masks, pass as is).
 std::vector<at::Tensor> Checkpoint(CheckpointBody body, const std::vector<at::Tensor>& inputs,
                                    MoeRouting& routing);
-// A body that records nothing (one op whose saved tensors are larger than its inputs, e.g. the
-// DSA indexer's broadcast key copy, proxy_forward.cpp): no routing to switch off.
-std::vector<at::Tensor> Checkpoint(CheckpointBody body, const std::vector<at::Tensor>& inputs);
 
 }  // namespace onboard::backends

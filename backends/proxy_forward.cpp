@@ -80,17 +80,46 @@ IndexerInputs IndexerInputsOf(const ProxySpec& s, const Weights& W, const at::Te
 // DSA lightning indexer scores, causal: I[t,s] = sum_j w[t,j] relu(qI[t,j] . kI[s]), -inf for s > t.
 // h [b,T,D] -> I [b,T,T]; causal [T,T] or [b,T,T] bool (true = kept). TP: ih local heads, their
 // partial sum all-reduced.
-// qI . kI is checkpointed: the matmul broadcasts kI [b,1,id,T] over the T queries and its bmm saves
-// that [b,T,id,T] contiguous copy for backward (T x kI's bytes: 8 MiB at b 8, T 128, id 16;
-// bench_probe_saved_tensors); checkpointed, only qI and kI are saved and the copy exists during
-// this op's backward only. The recomputation runs the same matmul: values and gradients are the same.
+// qI . kI [b,T,ih,T] from qi [b,T,ih,id], ki [b,T,id]. LibTorch's matmul broadcasts kI [b,1,id,T]
+// over the T queries and its bmm saves that [b,T,id,T] contiguous copy for backward (T x kI's
+// bytes: 8 MiB at b 8, T 128, id 16; bench_probe_saved_tensors). IndexerDotsFn saves qi and ki
+// only and recomputes the same matmul under autograd in its backward (the copy exists there only):
+// the values and gradients are those of the plain matmul, bit for bit.
+at::Tensor IndexerDots(const at::Tensor& qi, const at::Tensor& ki) {
+  return at::matmul(qi, ki.unsqueeze(1).transpose(-1, -2));
+}
+class IndexerDotsFn : public torch::autograd::Function<IndexerDotsFn> {
+ public:
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& qi,
+                            const at::Tensor& ki) {
+    ctx->save_for_backward({qi, ki});
+    return IndexerDots(qi, ki);  // autograd is off inside a custom function's forward
+  }
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    std::vector<at::Tensor> leaves, wanted;
+    for (size_t i = 0; i < 2; ++i) {
+      leaves.push_back(saved[i].detach().requires_grad_(ctx->needs_input_grad(i)));
+      if (ctx->needs_input_grad(i)) wanted.push_back(leaves[i]);
+    }
+    at::Tensor y;
+    {
+      at::AutoGradMode enable(true);
+      y = IndexerDots(leaves[0], leaves[1]);
+    }
+    const torch::autograd::variable_list g = torch::autograd::grad({y}, wanted, {grads[0]});
+    torch::autograd::variable_list result(2);
+    for (size_t i = 0, j = 0; i < 2; ++i)
+      if (ctx->needs_input_grad(i)) result[i] = g[j++];
+    return result;
+  }
+};
+
 at::Tensor IndexerScores(const ProxySpec& s, const Weights& W, const at::Tensor& h, const at::Tensor& causal,
                          const TpContext* tp) {
   const IndexerInputs x = IndexerInputsOf(s, W, h, tp);
-  const CheckpointBody dots = [](const std::vector<at::Tensor>& a) -> std::vector<at::Tensor> {
-    return {at::matmul(a[0], a[1].unsqueeze(1).transpose(-1, -2))};  // [b,T,ih,T]
-  };
-  at::Tensor rel = at::relu(Checkpoint(dots, {x.qi, x.ki})[0]);  // [b,T,ih,T]
+  at::Tensor rel = at::relu(IndexerDotsFn::apply(x.qi, x.ki));  // [b,T,ih,T]
   return TpSum(tp, (rel * x.wi.unsqueeze(-1)).sum(2)).masked_fill(causal.logical_not(), -INFINITY);
 }
 
