@@ -81,10 +81,13 @@ IndexerInputs IndexerInputsOf(const ProxySpec& s, const Weights& W, const at::Te
 // h [b,T,D] -> I [b,T,T]; causal [T,T] or [b,T,T] bool (true = kept). TP: ih local heads, their
 // partial sum all-reduced.
 // qI . kI [b,T,ih,T] from qi [b,T,ih,id], ki [b,T,id]. LibTorch's matmul broadcasts kI [b,1,id,T]
-// over the T queries and its bmm saves that [b,T,id,T] contiguous copy for backward (T x kI's
-// bytes: 8 MiB at b 8, T 128, id 16; bench_probe_saved_tensors). IndexerDotsFn saves qi and ki
-// only and recomputes the same matmul under autograd in its backward (the copy exists there only):
-// the values and gradients are those of the plain matmul, bit for bit.
+// over the T queries; its bmm saves that [b,T,id,T] contiguous copy for backward and its backward
+// makes a gradient of the same shape (T x kI's bytes each: 8 MiB at b 8, T 128, id 16;
+// bench_probe_saved_tensors). IndexerDotsFn saves qi and ki only; its backward recomputes the same
+// matmul under autograd one sequence at a time, so the copy and its gradient exist for one
+// sequence (1/b of the bytes) at a time. Values and gradients are the plain matmul's, bit for bit
+// (each sequence's bmm batches and sum over queries are the same ops; checked against the batched
+// backward at [8,128,2,16], [8,32,2,16], [2,12,2,8], [4,17,3,8]; probe curves equal to the bit).
 at::Tensor IndexerDots(const at::Tensor& qi, const at::Tensor& ki) {
   return at::matmul(qi, ki.unsqueeze(1).transpose(-1, -2));
 }
@@ -98,20 +101,25 @@ class IndexerDotsFn : public torch::autograd::Function<IndexerDotsFn> {
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
                                                  torch::autograd::variable_list grads) {
     const torch::autograd::variable_list saved = ctx->get_saved_variables();
-    std::vector<at::Tensor> leaves, wanted;
-    for (size_t i = 0; i < 2; ++i) {
-      leaves.push_back(saved[i].detach().requires_grad_(ctx->needs_input_grad(i)));
-      if (ctx->needs_input_grad(i)) wanted.push_back(leaves[i]);
+    std::vector<std::vector<at::Tensor>> parts(2);  // per input: its gradient per sequence
+    for (int64_t i = 0; i < saved[0].size(0); ++i) {
+      std::vector<at::Tensor> leaves, wanted;
+      for (size_t j = 0; j < 2; ++j) {
+        leaves.push_back(saved[j].detach().narrow(0, i, 1).requires_grad_(ctx->needs_input_grad(j)));
+        if (ctx->needs_input_grad(j)) wanted.push_back(leaves[j]);
+      }
+      at::Tensor y;
+      {
+        at::AutoGradMode enable(true);
+        y = IndexerDots(leaves[0], leaves[1]);
+      }
+      const torch::autograd::variable_list g = torch::autograd::grad({y}, wanted, {grads[0].narrow(0, i, 1)});
+      for (size_t j = 0, w = 0; j < 2; ++j)
+        if (ctx->needs_input_grad(j)) parts[j].push_back(g[w++]);
     }
-    at::Tensor y;
-    {
-      at::AutoGradMode enable(true);
-      y = IndexerDots(leaves[0], leaves[1]);
-    }
-    const torch::autograd::variable_list g = torch::autograd::grad({y}, wanted, {grads[0]});
     torch::autograd::variable_list result(2);
-    for (size_t i = 0, j = 0; i < 2; ++i)
-      if (ctx->needs_input_grad(i)) result[i] = g[j++];
+    for (size_t j = 0; j < 2; ++j)
+      if (!parts[j].empty()) result[j] = at::cat(parts[j], 0);
     return result;
   }
 };
