@@ -137,10 +137,16 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     if (lp.softmax && unfused_attention)
       lp.scores_bytes_per_key = H * (2 + (dropout > 0 ? 3 : 0));
     // Unfused DSA lightning indexer (DeepSeek-V3.2-Exp report, eq. 1 and the KL of its warm-up
-    // stage): per token per key, 2 bytes each for the index_heads ReLU outputs the weighted sum keeps
-    // for backward, the index score's log-softmax and the attention distribution the KL compares.
-    if (l.attn.kind == MixerKind::kDSA && unfused_attention && l.attn.index_heads > 0)
-      lp.scores_bytes_per_key += 2 * (static_cast<double>(l.attn.index_heads) + 2);
+    // stage), per token per key, one term per saved tensor (LibTorch derivatives.yaml semantics):
+    if (l.attn.kind == MixerKind::kDSA && unfused_attention && l.attn.index_heads > 0) {
+      lp.scores_bytes_per_key +=
+          2 * static_cast<double>(l.attn.index_heads);  // relu(qI.kI) [b,T,ih,T]: mul by w saves it
+      lp.scores_bytes_per_key += 2;  // log_softmax(I) [b,T,T]: log_softmax saves its output
+      lp.scores_bytes_per_key += 2;  // KL distribution p [b,T,T]: mul p * log q saves p
+      // Top-k selection mask [b,T,T] bool, 1 byte per key: masked_fill saves its mask (the main
+      // scores' and the KL's log-softmax fills share one; bench_probe_saved_tensors).
+      lp.scores_bytes_per_key += 1;
+    }
     lp.dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
     MixerExtras(l.attn, h, &lp);
     ApplyMixerFusion(model, l, seq, unfused_attention, &lp, unfused_framework);
