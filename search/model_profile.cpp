@@ -139,8 +139,8 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     // Unfused DSA lightning indexer (DeepSeek-V3.2-Exp report, eq. 1 and the KL of its warm-up
     // stage), per token per key, one term per saved tensor (LibTorch derivatives.yaml semantics):
     if (l.attn.kind == MixerKind::kDSA && unfused_attention && l.attn.index_heads > 0) {
-      lp.scores_bytes_per_key +=
-          2 * static_cast<double>(l.attn.index_heads);  // relu(qI.kI) [b,T,ih,T]: mul by w saves it
+      // relu(qI.kI) [b,T,ih,T]: the mul by w saves it.
+      lp.scores_bytes_per_key += 2 * static_cast<double>(l.attn.index_heads);
       lp.scores_bytes_per_key += 2;  // log_softmax(I) [b,T,T]: log_softmax saves its output
       lp.scores_bytes_per_key += 2;  // KL distribution p [b,T,T]: mul p * log q saves p
       // Top-k selection mask [b,T,T] bool, 1 byte per key: masked_fill saves its mask (the main
