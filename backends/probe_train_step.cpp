@@ -39,7 +39,12 @@ void AdamW(Buffer& b, const ProbeConfig& c, double lr, int64_t step, double clip
   b.v.mul_(c.beta2).addcmul_(g, g, 1 - c.beta2);
   const double bc1 = 1 - std::pow(c.beta1, step + 1), bc2 = 1 - std::pow(c.beta2, step + 1);
   at::Tensor update = (b.m / bc1) / ((b.v / bc2).sqrt() + c.adam_eps);
-  b.p.mul_(1 - lr * c.weight_decay * b.decay);  // decoupled decay (decay mask: matrices only)
+  // Decoupled decay on the matrices' runs (torch's AdamW: p *= 1 - lr wd), the factor rounded in
+  // the buffer's precision (fp64 probes: double; otherwise fp32, as the ops on a fp32 tensor do).
+  const double lw = lr * c.weight_decay;
+  const double keep = b.p.scalar_type() == at::kDouble ? 1.0 - lw : 1.0f - static_cast<float>(lw);
+  if (c.weight_decay != 0)
+    for (const auto& [offset, length] : b.decay_runs) b.p.narrow(0, offset, length).mul_(keep);
   b.p.add_(update, -lr);
   b.p.mutable_grad() = at::Tensor();
 }

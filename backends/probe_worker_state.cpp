@@ -18,11 +18,26 @@ at::Tensor ShardOf(const at::Tensor& full, int64_t rank, int64_t size) {
   return at::constant_pad_nd(full, {0, shard * size - n}).narrow(0, rank * shard, shard).clone();
 }
 
+// The runs of 1s of a 0/1 decay mask (a shard's, CPU), as [offset, length) pairs.
+std::vector<std::pair<int64_t, int64_t>> DecayRuns(const at::Tensor& mask) {
+  std::vector<std::pair<int64_t, int64_t>> runs;
+  const at::Tensor m = mask.ne(0).contiguous();  // any float dtype (fp64 probes build fp64 masks)
+  const bool* d = m.data_ptr<bool>();
+  for (int64_t i = 0, n = m.numel(); i < n; ++i) {
+    if (!d[i]) continue;
+    if (!runs.empty() && runs.back().first + runs.back().second == i)
+      ++runs.back().second;
+    else
+      runs.emplace_back(i, 1);
+  }
+  return runs;
+}
+
 Buffer MakeShard(const at::Tensor& full, const at::Tensor& decay, int64_t rank, int64_t size,
                  bool trainable) {
   Buffer b;
   b.p = ShardOf(full, rank, size).requires_grad_(trainable);
-  b.decay = ShardOf(decay, rank, size);
+  b.decay_runs = DecayRuns(ShardOf(decay, rank, size));
   b.trainable = trainable;
   return b;
 }
@@ -37,7 +52,6 @@ Buffer MakeExperts(const FlatLayout& full, const FlatLayout& layout, const std::
   if (layout.numel == 0) {
     Buffer b;
     b.p = at::zeros({0});
-    b.decay = at::zeros({0});
     b.trainable = trainable;
     b.expert = true;
     return b;
@@ -169,7 +183,6 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
     if (!st->local_unit[u]) {  // another pipeline stage's unit: nothing held here
       for (Buffer* b : s.all()) {
         b->p = at::zeros({0});
-        b->decay = at::zeros({0});
       }
       continue;
     }
@@ -199,7 +212,6 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
     for (UnitState& s : st->state)
       for (Buffer* b : s.all()) {
         b->p = b->p.detach().to(st->dev).requires_grad_(b->p.requires_grad());
-        b->decay = b->decay.to(st->dev);
         if (b->tp_partial.defined()) b->tp_partial = b->tp_partial.to(st->dev);
         if (b->tp_share.defined()) b->tp_share = b->tp_share.to(st->dev);
       }

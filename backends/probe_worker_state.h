@@ -25,6 +25,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backends/c10d_compat.h"
@@ -41,7 +42,10 @@ struct UnitRunner;  // fsdp_unit.h
 // One trainable or frozen flat buffer with its AdamW state.
 struct Buffer {
   at::Tensor p;  // shard (dense/lora) or local experts (expert/expert_lora)
-  at::Tensor m, v, decay;
+  at::Tensor m, v;
+  // AdamW's decoupled decay applies to these [offset, offset + length) runs of p (matrices; not
+  // norms or biases): a parameter group per slot, as torch.optim's, not a mask as large as p.
+  std::vector<std::pair<int64_t, int64_t>> decay_runs;
   bool trainable = false;
   bool expert =
       false;  // sharded over the ep replicas (else: sharded over fsdp, replicated over its replicas)

@@ -37,13 +37,9 @@ inline void AddViews(Weights& out, const FlatLayout& layout, const at::Tensor& f
     out.w[p.name] = flat.narrow(0, p.offset, p.numel).view(p.shape);
 }
 
-// RMSNorm over the last dim. The mean of squares is sum / D, not mean(): LibTorch 1.13's mean
-// backward saves its input (here x^2, a full [..., D] copy kept until backward), sum's does not;
-// on CPU mean is computed as sum then division by D, so the values are bit-identical
-// (bench_probe_saved_tensors found the kept x^2; checked bit-exact for D = 7..64, fwd and grad).
-inline at::Tensor Rms(const at::Tensor& x, const at::Tensor& w) {
-  return x * at::rsqrt(x.pow(2).sum(-1, /*keepdim=*/true) / x.size(-1) + 1e-6) * w;
-}
+// RMSNorm over the last dim, x [..., D], w [D] (rms_norm.cpp): the composite ops' values and
+// gradients, keeping only x and w for backward.
+at::Tensor Rms(const at::Tensor& x, const at::Tensor& w);
 
 inline at::Tensor SwiGlu(const Weights& W, const std::string& p, const at::Tensor& x) {
   return W.Lin(p + "w2", at::silu(W.Lin(p + "w1", x)) * W.Lin(p + "w3", x));
