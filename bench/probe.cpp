@@ -20,6 +20,7 @@
 
 #include "backends/backend_entry.h"
 #include "bench/build_paths.h"
+#include "bench/default_proxy.h"
 
 namespace {
 
@@ -77,12 +78,7 @@ int main(int argc, char** argv) {
   using namespace onboard;
   const std::string worker = bench::WorkerOr(argc > 1 ? argv[1] : nullptr);
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 12;
-  ProxySpec spec;
-  spec.source_model = "default-proxy";
-  spec.layers = {{ProxyMixer::kKDA, ProxyChannel::kDense},
-                 {ProxyMixer::kKDA, ProxyChannel::kMoE},
-                 {ProxyMixer::kKDA, ProxyChannel::kMoE},
-                 {ProxyMixer::kMLA, ProxyChannel::kMoE}};
+  ProxySpec spec = bench::DefaultProxy();
   std::printf("bench_probe: default proxy %s, hidden %lld, batch 8 x seq 64, %lld steps, %ld cores\n",
               spec.PatternString().c_str(), static_cast<long long>(spec.hidden),
               static_cast<long long>(steps), sysconf(_SC_NPROCESSORS_ONLN));

@@ -32,6 +32,7 @@
 #include "backends/backend_entry.h"
 #include "backends/probe_report.h"
 #include "bench/build_paths.h"
+#include "bench/default_proxy.h"
 
 namespace {
 
@@ -81,12 +82,7 @@ int main(int argc, char** argv) {
   using namespace onboard;
   const std::string worker = bench::WorkerOr(argc > 1 ? argv[1] : nullptr);
   const int64_t steps = argc > 2 ? std::atoll(argv[2]) : 3;
-  ProxySpec spec;
-  spec.source_model = "default-proxy";
-  spec.layers = {{ProxyMixer::kKDA, ProxyChannel::kDense},
-                 {ProxyMixer::kKDA, ProxyChannel::kMoE},
-                 {ProxyMixer::kKDA, ProxyChannel::kMoE},
-                 {ProxyMixer::kMLA, ProxyChannel::kMoE}};
+  ProxySpec spec = bench::DefaultProxy();
   std::printf(
       "bench_probe_memory: default proxy %s, hidden %lld, 2 ranks fsdp=ep=2, batch 16 x seq 128, %lld "
       "steps\n",

@@ -27,6 +27,7 @@
 #include "backends/kda_generated.h"
 #include "backends/proxy_model.h"
 #include "backends/tensor_memory_compat.h"
+#include "bench/default_proxy.h"
 
 namespace {
 
@@ -34,16 +35,6 @@ using namespace onboard;
 using namespace onboard::backends;
 
 constexpr double kMiB = 1048576.0;
-
-ProxySpec DefaultProxy() {  // bench_probe_memory's spec
-  ProxySpec spec;
-  spec.source_model = "default-proxy";
-  spec.layers = {{ProxyMixer::kKDA, ProxyChannel::kDense},
-                 {ProxyMixer::kKDA, ProxyChannel::kMoE},
-                 {ProxyMixer::kKDA, ProxyChannel::kMoE},
-                 {ProxyMixer::kMLA, ProxyChannel::kMoE}};
-  return spec;
-}
 
 Recompute PolicyOf(const std::string& name) {
   if (name == "selective") return Recompute::kSelective;
@@ -76,7 +67,7 @@ int main(int argc, char** argv) {
   }
   SetProcessKdaImpl(ProbeKernel::kGenerated);  // the probe's default (DSA: torch ops, the default)
   // Step 1: the unit's layout and weights; the batch of one rank.
-  const ProxySpec spec = DefaultProxy();
+  const ProxySpec spec = bench::DefaultProxy();
   ProbeConfig cfg;
   cfg.seq = 128;
   cfg.batch = 8;
