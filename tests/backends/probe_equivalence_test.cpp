@@ -105,6 +105,30 @@ TEST(ProbeEquivalence, Fp32FixedMicroBatchLayoutsMatchOneProcess) {
   EXPECT_GT(four->steps.back().comm.all_to_all_s, 0.0);
 }
 
+// AdamW's decoupled decay is applied to each shard's runs of matrix elements (Buffer::decay_runs):
+// 2 processes (fsdp = 2: the runs are cut at the shard boundary) give the 1-process curve to the
+// bit in fp32 with a fixed micro-batch, and the decay acts (negative control: without it the
+// curve differs).
+TEST(ProbeEquivalence, WeightDecayShardedMatchesOneProcessAndActs) {
+  const ProxySpec spec = SmallSpec();
+  auto cfg = [](int64_t ranks, double wd, const std::string& dir) {
+    ProbeConfig c = SmallConfig(ranks, TempDir(dir));
+    c.micro_batch = 2;
+    c.steps = 8;
+    c.weight_decay = wd;
+    return c;
+  };
+  Expected<ProbeResult> one = RunProbeSpec(spec, cfg(1, 0.5, "wd1"));
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  Expected<ProbeResult> two = RunProbeSpec(spec, cfg(2, 0.5, "wd2"));
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(Losses(*two), Losses(*one));
+  Expected<ProbeResult> none = RunProbeSpec(spec, cfg(1, 0.0, "wd0"));
+  ASSERT_TRUE(none.ok()) << none.status().ToString();
+  EXPECT_EQ(Losses(*none).front(), Losses(*one).front());  // the same first forward
+  EXPECT_NE(Losses(*none).back(), Losses(*one).back());
+}
+
 TEST(ProbeEquivalence, HybridShardingAndPlacementMatch) {
   // 4 ranks: HSDP (fsdp=2 x 2 replicas), ep=2 with a non-contiguous expert placement; LoRA mode.
   // fp32, micro_batch 2: the 4 ranks each run one micro-step, the single process four.
