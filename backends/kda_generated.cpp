@@ -68,19 +68,29 @@ struct KdaGeneratedFn : public torch::autograd::Function<KdaGeneratedFn> {
     return o;
   }
 
+  // One sequence at a time: the chunked recompute's [1,H,N,C,C,K] pairwise-decay tensors and their
+  // gradients exist for one sequence (1/B of the bytes: the whole batch's were the largest transient
+  // of a full-recompute probe's backward, ~10.7 MiB over ~8 MiB of kept layer at 8 x 128 tokens).
+  // Every op of KdaCoreTorch is per sequence, so the gradients are the batched recompute's.
   static variable_list backward(AutogradContext* ctx, variable_list grad_out) {
-    variable_list saved = ctx->get_saved_variables();
-    variable_list leaves;
-    for (const at::Tensor& t : saved) leaves.push_back(t.detach().requires_grad_(true));
-    at::Tensor out;
-    {
-      torch::AutoGradMode on(true);
-      out = KdaCoreTorch(leaves[0], leaves[1], leaves[2], leaves[3], leaves[4],
-                         ctx->saved_data["chunk"].toInt());
+    const variable_list saved = ctx->get_saved_variables();
+    const int64_t chunk = ctx->saved_data["chunk"].toInt();
+    std::vector<std::vector<at::Tensor>> parts(saved.size());  // per input: its gradient per sequence
+    for (int64_t b = 0; b < saved[0].size(0); ++b) {
+      variable_list leaves;
+      for (const at::Tensor& t : saved) leaves.push_back(t.detach().narrow(0, b, 1).requires_grad_(true));
+      at::Tensor out;
+      {
+        torch::AutoGradMode on(true);
+        out = KdaCoreTorch(leaves[0], leaves[1], leaves[2], leaves[3], leaves[4], chunk);
+      }
+      const variable_list g =
+          torch::autograd::grad({out}, leaves, {grad_out[0].narrow(0, b, 1)}, false, false, true);
+      for (size_t i = 0; i < g.size(); ++i)
+        parts[i].push_back(g[i].defined() ? g[i] : at::zeros_like(leaves[i]));
     }
-    variable_list grads = torch::autograd::grad({out}, leaves, {grad_out[0]}, false, false, true);
-    for (size_t i = 0; i < grads.size(); ++i)
-      if (!grads[i].defined()) grads[i] = at::zeros_like(saved[i]);
+    variable_list grads;
+    for (size_t i = 0; i < saved.size(); ++i) grads.push_back(at::cat(parts[i], 0));
     grads.push_back(at::Tensor());  // chunk
     grads.push_back(at::Tensor());  // lib_ptr
     return grads;
