@@ -6,8 +6,11 @@
 // by w), a full [..., D] copy per norm; a fused RMSNorm kernel (Apex, Transformer Engine) keeps x
 // and rstd, and the memory model counts only the norm's input (search/memory_model.cpp). Here the
 // backward recomputes the composite under autograd from the saved x and w and backpropagates it:
-// values and gradients are the composite's, bit for bit (the same ops on the same inputs), and the
-// bytes kept are x (alive anyway as the previous op's output) and w (a view of the unit's weights).
+// values are the composite's and gradients the same maths (~1e-7 relative: the x-gradient's parts
+// are summed in another order); the bytes kept are x (alive anyway as the previous op's output) and
+// w (a view of the unit's weights).
+// Not Checkpoint (checkpoint_fn.h): it drops its body after one backward, and a graph backpropagated
+// twice with retain_graph (DsaIndexerKl.GradientOnlyTrainsIndexer...) needs a second one.
 #include "backends/proxy_weights.h"
 
 namespace onboard::backends {
