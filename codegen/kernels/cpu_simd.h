@@ -105,16 +105,30 @@ inline void axpy(int n, float a, const float* x, float* y) {
 
 // out[i] = x[i] * exp(float(a[i] - b[i])) over n values (b may be null: exp(float(a[i]))).
 // a, b are fp64 (cumulative log decays: their differences lose digits in fp32); n % kLanes == 0.
+// Two fp64 vectors are demoted and joined into one full fp32 vector, so the exp runs at the full
+// fp32 width (the same lane-wise arithmetic: the result is bit-identical to a half-width exp).
 inline void mul_exp_diff(int n, const float* x, const double* a, const double* b, float* out) {
   const hn::ScalableTag<double> dd;
   const hn::Rebind<float, decltype(dd)> dh;  // as many floats as doubles per vector
   constexpr int kStep = static_cast<int>(hn::MaxLanes(dd));
-  for (int i = 0; i < n; i += kStep) {
+  auto diff = [&](int i) {
     auto g = hn::LoadU(dd, a + i);
-    if (b != nullptr) g = hn::Sub(g, hn::LoadU(dd, b + i));
-    const auto e = vexp(dh, hn::DemoteTo(dh, g));
+    return b != nullptr ? hn::Sub(g, hn::LoadU(dd, b + i)) : g;
+  };
+#if HWY_TARGET != HWY_SCALAR
+  const DF df;
+  static_assert(2 * kStep == kLanes, "two fp64 vectors demote to one fp32 vector");
+  for (int i = 0; i < n; i += kLanes) {
+    const VF g = hn::Combine(df, hn::DemoteTo(dh, diff(i + kStep)), hn::DemoteTo(dh, diff(i)));
+    const VF e = vexp(df, g);
+    hn::StoreU(x != nullptr ? hn::Mul(hn::LoadU(df, x + i), e) : e, df, out + i);
+  }
+#else
+  for (int i = 0; i < n; i += kStep) {
+    const auto e = vexp(dh, hn::DemoteTo(dh, diff(i)));
     hn::StoreU(x != nullptr ? hn::Mul(hn::LoadU(dh, x + i), e) : e, dh, out + i);
   }
+#endif
 }
 
 // acc[MR x NV vectors] += A[MR x Kd] * B[Kd x NV vectors]: the register-blocked inner kernel.
@@ -144,7 +158,18 @@ inline void gemm_rows(int M, int Kd, const float* A, long sam, long sak, const f
   for (; m + kTileRows <= M; m += kTileRows) {
     gemm_tile<kTileRows, NV>(Kd, A + m * sam, sam, sak, B, ldb, Cm + m * ldc, ldc);
   }
-  for (; m < M; ++m) gemm_tile<1, NV>(Kd, A + m * sam, sam, sak, B, ldb, Cm + m * ldc, ldc);
+  // The remainder in as few tiles as possible (a 1-row tile does 2 loads per NV FMAs): 4, 2, then 1.
+  if constexpr (kTileRows > 4) {
+    if (m + 4 <= M) {
+      gemm_tile<4, NV>(Kd, A + m * sam, sam, sak, B, ldb, Cm + m * ldc, ldc);
+      m += 4;
+    }
+  }
+  if (m + 2 <= M) {
+    gemm_tile<2, NV>(Kd, A + m * sam, sam, sak, B, ldb, Cm + m * ldc, ldc);
+    m += 2;
+  }
+  if (m < M) gemm_tile<1, NV>(Kd, A + m * sam, sam, sak, B, ldb, Cm + m * ldc, ldc);
 }
 
 // Cm[M x N16] += A[M x Kd] * B[Kd x N16] for a run-time width N16 (a multiple of 16).

@@ -45,15 +45,34 @@ struct KdaCpu {
   static_assert(C >= 4 && (C & (C - 1)) == 0 && C % SUB == 0, "chunk: a power of two >= 4");
 
   struct Scratch {
-    std::vector<float> Q, Kx, Vx, gl, eg, Qg, Kg, Kl, gamma, KQa, KinvT, AB, Akk, Aqk, X, W, U, Vn, O, S,
-        tmp, bias;
+    std::vector<float> Q, Kx, Vx, gl, eg, Qg, Kg, Kl, gamma, KQa, KinvT, AB, Akk, Aqk, X, W, U, O, S, tmp,
+        bias;
     std::vector<double> G;
     std::vector<float> beta;
     Scratch()
-        : Q(C * KP), Kx(C * KP), Vx(C * VP), gl(C * KP), eg(C * KP), Qg(C * KP), Kg(C * KP),
-          Kl(C * KP), gamma(KP), KQa(2 * SUB * KP), KinvT(KP * CP), AB(2 * SUB * CP), Akk(C * CP),
-          Aqk(C * CP), X(C * CP), W(C * KP), U(C * VP), Vn(C * VP), O(C * VP), S(KP * VP), tmp(KP),
-          bias(KP), G(C * KP), beta(C) {}
+        : Q(C * KP),
+          Kx(C * KP),
+          Vx(C * VP),
+          gl(C * KP),
+          eg(C * KP),
+          Qg(C * KP),
+          Kg(C * KP),
+          Kl(C * KP),
+          gamma(KP),
+          KQa(2 * SUB * KP),
+          KinvT(KP * CP),
+          AB(2 * SUB * CP),
+          Akk(C * CP),
+          Aqk(C * CP),
+          X(C * CP),
+          W(C * KP),
+          U(C * VP),
+          O(C * VP),
+          S(KP * VP),
+          tmp(KP),
+          bias(KP),
+          G(C * KP),
+          beta(C) {}
   };
 
   // gl[0..KP) = log decay of one gate row x[0..K) (padded lanes come out 0 for zero inputs).
@@ -213,16 +232,16 @@ struct KdaCpu {
       gemm_acc<VP>(SUB, r0 + SUB, &s.X[r0 * CP], CP, 1, s.Vx.data(), VP, &s.U[r0 * VP], VP);
     }
     scale(C * KP, -1.0f, s.W.data());
-    // Step 7: V' = U - W S; O = Qg S + Aqk V'; S = Diag(gamma) S + Kl^T V'.
-    s.Vn = s.U;
-    gemm_acc<VP>(C, KP, s.W.data(), KP, 1, S, VP, s.Vn.data(), VP);
+    // Step 7: V' = U - W S (in place in U); O = Qg S + Aqk V'; S = Diag(gamma) S + Kl^T V'.
+    float* Vn = s.U.data();
+    gemm_acc<VP>(C, KP, s.W.data(), KP, 1, S, VP, Vn, VP);
     std::fill(s.O.begin(), s.O.end(), 0.0f);
     gemm_acc<VP>(C, KP, s.Qg.data(), KP, 1, S, VP, s.O.data(), VP);
     for (int r0 = 0; r0 < C; r0 += SUB) {
-      gemm_acc<VP>(SUB, r0 + SUB, &s.Aqk[r0 * CP], CP, 1, s.Vn.data(), VP, &s.O[r0 * VP], VP);
+      gemm_acc<VP>(SUB, r0 + SUB, &s.Aqk[r0 * CP], CP, 1, Vn, VP, &s.O[r0 * VP], VP);
     }
     for (int d = 0; d < KP; ++d) scale(VP, s.gamma[d], S + d * VP);
-    gemm_acc<VP>(KP, C, s.Kl.data(), 1, KP, s.Vn.data(), VP, S, VP);
+    gemm_acc<VP>(KP, C, s.Kl.data(), 1, KP, Vn, VP, S, VP);
   }
 
   static void head(const float* q, const float* k, const float* v, const float* g, const float* beta,
