@@ -8,6 +8,7 @@
 #include "agent/probe_recipe.h"
 #include "agent/report_fusions.h"
 #include "agent/report_weights.h"
+#include "backends/probe.h"
 #include "backends/probe_schedule.h"
 
 namespace onboard::agent {
@@ -229,9 +230,13 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
   j["rank_imbalance"] = MaxOverMean(ranks);
   j["measured"] = {{"step_s", step_s}, {"mean_step_s", c.step_s}, {"comm_s", c.comm_s},
                    {"comm_share", c.share}, {"peak_bytes", MeasuredPeakBytes(p)}, {"wall_s", p.wall_s}};
-  if (p.prediction.available)
+  j["measured"]["pp_bubble"] = MeasuredPpBubble(p);
+  if (p.prediction.available) {
     j["predicted"] = {{"step_s", p.prediction.step_s}, {"memory_bytes", p.prediction.memory_bytes},
                       {"comm_s", p.prediction.comm_s}, {"topology", p.prediction.topology}};
+    // Per collective, bubble and live-tensor memory: measured beside predicted (issue 17).
+    j["comparison"] = PredictionComparisonToJson(p.prediction);
+  }
   json ds = json::array();
   for (const auto& d : pr.decisions) ds.push_back(d.rule);
   j["decisions"] = ds;
@@ -359,6 +364,7 @@ json StripNondeterministic(json r) {
     for (auto& p : r["probe"]["rounds"]) {
       p.erase("measured");
       p.erase("predicted");
+      p.erase("comparison");
     }
   if (r.contains("plan") && r["plan"].is_object()) r["plan"].erase("wall_s");
   return r;

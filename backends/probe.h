@@ -525,6 +525,13 @@ Status RunProbeWorker(const ProbeWorkerArgs& args);
 std::string ProbeSpecConfigToJson(const ProxySpec& spec, const ProbeConfig& config);
 Status ProbeSpecConfigFromJson(const std::string& text, ProxySpec* spec, ProbeConfig* config);
 std::string ProbeResultToJson(const ProbeResult& result);
+// The prediction's measured-beside-predicted part: {collectives: [{kind, term, measured_s, predicted_s,
+// ratio}], pp_bubble, memory: {per-term bytes, predicted_bytes, measured_live_peak_bytes, ratio,
+// dtype_note}}.
+nlohmann::json PredictionComparisonToJson(const ProbePrediction& prediction);
+// The measured pipeline bubble: the mean over the steps after the first of each step's max-over-ranks
+// idle share of the pipeline span (0 without a pipeline).
+double MeasuredPpBubble(const ProbeResult& result);
 nlohmann::json LossParityToJson(const ProbeLossParity& parity);  // one kernel's, with both curves
 std::string FormatProbeResult(const ProbeResult& result);   // the `onboard probe` text report
 

@@ -85,24 +85,34 @@ void FormatComparisons(const ProbeResult& r, std::ostringstream& os) {
      << " MiB measured" << (m.ratio > 0 ? F(" (ratio %.3f)", m.ratio) : std::string()) << "\n";
 }
 
+}  // namespace
+
+double MeasuredPpBubble(const ProbeResult& r) {
+  double bubble = 0;
+  int64_t n = 0;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i, ++n) bubble += r.steps[i].pp_bubble;
+  return n > 0 ? bubble / static_cast<double>(n) : 0.0;
+}
+
+namespace {
+
 // Pipeline parallelism (issue 17): layout, measured bubble (mean over steps after the first, per
 // rank and max) beside the cost model's, and the point-to-point times.
 void FormatPipeline(const ProbeResult& r, std::ostringstream& os) {
   const ProbeConfig& c = r.config;
   if (c.pp_degree() <= 1) return;
   std::vector<double> by_rank;
-  double bubble = 0, send = 0, recv = 0;
+  double send = 0, recv = 0;
   int64_t n = 0;
   for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i, ++n) {
     const ProbeStep& s = r.steps[i];
-    bubble += s.pp_bubble;
     send += s.comm.pp_send_s;
     recv += s.comm.pp_recv_s;
     by_rank.resize(std::max(by_rank.size(), s.pp_bubble_by_rank.size()), 0.0);
     for (size_t k = 0; k < s.pp_bubble_by_rank.size(); ++k) by_rank[k] += s.pp_bubble_by_rank[k];
   }
   if (n == 0) return;
-  const double dn = static_cast<double>(n);
+  const double dn = static_cast<double>(n), bubble = MeasuredPpBubble(r) * dn;
   os << "\npipeline: pp=" << c.pp_degree() << " x interleave=" << c.interleave << ", "
      << (c.interleave > 1 ? "interleaved 1F1B" : "1F1B") << ", " << c.micro_steps() << " micro-batches, "
      << c.data_ranks() << " data ranks" << (c.tp_degree() > 1 ? " x tp=" + std::to_string(c.tp_degree()) : "")

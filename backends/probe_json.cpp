@@ -224,34 +224,40 @@ Status ProbeSpecConfigFromJson(const std::string& text, ProxySpec* spec, ProbeCo
   return Status::Ok();
 }
 
-std::string ProbeResultToJson(const ProbeResult& r) {
-  json steps = json::array();
-  for (const ProbeStep& s : r.steps) steps.push_back(backends::ProbeStepToJson(s));
-  json pred = {{"available", r.prediction.available}, {"topology", r.prediction.topology},
-               {"step_s", r.prediction.step_s}, {"memory_bytes", r.prediction.memory_bytes},
-               {"comm_s", r.prediction.comm_s}, {"notes", r.prediction.notes}};
-  // Measured beside predicted per collective kind and for live-tensor memory (issue 17).
+json PredictionComparisonToJson(const ProbePrediction& p) {
   json coll = json::array();
-  for (const CollectiveComparison& c : r.prediction.collectives)
+  for (const CollectiveComparison& c : p.collectives)
     coll.push_back({{"kind", c.kind},
                     {"term", c.term},
                     {"measured_s", c.measured_s},
                     {"predicted_s", c.predicted_s},
                     {"ratio", c.ratio}});
-  const MemoryComparison& m = r.prediction.memory;
-  pred["collectives"] = coll;
-  pred["pp_bubble"] = r.prediction.pp_bubble;  // pipeline parallelism (issue 17)
-  pred["memory"] = {{"weights", m.weights},
-                    {"grads", m.grads},
-                    {"optimizer", m.optimizer},
-                    {"activations", m.activations},
-                    {"a2a_buffers", m.a2a_buffers},
-                    {"workspace", m.workspace},
-                    {"predicted_bytes", m.predicted},
-                    {"measured_live_peak_bytes", m.measured},
-                    {"ratio", m.ratio},
-                    {"rank_live_peak_bytes", r.rank_live_peak_bytes},
-                    {"dtype_note", m.dtype_note}};
+  const MemoryComparison& m = p.memory;
+  return json{{"collectives", coll},
+              {"pp_bubble", p.pp_bubble},
+              {"memory",
+               {{"weights", m.weights},
+                {"grads", m.grads},
+                {"optimizer", m.optimizer},
+                {"activations", m.activations},
+                {"a2a_buffers", m.a2a_buffers},
+                {"workspace", m.workspace},
+                {"predicted_bytes", m.predicted},
+                {"measured_live_peak_bytes", m.measured},
+                {"ratio", m.ratio},
+                {"dtype_note", m.dtype_note}}}};
+}
+
+std::string ProbeResultToJson(const ProbeResult& r) {
+  json steps = json::array();
+  for (const ProbeStep& s : r.steps) steps.push_back(backends::ProbeStepToJson(s));
+  json pred = {{"available", r.prediction.available}, {"topology", r.prediction.topology},
+               {"step_s", r.prediction.step_s},       {"memory_bytes", r.prediction.memory_bytes},
+               {"comm_s", r.prediction.comm_s},       {"notes", r.prediction.notes}};
+  // Measured beside predicted per collective kind, for the bubble and for live-tensor memory (issue 17).
+  const json cmp = PredictionComparisonToJson(r.prediction);
+  for (const char* key : {"collectives", "pp_bubble", "memory"}) pred[key] = cmp.at(key);
+  pred["memory"]["rank_live_peak_bytes"] = r.rank_live_peak_bytes;
   return json{{"spec", SpecJson(r.spec)},
               {"config", ConfigJson(r.config)},
               {"params",

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "report/fusion_section.h"
+#include "report/probe_comparison_section.h"
 #include "report/report_format.h"
 #include "report/svg_charts.h"
 #include "report/weights_section.h"
@@ -371,6 +372,7 @@ std::string RenderHtmlReport(const nlohmann::json& report) {
   Probe(o, report);
   ProbeKernels(o, report);
   ProbeLayout(o, report);
+  ProbeComparisonHtml(o, report);
   Decisions(o, report);
   Timeline(o, report);
   o << "</body></html>\n";

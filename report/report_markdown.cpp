@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "report/fusion_section.h"
+#include "report/probe_comparison_section.h"
 #include "report/report_format.h"
 #include "report/weights_section.h"
 
@@ -301,6 +302,7 @@ std::string RenderMarkdownReport(const nlohmann::json& report) {
   Probe(o, report);
   ProbeKernels(o, report);
   ProbeLayout(o, report);
+  ProbeComparisonMarkdown(o, report);
   Decisions(o, report);
   Timeline(o, report);
   return o.str();

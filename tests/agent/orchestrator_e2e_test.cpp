@@ -68,6 +68,19 @@ TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
   EXPECT_GT(rep["kernels"]["total"].get<int>(), 0);
   EXPECT_EQ(rep["templates"]["unknown"], 0);
   EXPECT_TRUE(rep["plan"]["chosen"]["summary"].is_string());
+  // Issue 17: the probe's measured collectives, bubble and live-tensor peak beside the cost model's
+  // prediction for the probe's own layout, in report.json and report.md.
+  const nlohmann::json& cmp = rep["probe"]["rounds"][0]["comparison"];
+  ASSERT_TRUE(cmp.is_object()) << rep["probe"]["rounds"][0].dump();
+  EXPECT_FALSE(cmp["collectives"].empty());
+  EXPECT_GT(cmp["memory"]["predicted_bytes"].get<double>(), 0);
+  EXPECT_GT(cmp["memory"]["measured_live_peak_bytes"].get<double>(), 0);
+  {
+    std::ifstream md(out + "/report.md");
+    const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("### Probe: measured beside predicted"), std::string::npos);
+    EXPECT_NE(text.find("| live-tensor peak per rank | memory model |"), std::string::npos);
+  }
 
   // Events: ordered, typed, timestamped; every decision in the trace was also an event.
   auto events = sink.events();
