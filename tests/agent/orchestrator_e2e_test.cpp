@@ -20,6 +20,11 @@ namespace fs = std::filesystem;
 using testing::FreshDir;
 using testing::TinyRequest;
 
+// Probe steps of the negative-control runs below: each perturbation changes step 0's loss, so
+// the kernel loss parity (min(kLossParitySteps, steps) steps) fails at once; what is under test
+// is the loop's fallback, not learning (FullLoop runs the full 8 steps).
+constexpr int64_t kNegativeControlSteps = 3;
+
 nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in, nullptr, false);
@@ -129,6 +134,7 @@ TEST(OrchestratorE2E, PerturbedKdaGateFailsRound1ParityAndRound2RunsOnTheReferen
   std::string out = FreshDir("parity");
   RunRequest r = TinyRequest(out, /*probe=*/true, /*kernels=*/false);
   r.probe.control = onboard::kControlPerturbedKdaGate;
+  r.probe.steps = kNegativeControlSteps;
   CollectingEventSink sink;
   auto res = RunOnboarding(r, sink, CancelToken{});
   ASSERT_TRUE(res.ok()) << res.status().ToString();
@@ -167,6 +173,7 @@ TEST(OrchestratorE2E, PerturbedDsaTopkFailsRound1ParityAndRound2RunsOnTheReferen
   std::string out = FreshDir("dsaparity");
   RunRequest r = TinyRequest(out, /*probe=*/true, /*kernels=*/false);
   r.probe.control = onboard::kControlPerturbedDsaTopk;
+  r.probe.steps = kNegativeControlSteps;
   CollectingEventSink sink;
   auto res = RunOnboarding(r, sink, CancelToken{});
   ASSERT_TRUE(res.ok()) << res.status().ToString();

@@ -44,10 +44,18 @@ TEST(HfPlanSlice, EachRankReadsOnlyWhatItOwns) {
         ++reads[n];
         mine += ck->inventory().Find(n)->bytes();
         const auto [layer, expert] = LayerExpert(n);
-        if (layer >= 0) EXPECT_EQ(layer, stage) << n;
-        if (expert >= 0) EXPECT_TRUE(expert >= 4 * ep && expert < 4 * ep + 4) << n;
-        if (n == "model.embed_tokens.weight") EXPECT_EQ(stage, 0);
-        if (n == "lm_head.weight" || n == "model.norm.weight") EXPECT_EQ(stage, 1);
+        if (layer >= 0) {
+          EXPECT_EQ(layer, stage) << n;
+        }
+        if (expert >= 0) {
+          EXPECT_TRUE(expert >= 4 * ep && expert < 4 * ep + 4) << n;
+        }
+        if (n == "model.embed_tokens.weight") {
+          EXPECT_EQ(stage, 0);
+        }
+        if (n == "lm_head.weight" || n == "model.norm.weight") {
+          EXPECT_EQ(stage, 1);
+        }
       }
       EXPECT_EQ(ck->touched_bytes(), mine);
       EXPECT_LT(mine, total / 2) << "stage " << stage << " ep " << ep;

@@ -10,13 +10,16 @@
 // to the relative 1e-4 (not bit-identical: a row-parallel linear sums 2 partial GEMMs and
 // the vocab-parallel CE sums exp over 2 vocab blocks, as in probe_tp_test.cpp); measured printed.
 // Negatives: kPipeFaultSwapBackward (stage 0 applies micro-batch 0's gradient to micro-batch 1
-// and back) must break the agreement, on pp=2 alone, on tp=2 x pp=2 and on tp=2 x pp=2 x ep=2.
+// and back) must break the agreement, on pp=2 alone, on tp=2 x pp=2 and on tp=2 x pp=2 x ep=2
+// (ProbePipelineNegative: kNegativeControlSteps steps beside a one-process run of as many; the
+// swap changes step 1's loss).
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <string>
 
 #include "tests/backends/probe_test_util.h"
@@ -24,6 +27,7 @@
 namespace onboard {
 namespace {
 
+using testing_probe::kNegativeControlSteps;
 using testing_probe::Losses;
 using testing_probe::SmallConfig;
 using testing_probe::SmallSpec;
@@ -49,9 +53,11 @@ double MaxRelDiff(const ProbeResult& a, const ProbeResult& b) {
 }
 
 // A tp x pp (x ep) run and its relative difference from one process.
+// The run has as many steps as `one`.
 double TpPpDiff(const ProbeResult& one, int64_t ranks, int64_t ep, const std::string& fault,
                 const std::string& dir, ProbeResult* out) {
   ProbeConfig c = PipelineCfg(ranks, 2, dir);
+  c.steps = static_cast<int64_t>(one.steps.size());
   c.tp = 2;
   c.ep = ep;
   c.fsdp = ep;
@@ -63,20 +69,32 @@ double TpPpDiff(const ProbeResult& one, int64_t ranks, int64_t ep, const std::st
   return MaxRelDiff(*r, one);
 }
 
+// The one-process reference of `steps` steps (PipelineCfg's 12, or a negative control's
+// kNegativeControlSteps), run on first use in this test process; nullptr when it failed.
+const ProbeResult* OneProcessOf(int64_t steps) {
+  static std::map<int64_t, Expected<ProbeResult>> runs;
+  auto it = runs.find(steps);
+  if (it == runs.end()) {
+    ProbeConfig c = PipelineCfg(1, 1, "pp-ref-" + std::to_string(steps));
+    c.steps = steps;
+    it = runs.emplace(steps, RunProbeSpec(SmallSpec(), c)).first;
+    EXPECT_TRUE(it->second.ok()) << it->second.status().ToString();
+  }
+  return it->second.ok() ? &*it->second : nullptr;
+}
+
 class ProbePipeline : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), PipelineCfg(1, 1, "pp-ref"));
-    ASSERT_TRUE(r.ok()) << r.status().ToString();
-    one_ = new ProbeResult(std::move(r).value());
-  }
-  static void TearDownTestSuite() {
-    delete one_;
-    one_ = nullptr;
-  }
-  static ProbeResult* one_;
+  void SetUp() override { one_ = OneProcessOf(PipelineCfg(1, 1, "").steps); }
+  const ProbeResult* one_ = nullptr;
 };
-ProbeResult* ProbePipeline::one_ = nullptr;
+
+// A negative control's run: kNegativeControlSteps steps, beside OneProcessOf(those steps).
+class ProbePipelineNegative : public ::testing::Test {
+ protected:
+  void SetUp() override { one_ = OneProcessOf(kNegativeControlSteps); }
+  const ProbeResult* one_ = nullptr;
+};
 
 TEST_F(ProbePipeline, TwoStagesMatchOneProcess) {
   ASSERT_NE(one_, nullptr);
@@ -129,12 +147,14 @@ TEST_F(ProbePipeline, FourProcessesPipelineFsdpEpMatchOneProcess) {
 
 // Negative: a wrong schedule (stage 0's first two backwards on each other's micro-batches) gives
 // another curve: the exactness check above would fail on it.
-TEST_F(ProbePipeline, SwappedBackwardBreaksTheCurve) {
+TEST_F(ProbePipelineNegative, SwappedBackwardBreaksTheCurve) {
   ASSERT_NE(one_, nullptr);
   ProbeConfig c = PipelineCfg(2, 2, "pp2fault");
+  c.steps = kNegativeControlSteps;
   c.pp_fault = kPipeFaultSwapBackward;
   Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->steps.size(), one_->steps.size());  // else MaxRelDiff is infinite and proves nothing
   const double d = MaxRelDiff(*r, *one_);
   std::printf("pp=2 with swapped backwards vs 1 process: max relative loss difference %.3g\n", d);
   EXPECT_GT(d, 1e-4);
@@ -199,7 +219,7 @@ TEST_F(ProbePipeline, FourProcessesTp2Pp2SequenceParallelExpertTpMatchOneProcess
 // on 4 ranks, another loss than one process's 62). tp=2 x pp=2 (one data rank) and 4 data ranks
 // (62 = 15 + 16 + 15 + 16 windows, the short ranks padded with uncounted rows) must give the one
 // process's held-out loss.
-TEST_F(ProbePipeline, TextHeldOutLossMatchesOneProcessOnEveryLayout) {
+TEST(ProbePipelineHeldOut, TextHeldOutLossMatchesOneProcessOnEveryLayout) {
   const std::string file = TempDir("heldout-text") + ".txt";
   {
     std::ifstream in(std::string(ONBOARD_TEST_DATA) + "/text/readme_prose.txt", std::ios::binary);
@@ -229,14 +249,14 @@ TEST_F(ProbePipeline, TextHeldOutLossMatchesOneProcessOnEveryLayout) {
 }
 
 // Negatives of the two tests above: the same layouts with a wrong schedule leave the curve.
-TEST_F(ProbePipeline, SwappedBackwardBreaksTp2Pp2) {
+TEST_F(ProbePipelineNegative, SwappedBackwardBreaksTp2Pp2) {
   ASSERT_NE(one_, nullptr);
   const double d = TpPpDiff(*one_, 4, 0, kPipeFaultSwapBackward, "tp2pp2fault", nullptr);
   std::printf("tp=2 x pp=2 with swapped backwards vs 1 process: max relative loss difference %.3g\n", d);
   EXPECT_GT(d, kRelTolerance);
 }
 
-TEST_F(ProbePipeline, SwappedBackwardBreaksTp2Pp2Ep2) {
+TEST_F(ProbePipelineNegative, SwappedBackwardBreaksTp2Pp2Ep2) {
   ASSERT_NE(one_, nullptr);
   const double d = TpPpDiff(*one_, 8, 2, kPipeFaultSwapBackward, "tp2pp2ep2fault", nullptr);
   std::printf("tp=2 x pp=2 x ep=2 with swapped backwards vs 1 process: max relative loss difference %.3g\n",

@@ -64,6 +64,13 @@ inline ProbeConfig SmallConfig(int64_t ranks, const std::string& out) {
   return c;
 }
 
+// Steps of a negative control's run (a fault that must leave the one-process curve). Every fault
+// of the layout tests changes step 0's forward or step 1's update by far more than their
+// tolerance, so a few steps show it; such a run is compared with a one-process run of the same
+// length (the learning-rate schedule depends on the step count, so a prefix of a longer curve is
+// not the same run).
+constexpr int64_t kNegativeControlSteps = 3;
+
 // The recorded loss curve of a probe (one value per step, nats).
 inline std::vector<double> Losses(const ProbeResult& r) {
   std::vector<double> l;

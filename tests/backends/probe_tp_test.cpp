@@ -7,7 +7,8 @@
 //     column-parallel linears and the 2-head sums (indexer scores, attention for the KL) do not
 //     change the order. The measured maximum is printed;
 //   - negative: the same run with the row-parallel all-reduces skipped
-//     (ONBOARD_PROBE_TP_FAULT=no_row_reduce) must NOT match;
+//     (ONBOARD_PROBE_TP_FAULT=no_row_reduce) must NOT match (each negative runs
+//     kNegativeControlSteps steps, beside a one-process run of as many);
 //   - an impossible layout is refused naming every factor.
 #include <gtest/gtest.h>
 
@@ -21,6 +22,7 @@
 namespace onboard {
 namespace {
 
+using testing_probe::kNegativeControlSteps;
 using testing_probe::Losses;
 using testing_probe::MaxRelDiff;
 using testing_probe::SmallConfig;
@@ -35,9 +37,24 @@ ProbeConfig TpCfg(int64_t ranks, int64_t tp, const std::string& dir) {
   return c;
 }
 
+// A negative control's layout: as TpCfg, kNegativeControlSteps steps.
+ProbeConfig TpNegativeCfg(int64_t ranks, int64_t tp, const std::string& dir) {
+  ProbeConfig c = TpCfg(ranks, tp, dir);
+  c.steps = kNegativeControlSteps;
+  return c;
+}
+
 // The one-process curve, run once for the tests below.
 const ProbeResult& OneProcess() {
   static const Expected<ProbeResult> one = RunProbeSpec(SmallSpec(), TpCfg(1, 1, "tp-one"));
+  EXPECT_TRUE(one.ok()) << one.status().ToString();
+  if (!one.ok()) std::abort();
+  return *one;
+}
+
+// The one-process curve of the negative controls' length.
+const ProbeResult& OneProcessShort() {
+  static const Expected<ProbeResult> one = RunProbeSpec(SmallSpec(), TpNegativeCfg(1, 1, "tp-one-short"));
   EXPECT_TRUE(one.ok()) << one.status().ToString();
   if (!one.ok()) std::abort();
   return *one;
@@ -120,11 +137,12 @@ TEST(ProbeTensorParallel, FourProcessesTp2Ep2MatchOneProcess) {
 // Negative: without the row-parallel all-reduces each TP rank keeps half of every attention and
 // MLP output; the curve must leave the one-process curve (the check above can fail).
 TEST(ProbeTensorParallel, MissingRowParallelAllReduceDoesNotMatch) {
-  const ProbeResult& one = OneProcess();
+  const ProbeResult& one = OneProcessShort();
   ASSERT_EQ(setenv("ONBOARD_PROBE_TP_FAULT", "no_row_reduce", 1), 0);  // inherited by the workers
-  Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), TpCfg(2, 2, "tp2-bad"));
+  Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), TpNegativeCfg(2, 2, "tp2-bad"));
   unsetenv("ONBOARD_PROBE_TP_FAULT");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  ASSERT_EQ(bad->steps.size(), one.steps.size());  // else MaxRelDiff is infinite and proves nothing
   const double d = MaxRelDiff(Losses(*bad), Losses(one));
   std::printf("tp=2 without row-parallel all-reduces: max relative loss difference %.3g\n", d);
   EXPECT_GT(d, 1e-4);
@@ -152,13 +170,14 @@ TEST(ProbeTensorParallel, SequenceParallelTp2MatchesOneProcess) {
 
 // Negative: a region whose all-gather is skipped (each rank's own tokens stand for the other's).
 TEST(ProbeTensorParallel, SequenceParallelWithoutTheAllGatherDoesNotMatch) {
-  const ProbeResult& one = OneProcess();
-  ProbeConfig c = TpCfg(2, 2, "tp2sp-bad");
+  const ProbeResult& one = OneProcessShort();
+  ProbeConfig c = TpNegativeCfg(2, 2, "tp2sp-bad");
   c.sequence_parallel = true;
   ASSERT_EQ(setenv("ONBOARD_PROBE_TP_FAULT", "no_sp_gather", 1), 0);
   Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), c);
   unsetenv("ONBOARD_PROBE_TP_FAULT");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  ASSERT_EQ(bad->steps.size(), one.steps.size());  // else MaxRelDiff is infinite and proves nothing
   const double d = MaxRelDiff(Losses(*bad), Losses(one));
   std::printf("tp=2 + SP without the region all-gather: max relative loss difference %.3g\n", d);
   EXPECT_GT(d, 1e-4);
@@ -185,13 +204,14 @@ TEST(ProbeTensorParallel, ExpertTpTp2Ep2MatchesOneProcess) {
 
 // Negative: expert TP without the all-reduce of the experts' partial outputs.
 TEST(ProbeTensorParallel, ExpertTpWithoutTheExpertReduceDoesNotMatch) {
-  const ProbeResult& one = OneProcess();
-  ProbeConfig c = TpCfg(2, 2, "tp2etp2-bad");
+  const ProbeResult& one = OneProcessShort();
+  ProbeConfig c = TpNegativeCfg(2, 2, "tp2etp2-bad");
   c.etp = 2;
   ASSERT_EQ(setenv("ONBOARD_PROBE_TP_FAULT", "no_expert_reduce", 1), 0);
   Expected<ProbeResult> bad = RunProbeSpec(SmallSpec(), c);
   unsetenv("ONBOARD_PROBE_TP_FAULT");
   ASSERT_TRUE(bad.ok()) << bad.status().ToString();
+  ASSERT_EQ(bad->steps.size(), one.steps.size());  // else MaxRelDiff is infinite and proves nothing
   const double d = MaxRelDiff(Losses(*bad), Losses(one));
   std::printf("tp=2 x etp=2 without the experts' all-reduce: max relative loss difference %.3g\n", d);
   EXPECT_GT(d, 1e-4);
