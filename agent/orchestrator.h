@@ -38,6 +38,10 @@ namespace onboard::agent {
 // (agent/probe_recipe.h says how); unset, the recipe's value is used.
 struct ProbeSettings {
   int ranks = 2;                 // processes in the c10d/Gloo group (CPU); EP = ranks when it divides
+  // Probe ranks per emulated node (ProbeConfig::ranks_per_node; 0 = all on one node): with >= 2
+  // nodes the probe measures cross-node expert traffic and the loop's expert rules
+  // (expert_coactivation, expert_routing) can act on it.
+  int64_t ranks_per_node = 0;
   std::optional<int> steps;      // recorded optimizer steps per probe round (LoRA: adapter steps)
   std::optional<int64_t> seq;    // tokens per proxy sequence
   std::optional<int64_t> micro_batch;  // sequences per rank per step (the recipe's: batch / ranks)

@@ -12,6 +12,7 @@ ProbeConfig ProbeRecipe(const RunRequest& req) {
   // Step 1: the mode's recipe, the one home of the probe's training numbers.
   ProbeConfig c = DefaultProbeConfig(req.mode);
   c.ranks = s.ranks;
+  c.ranks_per_node = s.ranks_per_node;  // checked by ProbeConfig::Validate (it must divide ranks)
   // Step 2: a shorter (or longer) run keeps the recipe's shape: warm-up at most a quarter of the
   // steps, and a LoRA base phase in proportion to the adapter steps.
   if (s.steps) {

@@ -21,6 +21,7 @@ struct RunOptions {
   std::string weights_text;                  // stage "weights": the real-weights LoRA probe's text
   int64_t lora_rank = 16, seq = 4096, global_batch = 0;
   int max_rounds = 3, probe_ranks = 2, threads = 2;
+  int64_t probe_ranks_per_node = 0;  // 0 = one node
   int probe_steps = 0;  // 0 = the probe recipe's (DefaultProbeConfig)
   std::string probe_control;  // negative control of every probe round ("" = none)
   double lr = 0;        // 0 = the probe recipe's
@@ -100,6 +101,7 @@ int RunRun(const RunOptions& o) {
   req.max_rounds = o.max_rounds;
   req.threads = o.threads;
   req.probe.ranks = o.probe_ranks;
+  req.probe.ranks_per_node = o.probe_ranks_per_node;
   if (o.probe_steps != 0) req.probe.steps = o.probe_steps;
   req.probe.control = o.probe_control;
   if (o.lr != 0) req.probe.learning_rate = o.lr;
@@ -149,6 +151,9 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                                      "template data directory (default $ONBOARD_TEMPLATES_DIR or built-in)");
                       sub.add_option("--max-rounds", o->max_rounds, "probe/adjust rounds")->capture_default_str();
                       sub.add_option("--probe-ranks", o->probe_ranks, "probe processes")->capture_default_str();
+                      sub.add_option("--probe-ranks-per-node", o->probe_ranks_per_node,
+                                     "probe ranks per emulated node (0 = one node); with >= 2 nodes the "
+                                     "expert rules act on the measured cross-node traffic");
                       sub.add_option(
                           "--probe-steps", o->probe_steps,
                           "steps per probe round (LoRA: adapter steps; default: the probe recipe's, "

@@ -102,6 +102,8 @@ const std::map<std::string, Setter>& ProbeSetters() {
   static const std::map<std::string, Setter> kSetters = {
       {"enabled", BoolField("options.probe.enabled", [](R& r, bool v) { r.probe.enabled = v; })},
       {"ranks", IntField<int>("options.probe.ranks", [](R& r, int v) { r.probe.ranks = v; })},
+      {"ranks_per_node",
+       IntField<int64_t>("options.probe.ranks_per_node", [](R& r, int64_t v) { r.probe.ranks_per_node = v; })},
       {"steps", IntField<int>("options.probe.steps", [](R& r, int v) { r.probe.steps = v; })},
       {"seq", IntField<int64_t>("options.probe.seq", [](R& r, int64_t v) { r.probe.seq = v; })},
       {"micro_batch",

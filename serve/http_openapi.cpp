@@ -227,7 +227,8 @@ const char* const kOpenApi = R"json({
           "max_route_nodes": {"type": "integer", "description": "node-limited routing: experts on at most M nodes (0 = off)"},
           "ep_dispatcher": {"type": "string", "description": "expert dispatcher of the searched plans (enum: BuildDocument, from core/plan.h EpDispatcherName)"},
           "probe": {"type": "object", "additionalProperties": false, "properties": {
-            "enabled": {"type": "boolean"}, "ranks": {"type": "integer"}, "steps": {"type": "integer"},
+            "enabled": {"type": "boolean"}, "ranks": {"type": "integer"}, "ranks_per_node": {"type": "integer"},
+            "steps": {"type": "integer"},
             "seq": {"type": "integer"}, "micro_batch": {"type": "integer"}, "proxy_blocks": {"type": "integer"},
             "learning_rate": {"type": "number"}, "grad_clip": {"type": "number"}, "seed": {"type": "integer"},
             "timeout_s": {"type": "number"}}}

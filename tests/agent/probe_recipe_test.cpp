@@ -31,6 +31,24 @@ TEST(ProbeRecipeThresholds, TheRunsThresholdsReachTheProbeConfig) {
   EXPECT_EQ(c.thresholds.divergence_factor, 1.5);
 }
 
+// Issue 18: the run's probe ranks per node reach the probe (its nodes are what the expert rules
+// measure), and a value that does not divide the ranks is refused naming the field and value.
+TEST(ProbeRecipeNodes, RanksPerNodeReachTheProbeAndABadOneIsRefused) {
+  RunRequest req = testing::TinyRequest("/tmp/unused", /*probe=*/true, /*kernels=*/false);
+  EXPECT_EQ(ProbeRecipe(req).ranks_per_node, 0);  // default: one node
+  req.probe.ranks = 4;
+  req.probe.ranks_per_node = 2;
+  const ProbeConfig c = ProbeRecipe(req);
+  EXPECT_EQ(c.ranks_per_node, 2);
+  EXPECT_EQ(c.nodes(), 2);
+  EXPECT_TRUE(req.Validate().ok()) << req.Validate().ToString();
+  req.probe.ranks_per_node = 3;
+  const Status st = req.Validate();
+  EXPECT_EQ(st.code(), ErrorCode::kBadInput);
+  EXPECT_NE(st.message().find("ranks_per_node"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("3"), std::string::npos) << st.message();
+}
+
 // End to end: a real 2-rank probe round of `onboard run`'s loop writes probe.txt judged with the
 // request's thresholds (expert balance against 50, comm share against 0.1%), not the defaults
 // (1.25, 35%).

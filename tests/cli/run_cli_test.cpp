@@ -65,7 +65,8 @@ TEST(RunCli, ExpertRoutingFlagsReachThePlanAndBadValuesExit2) {
            {"--ep-dispatcher nccl", {"--ep-dispatcher", "nccl"}},
            {"--expert-nodes-per-token 0.5", {"expert_nodes_per_token", "0.5"}},
            {"--expert-nodes-per-token 9", {"expert_nodes_per_token", "top_k=8", "9"}},
-           {"--max-route-nodes -1", {"max_route_nodes", "-1"}}}) {
+           {"--max-route-nodes -1", {"max_route_nodes", "-1"}},
+           {"--probe-ranks 4 --probe-ranks-per-node 3", {"ranks_per_node", "3"}}}) {
     const CliRun r = RunOnboard(base + " " + flag + " --out " + dir + "/bad");
     EXPECT_EQ(r.code, 2) << flag << ": " << r.out;
     for (const std::string& w : want) EXPECT_NE(r.out.find(w), std::string::npos) << flag << ": " << r.out;

@@ -166,6 +166,9 @@ TEST_F(HttpApiTest, OversizedMalformedAndEscapingRequestsAreRefusedWithoutWritin
   bad_opt = ConfigBody();
   bad_opt["options"]["sequence_length"] = 4096;
   ExpectRefused(*client_, bad_opt.dump(), 400, "bad_request");
+  bad_opt = ConfigBody();  // 3 probe ranks per node do not divide 4 ranks (ProbeConfig's own check)
+  bad_opt["options"]["probe"] = {{"ranks", 4}, {"ranks_per_node", 3}};
+  ExpectRefused(*client_, bad_opt.dump(), 400, "bad_request");
   json bad_b64 = {{"model", {{"onnx_base64", "@@not base64@@"}}}, {"topology", Topology()}};
   ExpectRefused(*client_, bad_b64.dump(), 400, "bad_request");
   json bad_topo = ConfigBody();
@@ -195,6 +198,12 @@ TEST_F(HttpApiTest, OversizedMalformedAndEscapingRequestsAreRefusedWithoutWritin
   ASSERT_EQ(ok->status, 202) << ok->body;
   EXPECT_EQ(json::parse(ok->body)["request"]["model"]["path"],
             std::filesystem::canonical(root_ + "/config.json").string());
+  // options.probe.ranks_per_node is a field (2 of 4 ranks per node; 3 was refused above).
+  json nodes = ConfigBody();
+  nodes["options"]["probe"] = {{"enabled", false}, {"ranks", 4}, {"ranks_per_node", 2}};
+  auto two_nodes = Post("/v1/jobs", nodes.dump());
+  ASSERT_TRUE(two_nodes);
+  EXPECT_EQ(two_nodes->status, 202) << two_nodes->body;
 }
 
 TEST_F(HttpApiTest, SubmitFollowEventsFetchReports) {
