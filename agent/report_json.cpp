@@ -231,6 +231,8 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
   j["measured"] = {{"step_s", step_s}, {"mean_step_s", c.step_s}, {"comm_s", c.comm_s},
                    {"comm_share", c.share}, {"peak_bytes", MeasuredPeakBytes(p)}, {"wall_s", p.wall_s}};
   j["measured"]["pp_bubble"] = MeasuredPpBubble(p);
+  // Expert communication (issue 18): the report's per-round before/after table.
+  if (json ec = ExpertCommToJson(p); !ec.is_null()) j["expert_comm"] = ec;
   if (p.prediction.available) {
     j["predicted"] = {{"step_s", p.prediction.step_s}, {"memory_bytes", p.prediction.memory_bytes},
                       {"comm_s", p.prediction.comm_s}, {"topology", p.prediction.topology}};
@@ -365,6 +367,7 @@ json StripNondeterministic(json r) {
       p.erase("measured");
       p.erase("predicted");
       p.erase("comparison");
+      p.erase("expert_comm");  // all-to-all wall times
     }
   if (r.contains("plan") && r["plan"].is_object()) r["plan"].erase("wall_s");
   return r;

@@ -532,6 +532,19 @@ nlohmann::json PredictionComparisonToJson(const ProbePrediction& prediction);
 // The measured pipeline bubble: the mean over the steps after the first of each step's max-over-ranks
 // idle share of the pipeline span (0 without a pipeline).
 double MeasuredPpBubble(const ProbeResult& result);
+// The EP all-to-all per step, seconds, mean over the steps after the first of each step's max over
+// ranks: exposed (the host blocked on it; without ProbeConfig::moe_overlap all of it) and hidden
+// (in flight under compute) (issue 18).
+struct MeasuredExpertAllToAll {
+  double exposed_s = 0, hidden_s = 0;
+};
+MeasuredExpertAllToAll MeasuredExpertExchange(const ProbeResult& result);
+// A round's expert communication (issue 18), report.json's "expert_comm": {nodes, ranks_per_node,
+// placement ("contiguous" | "set"), physical_slots (replicas; 0 = none), overlap, the co-activation's
+// per-token tier traffic over all MoE layers (TotalTraffic: nodes_per_token,
+// cross_node_rows_per_token, cross_node_copies_per_token, slow_tier_bytes_per_token,
+// rank_max_over_mean), a2a_exposed_s, a2a_hidden_s}; null without MoE routing.
+nlohmann::json ExpertCommToJson(const ProbeResult& result);
 nlohmann::json LossParityToJson(const ProbeLossParity& parity);  // one kernel's, with both curves
 std::string FormatProbeResult(const ProbeResult& result);   // the `onboard probe` text report
 

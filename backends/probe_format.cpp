@@ -43,16 +43,10 @@ void FormatTpComm(const ProbeResult& r, std::ostringstream& os) {
 // EP all-to-all exposed (host blocked) and hidden (in flight under the shared expert's compute,
 // ProbeConfig::moe_overlap), per step after the first, max over ranks (issue 18).
 void FormatExpertOverlap(const ProbeResult& r, std::ostringstream& os) {
-  double exposed = 0, hidden = 0;
-  int64_t n = 0;
-  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i, ++n) {
-    exposed += r.steps[i].comm.all_to_all_s;
-    hidden += r.steps[i].comm.all_to_all_hidden_s;
-  }
-  if (n == 0 || exposed + hidden <= 0) return;
-  const double k = 1e3 / static_cast<double>(n);
+  const MeasuredExpertAllToAll m = MeasuredExpertExchange(r);
+  if (m.exposed_s + m.hidden_s <= 0) return;
   os << "expert all-to-all (" << (r.config.moe_overlap ? "overlapped with the shared expert" : "synchronous")
-     << "): exposed " << F("%.2f", exposed * k) << " ms, hidden " << F("%.2f", hidden * k)
+     << "): exposed " << F("%.2f", m.exposed_s * 1e3) << " ms, hidden " << F("%.2f", m.hidden_s * 1e3)
      << " ms per step (backward exchanges stay synchronous: exposed)\n";
 }
 
@@ -86,6 +80,20 @@ void FormatComparisons(const ProbeResult& r, std::ostringstream& os) {
 }
 
 }  // namespace
+
+MeasuredExpertAllToAll MeasuredExpertExchange(const ProbeResult& r) {
+  MeasuredExpertAllToAll m;
+  int64_t n = 0;
+  for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i, ++n) {
+    m.exposed_s += r.steps[i].comm.all_to_all_s;
+    m.hidden_s += r.steps[i].comm.all_to_all_hidden_s;
+  }
+  if (n > 0) {
+    m.exposed_s /= static_cast<double>(n);
+    m.hidden_s /= static_cast<double>(n);
+  }
+  return m;
+}
 
 double MeasuredPpBubble(const ProbeResult& r) {
   double bubble = 0;

@@ -248,6 +248,25 @@ json PredictionComparisonToJson(const ProbePrediction& p) {
                 {"dtype_note", m.dtype_note}}}};
 }
 
+json ExpertCommToJson(const ProbeResult& r) {
+  if (r.coactivation.empty()) return nullptr;
+  const ProbeTierTraffic t = TotalTraffic(r.coactivation);
+  const MeasuredExpertAllToAll a2a = MeasuredExpertExchange(r);
+  return json{
+      {"nodes", r.coactivation.nodes},
+      {"ranks_per_node", r.coactivation.ranks_per_node > 0 ? r.coactivation.ranks_per_node : r.config.ranks},
+      {"placement", r.config.expert_placement.empty() ? "contiguous" : "set"},
+      {"physical_slots", static_cast<int64_t>(r.config.expert_phy2log.size())},
+      {"overlap", r.config.moe_overlap},
+      {"nodes_per_token", t.nodes_per_token},
+      {"cross_node_rows_per_token", t.cross_node_rows_per_token},
+      {"cross_node_copies_per_token", t.cross_node_copies_per_token},
+      {"slow_tier_bytes_per_token", t.slow_tier_bytes_per_token},
+      {"rank_max_over_mean", t.rank_max_over_mean},
+      {"a2a_exposed_s", a2a.exposed_s},
+      {"a2a_hidden_s", a2a.hidden_s}};
+}
+
 std::string ProbeResultToJson(const ProbeResult& r) {
   json steps = json::array();
   for (const ProbeStep& s : r.steps) steps.push_back(backends::ProbeStepToJson(s));

@@ -64,29 +64,15 @@ std::string Intro(const json& round) {
 void ProbeComparisonMarkdown(std::ostringstream& o, const json& r) {
   const json* round = LastComparedRound(r);
   if (round == nullptr) return;
-  o << "### Probe: measured beside predicted\n\n" << Intro(*round) << "\n\n|";
-  for (const std::string& h : kHeader) o << " " << h << " |";
-  o << "\n|---|---|---|---|---|\n";
-  for (const auto& row : Rows(*round)) {
-    o << "|";
-    for (const std::string& c : row) o << " " << c << " |";
-    o << "\n";
-  }
-  o << "\n";
+  o << "### Probe: measured beside predicted\n\n" << Intro(*round) << "\n\n";
+  MarkdownTable(o, kHeader, Rows(*round));
 }
 
 void ProbeComparisonHtml(std::ostringstream& o, const json& r) {
   const json* round = LastComparedRound(r);
   if (round == nullptr) return;
-  o << "<h3>Probe: measured beside predicted</h3><p>" << XmlEscape(Intro(*round)) << "</p><table><tr>";
-  for (const std::string& h : kHeader) o << "<th>" << XmlEscape(h) << "</th>";
-  o << "</tr>";
-  for (const auto& row : Rows(*round)) {
-    o << "<tr>";
-    for (const std::string& c : row) o << "<td>" << XmlEscape(c) << "</td>";
-    o << "</tr>";
-  }
-  o << "</table>";
+  o << "<h3>Probe: measured beside predicted</h3><p>" << XmlEscape(Intro(*round)) << "</p>";
+  HtmlTable(o, kHeader, Rows(*round));
 }
 
 }  // namespace onboard::agent

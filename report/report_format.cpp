@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "report/svg_charts.h"
+
 namespace onboard::agent {
 namespace {
 bool Num(const nlohmann::json& v, double& out) {
@@ -103,5 +105,33 @@ bool AnyProbeKernelRecord(const nlohmann::json& r) {
 }
 
 bool JsonTrue(const nlohmann::json& j) { return j.is_boolean() && j.get<bool>(); }
+
+void MarkdownTable(std::ostringstream& o, const std::vector<std::string>& header,
+                   const std::vector<std::vector<std::string>>& rows) {
+  o << "|";
+  for (const std::string& h : header) o << " " << h << " |";
+  o << "\n|";
+  for (size_t i = 0; i < header.size(); ++i) o << "---|";
+  o << "\n";
+  for (const auto& row : rows) {
+    o << "|";
+    for (const std::string& c : row) o << " " << c << " |";
+    o << "\n";
+  }
+  o << "\n";
+}
+
+void HtmlTable(std::ostringstream& o, const std::vector<std::string>& header,
+               const std::vector<std::vector<std::string>>& rows) {
+  o << "<table><tr>";
+  for (const std::string& h : header) o << "<th>" << XmlEscape(h) << "</th>";
+  o << "</tr>";
+  for (const auto& row : rows) {
+    o << "<tr>";
+    for (const std::string& c : row) o << "<td>" << XmlEscape(c) << "</td>";
+    o << "</tr>";
+  }
+  o << "</table>";
+}
 
 }  // namespace onboard::agent

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
+#include <vector>
 
 namespace onboard::agent {
 
@@ -21,5 +23,10 @@ bool JsonTrue(const nlohmann::json& j);                                 // a JSO
 bool AnyProbeKernelRecord(const nlohmann::json& r);
 // A compact one-line rendering of an "observed"/"changed" object: key=value, arrays shortened.
 std::string CompactJson(const nlohmann::json& j, size_t max_array = 8);
+// A table of text cells: Markdown (header, separator, rows; then a blank line) and HTML (escaped).
+void MarkdownTable(std::ostringstream& o, const std::vector<std::string>& header,
+                   const std::vector<std::vector<std::string>>& rows);
+void HtmlTable(std::ostringstream& o, const std::vector<std::string>& header,
+               const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace onboard::agent

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include "report/expert_comm_section.h"
 #include "report/fusion_section.h"
 #include "report/probe_comparison_section.h"
 #include "report/report_format.h"
@@ -373,6 +374,7 @@ std::string RenderHtmlReport(const nlohmann::json& report) {
   ProbeKernels(o, report);
   ProbeLayout(o, report);
   ProbeComparisonHtml(o, report);
+  ExpertCommHtml(o, report);
   Decisions(o, report);
   Timeline(o, report);
   o << "</body></html>\n";

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "report/expert_comm_section.h"
 #include "report/fusion_section.h"
 #include "report/probe_comparison_section.h"
 #include "report/report_format.h"
@@ -303,6 +304,7 @@ std::string RenderMarkdownReport(const nlohmann::json& report) {
   ProbeKernels(o, report);
   ProbeLayout(o, report);
   ProbeComparisonMarkdown(o, report);
+  ExpertCommMarkdown(o, report);
   Decisions(o, report);
   Timeline(o, report);
   return o.str();

@@ -85,7 +85,15 @@ TEST(OrchestratorE2E, FullLoopWritesEveryArtifactAndTracesEveryDecision) {
     const std::string text((std::istreambuf_iterator<char>(md)), std::istreambuf_iterator<char>());
     EXPECT_NE(text.find("### Probe: measured beside predicted"), std::string::npos);
     EXPECT_NE(text.find("| live-tensor peak per rank | memory model |"), std::string::npos);
+    // Issue 18: the round's measured expert communication (2 ranks, one node: nothing crosses).
+    EXPECT_NE(text.find("### Expert communication by probe round"), std::string::npos);
+    EXPECT_NE(text.find("| 1 | 1 x 2 | contiguous | off | 1.000 | 0.000 | 0.000 | 0.0 |"), std::string::npos)
+        << text;
   }
+  const nlohmann::json& ec = rep["probe"]["rounds"][0]["expert_comm"];
+  ASSERT_TRUE(ec.is_object()) << rep["probe"]["rounds"][0].dump();
+  EXPECT_EQ(ec["nodes"], 1);
+  EXPECT_GT(ec["a2a_exposed_s"].get<double>(), 0);  // ep = 2: the exchange ran
 
   // Events: ordered, typed, timestamped; every decision in the trace was also an event.
   auto events = sink.events();
