@@ -155,7 +155,13 @@ Expected<std::string> StageValidate(RunState& st, int round, Emitter& em) {
   RoundEvidence ev;
   ev.round = round;
   ev.probe = &pr.result;
-  if (const PlanRound* p = st.final_plan()) ev.plan = &p->search.best;
+  PlanRequest plan_request;  // the chosen plan's request with the model (the round keeps it without)
+  if (const PlanRound* p = st.final_plan()) {
+    ev.plan = &p->search.best;
+    plan_request = p->request;
+    plan_request.model = st.model;
+    ev.plan_request = &plan_request;
+  }
   ev.target_device = st.topology.device.name;
   ev.kernel_reference_ops = KernelReferenceOps(st);  // round 1's loss parity (rules_kernel_fallback.cpp)
   st.knobs.replan = false;

@@ -80,7 +80,9 @@ Expected<std::string> StagePlan(RunState& st, int round, const std::string& reas
   r.base_dtype = st.req.base_dtype;
   r.seq = st.req.seq;
   r.global_batch = st.req.global_batch;
-  r.expert_nodes_per_token = st.req.expert_nodes_per_token;
+  // Measured routing from the expert_routing rule (rules_expert_routing.cpp), else the request's.
+  r.expert_nodes_per_token =
+      st.knobs.expert_nodes_per_token > 0 ? st.knobs.expert_nodes_per_token : st.req.expert_nodes_per_token;
   r.max_route_nodes = st.req.max_route_nodes;
   r.ep_dispatcher = st.req.ep_dispatcher;
   r.threads = st.req.threads;

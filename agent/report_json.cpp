@@ -67,7 +67,8 @@ json RequestJson(const RunRequest& r) {
         {"expert_imbalance", r.thresholds.expert_imbalance},
         {"comm_share", r.thresholds.comm_share},
         {"memory_over_prediction", r.thresholds.memory_over_prediction},
-        {"calibration_tolerance", r.thresholds.calibration_tolerance}}}};
+        {"calibration_tolerance", r.thresholds.calibration_tolerance},
+        {"expert_nodes_change", r.thresholds.expert_nodes_change}}}};
 }
 
 json ModelJson(const RunState& st) {

@@ -6,7 +6,8 @@
 //                   the canonical pairwise order of ordered_sum.h); HSDP replicas sum with an
 //                   ordered all-reduce; the micro-step's gradient goes into a TreeAccumulator, so the
 //                   N micro-batches of a micro-step form one aligned block of the one-process tree
-//   gradient norm   global L2 norm in fp64 (layout-independent), loss and accuracy over the world
+//   gradient norm   global L2 norm from exact integer bins of the fp32 squares, each element counted
+//                   once (exact_sum.h: bit-identical across layouts), loss and accuracy over the world
 //   AdamW           warm-up + cosine lr (probe_schedule.h), global-norm clipping, decoupled decay on the
 //   local shards balancing bias  bias += balance_rate * sign(mean - load) from the global tokens per expert
 // Units: loss in nats per counted token; lr dimensionless; seconds; bytes.
@@ -16,6 +17,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "backends/exact_sum_torch.h"
 #include "backends/fsdp_unit.h"
 #include "backends/ordered_sum.h"
 #include "backends/probe_controls.h"
@@ -140,23 +142,30 @@ void PushMicroBatchGrads(WorkerState& st, ProbeGroups& g, Accumulators& acc, siz
 
 namespace {
 
-// Step 2 helper: the step's gradients onto the buffers; returns this rank's share of the squared
-// global grad norm (fp64: layout-independent).
-double TakeGradients(WorkerState& st, Accumulators& acc) {
-  const int64_t N = st.cfg.data_ranks(), F = st.cfg.fsdp_degree(), T = st.cfg.tp_degree();
-  double sq = 0;
+// Step 2 helper: the step's gradients onto the buffers; returns this rank's exact bins of the squared
+// global grad norm (exact_sum.h): integer bins, summed over the world in any order, so the norm is
+// bit-identical across layouts whose gradients are. Each element is counted once, by its canonical
+// owner: dense / LoRA shards on the first data-parallel replica (data rank < fsdp; HSDP replicas hold
+// the same shard), their slots every TP rank holds on TP rank 0 (tp_share < 1; split slots on every
+// TP rank), routed experts on TP rank 0 when each TP rank holds them whole (etp = 1), redundant
+// experts on their first copy (replica_share).
+at::Tensor TakeGradients(WorkerState& st, Accumulators& acc) {
+  const bool first_replica = st.dp_rank < st.cfg.fsdp_degree(), tp_first = st.tp.rank == 0;
+  at::Tensor bins = at::zeros({kExactBins}, at::TensorOptions().dtype(at::kLong).device(st.dev));
   ForEachTrainable(st.state, [&](size_t u, size_t k, Buffer* b) {
     at::Tensor grad = acc[u][k].Take();
     b->p.mutable_grad() = grad;
-    // Ranks holding this shard: data-parallel copies; TP: every TP rank holds the experts (expert
-    // TP: a slice each) and the replicated slots (tp_share = 1/T there, 1 on split slots).
-    const double copies = static_cast<double>(b->expert ? T / st.cfg.etp_degree() : N / F);
-    at::Tensor g2 = grad.to(at::kDouble).pow(2);
-    if (!b->expert && b->tp_share.defined()) g2 = g2 * b->tp_share.to(at::kDouble);
-    if (b->replica_share.defined()) g2 = g2 * b->replica_share.to(g2.device());  // redundant experts: once
-    sq += g2.sum().item<double>() / copies;
+    at::Tensor counted;  // undefined: every element of this rank's buffer
+    if (b->expert) {
+      if (st.cfg.etp_degree() == 1 && !tp_first) return;
+      counted = b->replica_share;
+    } else {
+      if (!first_replica) return;
+      if (b->tp_share.defined() && !tp_first) counted = b->tp_share >= 1;
+    }
+    bins.add_(ExactSquareBins(grad, counted).to(bins.device()));
   });
-  return sq;
+  return bins;
 }
 
 // Step 4: balancing bias from the step's global tokens per expert (exact integer sums over all
@@ -247,11 +256,14 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
     for (auto& [layer, v] : indexer_kl) v = 0;
   }
   // Step 2: the step's gradients, then the global grad norm, loss and accuracy.
-  const double sq = TakeGradients(st, acc);
-  at::Tensor red = at::tensor({local_loss, sq, correct}, at::kDouble).to(st.dev);
+  at::Tensor sq_bins = TakeGradients(st, acc);
+  g.world.AllReduceSum(sq_bins);  // integers: exact in any order (exact_sum.h)
+  const at::Tensor sq_all = sq_bins.cpu().contiguous();
+  const double gnorm = std::sqrt(ExactSquareBinsValue(sq_all.data_ptr<int64_t>()));
+  at::Tensor red = at::tensor({local_loss, correct}, at::kDouble).to(st.dev);
   g.world.AllReduceSum(red);
-  const double loss = red[0].item<double>(), gnorm = std::sqrt(red[1].item<double>());
-  const double accuracy = red[2].item<double>() / static_cast<double>(data.CountedTokensPerStep());
+  const double loss = red[0].item<double>();
+  const double accuracy = red[1].item<double>() / static_cast<double>(data.CountedTokensPerStep());
   // Step 3: AdamW on the local shards, with global-norm clipping.
   const double clip_coef = (phase.clip > 0 && gnorm > phase.clip) ? phase.clip / (gnorm + 1e-6) : 1.0;
   const double lr = LearningRate(phase, step);

@@ -6,6 +6,12 @@
 
 namespace onboard {
 
+double UniformNodesPerToken(double nodes, int64_t top_k) {
+  if (top_k <= 0) return 0;
+  if (nodes <= 1) return 1;
+  return nodes * (1 - std::pow(1 - 1 / nodes, static_cast<double>(top_k)));
+}
+
 EpTierTraffic EpA2aTraffic(int64_t top_k, int64_t ep_ranks, int64_t stride, int64_t ranks_per_node,
                            double group_limited, const EpRouting& routing) {
   EpTierTraffic t;
@@ -24,7 +30,7 @@ EpTierTraffic EpA2aTraffic(int64_t top_k, int64_t ep_ranks, int64_t stride, int6
   const double N = t.nodes;
   // Step 2: D = distinct nodes a token reaches: measured, else uniform k picks; capped by min(N, k)
   // and node-limited routing M.
-  const double uniform = N * (1 - std::pow(1 - 1 / N, kk));
+  const double uniform = UniformNodesPerToken(N, top_k);
   double D = routing.nodes_per_token > 0 ? std::min({routing.nodes_per_token, N, kk}) : uniform;
   if (routing.max_route_nodes > 0) D = std::min(D, static_cast<double>(routing.max_route_nodes));
   t.nodes_per_token = D;

@@ -54,4 +54,8 @@ struct EpTierTraffic {
 EpTierTraffic EpA2aTraffic(int64_t top_k, int64_t ep_ranks, int64_t stride, int64_t ranks_per_node,
                            double group_limited, const EpRouting& routing);
 
+// D for `top_k` uniform-random picks over `nodes` nodes: N (1 - (1 - 1/N)^k), nodes per token (1 when
+// N <= 1). The one home of the uniform expectation (EpA2aTraffic, the agent's expert_routing rule).
+double UniformNodesPerToken(double nodes, int64_t top_k);
+
 }  // namespace onboard

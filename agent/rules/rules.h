@@ -5,6 +5,7 @@
 //   rules_divergence.cpp       probe diverged -> lower LR, tighten clipping, re-probe
 //   rules_expert_balance.cpp   expert imbalance -> re-place experts from measured loads, re-probe
 //   rules_expert_coactivation.cpp  multi-node probe -> co-selected experts onto one node, re-probe
+//   rules_expert_routing.cpp   multi-node probe -> re-plan the expert a2a with the measured nodes/token
 //   rules_comm.cpp             comm share high -> calibrate the cost model from the probe, re-plan
 //   rules_memory.cpp           measured memory over prediction -> more recompute / sharding, re-plan
 //   rules_kernel_fallback.cpp  a kernel check failed -> reference operator
@@ -40,6 +41,9 @@ struct LoopKnobs {
   std::vector<int64_t> expert_phy2log;    // redundant experts (ProbeConfig::expert_phy2log); empty = none
   bool bias_balancing = false;          // aux-loss-free bias balancing recommended in the plan
   double expert_imbalance = 1.0;        // max/mean over EP ranks fed to the planner
+  // expert routing (rules_expert_routing.cpp): the probe's measured nodes a token's top-k experts span,
+  // transferred to the plan's nodes (PlanRequest::expert_nodes_per_token); 0 = the request's value
+  double expert_nodes_per_token = 0;
   // cost model
   CostCalibration calibration;
   bool calibrated = false;
@@ -59,6 +63,8 @@ struct RoundEvidence {
   int round = 0;
   const ProbeResult* probe = nullptr;
   const PlanCandidate* plan = nullptr;                         // chosen plan for the full model
+  const PlanRequest* plan_request = nullptr;                   // the request it was searched under, with
+                                                               // the model (rules that re-cost it)
   const std::vector<validators::KernelCheckRow>* kernel_rows = nullptr;
   std::map<std::string, std::string> kernel_reference_ops;     // kernel name -> template reference_op
   std::string target_device;     // the plan's device ("Ascend-950DT"); "" = same hardware as the probe
@@ -88,6 +94,7 @@ struct Rule {
 std::optional<Decision> RuleProbeDiverged(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleExpertImbalance(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleExpertCoactivation(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+std::optional<Decision> RuleExpertRouting(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleCommShare(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleKernelFallback(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
@@ -99,6 +106,12 @@ const std::vector<Rule>& RuleTable();
 
 // Runs every rule on one round's evidence; returns the decisions that fired, in table order.
 std::vector<Decision> ApplyRules(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& knobs);
+
+// rules_expert_routing.cpp: the probe's routing concentration c = (D_p - 1) / (U(N_p, k_p) - 1) applied at
+// the plan's N nodes and top-k k: 1 + c (U(N, k) - 1), capped at min(k, N) and max_route_nodes (0 = off).
+// Nodes per token.
+double TransferNodesPerToken(double concentration, double plan_nodes, int64_t plan_top_k,
+                             int64_t max_route_nodes);
 
 // ---- Observations shared by rules and reports ----
 

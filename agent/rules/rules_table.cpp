@@ -16,6 +16,8 @@ const std::vector<Rule>& RuleTable() {
        "expert_imbalance", RuleExpertImbalance},
       {"expert_coactivation", "expert_balance", "experts co-selected by one token, split over nodes (probe)",
        "(rules_expert_coactivation.cpp kMinCrossNodeCut)", RuleExpertCoactivation},
+      {"expert_routing", "comm", "nodes a token's top-k experts span in a multi-node probe, vs the plan's",
+       "expert_nodes_change", RuleExpertRouting},
       {"comm_share", "comm", "collective seconds / step seconds in the probe", "comm_share", RuleCommShare},
       {"memory_over_prediction", "memory", "probe peak memory vs cost-model prediction",
        "memory_over_prediction", RuleMemoryOverPrediction},

@@ -15,6 +15,9 @@ struct Thresholds : ObservationThresholds {
   double memory_min_predicted_bytes = 64.0 * 1024 * 1024;  // bytes; smaller predictions are dominated
                                          // by runtime/allocator overheads: the ratio is not applied
   double calibration_tolerance = 0.25;   // |measured/predicted - 1| below this = no recalibration
+  double expert_nodes_change = 0.10;     // |measured D (transferred to the plan) / D the plan used - 1|
+                                         // above this = re-plan with it (rules_expert_routing.cpp);
+                                         // D = distinct nodes a token's top-k experts span
   Status Validate() const;               // every field finite and in range; message names the field
 };
 

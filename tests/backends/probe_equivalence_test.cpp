@@ -31,6 +31,13 @@ void ExpectSameCurve(const std::vector<double>& a, const std::vector<double>& b,
   }
 }
 
+// The per-step global grad norms (exact: backends/exact_sum.h).
+std::vector<double> EquivalenceGradNorms(const ProbeResult& r) {
+  std::vector<double> g;
+  for (const ProbeStep& s : r.steps) g.push_back(s.grad_norm);
+  return g;
+}
+
 ProbeConfig Fp64(ProbeConfig c) {
   c.dtype = FloatDtype::kFP64;
   return c;
@@ -101,6 +108,9 @@ TEST(ProbeEquivalence, Fp32FixedMicroBatchLayoutsMatchOneProcess) {
   std::printf("fp32 micro_batch=2, 20 steps: max relative difference vs 1 process: 2 ranks %.3g, 4 ranks %.3g\n",
               MaxRelDiff(Losses(*two), Losses(*one)), MaxRelDiff(Losses(*four), Losses(*one)));
   EXPECT_EQ(four->steps[0].expert_load, one->steps[0].expert_load);
+  // The grad norm is exact (backends/exact_sum.h): bit-identical wherever the gradients are.
+  EXPECT_EQ(EquivalenceGradNorms(*two), EquivalenceGradNorms(*one));
+  EXPECT_EQ(EquivalenceGradNorms(*four), EquivalenceGradNorms(*one));
   EXPECT_GT(four->steps.back().comm.reduce_scatter_s, 0.0);
   EXPECT_GT(four->steps.back().comm.all_to_all_s, 0.0);
 }
@@ -150,6 +160,8 @@ TEST(ProbeEquivalence, HybridShardingAndPlacementMatch) {
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   ExpectSameCurve(Losses(*r), Losses(*one), "4 ranks hsdp 2x2 ep=2 lora fp32 micro_batch=2");
   EXPECT_EQ(MaxRelDiff(Losses(*r), Losses(*one)), 0.0) << "expected bit-identical curves";
+  EXPECT_EQ(EquivalenceGradNorms(*r), EquivalenceGradNorms(*one))
+      << "HSDP replicas and the placement changed the grad norm";
   EXPECT_GT(r->params.lora, 0);
   EXPECT_EQ(r->params.trainable, r->params.lora);
 }

@@ -484,6 +484,8 @@ TEST_F(HttpApiTest, JobExpertRoutingReachesTheRunRequestAndBadValuesAre400) {
        std::vector<std::tuple<std::string, json, std::string, std::string>>{
            {"ep_dispatcher", "nccl", "nccl", ""},
            {"ep_dispatcher", 3, "3", ""},
+           {"expert_nodes_per_token", "two", "\"two\"", ""},  // types: the API's own 400
+           {"max_route_nodes", 1.5, "1.5", ""},
            {"expert_nodes_per_token", 0.5, "0.5", "--expert-nodes-per-token"},
            {"max_route_nodes", -1, "-1", "--max-route-nodes"}}) {
     json bad = ConfigBody();
