@@ -277,7 +277,8 @@ struct ProbeConfig {
   // crosses to each remote node once, to the rank there with its sender's local index, which
   // forwards it inside the node; the combine sums per node there and comes back the same way.
   // deepep needs >= 2 nodes in every EP group, each holding the same number of its ranks, and no
-  // moe_overlap. Same maths; the combine's sum order differs (loss ~1e-7 relative in fp32).
+  // moe_overlap. Same maths; the combine's per-node sums reorder a token's top-k sum: bit-exact for top_k = 2
+  // (two-term sums commute), ~1e-6 relative for top_k = 4 (tests/backends/probe_node_dedup_test.cpp).
   std::string ep_dispatcher = "alltoall";
   // Node of each EP rank of world rank r's EP group (node_of of its world ranks), in EP rank order.
   std::vector<int64_t> ep_group_nodes(int64_t r) const;
