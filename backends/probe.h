@@ -272,6 +272,16 @@ struct ProbeConfig {
   // is (Megatron's --moe-shared-expert-overlap). false = each is waited as soon as it is posted.
   // The same ops are built in the same order either way: the curve is bit-identical.
   bool moe_overlap = false;
+  // EP dispatch (issue 18; names as the plan's ep_dispatcher): "alltoall" = one all-to-all, a row
+  // per (token, expert rank); "deepep" = node-deduplicated (backends/probe_node_dedup.h): a token
+  // crosses to each remote node once, to the rank there with its sender's local index, which
+  // forwards it inside the node; the combine sums per node there and comes back the same way.
+  // deepep needs >= 2 nodes in every EP group, each holding the same number of its ranks, and no
+  // moe_overlap. Same maths; the combine's per-node sums reorder a token's top-k sum: bit-exact for top_k = 2
+  // (two-term sums commute), ~1e-6 relative for top_k = 4 (tests/backends/probe_node_dedup_test.cpp).
+  std::string ep_dispatcher = "alltoall";
+  // Node of each EP rank of world rank r's EP group (node_of of its world ranks), in EP rank order.
+  std::vector<int64_t> ep_group_nodes(int64_t r) const;
   Status Validate(const ProxySpec& spec) const;  // names every factor ("ep=3 must divide ranks=4")
   int64_t ep_degree() const { return ep > 0 ? ep : data_ranks(); }
   int64_t fsdp_degree() const { return fsdp > 0 ? fsdp : data_ranks(); }

@@ -1,7 +1,8 @@
 // Co-activation recorder, merge over ranks, JSON and text (see probe_coactivation.h).
 //   Step 1 (routing, per token): distinct EP ranks / nodes of its top-k, remote nodes among them,
 //          and each unordered pair of distinct experts it chose.
-//   Step 2 (dispatch): rows per destination from the all-to-all's split sizes; cross-node ones.
+//   Step 2 (dispatch): rows per destination from the all-to-all's split sizes; cross-node ones (or
+//          the node-deduplicated dispatch's slow-tier rows, as it counted them).
 //   Step 3 (merge): sums over ranks; pairs sorted most frequent first.
 // Shapes: E experts, k top-k, pair table dense E*E per layer (proxy E is small), kept sparse in
 // the merged result. Units: tokens, rows, bytes.
@@ -174,7 +175,7 @@ void CoactivationRecorder::RecordRouting(int64_t layer, const int64_t* top, int6
 }
 
 void CoactivationRecorder::RecordDispatch(int64_t layer, const std::vector<int64_t>& send_rows,
-                                          int64_t row_bytes) {
+                                          int64_t row_bytes, int64_t cross_node_rows) {
   // Step 2: the all-to-all's split sizes.
   ProbeCoactivationLayer& l = layers_[Slot(layer)];
   const int64_t my_node = my_node_;
@@ -182,8 +183,9 @@ void CoactivationRecorder::RecordDispatch(int64_t layer, const std::vector<int64
   for (size_t j = 0; j < send_rows.size(); ++j) {
     l.rank_rows[j] += send_rows[j];
     l.rows += send_rows[j];
-    if (NodeOf(static_cast<int64_t>(j)) != my_node) l.cross_node_rows += send_rows[j];
+    if (cross_node_rows < 0 && NodeOf(static_cast<int64_t>(j)) != my_node) l.cross_node_rows += send_rows[j];
   }
+  if (cross_node_rows >= 0) l.cross_node_rows += cross_node_rows;  // node-dedup: rows actually sent
   l.row_bytes = row_bytes;
 }
 

@@ -71,7 +71,10 @@ class CoactivationRecorder {
   void RecordRouting(int64_t layer, const int64_t* top, int64_t tokens, int64_t k,
                      const std::vector<int64_t>& placement);
   // send_rows[j]: rows this rank's dispatch sends to EP rank j; row_bytes: bytes per row.
-  void RecordDispatch(int64_t layer, const std::vector<int64_t>& send_rows, int64_t row_bytes);
+  // cross_node_rows >= 0: the rows the dispatch actually sent across nodes (node-deduplicated
+  // dispatch, probe_node_dedup.h) instead of send_rows' rows to other nodes' ranks.
+  void RecordDispatch(int64_t layer, const std::vector<int64_t>& send_rows, int64_t row_bytes,
+                      int64_t cross_node_rows = -1);
   void Clear() {
     layers_.clear();
     pairs_.clear();

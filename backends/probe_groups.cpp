@@ -1,6 +1,8 @@
 // ProbeGroups: one rank's rendezvous store and the process groups of the probe layout
 // (probe_worker_state.h has the group legend; ProbeConfig's rank order: pp outermost, data ranks,
 // tp innermost). Every rank creates them in the same order.
+#include <algorithm>
+
 #include "backends/probe_worker_state.h"
 
 namespace onboard::backends {
@@ -34,7 +36,22 @@ ProbeGroups::ProbeGroups(const std::string& master_addr, int64_t master_port, bo
            master_addr),
       tp(store, "tp" + std::to_string(r / cfg.tp_degree()), cfg.tp_rank_of(r), cfg.tp_degree(),
          cfg.collective_timeout_s, master_addr) {
+  AddNodeDedupGroups(master_addr, cfg, r);
   AddPipelineLinks(master_addr, cfg, r);
+}
+
+// ep_dispatcher deepep: EP rank j = n*L + l (node index n, local index l; ValidateEpDispatcher
+// checks that nodes hold L consecutive EP ranks each). Every rank creates inter, then intra.
+void ProbeGroups::AddNodeDedupGroups(const std::string& master_addr, const ProbeConfig& cfg, int64_t r) {
+  if (cfg.ep_dispatcher != "deepep") return;
+  const std::vector<int64_t> nodes = cfg.ep_group_nodes(r);
+  const int64_t j = ep.rank(), L = std::count(nodes.begin(), nodes.end(), nodes[static_cast<size_t>(j)]);
+  const int64_t N = ep.size() / L, n = j / L, l = j % L;
+  const std::string g = Tag(cfg, r) + "ep" + std::to_string(D(cfg, r) / cfg.ep_degree());
+  ep_inter = std::make_unique<Group>(store, g + "_x" + std::to_string(l), n, N, cfg.collective_timeout_s,
+                                     master_addr);
+  ep_intra = std::make_unique<Group>(store, g + "_n" + std::to_string(n), l, L, cfg.collective_timeout_s,
+                                     master_addr);
 }
 
 // Pair groups "pp<k>_<i>" of the ranks k = r % stage_ranks() (same data rank and TP rank on every

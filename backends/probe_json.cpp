@@ -139,6 +139,7 @@ void ConfigFromJson(const json& j, ProbeConfig* c) {
   c->expert_phy2log = j.value("expert_phy2log", std::vector<int64_t>{});
   c->fault_log2phy = j.value("fault_log2phy", false);
   c->moe_overlap = j.value("moe_overlap", false);
+  c->ep_dispatcher = j.value("ep_dispatcher", std::string("alltoall"));
   c->loss_parity_steps = j.value("loss_parity_steps", int64_t{0});
 }
 // clang-format on
@@ -176,6 +177,7 @@ json ConfigJson(const ProbeConfig& c) {
   j["expert_phy2log"] = c.expert_phy2log;
   j["fault_log2phy"] = c.fault_log2phy;
   j["moe_overlap"] = c.moe_overlap;
+  j["ep_dispatcher"] = c.ep_dispatcher;
   j["loss_parity_steps"] = c.loss_parity_steps;  // kernel loss parity (issue 12)
   return j;
 }

@@ -123,4 +123,43 @@ Status ValidateParallelFactors(const ProbeConfig& c, const ProxySpec& spec) {
   return BadInput("probe", "layout", msg, value);
 }
 
+std::vector<int64_t> ProbeConfig::ep_group_nodes(int64_t r) const {
+  const int64_t E = ep_degree(), d0 = data_rank_of(r) / E * E;
+  std::vector<int64_t> nodes;
+  for (int64_t j = 0; j < E; ++j)
+    nodes.push_back(node_of(stage_of(r) * stage_ranks() + (d0 + j) * tp_degree() + tp_rank_of(r)));
+  return nodes;
+}
+
+Status ValidateEpDispatcher(const ProbeConfig& c) {
+  const std::string v = c.ep_dispatcher;
+  if (v == "alltoall") return Status::Ok();
+  if (v != "deepep")
+    return BadInput("probe", "ep_dispatcher", "must be alltoall or deepep (hybridep is not in the probe)", v);
+  if (c.nodes() < 2)
+    return BadInput(
+        "probe", "ep_dispatcher",
+        "deepep needs >= 2 nodes (ranks_per_node=" + std::to_string(c.ranks_per_node) + " gives 1)", v);
+  if (c.moe_overlap)
+    return BadInput("probe", "ep_dispatcher", "deepep runs synchronously: not with moe_overlap", v);
+  for (int64_t r = 0; r < c.ranks; ++r) {
+    const std::vector<int64_t> n = c.ep_group_nodes(r);
+    std::vector<int64_t> runs;  // EP ranks per node, nodes in EP rank order
+    for (size_t j = 0; j < n.size(); ++j) {
+      if (j == 0 || n[j] != n[j - 1]) runs.push_back(0);
+      ++runs.back();
+    }
+    const bool ok = std::is_sorted(n.begin(), n.end()) && runs.size() >= 2 &&
+                    std::all_of(runs.begin(), runs.end(), [&](int64_t x) { return x == runs[0]; });
+    if (!ok)
+      return BadInput(
+          "probe", "ep_dispatcher",
+          "deepep needs every EP group to span >= 2 nodes with the same number of its ranks on each (ep=" +
+              std::to_string(c.ep_degree()) + ", ranks_per_node=" + std::to_string(c.ranks_per_node) +
+              ", tp=" + std::to_string(c.tp_degree()) + ")",
+          v);
+  }
+  return Status::Ok();
+}
+
 }  // namespace onboard

@@ -19,4 +19,9 @@ Status ValidateParallelFactors(const ProbeConfig& c, const ProxySpec& spec);
 // ("vocab", 256). A tp degree must divide every one.
 std::vector<std::pair<std::string, int64_t>> TpSplitSizes(const ProxySpec& s);
 
+// ProbeConfig::ep_dispatcher: "alltoall", or "deepep" over EP groups that each span >= 2 nodes with
+// the same number of their ranks on each, consecutive in EP rank order (backends/probe_node_dedup.h),
+// without moe_overlap. Field "ep_dispatcher", its value.
+Status ValidateEpDispatcher(const ProbeConfig& c);
+
 }  // namespace onboard

@@ -196,6 +196,8 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     for (backends::Group* grp : g.all()) grp->set_device(st.dev);  // NCCL stages CPU tensors there
   if (st.dev.is_cuda())
     for (auto& link : g.pp_links) link->set_device(st.dev);  // pipeline pairs (issue 17)
+  for (auto& sub : {g.ep_inter.get(), g.ep_intra.get()})     // deepep's sub-groups (issue 18)
+    if (st.dev.is_cuda() && sub != nullptr) sub->set_device(st.dev);
   if (st.dev.is_cuda() && st.world > 1 && g.world.backend() != "nccl")
     return BadInput(a.spec_file, "device",
                     "device=cuda with ranks=" + std::to_string(st.world) +
@@ -204,6 +206,7 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
                     "cuda");
 
   // Step 3: layout, expert placement, seeded full init then shard.
+  st.routing.ep_inter = g.ep_inter.get(), st.routing.ep_intra = g.ep_intra.get();  // deepep; else null
   backends::InitWorkerState(g.ep, g.tp, &st);
 
   // Step 4a (LoRA): the base phase, then the base is frozen.

@@ -80,9 +80,13 @@ struct ProbeGroups {
   std::vector<std::unique_ptr<Group>> pp_links;
   Group* pp_prev = nullptr;
   Group* pp_next = nullptr;
+  // ---- node-deduplicated dispatch (ep_dispatcher deepep, probe_node_dedup.h); null otherwise ----
+  // ep_inter: the EP ranks with this rank's local index on each node; ep_intra: its node's EP ranks.
+  std::unique_ptr<Group> ep_inter, ep_intra;
 
  private:
   void AddPipelineLinks(const std::string& master_addr, const ProbeConfig& cfg, int64_t r);
+  void AddNodeDedupGroups(const std::string& master_addr, const ProbeConfig& cfg, int64_t r);
 };
 
 // local[u]: unit u is on pipeline stage `stage` (pp = 1: every unit); probe_pipeline.cpp.

@@ -95,6 +95,10 @@ struct MoeRouting {
   // ProbeConfig::moe_overlap: the dispatch / combine all-to-alls are waited after the shared
   // expert's halves (proxy_moe.cpp) instead of as soon as they are posted.
   bool overlap = false;
+  // ProbeConfig::ep_dispatcher == "deepep" (probe_node_dedup.h): the EP ranks with this rank's local
+  // index, one per node (slow tier), and the EP ranks of this rank's node (fast tier); null = plain.
+  Group* ep_inter = nullptr;
+  Group* ep_intra = nullptr;
 };
 
 struct UnitInputs {

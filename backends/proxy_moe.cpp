@@ -5,9 +5,11 @@
 #include <torch/torch.h>
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "backends/c10d_compat.h"
 #include "backends/ordered_sum.h"
+#include "backends/probe_node_dedup.h"
 #include "backends/probe_tp.h"
 #include "backends/proxy_weights.h"
 
@@ -262,18 +264,30 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     send[static_cast<size_t>(r)] = counts.narrow(0, r * el, el).sum().item<int64_t>();
     for (int64_t j = 0; j < el; ++j) recv[static_cast<size_t>(r)] += rc[r][j];
   }
-  if (R.record && R.coact != nullptr) R.coact->RecordDispatch(u.layer, send, xl.size(1) * xl.element_size());
+  // Node-deduplicated dispatch (ProbeConfig::ep_dispatcher deepep, probe_node_dedup.h): the same
+  // received rows in the same order, one slow-tier row per (token, remote node); synchronous.
+  std::optional<NodeDedup> dedup;
+  if (R.ep_inter != nullptr) dedup.emplace(R, tok, send, recv, b * T);
+  if (R.record && R.coact != nullptr)
+    R.coact->RecordDispatch(u.layer, send, xl.size(1) * xl.element_size(),
+                            dedup ? dedup->cross_node_rows() : -1);
   const auto group = reinterpret_cast<int64_t>(R.ep);
-  const at::Tensor xsend = xl.index_select(0, tok);
-  AllToAllHandle dispatch = PostAllToAll(R, xsend, send, recv);
+  at::Tensor xsend, w_recv, xr;
+  AllToAllHandle dispatch;
+  if (dedup) {
+    xr = dedup->Dispatch(xl, wtop.flatten().index_select(0, perm), &w_recv);
+  } else {
+    xsend = xl.index_select(0, tok);
+    dispatch = PostAllToAll(R, xsend, send, recv);
+  }
   // Step 4b: the shared expert's up-projection (TP column-parallel), under the dispatch in flight.
   at::Tensor sh_h;
   if (s.num_shared > 0) {
     const at::Tensor xs = TpCopyIn(R.tp, x);
     sh_h = at::silu(W.Lin("sh_w1", xs)) * W.Lin("sh_w3", xs);  // SwiGlu's first half (proxy_weights.h)
   }
-  at::Tensor xr =
-      AllToAllWaitFn::apply(xsend, reinterpret_cast<int64_t>(&dispatch), group, send, recv);  // [R, d]
+  if (!dedup)
+    xr = AllToAllWaitFn::apply(xsend, reinterpret_cast<int64_t>(&dispatch), group, send, recv);  // [R, d]
   // Step 5: received rows are grouped by source then local expert; regroup by expert (stable:
   // each expert's rows stay grouped by source) and run each expert over its sources' rows.
   at::Tensor local_of_row = at::arange(el, itop.options()).repeat({ep}).repeat_interleave(recv_counts.flatten());
@@ -302,14 +316,19 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   at::Tensor yr = at::empty_like(ye).index_copy(0, by_e, ye);  // back to received order
   // Step 6: send results back; put them back in (token, slot) order and combine with the router
   // weights, summing each token's top_k outputs in slot order (the same order on every layout).
-  AllToAllHandle combine = PostAllToAll(R, yr, recv, send);
+  // Node-dedup: weighted at the expert rank, summed per node at the gateway (probe_node_dedup.h).
+  at::Tensor y;
+  if (dedup) y = dedup->Combine(yr * w_recv.to(yr.scalar_type()));  // [n, d]
+  AllToAllHandle combine = dedup ? AllToAllHandle() : PostAllToAll(R, yr, recv, send);
   // Step 6b: the shared expert's down-projection and its TP all-reduce, under the combine in flight.
   at::Tensor sh_y;
   if (s.num_shared > 0) sh_y = TpReduceOut(R.tp, W.Lin("sh_w2", sh_h));  // TP: row-parallel
-  at::Tensor yb =
-      AllToAllWaitFn::apply(yr, reinterpret_cast<int64_t>(&combine), group, recv, send);  // [P, d] perm order
-  at::Tensor ypair = at::empty_like(yb).index_copy(0, perm, yb).view({b * T, k, yb.size(1)});
-  at::Tensor y = (ypair * wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);       // [n, d]
+  if (!dedup) {
+    at::Tensor yb = AllToAllWaitFn::apply(yr, reinterpret_cast<int64_t>(&combine), group, recv,
+                                          send);  // [P, d] perm order
+    at::Tensor ypair = at::empty_like(yb).index_copy(0, perm, yb).view({b * T, k, yb.size(1)});
+    y = (ypair * wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);  // [n, d]
+  }
   if (s.latent_dim > 0) y = W.Lin("lat_up", y);
   if (s.num_shared > 0) y = y + sh_y;
   return y.view({b, T, D});

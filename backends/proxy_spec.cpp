@@ -410,6 +410,7 @@ Status ProbeConfig::Validate(const ProxySpec& spec) const {
     return Bad("max_route_nodes",
                "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
                std::to_string(max_route_nodes));
+  ONBOARD_RETURN_IF_ERROR(ValidateEpDispatcher(*this));
   if (!expert_phy2log.empty()) {  // redundant experts (probe_replicas.h): EP over all data ranks
     Expected<ReplicaMap> m = BuildReplicaMap(expert_phy2log, spec.num_experts, ep_degree());
     if (!m.ok()) return m.status();

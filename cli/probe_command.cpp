@@ -284,6 +284,11 @@ OnboardCommand kProbe{
                    "post the EP dispatch / combine all-to-alls asynchronously and run the shared "
                    "expert while they are in flight (the curve is unchanged; exposed vs hidden "
                    "all-to-all time is measured)");
+      sub.add_option(
+             "--ep-dispatcher", o->cfg.ep_dispatcher,
+             "EP dispatch: alltoall (one row per token and expert rank) or deepep (node-deduplicated: "
+             "once per remote node, forwarded inside it; needs --ranks-per-node with >= 2 nodes)")
+          ->capture_default_str();
       sub.add_option("--expert-phy2log", o->cfg.expert_phy2log,
                      "redundant experts (EPLB phy2log): logical expert of each physical slot, slots of EP "
                      "rank r = [r*S, (r+1)*S); copies a power of two dividing ep")
