@@ -94,17 +94,12 @@ void WeightsMarkdown(std::ostringstream& o, const json& r) {
   const std::vector<std::vector<std::string>> ranks = RankRows(w);
   if (JsonAt(w, "ranks_error").is_string())
     o << "\nPer-rank bytes not measured: " << JsonStr(w, "ranks_error") << "\n";
-  if (!ranks.empty()) {
-    o << "\n" << RankIntro(w) << "\n\n|";
-    for (const std::string& h : kRankHeader) o << " " << h << " |";
-    o << "\n|---|---|---|---|\n";
-    for (const auto& row : ranks) {
-      o << "|";
-      for (const std::string& c : row) o << " " << c << " |";
-      o << "\n";
-    }
+  if (ranks.empty()) {
+    o << "\n";
+    return;
   }
-  o << "\n";
+  o << "\n" << RankIntro(w) << "\n\n";
+  MarkdownTable(o, kRankHeader, ranks);
 }
 
 void WeightsHtml(std::ostringstream& o, const json& r) {
@@ -124,15 +119,8 @@ void WeightsHtml(std::ostringstream& o, const json& r) {
   if (JsonAt(w, "ranks_error").is_string())
     o << "<p>Per-rank bytes not measured: " << XmlEscape(JsonStr(w, "ranks_error")) << "</p>";
   if (ranks.empty()) return;
-  o << "<p>" << XmlEscape(RankIntro(w)) << "</p><table><tr>";
-  for (const std::string& h : kRankHeader) o << "<th>" << XmlEscape(h) << "</th>";
-  o << "</tr>";
-  for (const auto& row : ranks) {
-    o << "<tr>";
-    for (const std::string& c : row) o << "<td>" << XmlEscape(c) << "</td>";
-    o << "</tr>";
-  }
-  o << "</table>";
+  o << "<p>" << XmlEscape(RankIntro(w)) << "</p>";
+  HtmlTable(o, kRankHeader, ranks);
 }
 
 }  // namespace onboard::agent
