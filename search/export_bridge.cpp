@@ -95,7 +95,11 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
   os << "    model.expert_model_parallel_size = " << p.deg.ep << "\n";
   os << "    model.expert_tensor_parallel_size = "
      << (m.experts > 0 ? std::to_string(p.deg.etp) : std::string("None")) << "\n";
-  if (m.experts > 0) os << "    model.moe_token_dispatcher_type = \"alltoall\"\n";
+  if (m.experts > 0) {  // the plan's dispatcher: DeepEP / HybridEP are the flex dispatcher's backends
+    const std::string flex = PlanFlexDispatcher(p);
+    os << "    model.moe_token_dispatcher_type = \"" << (flex.empty() ? "alltoall" : "flex") << "\"\n";
+    if (!flex.empty()) os << "    model.moe_flex_dispatcher_backend = \"" << flex << "\"\n";
+  }
   os << "    model.seq_length = " << p.seq << "\n";
   os << "    cfg.dataset.seq_length = " << p.seq << "\n";
   // The templates' SQuAD set packs sequences offline; Bridge's validate() allows packing only with

@@ -177,7 +177,14 @@ void AddMoE(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCaveats*
   if (m.latent_dim > 0) a->Add("--moe-latent-size", S(m.latent_dim));
   a->Add("--moe-router-dtype", "fp32");
   a->Add("--moe-grouped-gemm");
-  a->Add("--moe-token-dispatcher-type", "alltoall");
+  // The plan's dispatcher: DeepEP / HybridEP are the flex dispatcher's backends (TransformerConfig
+  // moe_token_dispatcher_type / moe_flex_dispatcher_backend).
+  const std::string flex = PlanFlexDispatcher(p);
+  a->Add("--moe-token-dispatcher-type", flex.empty() ? "alltoall" : "flex");
+  if (!flex.empty()) a->Add("--moe-flex-dispatcher-backend", flex);
+  if (flex.empty() && p.ep_dispatcher != EpDispatcher::kAllToAll)
+    c->approximations.push_back(std::string("dispatcher ") + EpDispatcherName(p.ep_dispatcher) +
+                                ": alltoall exported (no expert parallelism: DeepEP needs TP x EP > 1)");
   if (p.deg.expert_fsdp > 1 && p.zero_stage < 3)
     c->approximations.push_back("expert weights: the plan shards them over expert_fsdp=" + S(p.deg.expert_fsdp) +
                                 "; without Megatron-FSDP they are replicated over the expert data-parallel group");

@@ -65,6 +65,7 @@ const std::map<std::string, MegatronFlagSpec>& MegatronKnownFlags() {
       {"--moe-router-dtype", {K::kOne, {"fp32", "fp64"}}},
       {"--moe-grouped-gemm", {K::kSwitch, {}}},
       {"--moe-token-dispatcher-type", {K::kOne, {"allgather", "alltoall", "flex"}}},
+      {"--moe-flex-dispatcher-backend", {K::kOne, {"deepep", "hybridep", "ncclep"}}},
       {"--mtp-num-layers", {K::kOne, {}}},
       {"--tensor-model-parallel-size", {K::kOne, {}}},
       {"--pipeline-model-parallel-size", {K::kOne, {}}},

@@ -291,6 +291,18 @@ void MoeFieldsNeedExperts(const MegatronArgs& a, const Fail& fail) {
     fail("--moe-ffn-hidden-size without --num-experts");
 }
 
+// The flex dispatcher (DeepEP / HybridEP / NCCL-EP backends): ncclep only with the flex type
+// (TransformerConfig.__post_init__); DeepEP needs expert TP x EP > 1 (MoEFlexTokenDispatcher.__init__
+// asserts it when the model is built).
+void FlexDispatcher(const MegatronArgs& a, const Fail& fail) {
+  const std::string type = a.Value("--moe-token-dispatcher-type"),
+                    backend = a.Value("--moe-flex-dispatcher-backend");
+  if (backend == "ncclep" && type != "flex")
+    fail("--moe-flex-dispatcher-backend ncclep needs --moe-token-dispatcher-type flex, got '" + type + "'");
+  if (type == "flex" && (backend.empty() || backend == "deepep") && Etp(a) * Ep(a) <= 1)
+    fail("flex dispatcher with DeepEP needs expert TP x EP > 1, got etp=" + S(Etp(a)) + " ep=" + S(Ep(a)));
+}
+
 const std::vector<MegatronRuleFn>& RuleTable() {
   static const std::vector<MegatronRuleFn> t = {
       {{"known_flags",
@@ -337,6 +349,10 @@ const std::vector<MegatronRuleFn>& RuleTable() {
       {{"min_lr", kArgs}, LearningRate},
       {{"one_data_source", kArgs}, OneDataSource},
       {{"moe_fields_need_experts", kTC}, MoeFieldsNeedExperts},
+      {{"flex_dispatcher",
+        "megatron/core/transformer/transformer_config.py: TransformerConfig.__post_init__ (ncclep); "
+        "megatron/core/transformer/moe/token_dispatcher.py: MoEFlexTokenDispatcher.__init__ (DeepEP)"},
+       FlexDispatcher},
   };
   return t;
 }

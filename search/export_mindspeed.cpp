@@ -161,6 +161,17 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
                                         "(ZeRO-1) shards only optimizer state, so weights and gradients take more memory "
                                         "per device than the plan's FSDP");
   }
+  // DeepEP / HybridEP are CUDA kernels, and MindSpeed-LLM's Megatron base (core_r0.12) has no
+  // --moe-flex-dispatcher-backend: the all-to-all is exported.
+  if (a.Has("--moe-flex-dispatcher-backend")) {
+    e->caveats.approximations.push_back(
+        "dispatcher " + a.Value("--moe-flex-dispatcher-backend") +
+        ": a CUDA kernel, not on Ascend; alltoall exported (the plan priced one "
+        "slow-tier copy per remote node, the all-to-all sends one per top-k expert)");
+    a.Remove("--moe-flex-dispatcher-backend");
+    a.Remove("--moe-token-dispatcher-type");
+    a.Add("--moe-token-dispatcher-type", "alltoall");
+  }
   a.Remove("--ckpt-format");
   a.Add("--ckpt-format", "torch");
   a.Remove("--tokenizer-type");

@@ -99,7 +99,8 @@ void LoraOnMoe(const MegatronArgs& a, const Fail& fail) {
 
 void FlagsItsParserLacks(const MegatronArgs& a, const Fail& fail) {
   for (const auto& [flag, value] : a.flags)
-    for (const char* absent : {"--experimental-attention-variant", "--dsa-indexer-", "--moe-latent-size"})
+    for (const char* absent : {"--experimental-attention-variant", "--dsa-indexer-", "--moe-latent-size",
+                               "--moe-flex-dispatcher-backend"})
       if (flag.rfind(absent, 0) == 0) fail("unrecognized argument " + flag);
 }
 

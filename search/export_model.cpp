@@ -211,6 +211,11 @@ std::string MixedRecomputeNote(const Plan& p) {
   return mixed ? "recompute per block kind (" + per_kind + "): the engine takes one setting; the strongest is exported" : "";
 }
 
+std::string PlanFlexDispatcher(const Plan& p) {
+  if (p.ep_dispatcher == EpDispatcher::kAllToAll || p.deg.ep * p.deg.etp <= 1) return "";
+  return EpDispatcherName(p.ep_dispatcher);
+}
+
 std::string Num(double v) {
   if (std::isfinite(v) && v == std::floor(v) && std::fabs(v) < 1e15) return std::to_string(static_cast<int64_t>(v));
   char b[32];

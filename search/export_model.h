@@ -77,6 +77,11 @@ Recompute StrongestRecompute(const Plan& plan);
 // plan's block kinds differ; "" when they agree (engines take one recompute setting).
 std::string MixedRecomputeNote(const Plan& plan);
 
+// The plan's expert dispatcher as the engines' flex-dispatcher backend: "deepep" / "hybridep"
+// (core/plan.h EpDispatcherName), or "" for the all-to-all and where no expert dispatch crosses
+// ranks (ep * etp == 1: Megatron-Core's DeepEP manager asserts TP x EP > 1, token_dispatcher.py).
+std::string PlanFlexDispatcher(const Plan& plan);
+
 // Formats a number without trailing zeros ("1e-06", "0.0001", "2.5", "40").
 std::string Num(double v);
 

@@ -109,6 +109,9 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
     c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
                                ": exported as bf16");
+  if (v02 && PlanFlexDispatcher(p) == "hybridep")
+    c.approximations.push_back(
+        "dispatcher hybridep: v0.2.2 has standard|deepep (expert_parallel_comm_backend); standard exported");
   if (m.mtp_layers > 0) c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
   const std::string mixed = MixedRecomputeNote(p);
   if (!mixed.empty()) c.approximations.push_back(mixed);
@@ -178,6 +181,7 @@ void V02Parallelism(std::ostringstream& os, const Plan& p, const std::vector<std
   }
   os << "expert_parallel_degree = " << p.deg.ep << "\n";
   os << "expert_tensor_parallel_degree = " << p.deg.etp << "\n";
+  if (PlanFlexDispatcher(p) == "deepep") os << "expert_parallel_comm_backend = \"deepep\"\n";
 }
 void V02ActivationCheckpoint(std::ostringstream& os, const Plan& p) {
   const Recompute r = StrongestRecompute(p);
@@ -215,9 +219,15 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
   os << "HF_MODEL_PATH = os.environ.get(\"HF_MODEL_PATH\", \"/set/HF_MODEL_PATH\")\n\n\n";
   os << "def onboard_plan() -> Trainer.Config:\n";
   os << "    config = " << f->base_fn << "()\n";
+  // The plan's dispatcher (model_registry's moe_comm_backend: standard | deepep | hybridep) and LoRA.
+  const std::string flex = m.experts > 0 ? PlanFlexDispatcher(p) : "";
+  std::string spec_args;
+  if (!flex.empty()) spec_args += ", moe_comm_backend=" + Quoted(flex);
   if (p.mode == FinetuneMode::kLoRA)
-    os << "    config.model_spec = model_registry(\"" << f->flavor << "\", converters=[LoRAConverter.Config(rank="
-       << p.lora_rank << ", alpha=" << 2 * p.lora_rank << ".0, target_modules=" << List(LoraTargets(m)) << ")])\n";
+    spec_args += ", converters=[LoRAConverter.Config(rank=" + S(p.lora_rank) +
+                 ", alpha=" + S(2 * p.lora_rank) + ".0, target_modules=" + List(LoraTargets(m)) + ")]";
+  if (!spec_args.empty())
+    os << "    config.model_spec = model_registry(\"" << f->flavor << "\"" << spec_args << ")\n";
   os << "    config.hf_assets_path = HF_MODEL_PATH\n";
   os << "    config.parallelism = ParallelismConfig(\n";
   os << "        data_parallel_replicate_degree=" << p.deg.dp_replicate << ",\n";
@@ -245,7 +255,10 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
   // parallelism, and expert parallelism over the default all-to-all dispatcher (it syncs with the CPU).
   if (p.deg.pp > 1 || p.deg.ep > 1)
     os << "        disable_cuda_graphs=True,  # torchtitan's CUDA graphs refuse "
-       << (p.deg.pp > 1 ? "pipeline" : "all-to-all expert") << " parallelism\n";
+       << (p.deg.pp > 1   ? "pipeline"
+           : flex.empty() ? "all-to-all expert"
+                          : flex + " expert")
+       << " parallelism\n";
   os << "    )\n";
   os << "    config.activation_checkpoint = "
      << (r == Recompute::kFull ? "FullAC.Config()" : r == Recompute::kSelective ? "SelectiveAC.Config()" : "None") << "\n";

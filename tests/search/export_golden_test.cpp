@@ -1,5 +1,6 @@
 // Goldens of every export for the fixed plans of tests/data/exports/cases.json (5 real configs,
-// full and LoRA, + the issue's DeepSeek-V3 pp=16 case). Regenerate on purpose only:
+// full and LoRA, + the issue's DeepSeek-V3 pp=16 case and DeepSeek-V3 on the DeepEP dispatcher).
+// Regenerate on purpose only:
 //   ONBOARD_REGEN_GOLDEN=1 build/tests/test_search --gtest_filter='ExportGolden*'
 // Every golden Megatron-LM script is read back from disk and run through the Megatron rule checker;
 // scripts are syntax-checked with `bash -n`, Python with python3's ast, TOML with tomllib.
@@ -12,6 +13,7 @@
 
 #include "export_test_util.h"
 #include "search/export_megatron.h"
+#include "search/export_model.h"
 #include "search/plan_export.h"
 #include "search/planner.h"
 
@@ -60,7 +62,7 @@ TEST(ExportGolden, GoldenMegatronScriptsPassTheMegatronRules) {
     EXPECT_TRUE(failures.empty()) << path << ":\n" << FormatRuleFailures(failures);
     ++checked;
   }
-  EXPECT_EQ(checked, 11);
+  EXPECT_EQ(checked, 12);
 }
 
 // What the engines' own validation refused before (scripts/check-exports-with-engines.sh found it):
@@ -111,6 +113,47 @@ TEST(ExportGolden, LoraTargetsAndCudaGraphsFollowTheRulesTheirEnginesRefusedThem
   }
   EXPECT_EQ(lora, 5);
   EXPECT_EQ(dense_targets, 3);  // flagship (dense first layers), DeepSeek-V3 (first 3 dense), Llama-3.1-8B
+}
+
+// The plan's expert dispatcher reaches every engine that has it: Megatron-LM and Bridge as the
+// flex dispatcher's backend (TransformerConfig moe_token_dispatcher_type / moe_flex_dispatcher_backend),
+// torchtitan main as model_registry's moe_comm_backend, v0.2.2 as expert_parallel_comm_backend;
+// MindSpeed-LLM (Ascend: no DeepEP) keeps the all-to-all and says so.
+TEST(ExportGolden, ExportsCarryThePlansExpertDispatcher) {
+  int flex_cases = 0;
+  for (const test::ExportCase& c : test::ExportCases()) {
+    const std::string dir = kGolden + "/" + c.name + "/", flex = PlanFlexDispatcher(c.plan);
+    const MegatronArgs mg = test::GoldenArgs(c.name, "plan.megatron.sh");
+    const std::string recipe = test::ReadText(dir + "plan_megatron_bridge.py"),
+                      titan = test::ReadText(dir + "plan_torchtitan.py");
+    const std::string toml = test::ReadText(dir + "plan.torchtitan-v0.2.toml"),
+                      ms = test::ReadText(dir + "plan.mindspeed.sh");
+    if (flex.empty()) {
+      if (mg.Has("--num-experts")) {
+        EXPECT_EQ(mg.Value("--moe-token-dispatcher-type"), "alltoall") << c.name;
+      }
+      EXPECT_FALSE(mg.Has("--moe-flex-dispatcher-backend")) << c.name;
+      EXPECT_EQ(recipe.find("moe_flex_dispatcher_backend"), std::string::npos) << c.name;
+      EXPECT_EQ(titan.find("moe_comm_backend"), std::string::npos) << c.name;
+      continue;
+    }
+    ++flex_cases;
+    EXPECT_EQ(mg.Value("--moe-token-dispatcher-type"), "flex") << c.name;
+    EXPECT_EQ(mg.Value("--moe-flex-dispatcher-backend"), flex) << c.name;
+    EXPECT_NE(
+        recipe.find("model.moe_token_dispatcher_type = \"flex\"\n    model.moe_flex_dispatcher_backend = \"" +
+                    flex + "\""),
+        std::string::npos)
+        << c.name;
+    EXPECT_NE(titan.find("moe_comm_backend=\"" + flex + "\""), std::string::npos) << c.name;
+    if (flex == "deepep") {
+      EXPECT_NE(toml.find("\nexpert_parallel_comm_backend = \"deepep\"\n"), std::string::npos) << c.name;
+    }
+    EXPECT_NE(ms.find("\n  --moe-token-dispatcher-type alltoall\n"), std::string::npos) << c.name;
+    EXPECT_NE(ms.find("#   - dispatcher " + flex + ": a CUDA kernel, not on Ascend"), std::string::npos)
+        << c.name;
+  }
+  EXPECT_EQ(flex_cases, 1);  // deepseek-v3-deepep
 }
 
 TEST(ExportGolden, BrokenExportFailsTheChecker) {

@@ -120,6 +120,13 @@ std::vector<RuleCase> Cases() {
        [](MegatronArgs* a) { a->Remove("--use-distributed-optimizer"); }},
       {"min_lr", ds, "--min-lr 1 > --lr 1e-5", [](MegatronArgs* a) { SetFlag(a, "--min-lr", "1"); }},
       {"one_data_source", ds, "--mock-data with --data-path", [](MegatronArgs* a) { a->Add("--mock-data"); }},
+      // The flex dispatcher of the DeepEP plan: DeepEP needs expert TP x EP > 1; ncclep needs flex.
+      {"flex_dispatcher", "deepseek-v3-deepep",
+       "flex dispatcher with DeepEP needs expert TP x EP > 1, got etp=1 ep=1",
+       [](MegatronArgs* a) { SetFlag(a, "--expert-model-parallel-size", "1"); }},
+      {"flex_dispatcher", ds,
+       "--moe-flex-dispatcher-backend ncclep needs --moe-token-dispatcher-type flex, got 'alltoall'",
+       [](MegatronArgs* a) { a->Add("--moe-flex-dispatcher-backend", "ncclep"); }, "flex_dispatcher_ncclep"},
       {"moe_fields_need_experts", ll, "--moe-latent-size without --num-experts",
        [](MegatronArgs* a) { a->Add("--moe-latent-size", "128"); }},
   };

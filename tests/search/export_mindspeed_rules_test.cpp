@@ -56,6 +56,10 @@ std::vector<RuleCase> Cases() {
        [](MegatronArgs* a) { SetFlag(a, "--moe-token-dispatcher-type", "alltoall"); }},
       {"flags_its_parser_lacks", pp16, "unrecognized argument --moe-latent-size",
        [](MegatronArgs* a) { a->Add("--moe-latent-size", "1024"); }},
+      // The DeepEP plan's Megatron flag: MindSpeed-LLM's Megatron base (core_r0.12) has none.
+      {"flags_its_parser_lacks", "deepseek-v3-deepep", "unrecognized argument --moe-flex-dispatcher-backend",
+       [](MegatronArgs* a) { a->Add("--moe-flex-dispatcher-backend", "deepep"); },
+       "flags_its_parser_lacks_flex_backend"},
   };
 }
 

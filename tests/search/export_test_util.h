@@ -12,6 +12,7 @@
 #include "parsers/load_model.h"
 #include "search/export_megatron.h"
 #include "search/plan_export.h"
+#include "search/plan_request_checks.h"
 #include "search_test_util.h"
 
 namespace onboard::test {
@@ -53,6 +54,10 @@ inline std::vector<ExportCase> ExportCases() {
     p.seq = c.at("seq");
     p.zero_stage = c.at("zero_stage");
     for (const auto& [k, v] : c.at("recompute").items()) p.recompute[k] = ParseRecompute(v.get<std::string>());
+    auto disp =
+        ParseEpDispatcher("cases.json", "ep_dispatcher", c.value("ep_dispatcher", std::string("alltoall")));
+    EXPECT_TRUE(disp.ok()) << disp.status().ToString();
+    if (disp.ok()) p.ep_dispatcher = *disp;
     if (c.contains("stage_layer_starts")) p.stage_layer_starts = c.at("stage_layer_starts").get<std::vector<int64_t>>();
     out.push_back(std::move(e));
   }
