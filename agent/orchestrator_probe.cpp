@@ -64,6 +64,8 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   if (c.ep_degree() == c.data_ranks() &&
       BuildReplicaMap(st.knobs.expert_phy2log, spec.num_experts, c.ep_degree()).ok())
     c.expert_phy2log = st.knobs.expert_phy2log;
+  // The expert overlap rule (rules_expert_overlap.cpp): dispatch / combine under the shared expert.
+  if (st.knobs.moe_overlap) c.moe_overlap = true;
   c.out_dir = (fs::path(st.req.out_dir) / "probe" / ("round" + std::to_string(round))).string();
   // A failed KDA or DSA kernel check or loss parity (rules_kernel_fallback.cpp) runs the probe's
   // layers of that family on the reference ops; a control that perturbs the generated kernel has

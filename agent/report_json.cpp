@@ -68,7 +68,8 @@ json RequestJson(const RunRequest& r) {
         {"comm_share", r.thresholds.comm_share},
         {"memory_over_prediction", r.thresholds.memory_over_prediction},
         {"calibration_tolerance", r.thresholds.calibration_tolerance},
-        {"expert_nodes_change", r.thresholds.expert_nodes_change}}}};
+        {"expert_nodes_change", r.thresholds.expert_nodes_change},
+        {"expert_a2a_exposed_share", r.thresholds.expert_a2a_exposed_share}}}};
 }
 
 json ModelJson(const RunState& st) {

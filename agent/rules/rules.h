@@ -6,6 +6,7 @@
 //   rules_expert_balance.cpp   expert imbalance -> re-place experts from measured loads, re-probe
 //   rules_expert_coactivation.cpp  multi-node probe -> co-selected experts onto one node, re-probe
 //   rules_expert_routing.cpp   multi-node probe -> re-plan the expert a2a with the measured nodes/token
+//   rules_expert_overlap.cpp   exposed expert all-to-all high -> overlap it with the shared expert, re-probe
 //   rules_comm.cpp             comm share high -> calibrate the cost model from the probe, re-plan
 //   rules_memory.cpp           measured memory over prediction -> more recompute / sharding, re-plan
 //   rules_kernel_fallback.cpp  a kernel check failed -> reference operator
@@ -44,6 +45,9 @@ struct LoopKnobs {
   // expert routing (rules_expert_routing.cpp): the probe's measured nodes a token's top-k experts span,
   // transferred to the plan's nodes (PlanRequest::expert_nodes_per_token); 0 = the request's value
   double expert_nodes_per_token = 0;
+  // expert overlap (rules_expert_overlap.cpp): the probe's dispatch / combine all-to-alls overlapped with
+  // the shared expert's compute (ProbeConfig::moe_overlap)
+  bool moe_overlap = false;
   // cost model
   CostCalibration calibration;
   bool calibrated = false;
@@ -95,6 +99,7 @@ std::optional<Decision> RuleProbeDiverged(const RoundEvidence& ev, const Thresho
 std::optional<Decision> RuleExpertImbalance(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleExpertCoactivation(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleExpertRouting(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
+std::optional<Decision> RuleExpertOverlap(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleCommShare(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleMemoryOverPrediction(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);
 std::optional<Decision> RuleKernelFallback(const RoundEvidence& ev, const Thresholds& th, LoopKnobs& k);

@@ -18,6 +18,8 @@ const std::vector<Rule>& RuleTable() {
        "(rules_expert_coactivation.cpp kMinCrossNodeCut)", RuleExpertCoactivation},
       {"expert_routing", "comm", "nodes a token's top-k experts span in a multi-node probe, vs the plan's",
        "expert_nodes_change", RuleExpertRouting},
+      {"expert_overlap", "comm", "exposed expert all-to-all seconds / step seconds in the probe",
+       "expert_a2a_exposed_share", RuleExpertOverlap},
       {"comm_share", "comm", "collective seconds / step seconds in the probe", "comm_share", RuleCommShare},
       {"memory_over_prediction", "memory", "probe peak memory vs cost-model prediction",
        "memory_over_prediction", RuleMemoryOverPrediction},

@@ -9,6 +9,7 @@ Status Thresholds::Validate() const {
       {"thresholds.memory_over_prediction", memory_over_prediction, 1.0, 100},
       {"thresholds.calibration_tolerance", calibration_tolerance, 0.0, 10},
       {"thresholds.expert_nodes_change", expert_nodes_change, 0.0, 10},
+      {"thresholds.expert_a2a_exposed_share", expert_a2a_exposed_share, 0.0, 1},
       {"thresholds.memory_min_predicted_bytes", memory_min_predicted_bytes, 0, 1e15},
   });
 }

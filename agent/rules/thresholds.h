@@ -18,6 +18,9 @@ struct Thresholds : ObservationThresholds {
   double expert_nodes_change = 0.10;     // |measured D (transferred to the plan) / D the plan used - 1|
                                          // above this = re-plan with it (rules_expert_routing.cpp);
                                          // D = distinct nodes a token's top-k experts span
+  double expert_a2a_exposed_share = 0.10;  // exposed expert all-to-all seconds / step seconds above this =
+                                           // re-probe with it overlapped (rules_expert_overlap.cpp): a
+                                           // tenth of the step is worth a second probe to hide
   Status Validate() const;               // every field finite and in range; message names the field
 };
 

@@ -435,7 +435,7 @@ TEST(ApplyRules, ADivergedProbeIsNotEvidenceForOtherRules) {
   auto ds2 = ApplyRules(ev, Thresholds{}, k2);
   ASSERT_EQ(ds2.size(), 1u);
   EXPECT_EQ(ds2[0].rule, "expert_imbalance");
-  EXPECT_EQ(RuleTable().size(), 8u);  // + expert_coactivation, expert_routing (issue 18)
+  EXPECT_EQ(RuleTable().size(), 9u);  // + expert_coactivation, expert_routing, expert_overlap (issue 18)
 }
 
 TEST(RuleProbeNotLearned, MoreStepsThenHigherLrThenStops) {
