@@ -1,7 +1,8 @@
 // RunOnboarding: the agent loop (see agent/orchestrator.h).
 //   Step 1: parse the model and topology     Step 2: match templates
 //   Step 3: plan the full model              Step 4: generate + check kernels (fallback rule)
-//   Step 5: rounds of probe -> validate -> (re-plan) while a rule asks for a re-probe
+//   Step 5: rounds of probe -> validate -> (re-plan) while a rule asks for a re-probe; round 1
+//           also probes the vision tower on the image task when the model has one
 //   Step 6: reports
 #include <filesystem>
 #include <fstream>
@@ -104,6 +105,12 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
         break;
       }
       ONBOARD_RETURN_IF_ERROR(stage.Run("validate", round, [&] { return StageValidate(st, round, em); }));
+      // Round 1 of a model with a vision tower: the image probe (recorded, not fatal when it fails).
+      bool image_failed = false;
+      if (round == 1 && HasVisionTower(st))
+        ONBOARD_RETURN_IF_ERROR(stage.Run(
+            "image_probe", round, [&] { return StageImageProbe(st, em, cancel); }, &image_failed));
+      if (image_failed) st.notes.push_back("image probe failed: " + st.image.error);
       if (st.knobs.replan)
         ONBOARD_RETURN_IF_ERROR(stage.Run("adjust", round, [&] {
           return StagePlan(st, round, ReplanReason(st.probes.back().decisions));
@@ -134,6 +141,8 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
   out.summary = st.final_plan() ? PlanSummary(st.final_plan()->search.best.plan) : "";
   out.summary += "; " + std::to_string(out.rounds) + " probe round(s), " + std::to_string(out.decisions) +
                  " decision(s)" + (out.converged ? "" : ", probe NOT converged");
+  if (st.image.ran && (!st.image.error.empty() || st.image.result.convergence != "converged"))
+    out.summary += ", image probe NOT learned";
   for (const char* name : {"plan.json", "trace.json", "report.json", "report.md", "report.html"})
     if (st.artifacts.count(name)) em.Emit({{"type", "artifact"}, {"name", name}, {"path", st.artifacts[name]}});
   em.Emit({{"type", "finished"}, {"ok", true}, {"report", st.artifacts["report.json"]},

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <numeric>
+#include <utility>
 
 #include "agent/orchestrator_stages.h"
 #include "agent/plan_to_probe.h"
@@ -67,13 +68,8 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   // The expert overlap rule (rules_expert_overlap.cpp): dispatch / combine under the shared expert.
   if (st.knobs.moe_overlap) c.moe_overlap = true;
   c.out_dir = (fs::path(st.req.out_dir) / "probe" / ("round" + std::to_string(round))).string();
-  // A failed KDA or DSA kernel check or loss parity (rules_kernel_fallback.cpp) runs the probe's
-  // layers of that family on the reference ops; a control that perturbs the generated kernel has
-  // nothing left to perturb.
-  for (const auto& [kernel, op] : st.knobs.kernel_fallbacks) {
-    if (kernel.rfind("kda", 0) == 0) c.kda_kernel = ProbeKernel::kTorch;
-    if (kernel.rfind("dsa", 0) == 0) c.dsa_kernel = ProbeKernel::kTorch;
-  }
+  // A control that perturbs a generated kernel has nothing left to perturb once it falls back.
+  ApplyKernelFallbacks(st.knobs, &c);
   if (c.kda_kernel == ProbeKernel::kTorch && c.control == kControlPerturbedKdaGate) c.control.clear();
   if (c.dsa_kernel == ProbeKernel::kTorch && c.control == kControlPerturbedDsaTopk) c.control.clear();
   // Round 1 checks the generated kernels' loss parity against the reference ops (issue 12).
@@ -82,31 +78,27 @@ ProbeConfig MakeProbeConfig(const RunState& st, const ProxySpec& spec, const Pro
   return c;
 }
 
-// The loop's view of a running probe: each finished step becomes a stage_progress event (OnStep
-// runs on the launcher's thread; Emitter is thread-safe), and the launcher polls the loop's own
-// CancelToken.
-class LoopProbeObserver : public ProbeObserver {
- public:
-  LoopProbeObserver(const CancelToken& cancel, Emitter& em, int round, int64_t total)
-      : cancel_(cancel), em_(em), round_(round), total_(total) {}
-  bool cancelled() const override { return cancel_.cancelled(); }
-  void OnStep(const ProbeStep& s) override {
-    em_.Emit({{"type", "stage_progress"},
-              {"stage", "probe"},
-              {"round", round_},
-              {"done", s.step + 1},
-              {"total", total_},
-              {"message", "step " + std::to_string(s.step) + " loss " + FmtFixed(s.loss, 6)}});
-  }
-
- private:
-  const CancelToken& cancel_;
-  Emitter& em_;
-  int round_;
-  int64_t total_;
-};
-
 }  // namespace
+
+void ApplyKernelFallbacks(const LoopKnobs& knobs, ProbeConfig* c) {
+  for (const auto& [kernel, op] : knobs.kernel_fallbacks) {
+    if (kernel.rfind("kda", 0) == 0) c->kda_kernel = ProbeKernel::kTorch;
+    if (kernel.rfind("dsa", 0) == 0) c->dsa_kernel = ProbeKernel::kTorch;
+  }
+}
+
+LoopProbeObserver::LoopProbeObserver(const CancelToken& cancel, Emitter& em, std::string stage, int round,
+                                     int64_t total)
+    : cancel_(cancel), em_(em), stage_(std::move(stage)), round_(round), total_(total) {}
+
+void LoopProbeObserver::OnStep(const ProbeStep& s) {
+  em_.Emit({{"type", "stage_progress"},
+            {"stage", stage_},
+            {"round", round_},
+            {"done", s.step + 1},
+            {"total", total_},
+            {"message", "step " + std::to_string(s.step) + " loss " + FmtFixed(s.loss, 6)}});
+}
 
 Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const CancelToken& cancel) {
   ProbeRound pr;
@@ -124,7 +116,7 @@ Expected<std::string> StageProbe(RunState& st, int round, Emitter& em, const Can
                            std::to_string(cfg.ep) + ", lr " + FmtFixed(cfg.lr, 5)}});
   // Step 1: run the probe; the observer turns its steps into progress events, and the launcher
   // stops the workers once `cancel` fires (within kProbeCancelGraceS).
-  LoopProbeObserver observer(cancel, em, round, cfg.steps);
+  LoopProbeObserver observer(cancel, em, "probe", round, cfg.steps);
   Expected<ProbeResult> res = backend::RunProbeSpec(spec, cfg, &observer);
   if (cancel.cancelled()) {
     em.Log("warn", "cancel requested: the workers of probe round " + std::to_string(round) + " were stopped");

@@ -64,6 +64,16 @@ struct WeightsStage {
   WeightsProbeResult probe;
 };
 
+// The image probe (issue 12 item 6; agent/orchestrator_image.cpp): one extra full-mode probe of the
+// proxy's vision tower on the image task (backends/probe_image.h) in round 1, for a model with a
+// vision tower. ran = false: the model has none, or probing is off (no report section).
+struct ImageProbe {
+  bool ran = false;
+  ProbeResult result;
+  std::string log_dir;
+  std::string error;  // the probe failed to run (rank died, timeout, refused): no result
+};
+
 struct RunState {
   RunRequest req;
   ModelIR model;
@@ -75,6 +85,7 @@ struct RunState {
   KernelStage kernels;
   std::vector<ProbeRound> probes;
   WeightsStage weights;
+  ImageProbe image;
   LoopKnobs knobs;
   Trace trace;
   std::map<std::string, std::string> artifacts;  // name -> path

@@ -2,6 +2,7 @@
 #include "agent/probe_recipe.h"
 
 #include <algorithm>
+#include <string>
 
 #include "backends/probe_schedule.h"
 
@@ -34,13 +35,27 @@ ProbeConfig ProbeRecipe(const RunRequest& req) {
   c.timeout_s = s.timeout_s;
   c.worker_binary = s.worker_binary;
   c.threads_per_rank = 1;
-  c.control = s.control;  // a negative control (tests, `onboard run --probe-control`)
+  // A negative control (tests, `onboard run --probe-control`); no_image is the image probe's only.
+  c.control = s.control == kControlNoImage ? std::string() : s.control;
   // The loop probes the generated kernels it delivers: KDA (ProbeConfig's default) and the fused
   // DSA kernel (`onboard probe` keeps the torch ops by default); round 1 checks both against the
   // reference ops (loss parity) and the kernel-fallback rule moves a failed family back to them.
   c.dsa_kernel = ProbeKernel::kGenerated;
   // Step 5: the run's observation thresholds, so the probe's report judges as the rules do.
   c.thresholds = static_cast<const ObservationThresholds&>(req.thresholds);
+  return c;
+}
+
+ProbeConfig ImageProbeRecipe(const RunRequest& req) {
+  // Step 1: the run's recipe and overrides in full mode (no adapters, no base phase).
+  RunRequest full = req;
+  full.mode = FinetuneMode::kFull;
+  ProbeConfig c = ProbeRecipe(full);
+  // Step 2: the image task on an unsplit tower; only the image task's own control.
+  c.task = ProbeTask::kImage;
+  c.tp = 1;
+  c.pp = 1;
+  c.control = req.probe.control == kControlNoImage ? req.probe.control : std::string();
   return c;
 }
 

@@ -25,4 +25,10 @@ namespace onboard::agent {
 // worker binary). Layout fields (ep, fsdp, micro_batch) are left at their "all ranks" defaults.
 ProbeConfig ProbeRecipe(const RunRequest& req);
 
+// The image probe's configuration (issue 12 item 6, backends/probe_image.h): the full-mode recipe
+// with the request's overrides (ProbeRecipe of the request in mode full: the image task trains in
+// full mode only), task image, tp 1 and pp 1 (the tower is not split). The request's control
+// applies only where it is the image task's own (no_image); the text probe's controls do not.
+ProbeConfig ImageProbeRecipe(const RunRequest& req);
+
 }  // namespace onboard::agent

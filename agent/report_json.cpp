@@ -7,6 +7,7 @@
 
 #include "agent/probe_recipe.h"
 #include "agent/report_fusions.h"
+#include "agent/report_image.h"
 #include "agent/report_weights.h"
 #include "backends/probe.h"
 #include "backends/probe_schedule.h"
@@ -340,6 +341,7 @@ json BuildReportJson(const RunState& st) {
   json rounds = json::array();
   for (const auto& pr : st.probes) rounds.push_back(ProbeRoundJson(pr, st.req.out_dir));
   j["probe"] = {{"enabled", st.req.probe.enabled}, {"rounds", rounds}};
+  if (json im = ImageProbeSection(st); !im.is_null()) j["image_probe"] = im;  // issue 12 item 6
   j["expert_balance"] = ExpertBalanceSection(st);
   json trace = st.trace.ToJson();
   j["decisions"] = trace["decisions"];
@@ -354,6 +356,7 @@ json BuildReportJson(const RunState& st) {
                   {"converged", converged},
                   {"unknown_modules", st.match.unknown},
                   {"kernel_fallbacks", st.knobs.kernel_fallbacks.size()}};
+  if (j.contains("image_probe")) j["outcome"]["image_learned"] = j["image_probe"]["learned"];
   j["artifacts"] = ArtifactsToJson(st);
   return j;
 }

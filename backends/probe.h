@@ -296,8 +296,9 @@ struct ProbeConfig {
   // ---- end observation thresholds ----
   // ---- Lookup task (issue 12; backends/probe_lookup.h) ----
   // task == kLookup: keys x keys table cells, each holding one of `values` symbols (16 x 16 cells
-  // of 16 values by default). Measured (backends/README.md "Lookup task"): the random_router control
-  // slows this task down but does not stop it.
+  // of 16 values by default). Measured (backends/README.md "Lookup task"): on the 2-layer proxy the
+  // random_router control slows this task down but does not stop it; on the routed-memory proxy with
+  // RouterControlProbeConfig (probe_schedule.h) the router converges and random routing does not.
   int64_t lookup_keys = 16;
   int64_t lookup_values = 16;
   // ---- end lookup task ----

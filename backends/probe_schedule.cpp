@@ -18,6 +18,15 @@ double LearningRate(const ProbeConfig& c, int64_t step) {
   return min_lr + 0.5 * (c.lr - min_lr) * (1.0 + std::cos(M_PI * t));
 }
 
+ProbeConfig RouterControlProbeConfig() {
+  ProbeConfig c = DefaultProbeConfig(FinetuneMode::kFull);
+  c.task = ProbeTask::kLookup;
+  c.lookup_keys = 16;
+  c.lookup_values = 16;
+  c.steps = kRouterControlSteps;
+  return c;
+}
+
 int64_t LoraBaseSteps(const ProbeConfig& config) {
   if (config.base_steps >= 0) return config.base_steps;
   return static_cast<int64_t>(std::ceil(kLoraBaseFraction * static_cast<double>(config.steps)));

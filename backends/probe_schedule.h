@@ -44,6 +44,15 @@ int64_t LoraBaseSteps(const ProbeConfig& config);
 // the planned 400 base steps it had converged at 100% (bench/README.md, 2026-12-01).
 inline constexpr int64_t kLoraBaseMaxFactor = 2;
 
+// The random_router control's recipe (issue 12; backends/README.md "Lookup task", seventh design):
+// the lookup task (16 x 16 keys of 16 values) on the full recipe with a schedule kRouterControlSteps
+// long, for the routed-memory proxy (one RoPE-MLA layer + one routed MoE of 16 experts x inter 8,
+// top-1; tests/backends/probe_router_learner.h). Why that length: on the 400-step recipe the router
+// was still rising when the cosine ended (78% -> 85% over the last 100 steps), while random routing
+// had slowed (46% -> 48.5%); tripling the schedule keeps lr above half the peak to step ~610.
+inline constexpr int64_t kRouterControlSteps = 1200;
+ProbeConfig RouterControlProbeConfig();
+
 // Rate of optimizer step `step` (0-based) of a phase of config.steps steps at peak config.lr.
 double LearningRate(const ProbeConfig& config, int64_t step);
 

@@ -7,6 +7,7 @@
 
 #include "report/expert_comm_section.h"
 #include "report/fusion_section.h"
+#include "report/image_section.h"
 #include "report/probe_comparison_section.h"
 #include "report/report_format.h"
 #include "report/svg_charts.h"
@@ -75,6 +76,10 @@ void Header(std::ostringstream& o, const json& r) {
       << (JsonTrue(JsonAt(p, "feasible")) ? "" : " <span class=\"flag\">NOTHING FITS: closest plan shown</span>") << "</div>";
   o << "<div>Probe</div><div>" << JsonAt(out, "probe_rounds").dump() << " round(s), "
     << (JsonTrue(JsonAt(out, "converged")) ? "converged" : "<span class=\"flag\">not converged</span>") << "</div>";
+  if (JsonAt(out, "image_learned").is_boolean())  // a model with a vision tower (report/image_section.h)
+    o << "<div>Image path</div><div>"
+      << (JsonTrue(JsonAt(out, "image_learned")) ? "learned" : "<span class=\"flag\">NOT learned</span>")
+      << "</div>";
   o << "<div>Agent decisions</div><div>" << JsonAt(out, "decisions").dump() << "</div>";
   o << "<div>Unknown modules</div><div>"
     << (D(JsonAt(out, "unknown_modules")) > 0 ? "<span class=\"flag\">" + JsonAt(out, "unknown_modules").dump() + "</span>" : "0")
@@ -371,6 +376,7 @@ std::string RenderHtmlReport(const nlohmann::json& report) {
   FusionsHtml(o, report);
   WeightsHtml(o, report);
   Probe(o, report);
+  ImageProbeHtml(o, report);
   ProbeKernels(o, report);
   ProbeLayout(o, report);
   ProbeComparisonHtml(o, report);

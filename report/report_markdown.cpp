@@ -9,6 +9,7 @@
 
 #include "report/expert_comm_section.h"
 #include "report/fusion_section.h"
+#include "report/image_section.h"
 #include "report/probe_comparison_section.h"
 #include "report/report_format.h"
 #include "report/weights_section.h"
@@ -38,6 +39,9 @@ void Outcome(std::ostringstream& o, const json& r) {
   o << "- Probe rounds: " << JsonAt(out, "probe_rounds").dump() << ", converged: "
     << (JsonTrue(JsonAt(out, "converged")) ? "yes" : "**no**")
     << "; agent decisions: " << JsonAt(out, "decisions").dump() << "\n";
+  if (JsonAt(out, "image_learned").is_boolean())  // a model with a vision tower (report/image_section.h)
+    o << "- Image path (vision tower): "
+      << (JsonTrue(JsonAt(out, "image_learned")) ? "learned" : "**NOT learned**") << "\n";
   o << "- Unknown modules: " << JsonAt(out, "unknown_modules").dump()
     << "; kernels on reference fallback: " << JsonAt(out, "kernel_fallbacks").dump() << "\n\n";
 }
@@ -301,6 +305,7 @@ std::string RenderMarkdownReport(const nlohmann::json& report) {
   FusionsMarkdown(o, report);
   WeightsMarkdown(o, report);
   Probe(o, report);
+  ImageProbeMarkdown(o, report);
   ProbeKernels(o, report);
   ProbeLayout(o, report);
   ProbeComparisonMarkdown(o, report);
