@@ -87,6 +87,12 @@ Status WeightsProbeOptions::Validate() const {
   if (tp < 1 || ranks % tp != 0)
     return bad("--tp", "must be >= 1 and divide ranks=" + std::to_string(ranks), tp);
   const int64_t D = ranks / tp;
+  if (ep < 1) return bad("--ep", "must be >= 1", ep);
+  if (D % ep != 0) return bad("--ep", "must divide ranks/tp=" + std::to_string(D), ep);
+  if (fsdp < 1) return bad("--fsdp", "must be >= 1", fsdp);
+  if (D % fsdp != 0) return bad("--fsdp", "must divide ranks/tp=" + std::to_string(D), fsdp);
+  if (ep > 1 && fsdp > 1)
+    return bad("--fsdp", "is not combined with --ep=" + std::to_string(ep) + " in the weights probe", fsdp);
   if (steps < 1 || steps > 100000) return bad("--steps", "must be in [1, 100000]", steps);
   if (seq < 2 || seq > 65536) return bad("--seq", "must be in [2, 65536]", seq);
   if (batch < 1 || batch % D != 0)
@@ -100,6 +106,8 @@ Status WeightsProbeOptions::Validate() const {
                std::to_string(layers.first) + "-" + std::to_string(layers.last));
   if (!control.empty() && control != "frozen_lora")
     return bad("--control", "must be frozen_lora or empty", control);
+  if (!fault.empty() && fault != "wrong_expert_range" && fault != "wrong_fsdp_chunk")
+    return bad("fault", "must be wrong_expert_range, wrong_fsdp_chunk or empty", fault);
   return Status::Ok();
 }
 
@@ -112,6 +120,9 @@ std::string WeightsProbeSpecToJson(const WeightsProbeOptions& o) {
                   {"text_file", o.text_file},
                   {"ranks", o.ranks},
                   {"tp", o.tp},
+                  {"ep", o.ep},
+                  {"fsdp", o.fsdp},
+                  {"fault", o.fault},
                   {"steps", o.steps},
                   {"seq", o.seq},
                   {"batch", o.batch},
@@ -138,6 +149,9 @@ Status WeightsProbeSpecFromJson(const std::string& text, const std::string& file
   o->text_file = f.StrOr("text_file", "");
   o->ranks = f.Int("ranks", 1, 64);
   o->tp = f.Int("tp", 1, 64);
+  o->ep = f.IntOr({"ep"}, 1, 1, 64);
+  o->fsdp = f.IntOr({"fsdp"}, 1, 1, 64);
+  o->fault = f.StrOr("fault", "");
   o->steps = f.Int("steps", 1, 100000);
   o->seq = f.Int("seq", 2, 65536);
   o->batch = f.Int("batch", 1, 1 << 20);
@@ -192,10 +206,11 @@ std::string FormatWeightsProbe(const WeightsProbeResult& r) {
   std::ostringstream os;
   char buf[512];
   const WeightsProbeOptions& o = r.options;
-  std::snprintf(buf, sizeof(buf),
-                "weights probe  %s (%s), layers %lld-%lld, %lld ranks (tp %lld x data %lld)\n",
-                o.checkpoint.c_str(), r.model_type.c_str(), (long long)r.layers_first,
-                (long long)r.layers_last, (long long)o.ranks, (long long)o.tp, (long long)(o.ranks / o.tp));
+  std::snprintf(
+      buf, sizeof(buf),
+      "weights probe  %s (%s), layers %lld-%lld, %lld ranks (tp %lld x data %lld; ep %lld, fsdp %lld)\n",
+      o.checkpoint.c_str(), r.model_type.c_str(), (long long)r.layers_first, (long long)r.layers_last,
+      (long long)o.ranks, (long long)o.tp, (long long)(o.ranks / o.tp), (long long)o.ep, (long long)o.fsdp);
   os << buf;
   std::string dts;
   for (const std::string& d : r.dtypes) dts += (dts.empty() ? "" : ",") + d;

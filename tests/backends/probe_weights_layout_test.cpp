@@ -1,0 +1,189 @@
+// The real-weights probe's expert and FSDP layouts (backends/probe_weights.h `--ep`, `--fsdp`) against
+// one rank on small HF-layout checkpoints: the same held-out losses and train curve, fewer bytes read
+// per rank; a rank given the wrong experts / the wrong FSDP chunk (the layouts' negative controls)
+// moves the held-out loss off the one-rank run's; factors that do not divide are refused naming them.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/probe_weights.h"
+#include "tests/backends/hf_compare.h"
+#include "tests/backends/hf_test_checkpoint.h"
+
+namespace onboard {
+namespace weights_layout {  // a unity batch shares the anonymous namespace with probe_weights_test.cpp
+namespace {
+
+const std::string kText = std::string(ONBOARD_TEST_DATA) + "/text/readme_prose.txt";
+
+// fp32: the layouts differ only in where the adapters' gradients are summed (the world all-reduce):
+// rounding-level differences, as the TP test's bound.
+constexpr double kLayoutTol = 1e-5;
+// The wrong experts / chunk must miss that bound by far.
+constexpr double kWrongAtLeast = 1e-3;
+
+std::string Write(const hftest::Checkpoint& c) {
+  const std::string dir = hftest::TempDir();
+  c.Write(dir);
+  return dir;
+}
+
+WeightsProbeOptions Options(const std::string& ckpt, int64_t ranks, int64_t batch) {
+  WeightsProbeOptions o;
+  o.checkpoint = ckpt;
+  o.text_file = kText;
+  o.ranks = ranks;
+  o.steps = 8;
+  o.seq = 32;
+  o.batch = batch;
+  o.lora_rank = 4;
+  o.lora_alpha = 8;
+  o.lr = 1e-2;
+  o.warmup = 2;
+  o.out_dir = hftest::TempDir();
+  o.worker_binary = std::string(ONBOARD_BINARY_DIR) + "/onboard";
+  o.timeout_s = 300;
+  return o;
+}
+
+WeightsProbeResult Launch(const WeightsProbeOptions& o) {
+  Expected<WeightsProbeResult> r = RunWeightsProbe(o);
+  EXPECT_TRUE(r.ok()) << r.status().message();
+  return r.ok() ? *r : WeightsProbeResult{};
+}
+
+double Rel(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
+
+// Largest relative difference of the train curves and both held-out losses.
+double Worst(const WeightsProbeResult& a, const WeightsProbeResult& b) {
+  EXPECT_EQ(a.train_loss.size(), b.train_loss.size());
+  double w = std::max(Rel(a.held_out_frozen, b.held_out_frozen), Rel(a.held_out_final, b.held_out_final));
+  for (size_t i = 0; i < std::min(a.train_loss.size(), b.train_loss.size()); ++i)
+    w = std::max(w, Rel(a.train_loss[i], b.train_loss[i]));
+  return w;
+}
+
+TEST(ProbeWeightsLayout, ExpertParallelRanksMatchOneRankAndReadOnlyTheirExperts) {
+  const std::string ckpt = Write(hftest::MakeMixtral(256));  // 4 experts, top-2, both layers MoE
+  const WeightsProbeResult one = Launch(Options(ckpt, 1, 8));
+  WeightsProbeOptions o = Options(ckpt, 2, 8);
+  o.ep = 2;
+  const WeightsProbeResult ep = Launch(o);
+  ASSERT_EQ(ep.rank_bytes.size(), 2u);
+  const double worst = Worst(ep, one);
+  std::printf(
+      "ep=2 vs 1 rank: worst relative %.3g; frozen held-out %.17g vs %.17g; bytes %llu %llu of %llu\n", worst,
+      ep.held_out_frozen, one.held_out_frozen, (unsigned long long)ep.rank_bytes[0],
+      (unsigned long long)ep.rank_bytes[1], (unsigned long long)one.rank_bytes[0]);
+  EXPECT_LT(worst, kLayoutTol);
+  EXPECT_LT(one.train_loss.back(), one.train_loss.front() - 0.05);  // the curves moved
+  // Each EP rank read its 2 of 4 experts: less than the whole model.
+  EXPECT_LT(ep.rank_bytes[0], one.rank_bytes[0]);
+  EXPECT_LT(ep.rank_bytes[1], one.rank_bytes[0]);
+
+  // Negative control: each rank serves the other rank's experts as its own.
+  o.fault = "wrong_expert_range";
+  o.out_dir = hftest::TempDir();
+  const WeightsProbeResult wrong = Launch(o);
+  std::printf("wrong expert range: frozen held-out %.6g vs %.6g\n", wrong.held_out_frozen,
+              one.held_out_frozen);
+  EXPECT_GT(Rel(wrong.held_out_frozen, one.held_out_frozen), kWrongAtLeast);
+}
+
+TEST(ProbeWeightsLayout, ExpertParallelDeepSeekV3MatchesOneRank) {
+  // MLA (adapters on o_proj), a dense first layer, sigmoid grouped routing with the correction bias,
+  // a shared expert run on the source rank; 8 experts, 4 per EP rank.
+  const std::string ckpt = Write(hftest::MakeDeepSeekV3(256));
+  const WeightsProbeResult one = Launch(Options(ckpt, 1, 8));
+  WeightsProbeOptions o = Options(ckpt, 2, 8);
+  o.ep = 2;
+  const WeightsProbeResult ep = Launch(o);
+  ASSERT_EQ(ep.rank_bytes.size(), 2u);
+  const double worst = Worst(ep, one);
+  std::printf("deepseek_v3 ep=2 vs 1 rank: worst relative %.3g; bytes %llu %llu of %llu\n", worst,
+              (unsigned long long)ep.rank_bytes[0], (unsigned long long)ep.rank_bytes[1],
+              (unsigned long long)one.rank_bytes[0]);
+  EXPECT_LT(worst, kLayoutTol);
+  EXPECT_LT(one.held_out_final, one.held_out_frozen);  // the adapters moved the function
+  EXPECT_LT(ep.rank_bytes[0], one.rank_bytes[0]);
+  EXPECT_LT(ep.rank_bytes[1], one.rank_bytes[0]);
+}
+
+TEST(ProbeWeightsLayout, ExpertParallelForwardHasTheDataParallelBits) {
+  // Against one rank the held-out sum adds the windows' NLLs in another order (one sum vs two
+  // blocks all-reduced), so only fp64 rounding separates them. Against 2 data-parallel ranks
+  // without EP (the same blocks, the same sums) the EP forward is the same ops on the same rows:
+  // the frozen held-out loss has the same bits.
+  const std::string ckpt = Write(hftest::MakeMixtral(256));
+  WeightsProbeOptions a = Options(ckpt, 1, 8), b = Options(ckpt, 2, 8), c = Options(ckpt, 2, 8);
+  a.fp64 = b.fp64 = c.fp64 = true;
+  a.steps = b.steps = c.steps = 2;
+  c.ep = 2;
+  const WeightsProbeResult one = Launch(a), dp = Launch(b), ep = Launch(c);
+  std::printf(
+      "fp64 ep=2: frozen %.17g, 2 data ranks %.17g, 1 rank %.17g; vs 1 rank worst relative %.3g; "
+      "final vs 2 data ranks %.3g\n",
+      ep.held_out_frozen, dp.held_out_frozen, one.held_out_frozen, Worst(ep, one),
+      Rel(ep.held_out_final, dp.held_out_final));
+  EXPECT_EQ(ep.held_out_frozen, dp.held_out_frozen);
+  EXPECT_LT(Worst(ep, one), 1e-14);  // fp64 summation order only
+}
+
+TEST(ProbeWeightsLayout, FsdpRanksMatchOneRankAndReadAThirdOfTheWeights) {
+  // qwen3: tied head (the embedding's chunks serve both units), q/k norms; 3 ranks: uneven chunks
+  // (hidden 32 -> 11, 11, 10 rows).
+  const std::string ckpt = Write(hftest::MakeDense("qwen3", 2, 256));
+  const WeightsProbeResult one = Launch(Options(ckpt, 1, 6));
+  WeightsProbeOptions o = Options(ckpt, 3, 6);
+  o.fsdp = 3;
+  const WeightsProbeResult fsdp = Launch(o);
+  ASSERT_EQ(fsdp.rank_bytes.size(), 3u);
+  const double worst = Worst(fsdp, one);
+  std::printf("fsdp=3 vs 1 rank: worst relative %.3g; bytes %llu %llu %llu of %llu\n", worst,
+              (unsigned long long)fsdp.rank_bytes[0], (unsigned long long)fsdp.rank_bytes[1],
+              (unsigned long long)fsdp.rank_bytes[2], (unsigned long long)one.rank_bytes[0]);
+  EXPECT_LT(worst, kLayoutTol);
+  EXPECT_LT(one.train_loss.back(), one.train_loss.front() - 0.05);
+  uint64_t sum = 0;
+  for (uint64_t b : fsdp.rank_bytes) {
+    EXPECT_LT(double(b), 0.4 * double(one.rank_bytes[0]));  // ~1/3 each (chunks of ceil(rows/3))
+    sum += b;
+  }
+  EXPECT_EQ(sum, one.rank_bytes[0]);  // the chunks tile the model: every byte read once
+
+  // Negative control: each rank loads the next rank's chunk.
+  o.fault = "wrong_fsdp_chunk";
+  o.out_dir = hftest::TempDir();
+  const WeightsProbeResult wrong = Launch(o);
+  std::printf("wrong fsdp chunk: frozen held-out %.6g vs %.6g\n", wrong.held_out_frozen, one.held_out_frozen);
+  EXPECT_GT(Rel(wrong.held_out_frozen, one.held_out_frozen), kWrongAtLeast);
+}
+
+TEST(ProbeWeightsLayout, FactorsThatDoNotDivideAreRefusedNamingTheFlag) {
+  auto message = [](const WeightsProbeOptions& o) { return o.Validate().message(); };
+  WeightsProbeOptions o = Options("/nonexistent", 2, 8);
+  o.ep = 0;
+  EXPECT_NE(message(o).find("--ep"), std::string::npos) << message(o);
+  o.ep = 3;
+  EXPECT_NE(message(o).find("must divide ranks/tp=2"), std::string::npos) << message(o);
+  o.ep = 1;
+  o.fsdp = -1;
+  EXPECT_NE(message(o).find("--fsdp"), std::string::npos) << message(o);
+  o = Options("/nonexistent", 4, 8);
+  o.ep = o.fsdp = 2;
+  EXPECT_NE(message(o).find("not combined with --ep"), std::string::npos) << message(o);
+  // The experts must divide too: 4 experts over 3 EP ranks is bad input naming the flag and the count.
+  const std::string ckpt = Write(hftest::MakeMixtral(256));
+  o = Options(ckpt, 3, 6);
+  o.ep = 3;
+  Expected<WeightsProbeResult> r = RunWeightsProbe(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kBadInput) << r.status().message();
+  EXPECT_NE(r.status().message().find("--ep"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("num_experts=4"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace weights_layout
+}  // namespace onboard
