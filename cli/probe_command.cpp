@@ -199,8 +199,9 @@ OnboardCommand kProbe{
       auto o = std::make_shared<ProbeOptions>();
       sub.add_option("model", o->model, "model directory, config.json or .onnx")->required();
       sub.add_option("--ranks", o->cfg.ranks, "processes on this machine")->capture_default_str();
-      sub.add_option("--ep", o->cfg.ep, "expert-parallel degree (default: ranks)");
-      sub.add_option("--fsdp", o->cfg.fsdp, "FSDP shard degree (default: ranks)");
+      sub.add_option("--ep", o->cfg.ep, "expert-parallel degree (default: ranks; --weights: 1)");
+      sub.add_option("--fsdp", o->cfg.fsdp,
+                     "FSDP shard degree (default: ranks; --weights: 1, the frozen base row-sharded)");
       sub.add_option("--tp", o->cfg.tp,
                      "tensor-parallel degree: groups of T consecutive ranks split heads, MLP widths "
                      "and vocab (Megatron-style); ep and fsdp then divide ranks/(T*P) (default 1)");

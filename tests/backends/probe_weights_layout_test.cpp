@@ -10,12 +10,11 @@
 #include "backends/probe_weights.h"
 #include "tests/backends/hf_compare.h"
 #include "tests/backends/hf_test_checkpoint.h"
+#include "tests/backends/probe_weights_options.h"
 
 namespace onboard {
 namespace weights_layout {  // a unity batch shares the anonymous namespace with probe_weights_test.cpp
 namespace {
-
-const std::string kText = std::string(ONBOARD_TEST_DATA) + "/text/readme_prose.txt";
 
 // fp32: the layouts differ only in where the adapters' gradients are summed (the world all-reduce):
 // rounding-level differences, as the TP test's bound.
@@ -23,26 +22,14 @@ constexpr double kLayoutTol = 1e-5;
 // The wrong experts / chunk must miss that bound by far.
 constexpr double kWrongAtLeast = 1e-3;
 
-std::string Write(const hftest::Checkpoint& c) {
-  const std::string dir = hftest::TempDir();
-  c.Write(dir);
-  return dir;
-}
+std::string Write(const hftest::Checkpoint& c) { return hftest::WriteCheckpoint(c); }
 
+// 8 steps of `batch` windows (2 warm-up), 300 s for the slowest layouts on 2 shared cores.
 WeightsProbeOptions Options(const std::string& ckpt, int64_t ranks, int64_t batch) {
-  WeightsProbeOptions o;
-  o.checkpoint = ckpt;
-  o.text_file = kText;
-  o.ranks = ranks;
+  WeightsProbeOptions o = hftest::ProbeWeightsOptions(ckpt, ranks);
   o.steps = 8;
-  o.seq = 32;
   o.batch = batch;
-  o.lora_rank = 4;
-  o.lora_alpha = 8;
-  o.lr = 1e-2;
   o.warmup = 2;
-  o.out_dir = hftest::TempDir();
-  o.worker_binary = std::string(ONBOARD_BINARY_DIR) + "/onboard";
   o.timeout_s = 300;
   return o;
 }
@@ -64,23 +51,37 @@ double Worst(const WeightsProbeResult& a, const WeightsProbeResult& b) {
   return w;
 }
 
+// One rank and 2 EP ranks on `ckpt`: the same curve and held-out losses; each EP rank reads less.
+struct EpPair {
+  WeightsProbeResult one, ep;
+  WeightsProbeOptions ep_options;
+};
+EpPair CompareEp(const std::string& ckpt, const char* name) {
+  EpPair p;
+  p.one = Launch(Options(ckpt, 1, 8));
+  p.ep_options = Options(ckpt, 2, 8);
+  p.ep_options.ep = 2;
+  p.ep = Launch(p.ep_options);
+  EXPECT_EQ(p.ep.rank_bytes.size(), 2u);
+  if (p.ep.rank_bytes.size() != 2) return p;
+  const double worst = Worst(p.ep, p.one);
+  std::printf(
+      "%s ep=2 vs 1 rank: worst relative %.3g; frozen held-out %.17g vs %.17g; bytes %llu %llu of %llu\n",
+      name, worst, p.ep.held_out_frozen, p.one.held_out_frozen, (unsigned long long)p.ep.rank_bytes[0],
+      (unsigned long long)p.ep.rank_bytes[1], (unsigned long long)p.one.rank_bytes[0]);
+  EXPECT_LT(worst, kLayoutTol);
+  // Each EP rank read its half of the experts: less than the whole model.
+  EXPECT_LT(p.ep.rank_bytes[0], p.one.rank_bytes[0]);
+  EXPECT_LT(p.ep.rank_bytes[1], p.one.rank_bytes[0]);
+  return p;
+}
+
 TEST(ProbeWeightsLayout, ExpertParallelRanksMatchOneRankAndReadOnlyTheirExperts) {
   const std::string ckpt = Write(hftest::MakeMixtral(256));  // 4 experts, top-2, both layers MoE
-  const WeightsProbeResult one = Launch(Options(ckpt, 1, 8));
-  WeightsProbeOptions o = Options(ckpt, 2, 8);
-  o.ep = 2;
-  const WeightsProbeResult ep = Launch(o);
-  ASSERT_EQ(ep.rank_bytes.size(), 2u);
-  const double worst = Worst(ep, one);
-  std::printf(
-      "ep=2 vs 1 rank: worst relative %.3g; frozen held-out %.17g vs %.17g; bytes %llu %llu of %llu\n", worst,
-      ep.held_out_frozen, one.held_out_frozen, (unsigned long long)ep.rank_bytes[0],
-      (unsigned long long)ep.rank_bytes[1], (unsigned long long)one.rank_bytes[0]);
-  EXPECT_LT(worst, kLayoutTol);
+  EpPair p = CompareEp(ckpt, "mixtral");
+  const WeightsProbeResult& one = p.one;
+  WeightsProbeOptions& o = p.ep_options;
   EXPECT_LT(one.train_loss.back(), one.train_loss.front() - 0.05);  // the curves moved
-  // Each EP rank read its 2 of 4 experts: less than the whole model.
-  EXPECT_LT(ep.rank_bytes[0], one.rank_bytes[0]);
-  EXPECT_LT(ep.rank_bytes[1], one.rank_bytes[0]);
 
   // Negative control: each rank serves the other rank's experts as its own.
   o.fault = "wrong_expert_range";
@@ -94,20 +95,8 @@ TEST(ProbeWeightsLayout, ExpertParallelRanksMatchOneRankAndReadOnlyTheirExperts)
 TEST(ProbeWeightsLayout, ExpertParallelDeepSeekV3MatchesOneRank) {
   // MLA (adapters on o_proj), a dense first layer, sigmoid grouped routing with the correction bias,
   // a shared expert run on the source rank; 8 experts, 4 per EP rank.
-  const std::string ckpt = Write(hftest::MakeDeepSeekV3(256));
-  const WeightsProbeResult one = Launch(Options(ckpt, 1, 8));
-  WeightsProbeOptions o = Options(ckpt, 2, 8);
-  o.ep = 2;
-  const WeightsProbeResult ep = Launch(o);
-  ASSERT_EQ(ep.rank_bytes.size(), 2u);
-  const double worst = Worst(ep, one);
-  std::printf("deepseek_v3 ep=2 vs 1 rank: worst relative %.3g; bytes %llu %llu of %llu\n", worst,
-              (unsigned long long)ep.rank_bytes[0], (unsigned long long)ep.rank_bytes[1],
-              (unsigned long long)one.rank_bytes[0]);
-  EXPECT_LT(worst, kLayoutTol);
-  EXPECT_LT(one.held_out_final, one.held_out_frozen);  // the adapters moved the function
-  EXPECT_LT(ep.rank_bytes[0], one.rank_bytes[0]);
-  EXPECT_LT(ep.rank_bytes[1], one.rank_bytes[0]);
+  const EpPair p = CompareEp(Write(hftest::MakeDeepSeekV3(256)), "deepseek_v3");
+  EXPECT_LT(p.one.held_out_final, p.one.held_out_frozen);  // the adapters moved the function
 }
 
 TEST(ProbeWeightsLayout, ExpertParallelForwardHasTheDataParallelBits) {
@@ -158,6 +147,27 @@ TEST(ProbeWeightsLayout, FsdpRanksMatchOneRankAndReadAThirdOfTheWeights) {
   const WeightsProbeResult wrong = Launch(o);
   std::printf("wrong fsdp chunk: frozen held-out %.6g vs %.6g\n", wrong.held_out_frozen, one.held_out_frozen);
   EXPECT_GT(Rel(wrong.held_out_frozen, one.held_out_frozen), kWrongAtLeast);
+}
+
+TEST(ProbeWeightsLayout, ExpertAndFsdpLayoutsComposeWithTensorParallelism) {
+  // 4 ranks = tp 2 x 2 data ranks: EP / FSDP groups over the data ranks of one TP rank, each over
+  // its TP shard (experts split per TP rank; FSDP chunks of the TP rows / columns).
+  const std::string moe = Write(hftest::MakeMixtral(256)), dense = Write(hftest::MakeDense("qwen2", 2, 256));
+  const WeightsProbeResult one_moe = Launch(Options(moe, 1, 8)), one_dense = Launch(Options(dense, 1, 8));
+  WeightsProbeOptions e = Options(moe, 4, 8), f = Options(dense, 4, 8);
+  e.tp = f.tp = 2;
+  e.ep = 2;
+  f.fsdp = 2;
+  const WeightsProbeResult ep = Launch(e), fsdp = Launch(f);
+  std::printf("tp2 x ep2 worst relative %.3g; tp2 x fsdp2 %.3g; fsdp bytes %llu of %llu\n",
+              Worst(ep, one_moe), Worst(fsdp, one_dense), (unsigned long long)fsdp.rank_bytes[0],
+              (unsigned long long)one_dense.rank_bytes[0]);
+  EXPECT_LT(Worst(ep, one_moe), kLayoutTol);
+  EXPECT_LT(Worst(fsdp, one_dense), kLayoutTol);
+  ASSERT_EQ(fsdp.rank_bytes.size(), 4u);
+  // Each rank: half of its TP shard (embedding / head / norms are whole per TP rank): predicted
+  // ~0.38 of the model here, under half in any case.
+  for (uint64_t b : fsdp.rank_bytes) EXPECT_LT(double(b), 0.5 * double(one_dense.rank_bytes[0]));
 }
 
 TEST(ProbeWeightsLayout, FactorsThatDoNotDivideAreRefusedNamingTheFlag) {
