@@ -16,6 +16,15 @@ namespace {
 // is a dim-0 chunk: the whole shape is the chunk's with the rows of the TP shard.
 void AddAdapters(const WeightsProbeOptions& o, RankModel* m) {
   torch::manual_seed(o.seed);  // the same A on every rank
+  // A pipeline stage draws (and drops) the A of the loaded layers before its own first: every A has
+  // the one-rank run's values.
+  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
+  for (int64_t i = o.layers.first; !m->w.layers.empty() && i < m->w.layers.front().index; ++i)
+    for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      const TensorInfo* info = m->ckpt->inventory().Find(m->c.weights_root + "layers." + std::to_string(i) +
+                                                         ".self_attn." + name + ".weight");
+      if (info != nullptr && info->shape.size() == 2) (void)torch::rand({o.lora_rank, info->shape[1]}, dtype);
+    }
   for (size_t li = 0; li < m->w.layers.size(); ++li) {
     HfLayerWeights& l = m->w.layers[li];
     // "model.layers.N.self_attn.X" (the split rule's name); the module as the checkpoint names it.
@@ -53,6 +62,10 @@ Status CheckLayout(const WeightsProbeOptions& o, const HfForwardConfig& c, int64
       return BadInput(c.config_path, "--tp", "KDA layers are not tensor-parallel in this probe",
                       std::to_string(o.tp));
   }
+  if (o.pp > last - o.layers.first + 1)
+    return BadInput(c.config_path, "--pp",
+                    "must be <= the layers loaded (" + std::to_string(last - o.layers.first + 1) + ")",
+                    std::to_string(o.pp));
   const int64_t E = HfRoutedExperts(c);
   if (o.ep > 1 && (E == 0 || E % o.ep != 0))
     return BadInput(c.config_path, "--ep",
@@ -133,6 +146,12 @@ Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel
   // Step 2: the slice this rank owns (the controls load another rank's experts / FSDP chunk).
   HfRankSlice s;
   s.layers = o.layers;
+  if (p.pp > 1) {  // the stage's layers (the control: the next stage's), embedding first, head last
+    const int64_t own = o.fault == "wrong_stage_layers" ? (p.stage + 1) % p.pp : p.stage;
+    s.layers = PpStageLayers(o.layers.first, last, p.pp, own);
+    s.embedding = p.stage == 0;
+    s.head = p.stage == p.pp - 1;
+  }
   s.tp = p.tp;
   s.tp_rank = p.tp_rank;
   if (p.ep > 1) {
@@ -197,23 +216,41 @@ void ApplyAdapters(RankModel& m, bool frozen) {
   for (size_t li = 0; li < m.w.layers.size(); ++li) ApplyLayerAdapters(m, li, frozen);
 }
 
-torch::Tensor BatchLoss(RankModel& m, TpContext& tp, const Batch& b, int64_t counted, double inv_tokens) {
-  // Step 1: embedding rows of the windows (FSDP: gathered for the lookup, released).
-  torch::Tensor h;
+torch::Tensor EmbedRows(RankModel& m, const Batch& b) {
+  // FSDP: the embedding gathered for the lookup, released.
   if (m.fsdp) m.fsdp->Gather(0);
-  h = m.w.embed.index_select(0, b.tokens.flatten()).view({b.tokens.size(0), b.tokens.size(1), -1});
+  torch::Tensor h =
+      m.w.embed.index_select(0, b.tokens.flatten()).view({b.tokens.size(0), b.tokens.size(1), -1});
   if (m.fsdp) m.fsdp->Release(0);
-  // Step 2: the layers, then the head (FSDP: each an autograd unit gathered around use).
+  return h;
+}
+
+torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h) {
+  // FSDP: each layer an autograd unit gathered around use.
   for (size_t li = 0; li < m.w.layers.size(); ++li)
     h = m.fsdp ? HfFsdpUnit(m.fsdp_runs[li + 1], h) : LayerForward(m, tp, li, h);
+  return h;
+}
+
+torch::Tensor HeadNll(RankModel& m, const torch::Tensor& h, const Batch& b, int64_t counted,
+                      double inv_tokens) {
   const torch::Tensor logits = m.fsdp ? HfFsdpUnit(m.fsdp_runs.back(), h) : HeadLogits(m, h);
-  // Step 3: the summed NLL of the counted windows, window by window.
+  // The summed NLL of the counted windows, window by window.
   torch::Tensor sum = torch::zeros({}, logits.options());
   for (int64_t i = 0; i < counted; ++i)
     sum = sum + torch::nn::functional::cross_entropy(
                     logits[i], b.targets[i],
                     torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
   return sum * inv_tokens;
+}
+
+torch::Tensor BatchLoss(RankModel& m, TpContext& tp, const Batch& b, int64_t counted, double inv_tokens) {
+  return HeadNll(m, RunLayers(m, tp, EmbedRows(m, b)), b, counted, inv_tokens);
+}
+
+HfLayerRange PpStageLayers(int64_t a, int64_t b, int64_t pp, int64_t stage) {
+  const int64_t n = b - a + 1;
+  return {a + stage * n / pp, a + (stage + 1) * n / pp - 1};
 }
 
 }  // namespace onboard::backends

@@ -38,7 +38,12 @@ struct RankPlace {
   int64_t tp = 1, tp_rank = 0;
   int64_t ep = 1, ep_rank = 0;      // --ep: routed experts HfExpertRange(E, ep, ep_rank)
   int64_t fsdp = 1, fsdp_rank = 0;  // --fsdp: every frozen tensor's HfFsdpRows chunk
+  int64_t pp = 1, stage = 0;        // --pp: the stage's layers (PpStageLayers), embedding / head
 };
+
+// --pp: the decoder layers [first, last] of `stage` when the loaded layers [a, b] are cut into `pp`
+// contiguous stages of (b - a + 1) / pp layers (the last ones one more when it does not divide).
+HfLayerRange PpStageLayers(int64_t a, int64_t b, int64_t pp, int64_t stage);
 
 struct RankModel {
   std::optional<SafetensorsCheckpoint> ckpt;  // kept open: F32 weights alias its mapping
@@ -65,5 +70,11 @@ void ApplyAdapters(RankModel& m, bool frozen);
 // This rank's summed next-token NLL over the first `counted` windows of b (the rest is padding that
 // keeps the EP / FSDP group's collectives in step), times `inv_tokens`.
 torch::Tensor BatchLoss(RankModel& m, TpContext& tp, const Batch& b, int64_t counted, double inv_tokens);
+// BatchLoss's pieces (a pipeline stage runs some of them, probe_weights_pp.h): the embedding rows of
+// the windows [b, S, hidden]; the rank's layers over h; the head's summed NLL of the counted windows.
+torch::Tensor EmbedRows(RankModel& m, const Batch& b);
+torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h);
+torch::Tensor HeadNll(RankModel& m, const torch::Tensor& h, const Batch& b, int64_t counted,
+                      double inv_tokens);
 
 }  // namespace onboard::backends

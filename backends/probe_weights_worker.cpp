@@ -18,6 +18,7 @@
 #include "backends/hf_peft_adapter.h"
 #include "backends/probe_schedule.h"
 #include "backends/probe_weights_model.h"
+#include "backends/probe_weights_pp.h"
 
 namespace onboard::backends {
 namespace {
@@ -32,8 +33,8 @@ double GlobalLoss(Group& world, const RankModel& m, const torch::Tensor& local) 
 }
 
 // Step 4c: held-out loss over data rank d's block of the fixed windows (no gradient).
-double HeldOut(Group& world, RankModel& m, TpContext& tp, const ProbeData& data, int64_t d, int64_t D,
-               bool frozen) {
+double HeldOut(Group& world, RankModel& m, TpContext& tp, PpContext* pp, const ProbeData& data, int64_t d,
+               int64_t D, bool frozen) {
   torch::NoGradGuard no_grad;
   m.frozen = frozen;
   if (!m.fsdp) ApplyAdapters(m, frozen);
@@ -44,25 +45,30 @@ double HeldOut(Group& world, RankModel& m, TpContext& tp, const ProbeData& data,
   const int64_t W = data.HeldOutWindows(), first = d * W / D, end = (d + 1) * W / D;
   const bool grouped = m.ep != nullptr || m.fsdp != nullptr;
   const Batch b = data.GetHeldOut(first, grouped ? (W + D - 1) / D : end - first, end);
-  return GlobalLoss(world, m, BatchLoss(m, tp, b, end - first, 1.0 / double(W * b.tokens.size(1))));
+  const double inv = 1.0 / double(W * b.tokens.size(1));
+  return GlobalLoss(
+      world, m,
+      pp ? PpStageStep(m, tp, *pp, b, end - first, inv, false) : BatchLoss(m, tp, b, end - first, inv));
 }
 
 // Step 4b: one AdamW step of the adapters on the global batch.
-double TrainStep(Group& world, RankModel& m, TpContext& tp, const ProbeData& data, torch::optim::AdamW& opt,
-                 const ProbeConfig& sched, int64_t step, int64_t d, int64_t D) {
+double TrainStep(Group& world, RankModel& m, TpContext& tp, PpContext* pp, const ProbeData& data,
+                 torch::optim::AdamW& opt, const ProbeConfig& sched, int64_t step, int64_t d, int64_t D) {
   opt.zero_grad();
   m.frozen = false;
   if (!m.fsdp) ApplyAdapters(m, false);
   const int64_t per = sched.batch / D;
   const Batch b = data.Get(step, d * per, per);
-  const torch::Tensor loss = BatchLoss(m, tp, b, per, 1.0 / double(sched.batch * sched.seq));
-  loss.backward();
-  // Every rank's gradient is its shard's / data rank's part: the world sum is the whole gradient.
+  const double inv = 1.0 / double(sched.batch * sched.seq);
+  const torch::Tensor loss = pp ? PpStageStep(m, tp, *pp, b, per, inv, true) : BatchLoss(m, tp, b, per, inv);
+  if (!pp) loss.backward();
+  // Every rank's gradient is its shard's / data rank's part: the world sum (PP: the stage's) is the
+  // whole gradient.
   std::vector<torch::Tensor> grads;
   for (Adapter& ad : m.adapters)
     for (torch::Tensor* p : {&ad.a, &ad.b}) grads.push_back(p->grad().flatten());
   torch::Tensor flat = torch::cat(grads);
-  world.AllReduceSum(flat);
+  (pp ? *pp->stage : world).AllReduceSum(flat);
   int64_t off = 0;
   for (Adapter& ad : m.adapters)
     for (torch::Tensor* p : {&ad.a, &ad.b}) {
@@ -71,15 +77,18 @@ double TrainStep(Group& world, RankModel& m, TpContext& tp, const ProbeData& dat
     }
   std::vector<torch::Tensor> params;
   for (Adapter& ad : m.adapters) params.insert(params.end(), {ad.a, ad.b});
-  torch::nn::utils::clip_grad_norm_(params, 1.0);
+  if (pp)
+    PpClipGradients(params, world, d == 0 && m.place.tp_rank == 0);
+  else
+    torch::nn::utils::clip_grad_norm_(params, 1.0);
   for (auto& group : opt.param_groups())
     static_cast<torch::optim::AdamWOptions&>(group.options()).lr(LearningRate(sched, step));
   opt.step();
   return GlobalLoss(world, m, loss.detach());
 }
 
-// Step 5 (rank 0): the adapters in PEFT's format.
-Status ExportAdapter(const WeightsProbeOptions& o, const RankModel& m) {
+// Step 5 (rank 0; PP: each stage's first rank): the adapters in PEFT's format into `dir`.
+Status ExportAdapter(const WeightsProbeOptions& o, const RankModel& m, const std::string& dir) {
   PeftLoraAdapter pa;
   pa.r = o.lora_rank;
   pa.alpha = o.lora_alpha;
@@ -88,7 +97,7 @@ Status ExportAdapter(const WeightsProbeOptions& o, const RankModel& m) {
     pa.modules.push_back({ad.module, ad.a.detach().to(torch::kFloat), ad.b.detach().to(torch::kFloat)});
   std::sort(pa.modules.begin(), pa.modules.end(),
             [](const LoraModule& x, const LoraModule& y) { return x.module < y.module; });
-  return WritePeftAdapter(o.out_dir + "/adapter", pa);
+  return WritePeftAdapter(dir, pa);
 }
 
 std::vector<std::string> DtypeNames(const std::vector<HfWeightDtype>& dtypes) {
@@ -97,13 +106,23 @@ std::vector<std::string> DtypeNames(const std::vector<HfWeightDtype>& dtypes) {
   return out;
 }
 
+// `merged` (PP, rank 0): the whole model's adapter, for the targets and counts; `layers`: the loaded range.
 json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<double>& losses, double frozen,
-              double final_loss, int64_t windows) {
+              double final_loss, int64_t windows, const std::vector<int64_t>& layers,
+              const PeftLoraAdapter* merged) {
   int64_t lora = 0;
   std::vector<std::string> targets;
   for (const Adapter& ad : m.adapters) {
     lora += ad.a.numel() + ad.b.numel();
     targets.push_back(ad.module);
+  }
+  if (merged != nullptr) {
+    lora = 0;
+    targets.clear();
+    for (const LoraModule& x : merged->modules) {
+      lora += x.a.numel() + x.b.numel();
+      targets.push_back(x.module);
+    }
   }
   return {{"rank", a.rank},
           {"model_type", m.c.ir.model_type},
@@ -114,7 +133,8 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"fsdp", m.place.fsdp},
           {"fsdp_gathers", m.fsdp ? m.fsdp->gathers() : 0},
           {"dtypes", DtypeNames(m.w.dtypes_seen)},
-          {"layers", {m.w.layers.front().index, m.w.layers.back().index}},
+          {"layers", layers},
+          {"pp", m.place.pp},
           {"targets", targets},
           {"lora_params", lora},
           {"train_loss", losses},
@@ -135,10 +155,14 @@ Status RunWeightsProbeWorker(const ProbeWorkerArgs& a) {
   if (a.world != o.ranks)
     return BadInput(a.spec_file, "ranks", "worker world size differs from the spec", std::to_string(a.world));
   at::set_num_threads(1);
-  const int64_t T = o.tp, D = o.ranks / T, d = a.rank / T, t = a.rank % T;
-  RankPlace place;  // EP / FSDP groups: o.ep / o.fsdp consecutive data ranks
+  // Rank r = (stage * D + d) * T + t; EP / FSDP groups: o.ep / o.fsdp consecutive data ranks.
+  const int64_t T = o.tp, D = o.ranks / (T * o.pp), d = (a.rank / T) % D, t = a.rank % T,
+                st = a.rank / (T * D);
+  RankPlace place;
   place.tp = T;
   place.tp_rank = t;
+  place.pp = o.pp;
+  place.stage = st;
   place.ep = o.ep;
   place.ep_rank = d % o.ep;
   place.fsdp = o.fsdp;
@@ -168,7 +192,8 @@ Status RunWeightsProbeWorker(const ProbeWorkerArgs& a) {
   // this order on every rank), the FSDP units.
   Rendezvous store(a.master_addr, a.master_port, a.serve_store, o.collective_timeout_s);
   Group world(store, "world", a.rank, o.ranks, o.collective_timeout_s, a.master_addr);
-  Group tpg(store, "tp" + std::to_string(d), t, T, o.collective_timeout_s, a.master_addr);
+  Group tpg(store, "tp" + std::to_string(st) + "." + std::to_string(d), t, T, o.collective_timeout_s,
+            a.master_addr);
   TpContext tp;
   tp.group = &tpg;
   tp.rank = t;
@@ -185,27 +210,57 @@ Status RunWeightsProbeWorker(const ProbeWorkerArgs& a) {
                                     o.fsdp, o.collective_timeout_s, a.master_addr);
     SetUpFsdp(&m, &tp, *fsdpg);
   }
+  std::unique_ptr<Group> pairg, stageg;  // --pp: this (data rank, TP rank)'s stages; this stage's ranks
+  PpContext ppc;
+  PpContext* pp = nullptr;
+  if (o.pp > 1) {
+    pairg = std::make_unique<Group>(store, "pp.d" + std::to_string(d) + tname, st, o.pp,
+                                    o.collective_timeout_s, a.master_addr);
+    stageg = std::make_unique<Group>(store, "stage" + std::to_string(st), d * T + t, D * T,
+                                     o.collective_timeout_s, a.master_addr);
+    ppc = {pairg.get(), stageg.get(), st, o.pp};
+    pp = &ppc;
+  }
 
   // Step 4: the frozen model's held-out loss, the adapter steps, the held-out loss again.
-  const double frozen = HeldOut(world, m, tp, data, d, D, true);
+  const double frozen = HeldOut(world, m, tp, pp, data, d, D, true);
   std::vector<torch::Tensor> params;
   for (Adapter& ad : m.adapters) params.insert(params.end(), {ad.a, ad.b});
   torch::optim::AdamW opt(
       params, torch::optim::AdamWOptions(o.lr).betas(std::make_tuple(0.9, 0.95)).weight_decay(0.0));
   std::vector<double> losses;
   for (int64_t step = 0; step < o.steps; ++step) {
-    losses.push_back(TrainStep(world, m, tp, data, opt, sched, step, d, D));
+    losses.push_back(TrainStep(world, m, tp, pp, data, opt, sched, step, d, D));
     std::printf("rank %lld step %lld loss %.6f\n", (long long)a.rank, (long long)step, losses.back());
     std::fflush(stdout);
     if (!std::isfinite(losses.back())) break;
   }
-  const double final_loss = HeldOut(world, m, tp, data, d, D, false);
+  const double final_loss = HeldOut(world, m, tp, pp, data, d, D, false);
   world.Barrier();
 
-  // Step 5: the PEFT adapter (rank 0) and the rank's result file.
-  if (a.rank == 0) ONBOARD_RETURN_IF_ERROR(ExportAdapter(o, m));
+  // Step 5: the PEFT adapter (rank 0; PP: each stage's first rank writes its part, rank 0 merges) and
+  // the rank's result file.
+  const std::string adapter = o.out_dir + "/adapter";
+  std::optional<PeftLoraAdapter> merged;
+  if (o.pp > 1) {
+    auto part = [&](int64_t s) { return adapter + "_stage" + std::to_string(s); };
+    if (d == 0 && t == 0) ONBOARD_RETURN_IF_ERROR(ExportAdapter(o, m, part(st)));
+    world.Barrier();
+    if (a.rank == 0) {
+      std::vector<std::string> parts;
+      for (int64_t s = 0; s < o.pp; ++s) parts.push_back(part(s));
+      ONBOARD_RETURN_IF_ERROR(MergeStageAdapters(parts, adapter));
+      ONBOARD_ASSIGN_OR_RETURN(merged, ReadPeftAdapter(adapter));
+    }
+  } else if (a.rank == 0) {
+    ONBOARD_RETURN_IF_ERROR(ExportAdapter(o, m, adapter));
+  }
+  const int64_t n = int64_t(m.c.ir.layers.size());
+  const std::vector<int64_t> layers{o.layers.first, o.layers.last < 0 ? n - 1 : o.layers.last};
   const std::string tmp = a.out_file + ".tmp";
-  std::ofstream(tmp) << RankJson(a, m, losses, frozen, final_loss, data.HeldOutWindows()).dump();
+  std::ofstream(tmp) << RankJson(a, m, losses, frozen, final_loss, data.HeldOutWindows(), layers,
+                                 merged ? &*merged : nullptr)
+                            .dump();
   if (std::rename(tmp.c_str(), a.out_file.c_str()) != 0) return IoError("cannot write " + a.out_file);
   return Status::Ok();
 }

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "backends/hf_peft_adapter.h"
 #include "backends/probe_weights.h"
 #include "tests/backends/hf_compare.h"
 #include "tests/backends/hf_test_checkpoint.h"
@@ -51,6 +52,15 @@ double Worst(const WeightsProbeResult& a, const WeightsProbeResult& b) {
   return w;
 }
 
+// A layout's negative control: the run with `fault` must move the frozen held-out loss off `one`'s.
+void ExpectFaultMovesHeldOut(WeightsProbeOptions o, const char* fault, const WeightsProbeResult& one) {
+  o.fault = fault;
+  o.out_dir = hftest::TempDir();
+  const WeightsProbeResult wrong = Launch(o);
+  std::printf("%s: frozen held-out %.6g vs %.6g\n", fault, wrong.held_out_frozen, one.held_out_frozen);
+  EXPECT_GT(Rel(wrong.held_out_frozen, one.held_out_frozen), kWrongAtLeast);
+}
+
 // One rank and 2 EP ranks on `ckpt`: the same curve and held-out losses; each EP rank reads less.
 struct EpPair {
   WeightsProbeResult one, ep;
@@ -84,12 +94,7 @@ TEST(ProbeWeightsLayout, ExpertParallelRanksMatchOneRankAndReadOnlyTheirExperts)
   EXPECT_LT(one.train_loss.back(), one.train_loss.front() - 0.05);  // the curves moved
 
   // Negative control: each rank serves the other rank's experts as its own.
-  o.fault = "wrong_expert_range";
-  o.out_dir = hftest::TempDir();
-  const WeightsProbeResult wrong = Launch(o);
-  std::printf("wrong expert range: frozen held-out %.6g vs %.6g\n", wrong.held_out_frozen,
-              one.held_out_frozen);
-  EXPECT_GT(Rel(wrong.held_out_frozen, one.held_out_frozen), kWrongAtLeast);
+  ExpectFaultMovesHeldOut(o, "wrong_expert_range", one);
 }
 
 TEST(ProbeWeightsLayout, ExpertParallelDeepSeekV3MatchesOneRank) {
@@ -142,11 +147,7 @@ TEST(ProbeWeightsLayout, FsdpRanksMatchOneRankAndReadAThirdOfTheWeights) {
   EXPECT_EQ(sum, one.rank_bytes[0]);  // the chunks tile the model: every byte read once
 
   // Negative control: each rank loads the next rank's chunk.
-  o.fault = "wrong_fsdp_chunk";
-  o.out_dir = hftest::TempDir();
-  const WeightsProbeResult wrong = Launch(o);
-  std::printf("wrong fsdp chunk: frozen held-out %.6g vs %.6g\n", wrong.held_out_frozen, one.held_out_frozen);
-  EXPECT_GT(Rel(wrong.held_out_frozen, one.held_out_frozen), kWrongAtLeast);
+  ExpectFaultMovesHeldOut(o, "wrong_fsdp_chunk", one);
 }
 
 TEST(ProbeWeightsLayout, ExpertAndFsdpLayoutsComposeWithTensorParallelism) {
@@ -170,19 +171,54 @@ TEST(ProbeWeightsLayout, ExpertAndFsdpLayoutsComposeWithTensorParallelism) {
   for (uint64_t b : fsdp.rank_bytes) EXPECT_LT(double(b), 0.5 * double(one_dense.rank_bytes[0]));
 }
 
+TEST(ProbeWeightsLayout, PipelineStagesMatchOneRankAndReadOnlyTheirLayers) {
+  // qwen2, 4 layers: 2 stages of 2 layers (stage 0 + embedding, stage 1 + final norm and head), then
+  // pp 2 x tp 2 on 4 ranks; the merged PEFT adapter holds every stage's modules.
+  const std::string ckpt = Write(hftest::MakeDense("qwen2", 4, 256));
+  const WeightsProbeResult one = Launch(Options(ckpt, 1, 8));
+  WeightsProbeOptions o = Options(ckpt, 2, 8), q = Options(ckpt, 4, 8);
+  o.pp = q.pp = q.tp = 2;
+  const WeightsProbeResult pp = Launch(o), pptp = Launch(q);
+  ASSERT_EQ(pp.rank_bytes.size(), 2u);
+  std::printf("pp=2 vs 1 rank: worst relative %.3g; pp2 x tp2 %.3g; bytes %llu %llu of %llu\n",
+              Worst(pp, one), Worst(pptp, one), (unsigned long long)pp.rank_bytes[0],
+              (unsigned long long)pp.rank_bytes[1], (unsigned long long)one.rank_bytes[0]);
+  EXPECT_LT(Worst(pp, one), kLayoutTol);
+  EXPECT_LT(Worst(pptp, one), kLayoutTol);
+  EXPECT_LT(one.train_loss.back(), one.train_loss.front() - 0.05);
+  EXPECT_EQ(pp.rank_bytes[0] + pp.rank_bytes[1], one.rank_bytes[0]);  // the stages tile the model
+  EXPECT_LT(pp.rank_bytes[0], one.rank_bytes[0]);
+  EXPECT_LT(pp.rank_bytes[1], one.rank_bytes[0]);
+  std::vector<std::string> want = one.targets;  // 16 modules: q/k/v/o of 4 layers, from both stages
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(pp.targets, want);  // the merged adapter's, sorted by module
+  Expected<PeftLoraAdapter> merged = ReadPeftAdapter(pp.adapter_dir);
+  ASSERT_TRUE(merged.ok()) << merged.status().message();
+  EXPECT_EQ(merged->modules.size(), 16u);
+
+  // Negative control: each stage runs the other stage's layers.
+  ExpectFaultMovesHeldOut(o, "wrong_stage_layers", one);
+}
+
 TEST(ProbeWeightsLayout, FactorsThatDoNotDivideAreRefusedNamingTheFlag) {
   auto message = [](const WeightsProbeOptions& o) { return o.Validate().message(); };
   WeightsProbeOptions o = Options("/nonexistent", 2, 8);
   o.ep = 0;
   EXPECT_NE(message(o).find("--ep"), std::string::npos) << message(o);
   o.ep = 3;
-  EXPECT_NE(message(o).find("must divide ranks/tp=2"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("must divide ranks/(tp*pp)=2"), std::string::npos) << message(o);
   o.ep = 1;
   o.fsdp = -1;
   EXPECT_NE(message(o).find("--fsdp"), std::string::npos) << message(o);
   o = Options("/nonexistent", 4, 8);
   o.ep = o.fsdp = 2;
   EXPECT_NE(message(o).find("not combined with --ep"), std::string::npos) << message(o);
+  o = Options("/nonexistent", 2, 8);
+  o.pp = 3;
+  EXPECT_NE(message(o).find("--pp"), std::string::npos) << message(o);
+  o = Options("/nonexistent", 4, 8);
+  o.pp = o.ep = 2;
+  EXPECT_NE(message(o).find("not combined with --ep / --fsdp"), std::string::npos) << message(o);
   // The experts must divide too: 4 experts over 3 EP ranks is bad input naming the flag and the count.
   const std::string ckpt = Write(hftest::MakeMixtral(256));
   o = Options(ckpt, 3, 6);
@@ -192,6 +228,14 @@ TEST(ProbeWeightsLayout, FactorsThatDoNotDivideAreRefusedNamingTheFlag) {
   EXPECT_EQ(r.status().code(), ErrorCode::kBadInput) << r.status().message();
   EXPECT_NE(r.status().message().find("--ep"), std::string::npos) << r.status().message();
   EXPECT_NE(r.status().message().find("num_experts=4"), std::string::npos) << r.status().message();
+  // More stages than loaded layers: bad input naming --pp and the layer count.
+  o = Options(ckpt, 4, 8);
+  o.pp = 4;
+  r = RunWeightsProbe(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kBadInput) << r.status().message();
+  EXPECT_NE(r.status().message().find("--pp"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("layers loaded (2)"), std::string::npos) << r.status().message();
 }
 
 }  // namespace
