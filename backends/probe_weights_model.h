@@ -35,6 +35,7 @@ struct Adapter {
 
 // Where this rank sits: rank r = d * T + t; EP and FSDP groups are consecutive data ranks.
 struct RankPlace {
+  int64_t data = 1, data_rank = 0;  // D data ranks (batch split), d
   int64_t tp = 1, tp_rank = 0;
   int64_t ep = 1, ep_rank = 0;      // --ep: routed experts HfExpertRange(E, ep, ep_rank)
   int64_t fsdp = 1, fsdp_rank = 0;  // --fsdp: every frozen tensor's HfFsdpRows chunk

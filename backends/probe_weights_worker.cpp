@@ -143,10 +143,99 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"held_out_windows", windows}};
 }
 
+// Step 1 helper: rank r = (stage * D + d) * T + t; EP / FSDP groups: o.ep / o.fsdp consecutive data ranks.
+RankPlace PlaceOf(const WeightsProbeOptions& o, int64_t rank) {
+  RankPlace p;
+  p.tp = o.tp;
+  p.data = o.ranks / (o.tp * o.pp);
+  p.data_rank = (rank / p.tp) % p.data;
+  p.tp_rank = rank % p.tp;
+  p.pp = o.pp;
+  p.stage = rank / (p.tp * p.data);
+  p.ep = o.ep;
+  p.ep_rank = p.data_rank % o.ep;
+  p.fsdp = o.fsdp;
+  p.fsdp_rank = p.data_rank % o.fsdp;
+  return p;
+}
+
+// Step 2 helper: the text data and the lr schedule of the proxy probe (one home).
+ProbeConfig TextSchedule(const WeightsProbeOptions& o, int64_t data_ranks) {
+  ProbeConfig sched;
+  sched.task = ProbeTask::kText;
+  sched.text_file = o.text_file;
+  sched.seq = o.seq;
+  sched.batch = o.batch;
+  sched.seed = o.seed;
+  sched.ranks = data_ranks;
+  sched.steps = o.steps;
+  sched.lr = o.lr;
+  sched.warmup = o.warmup;
+  sched.mode = FinetuneMode::kLoRA;
+  sched.control = o.control;
+  return sched;
+}
+
+// The rank's process groups beside the world: TP, and EP / FSDP / the pipeline pair + stage groups.
+struct RankGroups {
+  std::unique_ptr<Group> tp, ep, fsdp, pair, stage;
+  TpContext tpc;
+  PpContext ppc;
+  PpContext* pp = nullptr;  // --pp > 1
+};
+
+// Step 3 helper: the groups, created in one order on every rank; the EP group and FSDP units set on m.
+void MakeGroups(Rendezvous& store, const ProbeWorkerArgs& a, const WeightsProbeOptions& o, RankModel* m,
+                RankGroups* g) {
+  const RankPlace& p = m->place;
+  const double to = o.collective_timeout_s;
+  const std::string d = std::to_string(p.data_rank), tname = ".t" + std::to_string(p.tp_rank) + ".";
+  g->tp = std::make_unique<Group>(store, "tp" + std::to_string(p.stage) + "." + d, p.tp_rank, p.tp, to,
+                                  a.master_addr);
+  g->tpc.group = g->tp.get();
+  g->tpc.rank = p.tp_rank;
+  g->tpc.size = p.tp;
+  if (o.ep > 1) {
+    g->ep = std::make_unique<Group>(store, "ep" + tname + std::to_string(p.data_rank / o.ep), p.ep_rank, o.ep,
+                                    to, a.master_addr);
+    m->ep = g->ep.get();
+  }
+  if (o.fsdp > 1) {
+    g->fsdp = std::make_unique<Group>(store, "fsdp" + tname + std::to_string(p.data_rank / o.fsdp),
+                                      p.fsdp_rank, o.fsdp, to, a.master_addr);
+    SetUpFsdp(m, &g->tpc, *g->fsdp);
+  }
+  if (o.pp > 1) {  // this (data rank, TP rank)'s stages; this stage's ranks
+    g->pair = std::make_unique<Group>(store, "pp.d" + d + tname, p.stage, o.pp, to, a.master_addr);
+    g->stage = std::make_unique<Group>(store, "stage" + std::to_string(p.stage),
+                                       p.data_rank * p.tp + p.tp_rank, p.data * p.tp, to, a.master_addr);
+    g->ppc = {g->pair.get(), g->stage.get(), p.stage, o.pp};
+    g->pp = &g->ppc;
+  }
+}
+
+// Step 5 helper: the PEFT adapter (rank 0; PP: each stage's first rank writes its part, rank 0 merges
+// them and gets the whole adapter back in `merged`).
+Status WriteAdapter(const ProbeWorkerArgs& a, const WeightsProbeOptions& o, const RankModel& m, Group& world,
+                    std::optional<PeftLoraAdapter>* merged) {
+  const std::string adapter = o.out_dir + "/adapter";
+  if (o.pp == 1) return a.rank == 0 ? ExportAdapter(o, m, adapter) : Status::Ok();
+  auto part = [&](int64_t s) { return adapter + "_stage" + std::to_string(s); };
+  if (m.place.data_rank == 0 && m.place.tp_rank == 0)
+    ONBOARD_RETURN_IF_ERROR(ExportAdapter(o, m, part(m.place.stage)));
+  world.Barrier();
+  if (a.rank != 0) return Status::Ok();
+  std::vector<std::string> parts;
+  for (int64_t s = 0; s < o.pp; ++s) parts.push_back(part(s));
+  ONBOARD_RETURN_IF_ERROR(MergeStageAdapters(parts, adapter));
+  ONBOARD_ASSIGN_OR_RETURN(*merged, ReadPeftAdapter(adapter));
+  return Status::Ok();
+}
+
 }  // namespace
 
 Status RunWeightsProbeWorker(const ProbeWorkerArgs& a) {
-  // Step 1: options (validated again here: the file is input), one thread per rank.
+  // Step 1: options (validated again here: the file is input), one thread per rank, the rank's place.
   std::ifstream in(a.spec_file);
   std::stringstream ss;
   ss << in.rdbuf();
@@ -155,106 +244,43 @@ Status RunWeightsProbeWorker(const ProbeWorkerArgs& a) {
   if (a.world != o.ranks)
     return BadInput(a.spec_file, "ranks", "worker world size differs from the spec", std::to_string(a.world));
   at::set_num_threads(1);
-  // Rank r = (stage * D + d) * T + t; EP / FSDP groups: o.ep / o.fsdp consecutive data ranks.
-  const int64_t T = o.tp, D = o.ranks / (T * o.pp), d = (a.rank / T) % D, t = a.rank % T,
-                st = a.rank / (T * D);
-  RankPlace place;
-  place.tp = T;
-  place.tp_rank = t;
-  place.pp = o.pp;
-  place.stage = st;
-  place.ep = o.ep;
-  place.ep_rank = d % o.ep;
-  place.fsdp = o.fsdp;
-  place.fsdp_rank = d % o.fsdp;
+  const RankPlace place = PlaceOf(o, a.rank);
+  const int64_t D = place.data, d = place.data_rank;
 
   // Step 2: the rank's slice of the checkpoint, before any collective (bad input exits 2 on every rank).
   RankModel m;
   ONBOARD_RETURN_IF_ERROR(LoadRankModel(o, place, &m));
   ProxySpec byte_spec;  // the text task's data only reads the vocabulary (bytes)
   byte_spec.vocab = m.c.ir.vocab;
-  ProbeConfig sched;  // the text data and the lr schedule of the proxy probe (one home)
-  sched.task = ProbeTask::kText;
-  sched.text_file = o.text_file;
-  sched.seq = o.seq;
-  sched.batch = o.batch;
-  sched.seed = o.seed;
-  sched.ranks = D;
-  sched.steps = o.steps;
-  sched.lr = o.lr;
-  sched.warmup = o.warmup;
-  sched.mode = FinetuneMode::kLoRA;
-  sched.control = o.control;
+  const ProbeConfig sched = TextSchedule(o, D);
   const ProbeData data(byte_spec, sched);
   ONBOARD_RETURN_IF_ERROR(data.status());
 
-  // Step 3: rendezvous, the world group, this data rank's TP group, its EP / FSDP group (created in
-  // this order on every rank), the FSDP units.
+  // Step 3: rendezvous, the world group, the rank's other groups, the FSDP units.
   Rendezvous store(a.master_addr, a.master_port, a.serve_store, o.collective_timeout_s);
   Group world(store, "world", a.rank, o.ranks, o.collective_timeout_s, a.master_addr);
-  Group tpg(store, "tp" + std::to_string(st) + "." + std::to_string(d), t, T, o.collective_timeout_s,
-            a.master_addr);
-  TpContext tp;
-  tp.group = &tpg;
-  tp.rank = t;
-  tp.size = T;
-  const std::string tname = ".t" + std::to_string(t) + ".";
-  std::unique_ptr<Group> epg, fsdpg;
-  if (o.ep > 1) {
-    epg = std::make_unique<Group>(store, "ep" + tname + std::to_string(d / o.ep), place.ep_rank, o.ep,
-                                  o.collective_timeout_s, a.master_addr);
-    m.ep = epg.get();
-  }
-  if (o.fsdp > 1) {
-    fsdpg = std::make_unique<Group>(store, "fsdp" + tname + std::to_string(d / o.fsdp), place.fsdp_rank,
-                                    o.fsdp, o.collective_timeout_s, a.master_addr);
-    SetUpFsdp(&m, &tp, *fsdpg);
-  }
-  std::unique_ptr<Group> pairg, stageg;  // --pp: this (data rank, TP rank)'s stages; this stage's ranks
-  PpContext ppc;
-  PpContext* pp = nullptr;
-  if (o.pp > 1) {
-    pairg = std::make_unique<Group>(store, "pp.d" + std::to_string(d) + tname, st, o.pp,
-                                    o.collective_timeout_s, a.master_addr);
-    stageg = std::make_unique<Group>(store, "stage" + std::to_string(st), d * T + t, D * T,
-                                     o.collective_timeout_s, a.master_addr);
-    ppc = {pairg.get(), stageg.get(), st, o.pp};
-    pp = &ppc;
-  }
+  RankGroups g;
+  MakeGroups(store, a, o, &m, &g);
 
   // Step 4: the frozen model's held-out loss, the adapter steps, the held-out loss again.
-  const double frozen = HeldOut(world, m, tp, pp, data, d, D, true);
+  const double frozen = HeldOut(world, m, g.tpc, g.pp, data, d, D, true);
   std::vector<torch::Tensor> params;
   for (Adapter& ad : m.adapters) params.insert(params.end(), {ad.a, ad.b});
   torch::optim::AdamW opt(
       params, torch::optim::AdamWOptions(o.lr).betas(std::make_tuple(0.9, 0.95)).weight_decay(0.0));
   std::vector<double> losses;
   for (int64_t step = 0; step < o.steps; ++step) {
-    losses.push_back(TrainStep(world, m, tp, pp, data, opt, sched, step, d, D));
+    losses.push_back(TrainStep(world, m, g.tpc, g.pp, data, opt, sched, step, d, D));
     std::printf("rank %lld step %lld loss %.6f\n", (long long)a.rank, (long long)step, losses.back());
     std::fflush(stdout);
     if (!std::isfinite(losses.back())) break;
   }
-  const double final_loss = HeldOut(world, m, tp, pp, data, d, D, false);
+  const double final_loss = HeldOut(world, m, g.tpc, g.pp, data, d, D, false);
   world.Barrier();
 
-  // Step 5: the PEFT adapter (rank 0; PP: each stage's first rank writes its part, rank 0 merges) and
-  // the rank's result file.
-  const std::string adapter = o.out_dir + "/adapter";
+  // Step 5: the PEFT adapter and the rank's result file.
   std::optional<PeftLoraAdapter> merged;
-  if (o.pp > 1) {
-    auto part = [&](int64_t s) { return adapter + "_stage" + std::to_string(s); };
-    if (d == 0 && t == 0) ONBOARD_RETURN_IF_ERROR(ExportAdapter(o, m, part(st)));
-    world.Barrier();
-    if (a.rank == 0) {
-      std::vector<std::string> parts;
-      for (int64_t s = 0; s < o.pp; ++s) parts.push_back(part(s));
-      ONBOARD_RETURN_IF_ERROR(MergeStageAdapters(parts, adapter));
-      ONBOARD_ASSIGN_OR_RETURN(merged, ReadPeftAdapter(adapter));
-    }
-  } else if (a.rank == 0) {
-    ONBOARD_RETURN_IF_ERROR(ExportAdapter(o, m, adapter));
-  }
+  ONBOARD_RETURN_IF_ERROR(WriteAdapter(a, o, m, world, &merged));
   const int64_t n = int64_t(m.c.ir.layers.size());
   const std::vector<int64_t> layers{o.layers.first, o.layers.last < 0 ? n - 1 : o.layers.last};
   const std::string tmp = a.out_file + ".tmp";
