@@ -86,11 +86,21 @@ Status WeightsProbeOptions::Validate() const {
   if (ranks < 1 || ranks > 64) return bad("--ranks", "must be in [1, 64]", ranks);
   if (tp < 1 || ranks % tp != 0)
     return bad("--tp", "must be >= 1 and divide ranks=" + std::to_string(ranks), tp);
-  const int64_t D = ranks / tp;
+  if (pp < 1 || (ranks / tp) % pp != 0)
+    return bad("--pp", "must be >= 1 and divide ranks/tp=" + std::to_string(ranks / tp), pp);
+  if (pp > 1 && (ep > 1 || fsdp > 1))
+    return bad("--pp", "is not combined with --ep / --fsdp in the weights probe", pp);
+  const int64_t D = ranks / (tp * pp);
+  if (ep < 1) return bad("--ep", "must be >= 1", ep);
+  if (D % ep != 0) return bad("--ep", "must divide ranks/(tp*pp)=" + std::to_string(D), ep);
+  if (fsdp < 1) return bad("--fsdp", "must be >= 1", fsdp);
+  if (D % fsdp != 0) return bad("--fsdp", "must divide ranks/(tp*pp)=" + std::to_string(D), fsdp);
+  if (ep > 1 && fsdp > 1)
+    return bad("--fsdp", "is not combined with --ep=" + std::to_string(ep) + " in the weights probe", fsdp);
   if (steps < 1 || steps > 100000) return bad("--steps", "must be in [1, 100000]", steps);
   if (seq < 2 || seq > 65536) return bad("--seq", "must be in [2, 65536]", seq);
   if (batch < 1 || batch % D != 0)
-    return bad("--batch", "must be a positive multiple of ranks/tp=" + std::to_string(D), batch);
+    return bad("--batch", "must be a positive multiple of ranks/(tp*pp)=" + std::to_string(D), batch);
   if (lora_rank < 1 || lora_rank > 4096) return bad("--lora-rank", "must be in [1, 4096]", lora_rank);
   if (!(lora_alpha > 0) || !std::isfinite(lora_alpha)) return bad("--lora-alpha", "must be > 0", lora_alpha);
   if (!(lr >= 0) || !std::isfinite(lr)) return bad("--lr", "must be >= 0 and finite", lr);
@@ -100,6 +110,9 @@ Status WeightsProbeOptions::Validate() const {
                std::to_string(layers.first) + "-" + std::to_string(layers.last));
   if (!control.empty() && control != "frozen_lora")
     return bad("--control", "must be frozen_lora or empty", control);
+  if (!fault.empty() && fault != "wrong_expert_range" && fault != "wrong_fsdp_chunk" &&
+      fault != "wrong_stage_layers")
+    return bad("fault", "must be wrong_expert_range, wrong_fsdp_chunk, wrong_stage_layers or empty", fault);
   return Status::Ok();
 }
 
@@ -112,6 +125,10 @@ std::string WeightsProbeSpecToJson(const WeightsProbeOptions& o) {
                   {"text_file", o.text_file},
                   {"ranks", o.ranks},
                   {"tp", o.tp},
+                  {"ep", o.ep},
+                  {"fsdp", o.fsdp},
+                  {"pp", o.pp},
+                  {"fault", o.fault},
                   {"steps", o.steps},
                   {"seq", o.seq},
                   {"batch", o.batch},
@@ -138,6 +155,10 @@ Status WeightsProbeSpecFromJson(const std::string& text, const std::string& file
   o->text_file = f.StrOr("text_file", "");
   o->ranks = f.Int("ranks", 1, 64);
   o->tp = f.Int("tp", 1, 64);
+  o->ep = f.IntOr({"ep"}, 1, 1, 64);
+  o->fsdp = f.IntOr({"fsdp"}, 1, 1, 64);
+  o->pp = f.IntOr({"pp"}, 1, 1, 64);
+  o->fault = f.StrOr("fault", "");
   o->steps = f.Int("steps", 1, 100000);
   o->seq = f.Int("seq", 2, 65536);
   o->batch = f.Int("batch", 1, 1 << 20);
@@ -193,9 +214,11 @@ std::string FormatWeightsProbe(const WeightsProbeResult& r) {
   char buf[512];
   const WeightsProbeOptions& o = r.options;
   std::snprintf(buf, sizeof(buf),
-                "weights probe  %s (%s), layers %lld-%lld, %lld ranks (tp %lld x data %lld)\n",
+                "weights probe  %s (%s), layers %lld-%lld, %lld ranks (pp %lld x data %lld x tp %lld; ep "
+                "%lld, fsdp %lld)\n",
                 o.checkpoint.c_str(), r.model_type.c_str(), (long long)r.layers_first,
-                (long long)r.layers_last, (long long)o.ranks, (long long)o.tp, (long long)(o.ranks / o.tp));
+                (long long)r.layers_last, (long long)o.ranks, (long long)o.pp,
+                (long long)(o.ranks / (o.tp * o.pp)), (long long)o.tp, (long long)o.ep, (long long)o.fsdp);
   os << buf;
   std::string dts;
   for (const std::string& d : r.dtypes) dts += (dts.empty() ? "" : ",") + d;

@@ -9,6 +9,16 @@
 // the global batch; the T ranks of one data rank split attention heads / query groups and MLP (shared and
 // routed-expert) widths in Megatron's column / row layout (hf_tp_slice.cpp), with the row-parallel
 // outputs all-reduced over the TP group (probe_tp.h's f / g). Embedding, norms and head are replicated.
+// `--ep E` (MoE checkpoints): groups of E consecutive data ranks (same TP rank) split the routed experts
+// (rank d % E loads HfExpertRange(experts, E, d % E) only); each MoE layer sends a token's rows to its
+// experts' owners and back (hf_moe_ep.h, all-to-all). `--fsdp F`: groups of F consecutive data ranks
+// each load only their dim-0 chunk of every frozen tensor (HfFsdpRows) and all-gather a unit (embedding,
+// one layer, head) just before it runs, releasing it after (probe_weights_fsdp.h). Not combined (ep and
+// fsdp > 1 together is refused). `--pp P`: rank r = (s * D + d) * T + t (D = ranks / (T * P)); stage s
+// loads only its contiguous share of the layers (the embedding on stage 0, the final norm + head on the
+// last); activations [b, S, hidden] go forward and their gradients back over c10d send / recv
+// (probe_weights_pp.h; one forward then one backward per step, no micro-batch overlap); not combined
+// with --ep / --fsdp. All compute the one-rank run's function: the held-out losses agree.
 // LoRA (PEFT, no rslora): W_eff = W + (alpha / r) B A, A ~ U(+-1/sqrt(in)) seeded, B = 0; every rank holds
 // the whole A and B and uses the rows (column-parallel) / columns (row-parallel) of its shard, so the
 // world sum of the ranks' gradients (each loss scaled by 1 / D) is the gradient of the global mean loss.
@@ -42,6 +52,9 @@ struct WeightsProbeOptions {
   std::string text_file;   // bytes = token ids
   int64_t ranks = 2;       // processes
   int64_t tp = 1;          // TP degree; divides ranks
+  int64_t ep = 1;    // EP degree over the data ranks: each loads routed experts E/ep (divides ranks/tp, E)
+  int64_t fsdp = 1;  // FSDP degree over the data ranks: each loads 1/fsdp of every frozen tensor's rows
+  int64_t pp = 1;    // pipeline stages (outermost): each loads its contiguous share of the layers
   int64_t steps = 40;
   int64_t seq = 32;   // tokens per window
   int64_t batch = 8;  // global windows per step; divides by ranks / tp
@@ -53,6 +66,11 @@ struct WeightsProbeOptions {
   bool fp64 = false;  // compute dtype fp64 instead of fp32
   // Negative control: "frozen_lora" = the adapters get no update (must not pass).
   std::string control;
+  // Layout negative controls (spec JSON only): "wrong_stage_layers" = each stage loads the next
+  // stage's layers; "wrong_expert_range" = each EP rank loads the next
+  // rank's experts and serves them as its own; "wrong_fsdp_chunk" = each FSDP rank loads the next
+  // rank's chunk. Both must move the held-out loss off the one-rank run's.
+  std::string fault;
   std::string out_dir;        // rank logs + JSON, the PEFT adapter in <out_dir>/adapter; "" = a temp dir
   std::string worker_binary;  // `onboard` for the workers; "" = this executable
   double timeout_s = 300;

@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "backends/c10d_compat.h"
+#include "backends/ep_all_to_all.h"
 #include "backends/ordered_sum.h"
 #include "backends/probe_node_dedup.h"
 #include "backends/probe_tp.h"
@@ -18,28 +19,6 @@ namespace {
 
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
-
-// Exchange of token rows between EP ranks, posted beforehand (Group::AllToAllStart, so that
-// compute can run while it is in flight: ProbeConfig::moe_overlap): forward returns what the
-// posted exchange `handle` delivers (AllToAllHandle::Wait); backward runs the reverse exchange,
-// synchronously. x: the rows that were posted (their autograd graph).
-class AllToAllWaitFn : public torch::autograd::Function<AllToAllWaitFn> {
- public:
-  static at::Tensor forward(AutogradContext* ctx, const at::Tensor& x, int64_t handle, int64_t group,
-                            std::vector<int64_t> send, std::vector<int64_t> recv) {
-    (void)x;
-    ctx->saved_data["group"] = group;
-    ctx->saved_data["send"] = send;
-    ctx->saved_data["recv"] = recv;
-    return reinterpret_cast<AllToAllHandle*>(handle)->Wait();
-  }
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto* g = reinterpret_cast<Group*>(ctx->saved_data["group"].toInt());
-    at::Tensor dx = g->AllToAll(grads[0], ctx->saved_data["recv"].toIntVector(),
-                                ctx->saved_data["send"].toIntVector());
-    return {dx, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor()};
-  }
-};
 
 // Posts rows to the EP ranks; without overlap the exchange is waited at once (all of it exposed).
 // The caller builds the same ops in the same order either way, then AllToAllWaitFn.

@@ -65,6 +65,9 @@ int RunWeightsProbeCommand(const ProbeOptions& o) {
   w.text_file = o.cfg.text_file;
   w.ranks = o.cfg.ranks;
   w.tp = o.cfg.tp_degree();
+  w.ep = o.cfg.ep == 0 ? 1 : o.cfg.ep;  // --weights: 0 (the flag's default) = no EP; bad values are refused
+  w.fsdp = o.cfg.fsdp == 0 ? 1 : o.cfg.fsdp;
+  w.pp = o.cfg.pp;
   if (o.steps != -1) w.steps = o.steps;
   if (o.lr != -1) w.lr = o.lr;
   w.seq = o.cfg.seq;
@@ -197,8 +200,9 @@ OnboardCommand kProbe{
       auto o = std::make_shared<ProbeOptions>();
       sub.add_option("model", o->model, "model directory, config.json or .onnx")->required();
       sub.add_option("--ranks", o->cfg.ranks, "processes on this machine")->capture_default_str();
-      sub.add_option("--ep", o->cfg.ep, "expert-parallel degree (default: ranks)");
-      sub.add_option("--fsdp", o->cfg.fsdp, "FSDP shard degree (default: ranks)");
+      sub.add_option("--ep", o->cfg.ep, "expert-parallel degree (default: ranks; --weights: 1)");
+      sub.add_option("--fsdp", o->cfg.fsdp,
+                     "FSDP shard degree (default: ranks; --weights: 1, the frozen base row-sharded)");
       sub.add_option("--tp", o->cfg.tp,
                      "tensor-parallel degree: groups of T consecutive ranks split heads, MLP widths "
                      "and vocab (Megatron-style); ep and fsdp then divide ranks/(T*P) (default 1)");

@@ -225,8 +225,8 @@ inline Checkpoint MakeQwen3Moe() {
 }
 
 // mixtral: block_sparse_moe with w1/w2/w3, 4 experts top-2.
-inline Checkpoint MakeMixtral() {
-  Checkpoint c = MakeDense("llama");
+inline Checkpoint MakeMixtral(int64_t vocab = 64) {
+  Checkpoint c = MakeDense("llama", 2, vocab);
   c.config["model_type"] = "mixtral";
   c.config["num_local_experts"] = 4;
   c.config["num_experts_per_tok"] = 2;
@@ -237,9 +237,9 @@ inline Checkpoint MakeMixtral() {
 
 // deepseek_v3: MLA (q_lora 24, kv_lora 16, nope 8, rope 4, v 8), layer 0 dense, layers 1-2 MoE with
 // 8 experts in 4 groups (topk_group 2), top-2, 1 shared expert, noaux_tc bias, routed scale 2.5, YaRN.
-inline Checkpoint MakeDeepSeekV3() {
+inline Checkpoint MakeDeepSeekV3(int64_t vocab = 64) {
   Checkpoint c;
-  const int64_t h = 32, H = 4, rq = 24, rkv = 16, dn = 8, dr = 4, dv = 8, vocab = 64, E = 8, I = 16, inter = 40;
+  const int64_t h = 32, H = 4, rq = 24, rkv = 16, dn = 8, dr = 4, dv = 8, E = 8, I = 16, inter = 40;
   c.config = {{"model_type", "deepseek_v3"}, {"vocab_size", vocab}, {"hidden_size", h}, {"num_hidden_layers", 3},
               {"num_attention_heads", H}, {"num_key_value_heads", H}, {"q_lora_rank", rq}, {"kv_lora_rank", rkv},
               {"qk_nope_head_dim", dn}, {"qk_rope_head_dim", dr}, {"v_head_dim", dv}, {"intermediate_size", inter},

@@ -10,34 +10,16 @@
 #include "backends/probe_weights.h"
 #include "tests/backends/hf_compare.h"
 #include "tests/backends/hf_test_checkpoint.h"
+#include "tests/backends/probe_weights_options.h"
 
 namespace onboard {
 namespace {
 
-const std::string kText = std::string(ONBOARD_TEST_DATA) + "/text/readme_prose.txt";
-
-std::string WriteLlama(hftest::Checkpoint c) {
-  const std::string dir = hftest::TempDir();
-  c.Write(dir);
-  return dir;
-}
+std::string WriteLlama(const hftest::Checkpoint& c) { return hftest::WriteCheckpoint(c); }
 
 WeightsProbeOptions Options(const std::string& ckpt, int64_t ranks, int64_t tp) {
-  WeightsProbeOptions o;
-  o.checkpoint = ckpt;
-  o.text_file = kText;
-  o.ranks = ranks;
+  WeightsProbeOptions o = hftest::ProbeWeightsOptions(ckpt, ranks);
   o.tp = tp;
-  o.steps = 30;
-  o.seq = 32;
-  o.batch = 8;
-  o.lora_rank = 4;
-  o.lora_alpha = 8;
-  o.lr = 1e-2;
-  o.warmup = 3;
-  o.out_dir = hftest::TempDir();
-  o.worker_binary = std::string(ONBOARD_BINARY_DIR) + "/onboard";
-  o.timeout_s = 120;
   return o;
 }
 

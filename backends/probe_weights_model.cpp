@@ -1,0 +1,256 @@
+// One rank's model in the real-weights probe (probe_weights_model.h): loading its slice, the LoRA
+// adapters, and the forward of its windows (TP regions between f and g, the EP exchange of the MoE
+// channel, FSDP units gathered around use). Shapes and units: see the header.
+#include "backends/probe_weights_model.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/hf_moe_ep.h"
+
+namespace onboard::backends {
+namespace {
+
+// Step 3 helper: adapters on q/k/v/o_proj of every loaded layer that has them (GQA, MLA with a
+// full-rank q, KDA); A ~ U(+-1/sqrt(in)) (PEFT's kaiming-uniform bound), B = 0. With FSDP the base
+// is a dim-0 chunk: the whole shape is the chunk's with the rows of the TP shard.
+void AddAdapters(const WeightsProbeOptions& o, RankModel* m) {
+  torch::manual_seed(o.seed);  // the same A on every rank
+  // A pipeline stage draws (and drops) the A of the loaded layers before its own first: every A has
+  // the one-rank run's values.
+  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
+  for (int64_t i = o.layers.first; !m->w.layers.empty() && i < m->w.layers.front().index; ++i)
+    for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+      const TensorInfo* info = m->ckpt->inventory().Find(m->c.weights_root + "layers." + std::to_string(i) +
+                                                         ".self_attn." + name + ".weight");
+      if (info != nullptr && info->shape.size() == 2) (void)torch::rand({o.lora_rank, info->shape[1]}, dtype);
+    }
+  for (size_t li = 0; li < m->w.layers.size(); ++li) {
+    HfLayerWeights& l = m->w.layers[li];
+    // "model.layers.N.self_attn.X" (the split rule's name); the module as the checkpoint names it.
+    const std::string p = HfLayerPrefix(m->c.ir.layers[size_t(l.index)]) + "self_attn.";
+    const std::pair<const char*, HfLinear*> targets[] = {
+        {"q_proj", &l.attn.q}, {"k_proj", &l.attn.k}, {"v_proj", &l.attn.v}, {"o_proj", &l.attn.o}};
+    for (const auto& [name, lin] : targets) {
+      if (!lin->w.defined()) continue;
+      Adapter ad;
+      ad.module = m->c.weights_root + (p + name).substr(std::string("model.").size());
+      ad.target = lin;
+      ad.base = lin->w;
+      ad.layer = li;
+      ad.cols = HfTpSplitOf(p + name + ".weight") == HfTpSplit::kCols;
+      // A and B cover the whole weight: its shape in the checkpoint's header.
+      const TensorInfo* info = m->ckpt->inventory().Find(ad.module + ".weight");
+      ONBOARD_ASSERT(info != nullptr && info->shape.size() == 2,
+                     "adapted weight not in the header: " + ad.module);
+      const int64_t out = info->shape[0], in = info->shape[1];
+      const double bound = 1.0 / std::sqrt(double(in));
+      ad.a = (torch::rand({o.lora_rank, in}, ad.base.options()) * 2 - 1).mul_(bound).requires_grad_(true);
+      ad.b = torch::zeros({out, o.lora_rank}, ad.base.options()).requires_grad_(true);
+      m->adapters.push_back(std::move(ad));
+    }
+  }
+}
+
+// Step 2 helper: the layouts' checks against the checkpoint (kBadInput naming the flag and factor).
+Status CheckLayout(const WeightsProbeOptions& o, const HfForwardConfig& c, int64_t last) {
+  const int64_t n = int64_t(c.ir.layers.size());
+  for (int64_t i = o.layers.first; o.tp > 1 && i <= last && i < n; ++i) {
+    const LayerSpec& l = c.ir.layers[size_t(i)];
+    ONBOARD_RETURN_IF_ERROR(CheckTpDivides(c, l, o.tp));
+    if (l.attn.kind == MixerKind::kKDA)
+      return BadInput(c.config_path, "--tp", "KDA layers are not tensor-parallel in this probe",
+                      std::to_string(o.tp));
+  }
+  if (o.pp > last - o.layers.first + 1)
+    return BadInput(c.config_path, "--pp",
+                    "must be <= the layers loaded (" + std::to_string(last - o.layers.first + 1) + ")",
+                    std::to_string(o.pp));
+  const int64_t E = HfRoutedExperts(c);
+  if (o.ep > 1 && (E == 0 || E % o.ep != 0))
+    return BadInput(c.config_path, "--ep",
+                    "must divide the routed experts (num_experts=" + std::to_string(E) + ")",
+                    std::to_string(o.ep));
+  if (o.fsdp > 1 && c.layout == HfLayout::kGptOss)
+    return BadInput(c.config_path, "--fsdp", "gpt-oss's fused experts are not row-sharded in this probe",
+                    std::to_string(o.fsdp));
+  return Status::Ok();
+}
+
+// The MoE rows of each layer moved by one EP group (the `wrong_expert_range` control: this rank loaded
+// the next rank's experts but serves them as its own).
+void ShiftExperts(RankModel* m) {
+  const int64_t el = HfRoutedExperts(m->c) / m->place.ep;
+  for (HfLayerWeights& l : m->w.layers)
+    if (l.moe)
+      std::rotate(l.experts.experts.begin(), l.experts.experts.begin() + el, l.experts.experts.end());
+}
+
+torch::Tensor Channel(const RankModel& m, const HfLayerWeights& lw, const LayerSpec& l,
+                      const torch::Tensor& x) {
+  if (!lw.moe) return HfMlp(m.c, x, lw.mlp);
+  return m.ep != nullptr ? HfMoeEp(m.c, l.moe, lw.experts, x, *m.ep) : HfMoe(m.c, l.moe, lw.experts, x);
+}
+
+// Decoder layer li over the rank's windows h [b, S, hidden], one window at a time (the HF decoder,
+// TP regions between f and g).
+torch::Tensor LayerForward(const RankModel& m, const TpContext& tp, size_t li, const torch::Tensor& h) {
+  const double eps = m.c.rms_eps;
+  const HfLayerWeights& lw = m.w.layers[li];
+  const LayerSpec& l = m.specs[li];
+  std::vector<torch::Tensor> out;
+  for (int64_t i = 0; i < h.size(0); ++i) {
+    torch::Tensor x = h[i];
+    x = x + TpReduceOut(&tp, HfAttention(m.c, l, lw.attn, TpCopyIn(&tp, HfRmsNorm(x, lw.input_norm, eps))));
+    x = x + TpReduceOut(&tp, Channel(m, lw, l, TpCopyIn(&tp, HfRmsNorm(x, lw.post_norm, eps))));
+    out.push_back(x);
+  }
+  return torch::stack(out);
+}
+
+// Final norm + head over the windows h [b, S, hidden] -> logits [b, S, vocab], one window at a time.
+torch::Tensor HeadLogits(const RankModel& m, const torch::Tensor& h) {
+  std::vector<torch::Tensor> out;
+  for (int64_t i = 0; i < h.size(0); ++i)
+    out.push_back(torch::matmul(HfRmsNorm(h[i], m.w.final_norm, m.c.rms_eps), m.w.lm_head.t()));
+  return torch::stack(out);
+}
+
+void ApplyLayerAdapters(RankModel& m, size_t li, bool frozen) {
+  for (Adapter& ad : m.adapters) {
+    if (ad.layer != li) continue;
+    if (frozen) {
+      ad.target->w = ad.base;
+      continue;
+    }
+    const int64_t t = m.place.tp_rank;
+    const torch::Tensor delta =
+        ad.cols ? torch::matmul(ad.b, ad.a.narrow(1, t * ad.base.size(1), ad.base.size(1)))
+                : torch::matmul(ad.b.narrow(0, t * ad.base.size(0), ad.base.size(0)), ad.a);
+    ad.target->w = ad.base + m.scale * delta;
+  }
+}
+
+}  // namespace
+
+Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel* m) {
+  // Step 1: config, checkpoint, the layouts' checks.
+  ONBOARD_ASSIGN_OR_RETURN(m->c, ReadHfForwardConfig(o.checkpoint));
+  ONBOARD_ASSIGN_OR_RETURN(m->ckpt, SafetensorsCheckpoint::Open(o.checkpoint));
+  const SafetensorsCheckpoint& ckpt = *m->ckpt;
+  if (m->c.ir.vocab < 256)
+    return BadInput(m->c.config_path, "vocab_size", "--text feeds bytes as token ids: needs >= 256",
+                    std::to_string(m->c.ir.vocab));
+  const int64_t n = int64_t(m->c.ir.layers.size()), last = o.layers.last < 0 ? n - 1 : o.layers.last;
+  ONBOARD_RETURN_IF_ERROR(CheckLayout(o, m->c, last));
+  // Step 2: the slice this rank owns (the controls load another rank's experts / FSDP chunk).
+  HfRankSlice s;
+  s.layers = o.layers;
+  if (p.pp > 1) {  // the stage's layers (the control: the next stage's), embedding first, head last
+    const int64_t own = o.fault == "wrong_stage_layers" ? (p.stage + 1) % p.pp : p.stage;
+    s.layers = PpStageLayers(o.layers.first, last, p.pp, own);
+    s.embedding = p.stage == 0;
+    s.head = p.stage == p.pp - 1;
+  }
+  s.tp = p.tp;
+  s.tp_rank = p.tp_rank;
+  if (p.ep > 1) {
+    const int64_t own = o.fault == "wrong_expert_range" ? (p.ep_rank + 1) % p.ep : p.ep_rank;
+    const HfExpertSpan span = HfExpertRange(HfRoutedExperts(m->c), p.ep, own);
+    s.expert_begin = span.begin;
+    s.expert_end = span.end;
+  }
+  s.fsdp = p.fsdp;
+  s.fsdp_rank = o.fault == "wrong_fsdp_chunk" ? (p.fsdp_rank + 1) % p.fsdp : p.fsdp_rank;
+  ONBOARD_ASSIGN_OR_RETURN(m->w, MapHfSlice(m->c, ckpt, s, o.fp64 ? torch::kDouble : torch::kFloat));
+  m->place = p;
+  if (p.ep > 1 && o.fault == "wrong_expert_range") ShiftExperts(m);
+  m->bytes_read = ckpt.touched_bytes();
+  m->checkpoint_bytes = ckpt.data_bytes();
+  // Step 3: per-layer specs and the adapters.
+  for (const HfLayerWeights& l : m->w.layers)
+    m->specs.push_back(HfTpLocalSpec(m->c.ir.layers[size_t(l.index)], p.tp));
+  m->scale = o.lora_alpha / double(o.lora_rank);
+  AddAdapters(o, m);
+  return Status::Ok();
+}
+
+void SetUpFsdp(RankModel* m, TpContext* tp, Group& group) {
+  m->fsdp = std::make_unique<HfFsdp>(group);
+  HfFsdp* f = m->fsdp.get();
+  // Step 1: units: the embedding, each layer (an adapted weight's slot is its adapter's base), the head.
+  std::vector<std::vector<torch::Tensor*>> units{{&m->w.embed}};
+  for (size_t li = 0; li < m->w.layers.size(); ++li) {
+    std::vector<torch::Tensor*> slots = HfLayerTensors(m->w.layers[li]);
+    for (Adapter& ad : m->adapters)
+      if (ad.layer == li) std::replace(slots.begin(), slots.end(), &ad.target->w, &ad.base);
+    units.push_back(slots);
+  }
+  units.push_back({&m->w.final_norm, &m->w.lm_head});
+  for (const auto& u : units) f->AddUnit(u);
+  f->Finish();
+  // Step 2: what each unit runs (the embedding runs outside autograd: no gradient reaches it).
+  m->fsdp_runs.resize(units.size());
+  for (size_t li = 0; li < m->w.layers.size(); ++li) {
+    HfFsdpRun& r = m->fsdp_runs[li + 1];
+    r.fsdp = f;
+    r.unit = li + 1;
+    r.run = [m, tp, li](const torch::Tensor& h) {
+      ApplyLayerAdapters(*m, li, m->frozen);
+      return LayerForward(*m, *tp, li, h);
+    };
+    r.release = [m, li] {
+      for (Adapter& ad : m->adapters)
+        if (ad.layer == li) ad.target->w = ad.base;
+    };
+    for (Adapter& ad : m->adapters)
+      if (ad.layer == li) r.params.insert(r.params.end(), {ad.a, ad.b});
+  }
+  HfFsdpRun& head = m->fsdp_runs.back();
+  head.fsdp = f;
+  head.unit = units.size() - 1;
+  head.run = [m](const torch::Tensor& h) { return HeadLogits(*m, h); };
+}
+
+void ApplyAdapters(RankModel& m, bool frozen) {
+  for (size_t li = 0; li < m.w.layers.size(); ++li) ApplyLayerAdapters(m, li, frozen);
+}
+
+torch::Tensor EmbedRows(RankModel& m, const Batch& b) {
+  // FSDP: the embedding gathered for the lookup, released.
+  if (m.fsdp) m.fsdp->Gather(0);
+  torch::Tensor h =
+      m.w.embed.index_select(0, b.tokens.flatten()).view({b.tokens.size(0), b.tokens.size(1), -1});
+  if (m.fsdp) m.fsdp->Release(0);
+  return h;
+}
+
+torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h) {
+  // FSDP: each layer an autograd unit gathered around use.
+  for (size_t li = 0; li < m.w.layers.size(); ++li)
+    h = m.fsdp ? HfFsdpUnit(m.fsdp_runs[li + 1], h) : LayerForward(m, tp, li, h);
+  return h;
+}
+
+torch::Tensor HeadNll(RankModel& m, const torch::Tensor& h, const Batch& b, int64_t counted,
+                      double inv_tokens) {
+  const torch::Tensor logits = m.fsdp ? HfFsdpUnit(m.fsdp_runs.back(), h) : HeadLogits(m, h);
+  // The summed NLL of the counted windows, window by window.
+  torch::Tensor sum = torch::zeros({}, logits.options());
+  for (int64_t i = 0; i < counted; ++i)
+    sum = sum + torch::nn::functional::cross_entropy(
+                    logits[i], b.targets[i],
+                    torch::nn::functional::CrossEntropyFuncOptions().reduction(torch::kSum));
+  return sum * inv_tokens;
+}
+
+torch::Tensor BatchLoss(RankModel& m, TpContext& tp, const Batch& b, int64_t counted, double inv_tokens) {
+  return HeadNll(m, RunLayers(m, tp, EmbedRows(m, b)), b, counted, inv_tokens);
+}
+
+HfLayerRange PpStageLayers(int64_t a, int64_t b, int64_t pp, int64_t stage) {
+  const int64_t n = b - a + 1;
+  return {a + stage * n / pp, a + (stage + 1) * n / pp - 1};
+}
+
+}  // namespace onboard::backends

@@ -1,0 +1,81 @@
+// INTERNAL to backends/ (includes LibTorch). One rank's model in the real-weights probe
+// (probe_weights.h has the layout and the adapter maths): the loaded slice of the checkpoint, the
+// LoRA adapters on it and the forward of a batch of windows over c10d (TP regions, EP exchange,
+// FSDP units). The worker's loop is probe_weights_worker.cpp.
+// Shapes: weights [out, in] (this rank's TP shard); A [r, in], B [out, r] whole on every rank;
+// activations [b, S, hidden] for the rank's b windows; tokens / targets [b, S]. Units: nats, bytes.
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <torch/torch.h>
+
+#include "backends/c10d_compat.h"
+#include "backends/hf_model.h"
+#include "backends/probe_data.h"
+#include "backends/probe_tp.h"
+#include "backends/probe_weights.h"
+#include "backends/probe_weights_fsdp.h"
+
+namespace onboard::backends {
+
+// One adapted projection. `target` points into the rank's loaded layers; its weight is replaced by
+// base + scale x (B A restricted to the shard) before the layer runs.
+struct Adapter {
+  std::string module;  // "model.layers.0.self_attn.q_proj"
+  HfLinear* target = nullptr;
+  torch::Tensor base;  // the loaded shard [out_l, in_l] (FSDP: its dim-0 chunk, gathered around use)
+  bool cols = false;   // row-parallel (o_proj): the shard holds columns of W, so A's columns
+  torch::Tensor a, b;  // [r, in], [out, r], trainable
+  size_t layer = 0;    // index into RankModel::w.layers
+};
+
+// Where this rank sits: rank r = d * T + t; EP and FSDP groups are consecutive data ranks.
+struct RankPlace {
+  int64_t data = 1, data_rank = 0;  // D data ranks (batch split), d
+  int64_t tp = 1, tp_rank = 0;
+  int64_t ep = 1, ep_rank = 0;      // --ep: routed experts HfExpertRange(E, ep, ep_rank)
+  int64_t fsdp = 1, fsdp_rank = 0;  // --fsdp: every frozen tensor's HfFsdpRows chunk
+  int64_t pp = 1, stage = 0;        // --pp: the stage's layers (PpStageLayers), embedding / head
+};
+
+// --pp: the decoder layers [first, last] of `stage` when the loaded layers [a, b] are cut into `pp`
+// contiguous stages of (b - a + 1) / pp layers (the last ones one more when it does not divide).
+HfLayerRange PpStageLayers(int64_t a, int64_t b, int64_t pp, int64_t stage);
+
+struct RankModel {
+  std::optional<SafetensorsCheckpoint> ckpt;  // kept open: F32 weights alias its mapping
+  HfForwardConfig c;
+  HfModelWeights w;              // the rank's slice (TP shard, own experts, FSDP chunks)
+  std::vector<LayerSpec> specs;  // per loaded layer: the shard's spec
+  std::vector<Adapter> adapters;
+  double scale = 0;  // alpha / r
+  RankPlace place;
+  uint64_t bytes_read = 0, checkpoint_bytes = 0;
+  Group* ep = nullptr;               // EP group when place.ep > 1
+  std::unique_ptr<HfFsdp> fsdp;      // FSDP units (embed, each layer, head) when place.fsdp > 1
+  std::vector<HfFsdpRun> fsdp_runs;  // per unit: what its autograd function runs
+  bool frozen = false;               // adapters off (B A not added) in the next forward
+};
+
+// Step 3 of the worker: the rank's slice of the checkpoint (its TP rows / columns, EP experts, FSDP
+// chunks), specs and adapters. `fault` (WeightsProbeOptions::fault) is the layouts' negative control.
+[[nodiscard]] Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel* m);
+// FSDP (place.fsdp > 1): the units over `group`, one all-gather of the shards' row counts.
+void SetUpFsdp(RankModel* m, TpContext* tp, Group& group);
+// Every adapted weight = base + scale x (B A) on this rank's rows / columns (`frozen`: base).
+void ApplyAdapters(RankModel& m, bool frozen);
+// This rank's summed next-token NLL over the first `counted` windows of b (the rest is padding that
+// keeps the EP / FSDP group's collectives in step), times `inv_tokens`.
+torch::Tensor BatchLoss(RankModel& m, TpContext& tp, const Batch& b, int64_t counted, double inv_tokens);
+// BatchLoss's pieces (a pipeline stage runs some of them, probe_weights_pp.h): the embedding rows of
+// the windows [b, S, hidden]; the rank's layers over h; the head's summed NLL of the counted windows.
+torch::Tensor EmbedRows(RankModel& m, const Batch& b);
+torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h);
+torch::Tensor HeadNll(RankModel& m, const torch::Tensor& h, const Batch& b, int64_t counted,
+                      double inv_tokens);
+
+}  // namespace onboard::backends
