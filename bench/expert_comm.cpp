@@ -14,6 +14,9 @@
 //   node-dedup      the baseline with the node-deduplicated (DeepEP-style) dispatch and combine
 //                   (ProbeConfig::ep_dispatcher deepep, backends/probe_node_dedup.h): one slow-tier row
 //                   per (token, remote node); the combine's per-node sums round differently
+//   co-act+dedup    co-act/layer's placement under the node-deduplicated dispatch: the slow-tier rows
+//                   then follow the node-deduplicated copies the placement cuts (a flat all-to-all
+//                   sends top_k x (1 - 1/nodes) rows per token under any placement)
 // Columns (per routed token, summed over the MoE layers): nodes the top-k span, node-deduplicated
 // cross-node copies, cross-node rows of the actual all-to-all, slow-tier bytes (dispatch + combine),
 // rows per EP rank max/mean (worst layer), all-to-all ms per step exposed (host blocked; without
@@ -144,6 +147,8 @@ int main(int argc, char** argv) {
   v = c;
   v.ep_dispatcher = "deepep";
   if (Expected<ProbeResult> r = run(v); r.ok()) Row("node-dedup", *r, curve);
+  v.expert_placement = PerLayerPlacement(co->placement_by_layer);
+  if (Expected<ProbeResult> r = run(v); r.ok()) Row("co-act+dedup", *r, curve);
   std::printf(
       "(a2a_ms: exposed, measured; backward exchanges stay synchronous; wall times on a shared machine "
       "are noisy)\n");
