@@ -11,6 +11,11 @@
 //     default: --expert-tensor-parallel-size unset takes the TP size), or, with ETP = 1 and EP folded
 //     over the TP group, stay whole and each TP rank owns HfExpertRange(E, tp, rank) of them.
 //     Either way the ranks' MoE outputs sum to the full channel (the all-reduce / combine).
+//   KDA (Kimi-Linear), by KDA heads: q/k/v projections and their short convolutions (depthwise, one
+//     filter per channel: they split with their channels), dt_bias [H*d], the decay gate's f_b and the
+//     output gate's g_b (column-parallel after the replicated low-rank f_a / g_a), b_proj (beta) by
+//     heads, A_log [1, 1, H, 1] by its head dim; o_norm (one [d] weight shared by every head, the norm
+//     per head) replicated; o_proj row-parallel as above.
 //   Megatron fuses q/k/v as linear_qkv with rows ordered per query group [q heads of the group, k, v]
 //   and fc1 as [gate shard; up shard]; MegatronQkvShard / MegatronFc1Shard give those per rank.
 //   HfTpSplitOf states the same split by checkpoint name, for loading a rank's slice straight from the
@@ -39,6 +44,16 @@ HfLinear Cols(const HfLinear& l, int64_t tp, int64_t rank) {
   return {l.w.narrow(1, rank * n, n), rank == 0 ? l.b : torch::Tensor()};
 }
 
+// A KDA mixer's per-head tensors beyond q/k/v/o, for local spec `a` (H/tp heads of d): the short
+// convolutions and dt_bias with their channels, A_log by heads, the gates' second projections and b_proj
+// by rows; f_a, g_a (low rank, replicated) and o_norm ([d], every head's) stay whole.
+void KdaShard(const AttentionSpec& a, int64_t tp, int64_t rank, HfAttentionWeights* s) {
+  const int64_t D = a.num_heads * a.head_dim;
+  for (torch::Tensor* t : {&s->q_conv, &s->k_conv, &s->v_conv, &s->dt_bias}) *t = t->narrow(0, rank * D, D);
+  s->a_log = s->a_log.narrow(2, rank * a.num_heads, a.num_heads);
+  for (HfLinear* col : {&s->f_b, &s->beta, &s->g_b}) *col = Rows(*col, tp, rank);
+}
+
 HfMlpWeights MlpShard(const HfMlpWeights& m, int64_t tp, int64_t rank) {
   return {Rows(m.gate, tp, rank), Rows(m.up, tp, rank), Cols(m.down, tp, rank)};
 }
@@ -48,6 +63,7 @@ struct SplitRow {
   const char* tail;
   HfTpSplit split;
 };
+// KDA (Kimi-Linear): A_log [1, 1, H, 1] is one row of H columns (HfWeightReader's column window).
 constexpr SplitRow kTpSplits[] = {
     {"self_attn.q_proj.weight", HfTpSplit::kRows},   {"self_attn.q_proj.bias", HfTpSplit::kRows},
     {"self_attn.k_proj.weight", HfTpSplit::kRows},   {"self_attn.k_proj.bias", HfTpSplit::kRows},
@@ -56,6 +72,10 @@ constexpr SplitRow kTpSplits[] = {
     {"self_attn.sinks", HfTpSplit::kRows},           {"self_attn.o_proj.weight", HfTpSplit::kCols},
     {"self_attn.o_proj.bias", HfTpSplit::kRank0},    {"mlp.gate_proj.weight", HfTpSplit::kRows},
     {"mlp.up_proj.weight", HfTpSplit::kRows},        {"mlp.down_proj.weight", HfTpSplit::kCols},
+    {"self_attn.q_conv1d.weight", HfTpSplit::kRows}, {"self_attn.k_conv1d.weight", HfTpSplit::kRows},
+    {"self_attn.v_conv1d.weight", HfTpSplit::kRows}, {"self_attn.dt_bias", HfTpSplit::kRows},
+    {"self_attn.A_log", HfTpSplit::kCols},           {"self_attn.f_b_proj.weight", HfTpSplit::kRows},
+    {"self_attn.b_proj.weight", HfTpSplit::kRows},   {"self_attn.g_b_proj.weight", HfTpSplit::kRows},
 };
 // An expert MLP's projections, after "<expert prefix>." (HF names; mixtral's w1 / w3 / w2).
 constexpr SplitRow kExpertSplits[] = {
@@ -63,7 +83,8 @@ constexpr SplitRow kExpertSplits[] = {
     {"down_proj.weight", HfTpSplit::kCols}, {"w1.weight", HfTpSplit::kRows},
     {"w3.weight", HfTpSplit::kRows},        {"w2.weight", HfTpSplit::kCols},
 };
-constexpr const char* kSharedPrefixes[] = {"mlp.shared_experts.", "mlp.shared_expert."};
+constexpr const char* kSharedPrefixes[] = {"mlp.shared_experts.", "mlp.shared_expert.",
+                                           "block_sparse_moe.shared_experts."};
 constexpr const char* kRoutedPrefixes[] = {"mlp.experts.", "block_sparse_moe.experts."};
 
 HfTpSplit ExpertSplit(const std::string& rest) {
@@ -111,6 +132,8 @@ Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp, 
                     std::to_string(v));
   };
   if (tp < 1) return BadInput(c.config_path, "tp", "must be >= 1", std::to_string(tp));
+  if (a.kind == MixerKind::kKDA && a.num_heads % tp != 0)
+    return fail("linear_attn_config.num_heads", a.num_heads);
   if (a.num_heads % tp != 0) return fail("num_attention_heads", a.num_heads);
   if (a.kind != MixerKind::kMLA && a.num_kv_heads % tp != 0)
     return fail("num_key_value_heads", a.num_kv_heads);
@@ -127,6 +150,7 @@ LayerSpec HfTpLocalSpec(const LayerSpec& l, int64_t tp, bool expert_tp) {
   LayerSpec s = l;
   s.attn.num_heads /= tp;
   if (s.attn.kind != MixerKind::kMLA) s.attn.num_kv_heads /= tp;
+  if (s.attn.kind == MixerKind::kKDA) s.attn.num_v_heads /= tp;
   if (l.channel != ChannelKind::kMoE) s.mlp.intermediate /= tp;
   if (l.channel == ChannelKind::kMoE && expert_tp) s.moe.expert_intermediate /= tp;
   return s;
@@ -138,10 +162,12 @@ HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, 
   HfTpLayer out{HfTpLocalSpec(l, tp, expert_tp), w};
   const AttentionSpec& a = out.spec.attn;
   HfAttentionWeights& s = out.weights.attn;
-  // Step 1: attention, by heads (k/v by query groups; MLA latent projections replicated).
+  // Step 1: attention, by heads (k/v by query groups; MLA latent projections replicated; KDA's
+  // per-head tensors by KdaShard).
   for (HfLinear* col : {&s.q, &s.k, &s.v, &s.q_b, &s.kv_b}) *col = Rows(*col, tp, rank);
   s.o = Cols(s.o, tp, rank);
   if (s.sinks.defined()) s.sinks = s.sinks.narrow(0, rank * a.num_heads, a.num_heads);
+  if (a.kind == MixerKind::kKDA) KdaShard(a, tp, rank, &s);
   // Step 2: a dense MLP by intermediate.
   if (!w.moe) {
     out.weights.mlp = MlpShard(w.mlp, tp, rank);

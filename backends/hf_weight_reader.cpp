@@ -119,13 +119,17 @@ Expected<torch::Tensor> HfWeightReader::DecodeRect(const TensorInfo& t, int64_t 
     ONBOARD_ASSIGN_OR_RETURN(scale, ckpt_.GetWindow(scale_name, b.r0, b.nr, b.c0, b.nc));
     used_.push_back(scale_name);
   }
-  // Step 2: decode the window: [nr, ...] (rows) or [R, nc] (a 2-D tensor's columns).
+  // Step 2: decode the window: [nr, ...] (rows) or the columns along the one trailing dim wider than 1
+  // ([R, nc] of a 2-D weight; [1, 1, nc, 1] of KDA's A_log).
   std::vector<int64_t> shape = t.shape.empty() ? std::vector<int64_t>{1} : t.shape;
   const int64_t cols = shape[0] == 0 ? 0 : t.numel() / shape[0];
   shape[0] = nr;
   if (nc != cols) {
-    ONBOARD_ASSERT(shape.size() == 2, "a column window needs a 2-D tensor: " + t.name);
-    shape[1] = nc;
+    size_t along = 0, wide = 0;
+    for (size_t j = 1; j < shape.size(); ++j)
+      if (shape[j] > 1) along = j, ++wide;
+    ONBOARD_ASSERT(wide == 1, "a column window needs one trailing dim wider than 1: " + t.name);
+    shape[along] = nc;
   }
   if (t.shape.empty()) shape.clear();
   torch::Tensor out = torch::empty(shape, torch::TensorOptions().dtype(dtype_));

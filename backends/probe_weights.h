@@ -69,7 +69,8 @@ struct WeightsProbeOptions {
   // Layout negative controls (spec JSON only): "wrong_stage_layers" = each stage loads the next
   // stage's layers; "wrong_expert_range" = each EP rank loads the next
   // rank's experts and serves them as its own; "wrong_fsdp_chunk" = each FSDP rank loads the next
-  // rank's chunk. Both must move the held-out loss off the one-rank run's.
+  // rank's chunk; "wrong_kda_heads" = each TP rank's KDA decay gate (A_log, dt_bias) is the next TP
+  // rank's heads'. Each must move the held-out loss off the one-rank run's.
   std::string fault;
   std::string out_dir;        // rank logs + JSON, the PEFT adapter in <out_dir>/adapter; "" = a temp dir
   std::string worker_binary;  // `onboard` for the workers; "" = this executable

@@ -58,9 +58,6 @@ Status CheckLayout(const WeightsProbeOptions& o, const HfForwardConfig& c, int64
   for (int64_t i = o.layers.first; o.tp > 1 && i <= last && i < n; ++i) {
     const LayerSpec& l = c.ir.layers[size_t(i)];
     ONBOARD_RETURN_IF_ERROR(CheckTpDivides(c, l, o.tp));
-    if (l.attn.kind == MixerKind::kKDA)
-      return BadInput(c.config_path, "--tp", "KDA layers are not tensor-parallel in this probe",
-                      std::to_string(o.tp));
   }
   if (o.pp > last - o.layers.first + 1)
     return BadInput(c.config_path, "--pp",
@@ -84,6 +81,22 @@ void ShiftExperts(RankModel* m) {
   for (HfLayerWeights& l : m->w.layers)
     if (l.moe)
       std::rotate(l.experts.experts.begin(), l.experts.experts.begin() + el, l.experts.experts.end());
+}
+
+// The `wrong_kda_heads` control: each KDA layer's A_log and dt_bias replaced by the next TP rank's
+// heads' (read from a second mapping of that rank's slice, after this rank's bytes were counted).
+Status ShiftKdaGates(const HfRankSlice& own, torch::ScalarType dtype, RankModel* m) {
+  HfRankSlice next = own;
+  next.tp_rank = (own.tp_rank + 1) % own.tp;
+  next.embedding = next.head = false;
+  ONBOARD_ASSIGN_OR_RETURN(HfModelWeights w, MapHfSlice(m->c, *m->ckpt, next, dtype));
+  for (size_t i = 0; i < m->w.layers.size(); ++i) {
+    HfAttentionWeights& a = m->w.layers[i].attn;
+    if (!a.dt_bias.defined()) continue;
+    a.a_log = w.layers[i].attn.a_log;
+    a.dt_bias = w.layers[i].attn.dt_bias;
+  }
+  return Status::Ok();
 }
 
 torch::Tensor Channel(const RankModel& m, const HfLayerWeights& lw, const LayerSpec& l,
@@ -162,10 +175,12 @@ Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel
   }
   s.fsdp = p.fsdp;
   s.fsdp_rank = o.fault == "wrong_fsdp_chunk" ? (p.fsdp_rank + 1) % p.fsdp : p.fsdp_rank;
-  ONBOARD_ASSIGN_OR_RETURN(m->w, MapHfSlice(m->c, ckpt, s, o.fp64 ? torch::kDouble : torch::kFloat));
+  const torch::ScalarType dtype = o.fp64 ? torch::kDouble : torch::kFloat;
+  ONBOARD_ASSIGN_OR_RETURN(m->w, MapHfSlice(m->c, ckpt, s, dtype));
   m->place = p;
   if (p.ep > 1 && o.fault == "wrong_expert_range") ShiftExperts(m);
   m->bytes_read = ckpt.touched_bytes();
+  if (p.tp > 1 && o.fault == "wrong_kda_heads") ONBOARD_RETURN_IF_ERROR(ShiftKdaGates(s, dtype, m));
   m->checkpoint_bytes = ckpt.data_bytes();
   // Step 3: per-layer specs and the adapters.
   for (const HfLayerWeights& l : m->w.layers)

@@ -176,11 +176,12 @@ inline Checkpoint MakeDeepSeekV32() {
 }
 
 // kimi_linear: 4 layers, KDA at 1-based 1, 2, 4 and MLA (no RoPE, q_proj) at 3; layer 0 dense, the rest
-// MoE (4 experts in 2 groups, top-2, 1 shared, routed scale 2.0); KDA 2 heads of 8, conv width 4.
-inline Checkpoint MakeKimiLinear() {
+// MoE (4 experts in 2 groups, top-2, 1 shared, routed scale 2.0); KDA `kda_heads` heads of 8, conv width 4
+// (4 heads for TP over 4 ranks); `vocab` >= 256 for the real-weights probe's byte tokens.
+inline Checkpoint MakeKimiLinear(int64_t kda_heads = 2, int64_t vocab = 64) {
   Checkpoint c;
-  const int64_t h = 32, H = 4, dn = 8, dr = 4, dv = 8, rkv = 16, vocab = 64, E = 4, I = 16, inter = 40;
-  const int64_t KH = 2, d = 8, D = KH * d, K = 4;
+  const int64_t h = 32, H = 4, dn = 8, dr = 4, dv = 8, rkv = 16, E = 4, I = 16, inter = 40;
+  const int64_t KH = kda_heads, d = 8, D = KH * d, K = 4;
   c.config = {{"model_type", "kimi_linear"},
               {"vocab_size", vocab},
               {"hidden_size", h},

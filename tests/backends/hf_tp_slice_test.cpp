@@ -1,9 +1,9 @@
 // Tensor-parallel shards (Megatron's column/row split): summing the tp ranks' attention and MLP
 // outputs (the all-reduce) reproduces the full layer, for GQA (llama), MLA (deepseek_v3), sinks
-// (gpt_oss) and partial-RoPE GQA (glm4_moe); the fused linear_qkv / linear_fc1 shards follow
-// Megatron's per-group order. A wrong shard (another rank's k/v group, the o bias on every rank)
-// must break the sum. Loading by TP plan (HfTpLoad.*): a rank reads only its rows / columns from the
-// mapping and gets exactly TpShardLayer's shard.
+// (gpt_oss), partial-RoPE GQA (glm4_moe) and KDA (kimi_linear, by KDA heads); the fused linear_qkv /
+// linear_fc1 shards follow Megatron's per-group order. A wrong shard (another rank's k/v group, the o bias on
+// every rank) must break the sum. Loading by TP plan (HfTpLoad.*): a rank reads only its rows / columns from
+// the mapping and gets exactly TpShardLayer's shard.
 #include <gtest/gtest.h>
 
 #include <functional>
@@ -118,6 +118,50 @@ TEST(HfTpSlice, WrongShardBreaksTheSum) {
             hftest::kWrongAtLeast);
 }
 
+// KDA (Kimi-Linear) by KDA heads: q/k/v and their short convolutions, A_log / dt_bias, f_b, b_proj and
+// g_b split, f_a / g_a / o_norm replicated, o_proj row-parallel; the MLA layer and the MoE as before.
+// 2 KDA heads over 2 ranks, 4 heads over 2 and 4 ranks, routed experts split or owned whole.
+TEST(HfTpSlice, KdaShardsSumToTheFullForward) {
+  const Loaded two = Load(hftest::MakeKimiLinear(2)), four = Load(hftest::MakeKimiLinear(4));
+  for (bool etp : {true, false}) {
+    EXPECT_LT(Diff(two, TpLogits(two, 2, nullptr, etp)), hftest::kF64Tol) << "2 heads etp=" << etp;
+    for (int64_t tp : {2, 4})
+      EXPECT_LT(Diff(four, TpLogits(four, tp, nullptr, etp)), hftest::kF64Tol)
+          << "tp=" << tp << " etp=" << etp;
+  }
+  std::printf("kimi_linear tp=2 |sum of shards - full| = %.3g, tp=4 %.3g\n", Diff(two, TpLogits(two, 2)),
+              Diff(four, TpLogits(four, 4)));
+}
+
+// The negatives: on every KDA layer rank 1 holds one of rank 0's per-head pieces.
+TEST(HfTpSlice, WrongKdaShardBreaksTheSum) {
+  const Loaded m = Load(hftest::MakeKimiLinear(2));
+  using Edit = std::function<void(HfAttentionWeights&, const HfAttentionWeights&)>;
+  const std::pair<const char*, Edit> wrong[] = {
+      {"rank 0's heads", [](HfAttentionWeights& r1, const HfAttentionWeights& r0) { r1 = r0; }},
+      {"rank 0's q/k/v",
+       [](HfAttentionWeights& r1, const HfAttentionWeights& r0) {
+         r1.q = r0.q, r1.k = r0.k, r1.v = r0.v;
+         r1.q_conv = r0.q_conv, r1.k_conv = r0.k_conv, r1.v_conv = r0.v_conv;
+       }},
+      {"dt_bias not split (rank 0's)",
+       [](HfAttentionWeights& r1, const HfAttentionWeights& r0) { r1.dt_bias = r0.dt_bias; }},
+      {"A_log not split (rank 0's)",
+       [](HfAttentionWeights& r1, const HfAttentionWeights& r0) { r1.a_log = r0.a_log; }},
+      {"b_proj (beta) of rank 0",
+       [](HfAttentionWeights& r1, const HfAttentionWeights& r0) { r1.beta = r0.beta; }},
+      {"g_b of rank 0", [](HfAttentionWeights& r1, const HfAttentionWeights& r0) { r1.g_b = r0.g_b; }},
+  };
+  for (const auto& [name, edit] : wrong) {
+    const double d = Diff(m, TpLogits(m, 2, [&edit = edit](std::vector<HfTpLayer>& s, const HfLayerWeights&) {
+                            if (s[0].spec.attn.kind == MixerKind::kKDA)
+                              edit(s[1].weights.attn, s[0].weights.attn);
+                          }));
+    std::printf("kimi_linear tp=2 with %s: %.3g\n", name, d);
+    EXPECT_GT(d, hftest::kWrongAtLeast) << name;
+  }
+}
+
 // linear_qkv rows per local group [q heads of the group, k, v]: split back, they are the rank's q/k/v.
 TEST(HfTpSlice, MegatronFusedShardsFollowGroupOrder) {
   const Loaded m = Load(hftest::MakeDense("llama"));
@@ -143,6 +187,17 @@ TEST(HfTpSlice, IndivisibleTpIsNamed) {
   const Status s = CheckTpDivides(m.cfg, m.cfg.ir.layers[0], 3);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("num_attention_heads"), std::string::npos) << s.message();
+  // KDA: 2 heads over 4 ranks names the KDA head count and tp (the MLA layer's 4 heads divide).
+  const Loaded k = Load(hftest::MakeKimiLinear(2));
+  const LayerSpec& kda = k.cfg.ir.layers[0];
+  ASSERT_EQ(kda.attn.kind, MixerKind::kKDA);
+  EXPECT_TRUE(CheckTpDivides(k.cfg, kda, 2).ok());
+  const Status t = CheckTpDivides(k.cfg, kda, 4);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.code(), ErrorCode::kBadInput);
+  EXPECT_NE(t.message().find("linear_attn_config.num_heads"), std::string::npos) << t.message();
+  EXPECT_NE(t.message().find("tp=4"), std::string::npos) << t.message();
+  EXPECT_TRUE(CheckTpDivides(k.cfg, k.cfg.ir.layers[2], 4).ok());  // the MLA layer
 }
 
 struct LoadCase {
@@ -207,6 +262,9 @@ TEST(HfTpLoad, EachRankReadsOnlyItsRowsOrColumns) {
   CheckRanksReadOnlyTheirSlice({hftest::MakeDense("qwen2"), {2}});
   CheckRanksReadOnlyTheirSlice({hftest::MakeDeepSeekV3(), {2, 4}});
   CheckRanksReadOnlyTheirSlice({hftest::MakeGlm4Moe(), {2}});
+  // KDA: convs and dt_bias by rows, A_log [1, 1, H, 1] by its head columns, shared experts split.
+  CheckRanksReadOnlyTheirSlice({hftest::MakeKimiLinear(4), {2, 4}});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeKimiLinear(2), {2}, false});
 }
 
 // MoE under TP: routed experts by expert TP (gate/up rows, down columns of every expert) or whole
@@ -252,6 +310,14 @@ TEST(HfTpLoad, ExpertNamesSplitByRule) {
   EXPECT_EQ(HfTpSplitOf(l + "mlp.experts.12.gate_proj.weight", false), HfTpSplit::kWhole);
   EXPECT_EQ(HfTpSplitOf(l + "mlp.shared_expert.up_proj.weight", false), HfTpSplit::kRows);
   EXPECT_EQ(HfTpSplitOf(l + "mlp.shared_experts.down_proj.weight", false), HfTpSplit::kCols);
+  EXPECT_EQ(HfTpSplitOf(l + "block_sparse_moe.shared_experts.gate_proj.weight", false), HfTpSplit::kRows);
+  EXPECT_EQ(HfTpSplitOf(l + "block_sparse_moe.shared_experts.down_proj.weight", false), HfTpSplit::kCols);
+  // KDA: per-head tensors split, the low-rank gate inputs and o_norm whole.
+  EXPECT_EQ(HfTpSplitOf(l + "self_attn.A_log"), HfTpSplit::kCols);
+  EXPECT_EQ(HfTpSplitOf(l + "self_attn.dt_bias"), HfTpSplit::kRows);
+  EXPECT_EQ(HfTpSplitOf(l + "self_attn.v_conv1d.weight"), HfTpSplit::kRows);
+  for (const char* n : {"self_attn.f_a_proj.weight", "self_attn.g_a_proj.weight", "self_attn.o_norm.weight"})
+    EXPECT_EQ(HfTpSplitOf(l + n), HfTpSplit::kWhole) << n;
   // Not experts: the router, qwen2_moe's shared gate, gpt-oss's fused tensors, a name without an index.
   for (const char* n : {"mlp.gate.weight", "mlp.shared_expert_gate.weight", "mlp.experts.gate_up_proj_bias",
                         "mlp.experts..gate_proj.weight"})
