@@ -32,10 +32,9 @@ Expected<torch::Tensor> Glm4vRopeIndex(const Glm4vVisionConfig& v, const std::ve
   torch::Tensor pos = torch::arange(s, torch::kLong).unsqueeze(0).repeat({3, 1});
   if (count == 0) return pos;
   if (count != n)
-    return BadInput(
-        where, "image_token_id",
-        "expected " + std::to_string(n) + " placeholders (t*h*w / merge^2 of the image grid)",
-        std::to_string(count));
+    return BadInput(where, "image_token_id",
+                    "expected " + std::to_string(n) + " placeholders (t*h*w / merge^2 of the image grid)",
+                    std::to_string(count));
   // Step 2: the image group's rows, then the text after it.
   auto p = pos.accessor<int64_t, 2>();
   for (int64_t k = 0; k < n; ++k) {
