@@ -47,14 +47,14 @@ torch::Tensor Attend(const torch::Tensor& q, const torch::Tensor& k, const torch
 }
 
 // RoPE over the first c.rope.dim dims of each head; the rest pass through (partial rotary).
-torch::Tensor RotatePrefix(const torch::Tensor& x, const HfForwardConfig& c, int64_t s) {
-  const RopeTables rope = MakeRopeTables(c.rope, s, x.scalar_type());
+torch::Tensor RotatePrefix(const torch::Tensor& x, const HfForwardConfig& c, const RopeTables& rope) {
   const int64_t d = x.size(-1), rd = c.rope.dim;
   if (rd == d) return ApplyRope(x, rope, false);
   return torch::cat({ApplyRope(x.narrow(-1, 0, rd), rope, false), x.narrow(-1, rd, d - rd)}, -1);
 }
 
-torch::Tensor Gqa(const HfForwardConfig& c, const AttentionSpec& a, const HfAttentionWeights& w, const torch::Tensor& x) {
+torch::Tensor Gqa(const HfForwardConfig& c, const AttentionSpec& a, const HfAttentionWeights& w,
+                  const torch::Tensor& x, const HfMrope* mrope) {
   const int64_t s = x.size(0);
   torch::Tensor q = HfApplyLinear(x, w.q).view({s, a.num_heads, a.head_dim});
   torch::Tensor k = HfApplyLinear(x, w.k).view({s, a.num_kv_heads, a.head_dim});
@@ -63,8 +63,11 @@ torch::Tensor Gqa(const HfForwardConfig& c, const AttentionSpec& a, const HfAtte
     q = HfRmsNorm(q, w.q_norm, c.rms_eps);
     k = HfRmsNorm(k, w.k_norm, c.rms_eps);
   }
-  q = RotatePrefix(q, c, s);
-  k = RotatePrefix(k, c, s);
+  // M-RoPE positions (an image's t/h/w rows) when given, else 0..S-1.
+  const RopeTables rope =
+      mrope ? MakeMropeTables(c.rope, *mrope, x.scalar_type()) : MakeRopeTables(c.rope, s, x.scalar_type());
+  q = RotatePrefix(q, c, rope);
+  k = RotatePrefix(k, c, rope);
   const int64_t groups = a.num_heads / a.num_kv_heads;
   k = k.repeat_interleave(groups, 1);
   v = v.repeat_interleave(groups, 1);
@@ -101,10 +104,11 @@ torch::Tensor Mla(const HfForwardConfig& c, const AttentionSpec& a, const HfAtte
 }  // namespace
 
 torch::Tensor HfAttention(const HfForwardConfig& c, const LayerSpec& l, const HfAttentionWeights& w,
-                          const torch::Tensor& x) {
+                          const torch::Tensor& x, const HfMrope* mrope) {
   if (l.attn.kind == MixerKind::kKDA) return HfKdaMixer(c, l.attn, w, x);
   const bool mla = l.attn.kind == MixerKind::kMLA || l.attn.kind == MixerKind::kDSA;
-  return mla ? Mla(c, l.attn, w, x) : Gqa(c, l.attn, w, x);
+  ONBOARD_ASSERT(!(mla && mrope), "M-RoPE positions apply to GQA layers only");
+  return mla ? Mla(c, l.attn, w, x) : Gqa(c, l.attn, w, x, mrope);
 }
 
 }  // namespace onboard

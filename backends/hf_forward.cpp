@@ -23,11 +23,16 @@ torch::Tensor HfForward(const HfForwardConfig& c, const HfModelWeights& w, const
   torch::NoGradGuard no_grad;
   // Step 1: token embedding.
   const torch::Tensor idx = torch::tensor(ids, torch::kLong);
-  torch::Tensor h = w.embed.index_select(0, idx);
+  return HfForwardEmbeds(c, w, w.embed.index_select(0, idx), nullptr);
+}
+
+torch::Tensor HfForwardEmbeds(const HfForwardConfig& c, const HfModelWeights& w, torch::Tensor h,
+                              const HfMrope* mrope) {
+  torch::NoGradGuard no_grad;
   // Step 2: residual blocks: h += attn(norm(h)); h += channel(norm(h)).
   for (const HfLayerWeights& lw : w.layers) {
     const LayerSpec& l = c.ir.layers[size_t(lw.index)];
-    h = h + HfAttention(c, l, lw.attn, HfRmsNorm(h, lw.input_norm, c.rms_eps));
+    h = h + HfAttention(c, l, lw.attn, HfRmsNorm(h, lw.input_norm, c.rms_eps), mrope);
     const torch::Tensor n = HfRmsNorm(h, lw.post_norm, c.rms_eps);
     h = h + (lw.moe ? HfMoe(c, l.moe, lw.experts, n) : HfMlp(c, n, lw.mlp));
   }

@@ -15,6 +15,7 @@
 
 #include "backends/hf_forward_config.h"
 #include "backends/hf_layer_range.h"
+#include "backends/hf_rope.h"
 #include "parsers/safetensors_dtype.h"
 #include "parsers/safetensors_weights.h"
 
@@ -284,6 +285,10 @@ torch::Tensor MegatronFc1Shard(const HfMlpWeights& m, int64_t tp, int64_t rank);
 
 // hf_forward.cpp: logits [S, vocab] for one sequence of token ids.
 torch::Tensor HfForward(const HfForwardConfig& c, const HfModelWeights& w, const std::vector<int64_t>& ids);
+// Logits [S, vocab] from input embeddings h [S, hidden] (GLM-4.5V: an image's features in place of its
+// placeholders) with M-RoPE positions `mrope` (nullptr: 0..S-1).
+torch::Tensor HfForwardEmbeds(const HfForwardConfig& c, const HfModelWeights& w, torch::Tensor h,
+                              const HfMrope* mrope);
 
 // Pieces shared by the forward files.
 torch::Tensor HfRmsNorm(const torch::Tensor& x, const torch::Tensor& w, double eps);
@@ -291,8 +296,9 @@ torch::Tensor HfApplyLinear(const torch::Tensor& x, const HfLinear& l);
 torch::Tensor HfMlp(const HfForwardConfig& c, const torch::Tensor& x, const HfMlpWeights& w);
 // A routed expert: HfMlp, or gpt-oss's clamped SwiGLU when c.swiglu_limit > 0.
 torch::Tensor HfExpert(const HfForwardConfig& c, const torch::Tensor& x, const HfMlpWeights& w);
+// `mrope`: M-RoPE positions for GQA layers (nullptr: 0..S-1).
 torch::Tensor HfAttention(const HfForwardConfig& c, const LayerSpec& l, const HfAttentionWeights& w,
-                          const torch::Tensor& x);
+                          const torch::Tensor& x, const HfMrope* mrope = nullptr);
 // Experts with no weights (another rank's) are skipped: the output is then this rank's share.
 torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x);
 

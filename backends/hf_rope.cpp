@@ -80,6 +80,20 @@ RopeTables MakeRopeTables(const RopeSpec& r, int64_t seq, torch::ScalarType dtyp
   return {emb.cos() * factor, emb.sin() * factor};
 }
 
+RopeTables MakeMropeTables(const RopeSpec& r, const HfMrope& m, torch::ScalarType dtype) {
+  double factor = 1.0;
+  const torch::Tensor inv = RopeInvFreq(r, &factor).to(dtype);  // [D/2]
+  std::vector<int64_t> row_of;
+  for (int64_t row = 0; row < int64_t(m.section.size()); ++row)
+    row_of.insert(row_of.end(), size_t(m.section[size_t(row)]), row);
+  ONBOARD_ASSERT(int64_t(row_of.size()) == inv.size(0), "mrope_section must cover the rotary frequencies");
+  const torch::Tensor pos =
+      m.positions.to(dtype).index_select(0, torch::tensor(row_of, torch::kLong));  // [D/2, S]
+  const torch::Tensor freqs = pos.t() * inv.unsqueeze(0);                          // [S, D/2]
+  const torch::Tensor emb = torch::cat({freqs, freqs}, 1);
+  return {emb.cos() * factor, emb.sin() * factor};
+}
+
 torch::Tensor ApplyRope(const torch::Tensor& x_in, const RopeTables& t, bool interleave) {
   const int64_t d = x_in.size(-1);
   torch::Tensor x = x_in;

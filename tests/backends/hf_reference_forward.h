@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <initializer_list>
 #include <numeric>
@@ -44,11 +45,24 @@ class Reference {
   Reference(const Checkpoint& c, RefOverrides o = {}) : c_(c), cfg_(c.config), o_(o) {}
 
   // logits[t][v] for one sequence.
-  Mat Logits(const std::vector<int64_t>& ids) const {
-    const int64_t h = cfg_["hidden_size"], vocab = cfg_["vocab_size"], layers = cfg_["num_hidden_layers"];
+  Mat Logits(const std::vector<int64_t>& ids) const { return LogitsOfEmbeds(Embed(ids)); }
+  Mat Embed(const std::vector<int64_t>& ids) const {
+    const int64_t h = cfg_["hidden_size"];
     Mat x;
     for (int64_t id : ids) x.push_back(Vec(c_.W("model.embed_tokens.weight").begin() + id * h,
                                            c_.W("model.embed_tokens.weight").begin() + (id + 1) * h));
+    return x;
+  }
+  // GLM-4.5V's M-RoPE: token t's (temporal, height, width) positions and rope_scaling.mrope_section.
+  // GQA layers then rotate dim d of the rotary part at the position of row (chunk of d) % 3, the
+  // chunks being mrope_section twice over the rotary dims (apply_multimodal_rotary_pos_emb).
+  void SetMropePositions(std::vector<std::array<int64_t, 3>> pos, std::vector<int64_t> section) {
+    mpos_ = std::move(pos);
+    msec_ = std::move(section);
+  }
+  // logits[t][v] from input embeddings x[t] (an image's features in place of its placeholders).
+  Mat LogitsOfEmbeds(Mat x) const {
+    const int64_t h = cfg_["hidden_size"], vocab = cfg_["vocab_size"], layers = cfg_["num_hidden_layers"];
     const int64_t last = o_.last_layer < 0 ? layers - 1 : o_.last_layer;
     for (int64_t l = o_.first_layer; l <= last; ++l) {
       const std::string p = "model.layers." + std::to_string(l) + ".";
@@ -148,6 +162,21 @@ class Reference {
       v[off + i1] = mag * (r[i1] * std::cos(a) - r[i2] * std::sin(a));
       v[off + i2] = mag * (r[i2] * std::cos(a) + r[i1] * std::sin(a));
     }
+  }
+
+  // Rotate-half RoPE of v[0 .. dim) for token t at its three M-RoPE positions (SetMropePositions).
+  void MropeAt(Vec& v, int64_t dim, size_t t) const {
+    std::vector<int64_t> chunks = msec_;
+    chunks.insert(chunks.end(), msec_.begin(), msec_.end());
+    const Vec r(v.begin(), v.begin() + dim);
+    int64_t d = 0;
+    for (size_t j = 0; j < chunks.size(); ++j)
+      for (int64_t e = 0; e < chunks[j]; ++e, ++d) {
+        double mag;
+        const double a = double(mpos_[t][j % 3]) * Freq(d % (dim / 2), dim, &mag);
+        const double rot = d < dim / 2 ? -r[size_t(d + dim / 2)] : r[size_t(d - dim / 2)];
+        v[size_t(d)] = mag * (r[size_t(d)] * std::cos(a) + rot * std::sin(a));
+      }
   }
 
   Mat Attention(const std::string& p, const Mat& x) const {
@@ -254,8 +283,13 @@ class Reference {
           qh = NormVec(qh, c_.W(p + "self_attn.q_norm.weight"), Eps());
           kh = NormVec(kh, c_.W(p + "self_attn.k_norm.weight"), Eps());
         }
-        Rope(qh, 0, rd, int64_t(t), false);
-        Rope(kh, 0, rd, int64_t(t), false);
+        if (mpos_.empty()) {
+          Rope(qh, 0, rd, int64_t(t), false);
+          Rope(kh, 0, rd, int64_t(t), false);
+        } else {
+          MropeAt(qh, rd, t);
+          MropeAt(kh, rd, t);
+        }
         q.push_back(qh);
         k.push_back(kh);
         v.push_back(Vec(vs[t].begin() + g * d, vs[t].begin() + (g + 1) * d));
@@ -447,6 +481,8 @@ class Reference {
 
   const Checkpoint& c_;
   const nlohmann::json& cfg_;
+  std::vector<std::array<int64_t, 3>> mpos_;  // M-RoPE positions per token (empty: 1-D, t)
+  std::vector<int64_t> msec_;
   RefOverrides o_;
 };
 
