@@ -35,8 +35,12 @@ class StageRunner {
     t.ok = r.ok();
     t.summary = r.ok() ? *r : r.status().message();
     st_.trace.AddStage(t);
-    em_.Emit({{"type", "stage_finished"}, {"stage", stage}, {"round", round}, {"ok", t.ok},
-              {"seconds", t.seconds}, {"summary", t.summary}});
+    em_.Emit({{"type", "stage_finished"},
+              {"stage", stage},
+              {"round", round},
+              {"ok", t.ok},
+              {"seconds", t.seconds},
+              {"summary", t.summary}});
     if (!r.ok() && failed_softly && !IsCancelled(r.status())) {  // recorded; the loop goes on
       *failed_softly = true;
       em_.Log("warn", stage + ": " + r.status().message());
@@ -88,7 +92,8 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
   // Step 4: kernels (a failure to run the checks is recorded, not fatal).
   if (req.generate_kernels) {
     bool failed = false;
-    ONBOARD_RETURN_IF_ERROR(stage.Run("kernels", 0, [&] { return StageKernels(st, em, cancel); }, &failed));
+    ONBOARD_RETURN_IF_ERROR(stage.Run(
+        "kernels", 0, [&] { return StageKernels(st, em, cancel); }, &failed));
     if (failed) st.notes.push_back("kernel generation/checks could not run; see the stage timeline");
   } else {
     st.kernels.skipped_reason = "kernel generation disabled for this run";
@@ -98,8 +103,8 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
   if (req.probe.enabled) {
     for (int round = 1; round <= req.max_rounds; ++round) {
       bool probe_failed = false;
-      ONBOARD_RETURN_IF_ERROR(stage.Run("probe", round, [&] { return StageProbe(st, round, em, cancel); },
-                                        &probe_failed));
+      ONBOARD_RETURN_IF_ERROR(stage.Run(
+          "probe", round, [&] { return StageProbe(st, round, em, cancel); }, &probe_failed));
       if (probe_failed) {
         st.notes.push_back("probe round " + std::to_string(round) + " failed: " + st.probes.back().error);
         break;
@@ -112,9 +117,8 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
             "image_probe", round, [&] { return StageImageProbe(st, em, cancel); }, &image_failed));
       if (image_failed) st.notes.push_back("image probe failed: " + st.image.error);
       if (st.knobs.replan)
-        ONBOARD_RETURN_IF_ERROR(stage.Run("adjust", round, [&] {
-          return StagePlan(st, round, ReplanReason(st.probes.back().decisions));
-        }));
+        ONBOARD_RETURN_IF_ERROR(stage.Run(
+            "adjust", round, [&] { return StagePlan(st, round, ReplanReason(st.probes.back().decisions)); }));
       if (!st.knobs.reprobe) break;
       if (round == req.max_rounds)
         st.notes.push_back("stopped after max_rounds=" + std::to_string(req.max_rounds) +
@@ -133,19 +137,21 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
   out.timings = st.trace.stages();
   out.rounds = static_cast<int>(st.probes.size());
   out.decisions = static_cast<int>(st.trace.decisions().size());
-  out.converged = st.probes.empty() || (st.probes.back().error.empty() &&
-                                        st.probes.back().result.convergence == "converged");
+  out.converged = st.probes.empty() ||
+                  (st.probes.back().error.empty() && st.probes.back().result.convergence == "converged");
   out.plan_feasible = st.final_plan() && st.final_plan()->search.feasible;
   std::ifstream in(st.artifacts["report.json"]);
   out.report = nlohmann::json::parse(in, nullptr, false);
   out.summary = st.final_plan() ? PlanSummary(st.final_plan()->search.best.plan) : "";
   out.summary += "; " + std::to_string(out.rounds) + " probe round(s), " + std::to_string(out.decisions) +
                  " decision(s)" + (out.converged ? "" : ", probe NOT converged");
-  if (st.image.ran && (!st.image.error.empty() || st.image.result.convergence != "converged"))
-    out.summary += ", image probe NOT learned";
+  if (st.image.ran && !st.image.learned()) out.summary += ", image probe NOT learned";
   for (const char* name : {"plan.json", "trace.json", "report.json", "report.md", "report.html"})
-    if (st.artifacts.count(name)) em.Emit({{"type", "artifact"}, {"name", name}, {"path", st.artifacts[name]}});
-  em.Emit({{"type", "finished"}, {"ok", true}, {"report", st.artifacts["report.json"]},
+    if (st.artifacts.count(name))
+      em.Emit({{"type", "artifact"}, {"name", name}, {"path", st.artifacts[name]}});
+  em.Emit({{"type", "finished"},
+           {"ok", true},
+           {"report", st.artifacts["report.json"]},
            {"summary", out.summary}});
   return out;
 }
@@ -156,8 +162,11 @@ Expected<RunResult> RunOnboarding(const RunRequest& req, EventSink& sink, const 
   Emitter em(sink);
   Expected<RunResult> r = RunLoop(req, em, cancel);
   if (!r.ok())
-    em.Emit({{"type", "finished"}, {"ok", false}, {"cancelled", IsCancelled(r.status())},
-             {"error", r.status().message()}, {"code", ErrorCodeName(r.status().code())}});
+    em.Emit({{"type", "finished"},
+             {"ok", false},
+             {"cancelled", IsCancelled(r.status())},
+             {"error", r.status().message()},
+             {"code", ErrorCodeName(r.status().code())}});
   return r;
 }
 

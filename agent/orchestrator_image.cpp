@@ -54,13 +54,12 @@ Expected<std::string> StageImageProbe(RunState& st, Emitter& em, const CancelTok
   const std::string summary = "image task " + r.convergence + ": loss " + FmtFixed(r.final_loss, 3) +
                               " vs no-image " + FmtFixed(r.baseline_nats, 3) + " nats, accuracy " +
                               FmtPct(r.skill) + " (target " + FmtPct(r.skill_target) + ")";
-  st.trace.AddObservation(
-      1, "image_probe",
-      {{"convergence", r.convergence},
-       {"final_loss", r.final_loss},
-       {"no_image_baseline_nats", r.baseline_nats},
-       {"image_accuracy", r.skill}},
-      r.convergence == "converged" ? "the image path learns" : "the image path did NOT learn");
+  st.trace.AddObservation(1, "image_probe",
+                          {{"convergence", r.convergence},
+                           {"final_loss", r.final_loss},
+                           {"no_image_baseline_nats", r.baseline_nats},
+                           {"image_accuracy", r.skill}},
+                          st.image.learned() ? "the image path learns" : "the image path did NOT learn");
   return summary;
 }
 

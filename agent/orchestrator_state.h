@@ -72,6 +72,8 @@ struct ImageProbe {
   ProbeResult result;
   std::string log_dir;
   std::string error;  // the probe failed to run (rank died, timeout, refused): no result
+  // The image path learned: the probe ran and its learning verdict is converged.
+  bool learned() const { return ran && error.empty() && result.convergence == "converged"; }
 };
 
 struct RunState {

@@ -26,7 +26,7 @@ nlohmann::json ImageProbeSection(const RunState& st) {
   // Step 2: the verdict and its numbers (backends/probe_report.cpp's learning verdict).
   const ProbeResult& r = im.result;
   j["verdict"] = r.convergence;
-  j["learned"] = r.convergence == "converged";
+  j["learned"] = im.learned();
   j["proxy"] = r.spec.PatternString();
   j["vision_tower"] = r.spec.vision.source;
   j["config"] = {{"ranks", r.config.ranks}, {"steps", r.config.steps}, {"seq", r.config.seq},

@@ -13,7 +13,8 @@
 namespace onboard {
 namespace {
 
-HfRouting SigmoidGrouped(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& logits) {
+HfRouting SigmoidGrouped(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
+                         const torch::Tensor& logits) {
   const int64_t t = logits.size(0), e = m.num_experts, g = m.num_groups;
   const torch::Tensor scores = logits.sigmoid();
   const torch::Tensor choice = w.score_bias.defined() ? scores + w.score_bias : scores;
@@ -56,24 +57,28 @@ HfRouting HfRoute(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights
   return m.router == RouterActivation::kSigmoid ? SigmoidGrouped(c, m, w, logits) : SoftmaxTopK(c, m, logits);
 }
 
-torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x) {
+torch::Tensor HfSharedExperts(const HfForwardConfig& c, const HfMoeWeights& w, const torch::Tensor& x) {
+  if (!w.has_shared) return {};
+  torch::Tensor s = HfMlp(c, x, w.shared);
+  if (w.shared_gate.w.defined()) s = torch::sigmoid(HfApplyLinear(x, w.shared_gate)) * s;
+  return s;
+}
+
+torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
+                    const torch::Tensor& x) {
   // Step 1: routing.
   const HfRouting r = HfRoute(c, m, w, x);
   // Step 2: each expert on the tokens routed to it, weighted.
   torch::Tensor out = torch::zeros_like(x);
   for (int64_t e = 0; e < m.num_experts; ++e) {
-    const torch::Tensor hit = r.experts.eq(e);                       // [T, k]
-    const torch::Tensor tokens = hit.any(1).nonzero().squeeze(1);    // tokens routed to e
+    const torch::Tensor hit = r.experts.eq(e);                                    // [T, k]
+    const torch::Tensor tokens = hit.any(1).nonzero().squeeze(1);                 // tokens routed to e
     if (tokens.numel() == 0 || !w.experts[size_t(e)].down.w.defined()) continue;  // none, or another rank's
     const torch::Tensor weight = (r.weights * hit).sum(1).index_select(0, tokens).unsqueeze(1);
     out.index_add_(0, tokens, HfExpert(c, x.index_select(0, tokens), w.experts[size_t(e)]) * weight);
   }
   // Step 3: shared expert(s), gated for qwen2_moe.
-  if (w.has_shared) {
-    torch::Tensor s = HfMlp(c, x, w.shared);
-    if (w.shared_gate.w.defined()) s = torch::sigmoid(HfApplyLinear(x, w.shared_gate)) * s;
-    out = out + s;
-  }
+  if (w.has_shared) out = out + HfSharedExperts(c, w, x);
   return out;
 }
 

@@ -57,11 +57,7 @@ torch::Tensor HfMoeEp(const HfForwardConfig& c, const MoESpec& m, const HfMoeWei
     start += n;
   }
   // Step 6: shared expert(s) on this rank's tokens, gated for qwen2_moe (as HfMoe).
-  if (w.has_shared) {
-    torch::Tensor s = HfMlp(c, x, w.shared);
-    if (w.shared_gate.w.defined()) s = torch::sigmoid(HfApplyLinear(x, w.shared_gate)) * s;
-    out = out + s;
-  }
+  if (w.has_shared) out = out + HfSharedExperts(c, w, x);
   return out;
 }
 
