@@ -71,6 +71,9 @@ Status BasePhaseNote(const RankFile& r0, ProbeResult* r) {
   bool competent = false;
   ONBOARD_RETURN_IF_ERROR(Get(bp, where, "planned_steps", &planned));
   ONBOARD_RETURN_IF_ERROR(Get(bp, where, "competent", &competent));
+  int64_t cooldown = 0;  // the annealing steps after the competence stop (probe_schedule.h)
+  ONBOARD_RETURN_IF_ERROR(Get(bp, where, "cooldown_steps", &cooldown));
+  const int64_t stop = static_cast<int64_t>(bs.size()) - cooldown;
   double acc = 0;
   const size_t w = std::min<size_t>(static_cast<size_t>(LearningCriteria{}.window), bs.size());
   for (size_t i = bs.size() - w; i < bs.size(); ++i) acc += bs[i].accuracy / static_cast<double>(w);
@@ -87,9 +90,10 @@ Status BasePhaseNote(const RankFile& r0, ProbeResult* r) {
       " full-training steps on the source task (copy over letters shifted by " + std::to_string(offset) +
       ", " + Fmt(100 * share) + "% target letters), loss " + Fmt(mean3(false)) + " -> " + Fmt(mean3(true)) +
       " (mean of first/last 3), " + "source accuracy " + Fmt(100 * acc) + "% (" +
-      (competent ? "competent" : "NOT competent") + " after " + std::to_string(bs.size()) + " of planned " +
-      std::to_string(planned) + " steps, at most " + std::to_string(planned * kLoraBaseMaxFactor) + "), " +
-      Fmt(secs) + " s; then base frozen, adapters trained on the target task");
+      (competent ? "competent" : "NOT competent") + " after " + std::to_string(stop) + " of planned " +
+      std::to_string(planned) + " steps, at most " + std::to_string(planned * kLoraBaseMaxFactor) +
+      ", then " + std::to_string(cooldown) + " cooldown steps to the minimum rate), " + Fmt(secs) +
+      " s; then base frozen, adapters trained on the target task");
   return Status::Ok();
 }
 
@@ -248,8 +252,10 @@ std::string TaskFloor(const ProxySpec& spec, const ProbeConfig& c, double* floor
   }
   *baseline_nats = std::log(static_cast<double>(c.copy_symbols));  // uniform targets: unigram entropy
   return "copy task (" + std::to_string(CopyHalf(c.seq)) + " distinct of " + std::to_string(c.copy_symbols) +
-         " symbols, loss + exact match on the copied half): floor 0 nats; no-learning (unigram) baseline ln(" +
-         std::to_string(c.copy_symbols) + ") = " + Fmt(*baseline_nats) + " nats; uniform start ln(256) = 5.55 nats";
+         " symbols, loss + exact match on the copied half): floor 0 nats; no-learning (unigram) baseline "
+         "ln(" +
+         std::to_string(c.copy_symbols) + ") = " + Fmt(*baseline_nats) +
+         " nats; uniform start ln(256) = 5.55 nats";
 }
 
 // Pipeline parallelism (issue 17): the probe's stages, interleave, data ranks and micro-batches on
@@ -350,10 +356,12 @@ void FinishProbeResult(ProbeResult* r) {
     accuracies.push_back(s.accuracy);
     peak = std::max(peak, s.peak_rss_bytes);
     if (i == 0 && r->steps.size() > 1) continue;  // first step: warm-up (allocations, connections)
-    if (load.empty()) load = s.expert_load;
+    if (load.empty())
+      load = s.expert_load;
     else
       for (size_t l = 0; l < load.size() && l < s.expert_load.size(); ++l)
-        for (size_t e = 0; e < load[l].size() && e < s.expert_load[l].size(); ++e) load[l][e] += s.expert_load[l][e];
+        for (size_t e = 0; e < load[l].size() && e < s.expert_load[l].size(); ++e)
+          load[l][e] += s.expert_load[l][e];
   }
   // Step 1: learning verdict: the loss curve, then the task's baselines and skill metric.
   // The observations' thresholds are the config's (validators/probe_observations.h, passed in):
@@ -402,19 +410,22 @@ void FinishProbeResult(ProbeResult* r) {
     }
     if (counted > 0) {
       char line[160];
-      std::snprintf(line, sizeof line, "expert load per step (last %zu steps): worst max/mean %.2f on average, %.2f at most",
+      std::snprintf(line, sizeof line,
+                    "expert load per step (last %zu steps): worst max/mean %.2f on average, %.2f at most",
                     counted, sum / static_cast<double>(counted), mx);
       r->checks.push_back(line);
     }
   }
   // Step 4: cost model for the same layout on this machine; memory measured vs predicted.
-  r->prediction = PredictProbe(r->spec, r->config, MeasureThisMachine(r->config.ranks, r->config.threads_per_rank));
+  r->prediction =
+      PredictProbe(r->spec, r->config, MeasureThisMachine(r->config.ranks, r->config.threads_per_rank));
   const double measured = static_cast<double>(peak - r->baseline_rss_bytes);
   if (r->prediction.available && measured > 0) {
     Expected<MemoryReport> mem = CheckMemory(measured, r->prediction.memory_bytes, 4.0);
     if (mem.ok())
-      r->checks.push_back(mem->message + " [measured = peak RSS high-water mark minus RSS before the "
-                                         "model was built]");
+      r->checks.push_back(mem->message +
+                          " [measured = peak RSS high-water mark minus RSS before the "
+                          "model was built]");
   }
   // Step 5: per collective kind and live-tensor memory, measured beside predicted.
   MeasureCollectives(r->steps, &r->prediction.collectives);

@@ -32,6 +32,25 @@ int64_t LoraBaseSteps(const ProbeConfig& config) {
   return static_cast<int64_t>(std::ceil(kLoraBaseFraction * static_cast<double>(config.steps)));
 }
 
+int64_t LoraBaseCooldownSteps(const ProbeConfig& config) {
+  return static_cast<int64_t>(
+      std::ceil(kLoraBaseCooldownFraction * static_cast<double>(LoraBaseSteps(config))));
+}
+
+ProbeConfig BaseCooldownPhase(const ProbeConfig& base, int64_t first, int64_t steps) {
+  // Step 1: the rate at the stop, and the floor the base schedule would have reached.
+  const double from = LearningRate(base, first);
+  const double floor = base.lr * base.min_lr_ratio;
+  // Step 2: a cosine phase whose warm-up ends at `first` (LearningRate's t = 0 there) and whose
+  // last step is first + steps - 1 (t = 1 there), from `from` down to `floor`.
+  ProbeConfig c = base;
+  c.lr = from;
+  c.min_lr_ratio = from > 0 ? std::min(1.0, floor / from) : 1.0;
+  c.warmup = first;
+  c.steps = first + std::max<int64_t>(1, steps - 1);
+  return c;
+}
+
 }  // namespace onboard::backends
 
 namespace onboard {

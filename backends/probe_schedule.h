@@ -43,6 +43,20 @@ int64_t LoraBaseSteps(const ProbeConfig& config);
 // 8.5% on the target letters at adapter step 0) and its adapters ended not_learned at 89.8%; with
 // the planned 400 base steps it had converged at 100% (bench/README.md, 2026-12-01).
 inline constexpr int64_t kLoraBaseMaxFactor = 2;
+// After that stop the base anneals: ceil(kLoraBaseCooldownFraction x LoraBaseSteps) more steps,
+// cosine from the rate at the stop to the schedule's min_lr, Adam state and step count continuing
+// (BaseCooldownPhase). The decay phase of the warmup-stable-decay schedule (Hu et al. 2024, MiniCPM,
+// arXiv 2404.06395; Hagele et al. 2024, arXiv 2405.18392: a 20% cooldown matches a full cosine):
+// a checkpoint people fine-tune is taken after its learning-rate decay, while the stop above falls
+// mid-cosine (the cosine spans the cap; lr ~0.5 x peak at the planned step). Measured before
+// (Kimi-Linear proxy, 2 ranks): the base stopped at step 451 at lr 0.48 x peak, and its adapters
+// ended not_learned at 87.6% (bench/README.md, 2026-12-06).
+inline constexpr double kLoraBaseCooldownFraction = 0.2;
+int64_t LoraBaseCooldownSteps(const ProbeConfig& config);
+// The phase config of the cooldown that starts at step `first` (0-based) of phase `base`:
+// LearningRate(result, s) for s in [first, first + steps) decays by cosine from
+// LearningRate(base, first) to base.lr * base.min_lr_ratio.
+ProbeConfig BaseCooldownPhase(const ProbeConfig& base, int64_t first, int64_t steps);
 
 // The random_router control's recipe (issue 12; backends/README.md "Lookup task", seventh design):
 // the lookup task (16 x 16 keys of 16 values) on the full recipe with a schedule kRouterControlSteps

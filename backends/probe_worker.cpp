@@ -63,7 +63,7 @@ void ConfigureProcess(const ProbeConfig& cfg, int64_t rank) {
   backends::SetProcessKdaImpl(cfg.kda_kernel);
   backends::SetProcessDsaImpl(cfg.dsa_kernel == ProbeKernel::kGenerated,
                               cfg.control == kControlPerturbedDsaTopk);
-  backends::SetProcessKdaGateFault(cfg.control == kControlPerturbedKdaGate);         // negative control
+  backends::SetProcessKdaGateFault(cfg.control == kControlPerturbedKdaGate);  // negative control
   if (cfg.dtype == FloatDtype::kFP64)
     at::set_default_dtype(caffe2::TypeMeta::Make<double>());  // every buffer
 }
@@ -132,7 +132,8 @@ bool BaseCompetent(const ProbeConfig& c, const std::vector<ProbeStep>& steps) {
 
 // Step 4a (LoRA): base phase. Full training of the base on the related source task (copy over
 // the next copy_symbols letters) for its planned base_steps, then on while it is not competent, at
-// most kLoraBaseMaxFactor x base_steps; then freeze it and train only the adapters.
+// most kLoraBaseMaxFactor x base_steps; then anneal it (the cooldown), freeze it and train only the
+// adapters.
 Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
   const int64_t symbol_offset = backends::LoraSourceSymbolOffset(st.cfg);
   std::vector<ProbeStep> steps;
@@ -144,7 +145,7 @@ Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
   bcfg.mode = FinetuneMode::kFull;
   bcfg.steps = st.base_steps * backends::kLoraBaseMaxFactor;  // the schedule spans the maximum
   bcfg.warmup = std::min(st.cfg.warmup, std::max<int64_t>(1, st.base_steps / 4));
-  bcfg.lr = st.cfg.lr / backends::kLoraLrScale;                    // full training of the base: the full-mode rate
+  bcfg.lr = st.cfg.lr / backends::kLoraLrScale;  // full training of the base: the full-mode rate
   if (bcfg.control == kControlFrozenLora) bcfg.control.clear();  // the base itself trains
   backends::ProbeData source(st.spec, bcfg, symbol_offset, backends::kLoraSourceTargetShare);
   ONBOARD_RETURN_IF_ERROR(source.status());
@@ -157,8 +158,18 @@ Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
     competent = BaseCompetent(bcfg, steps);
     if (competent && step + 1 >= st.base_steps) break;  // trained as planned, and competent
   }
+  // The base anneals before it is frozen (probe_schedule.h, kLoraBaseCooldownFraction).
+  const int64_t stop = static_cast<int64_t>(steps.size()), cooldown = backends::LoraBaseCooldownSteps(st.cfg);
+  const ProbeConfig cool = backends::BaseCooldownPhase(bcfg, stop, cooldown);
+  for (int64_t step = stop; step < stop + cooldown; ++step) {
+    steps.push_back(backends::TrainStep(st, g, source, cool, step, 0.0));
+    PrintStep(st.rank, "base_cooldown_step", steps.back());
+    if (!std::isfinite(steps.back().loss))
+      return Status(ErrorCode::kInternal, "LoRA base cooldown diverged at step " + std::to_string(step));
+  }
   (*base_phase)["steps"] = StepsJson(steps);
   (*base_phase)["planned_steps"] = st.base_steps;
+  (*base_phase)["cooldown_steps"] = cooldown;
   (*base_phase)["competent"] = competent;
   backends::FreezeBaseForAdapters(&st);
   return Status::Ok();

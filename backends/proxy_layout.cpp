@@ -6,6 +6,7 @@
 
 #include "backends/proxy_model.h"
 #include "backends/proxy_vision.h"
+#include "core/lora_targets.h"
 
 namespace onboard::backends {
 namespace {
@@ -13,6 +14,7 @@ namespace {
 double Fan(int64_t in) { return 1.0 / std::sqrt(static_cast<double>(in)); }
 
 // A linear weight [out, in] and, in lora mode for adapted weights, its A [r, in] and B [out, r].
+// Which weights are adapted: kLoraTargets (core/lora_targets.h), the set the exports adapt.
 void Linear(UnitLayout& u, const std::string& name, int64_t out, int64_t in, bool adapted,
             const ProbeConfig& c, bool expert = false) {
   FlatLayout& base = expert ? u.expert : u.dense;
@@ -28,7 +30,7 @@ void Norm(FlatLayout& f, const std::string& name, int64_t n) { f.Add(name, {n}, 
 
 void AddKda(UnitLayout& u, const ProxySpec& s, const ProbeConfig& c) {
   const int64_t hk = s.kda_heads * s.kda_head_dim;
-  for (const char* n : {"q_proj", "k_proj", "v_proj"}) Linear(u, n, hk, s.hidden, true, c);
+  for (const char* n : {"q_proj", "k_proj", "v_proj"}) Linear(u, n, hk, s.hidden, kLoraTargets.attention, c);
   for (const char* n : {"conv_q", "conv_k", "conv_v"})
     u.dense.Add(n, {hk, s.conv_kernel}, Init::kNormal, Fan(s.conv_kernel), false);
   Linear(u, "g_proj", hk, s.hidden, false, c);
@@ -38,23 +40,23 @@ void AddKda(UnitLayout& u, const ProxySpec& s, const ProbeConfig& c) {
   Linear(u, "gate_a", s.gate_rank, s.hidden, false, c);
   Linear(u, "gate_b", hk, s.gate_rank, false, c);
   Norm(u.dense, "o_norm", s.kda_head_dim);
-  Linear(u, "o_proj", s.hidden, hk, true, c);
+  Linear(u, "o_proj", s.hidden, hk, kLoraTargets.attention, c);
 }
 
 void AddMla(UnitLayout& u, const ProxySpec& s, const ProbeConfig& c) {
   const int64_t dqk = s.qk_nope_dim + s.qk_rope_dim;
   if (s.q_lora_rank > 0) {
-    Linear(u, "q_a", s.q_lora_rank, s.hidden, true, c);
+    Linear(u, "q_a", s.q_lora_rank, s.hidden, kLoraTargets.attention, c);
     Norm(u.dense, "q_a_norm", s.q_lora_rank);
-    Linear(u, "q_b", s.mla_heads * dqk, s.q_lora_rank, true, c);
+    Linear(u, "q_b", s.mla_heads * dqk, s.q_lora_rank, kLoraTargets.attention, c);
   } else {
-    Linear(u, "q_proj", s.mla_heads * dqk, s.hidden, true, c);
+    Linear(u, "q_proj", s.mla_heads * dqk, s.hidden, kLoraTargets.attention, c);
   }
-  Linear(u, "kv_a", s.kv_lora_rank + s.qk_rope_dim, s.hidden, true, c);
+  Linear(u, "kv_a", s.kv_lora_rank + s.qk_rope_dim, s.hidden, kLoraTargets.attention, c);
   Norm(u.dense, "kv_a_norm", s.kv_lora_rank);
-  Linear(u, "kv_b", s.mla_heads * (s.qk_nope_dim + s.v_head_dim), s.kv_lora_rank, true, c);
+  Linear(u, "kv_b", s.mla_heads * (s.qk_nope_dim + s.v_head_dim), s.kv_lora_rank, kLoraTargets.attention, c);
   if (s.mla_output_gate) Linear(u, "gate", s.mla_heads * s.v_head_dim, s.hidden, false, c);
-  Linear(u, "o_proj", s.hidden, s.mla_heads * s.v_head_dim, true, c);
+  Linear(u, "o_proj", s.hidden, s.mla_heads * s.v_head_dim, kLoraTargets.attention, c);
   if (s.index_topk > 0) {
     Linear(u, "idx_q", s.index_heads * s.index_head_dim, s.hidden, false, c);
     Linear(u, "idx_k", s.index_head_dim, s.hidden, false, c);
@@ -66,9 +68,9 @@ void AddMoe(UnitLayout& u, const ProxySpec& s, const ProbeConfig& c) {
   Linear(u, "router", s.num_experts, s.hidden, false, c);
   if (s.num_shared > 0) {
     const int64_t w = s.num_shared * s.shared_inter;  // shared experts side by side = one wider FFN
-    Linear(u, "sh_w1", w, s.hidden, false, c);
-    Linear(u, "sh_w3", w, s.hidden, false, c);
-    Linear(u, "sh_w2", s.hidden, w, false, c);
+    Linear(u, "sh_w1", w, s.hidden, kLoraTargets.shared_experts, c);
+    Linear(u, "sh_w3", w, s.hidden, kLoraTargets.shared_experts, c);
+    Linear(u, "sh_w2", s.hidden, w, kLoraTargets.shared_experts, c);
   }
   int64_t d = s.hidden;
   if (s.latent_dim > 0) {
@@ -77,9 +79,9 @@ void AddMoe(UnitLayout& u, const ProxySpec& s, const ProbeConfig& c) {
     if (s.latent_norm) Norm(u.dense, "lat_norm", d);
     Linear(u, "lat_up", s.hidden, d, false, c);
   }
-  Linear(u, "w1", s.expert_inter, d, true, c, /*expert=*/true);
-  Linear(u, "w3", s.expert_inter, d, true, c, true);
-  Linear(u, "w2", d, s.expert_inter, true, c, true);
+  Linear(u, "w1", s.expert_inter, d, kLoraTargets.routed_experts, c, /*expert=*/true);
+  Linear(u, "w3", s.expert_inter, d, kLoraTargets.routed_experts, c, true);
+  Linear(u, "w2", d, s.expert_inter, kLoraTargets.routed_experts, c, true);
 }
 
 }  // namespace
@@ -112,15 +114,17 @@ std::vector<UnitLayout> BuildLayout(const ProxySpec& s, const ProbeConfig& c) {
     u.name = "layer" + std::to_string(i);
     u.layer = i;
     Norm(u.dense, "norm1", s.hidden);
-    if (s.layers[static_cast<size_t>(i)].mixer == ProxyMixer::kKDA) AddKda(u, s, c);
-    else AddMla(u, s, c);
+    if (s.layers[static_cast<size_t>(i)].mixer == ProxyMixer::kKDA)
+      AddKda(u, s, c);
+    else
+      AddMla(u, s, c);
     Norm(u.dense, "norm2", s.hidden);
     if (s.layers[static_cast<size_t>(i)].channel == ProxyChannel::kMoE) {
       AddMoe(u, s, c);
     } else {
-      Linear(u, "w1", s.mlp_inter, s.hidden, false, c);
-      Linear(u, "w3", s.mlp_inter, s.hidden, false, c);
-      Linear(u, "w2", s.hidden, s.mlp_inter, false, c);
+      Linear(u, "w1", s.mlp_inter, s.hidden, kLoraTargets.dense_mlp, c);
+      Linear(u, "w3", s.mlp_inter, s.hidden, kLoraTargets.dense_mlp, c);
+      Linear(u, "w2", s.hidden, s.mlp_inter, kLoraTargets.dense_mlp, c);
     }
     units.push_back(std::move(u));
   }
@@ -130,13 +134,12 @@ std::vector<UnitLayout> BuildLayout(const ProxySpec& s, const ProbeConfig& c) {
   Norm(head.dense, "final_norm", s.hidden);
   // LoRA also adapts the output head (PEFT target "lm_head"): the target task's letters are
   // rare for the base, and a frozen head bounds how far adapters can move the output distribution.
-  Linear(head, "out", s.vocab, s.hidden, true, c);
+  Linear(head, "out", s.vocab, s.hidden, kLoraTargets.output_head, c);
   units.push_back(std::move(head));
   return units;
 }
 
-ProxyParamCounts CountParams(const std::vector<UnitLayout>& units, const ProxySpec& s,
-                             const ProbeConfig& c) {
+ProxyParamCounts CountParams(const std::vector<UnitLayout>& units, const ProxySpec& s, const ProbeConfig& c) {
   ProxyParamCounts n;
   for (const UnitLayout& u : units) {
     n.total += u.dense.numel + u.expert.numel * s.num_experts;
@@ -153,10 +156,18 @@ at::Tensor InitFlat(const FlatLayout& layout, uint64_t seed) {
   for (const ParamSlot& p : layout.slots) {
     at::Tensor v = flat.narrow(0, p.offset, p.numel);
     switch (p.init) {
-      case Init::kNormal: v.normal_(0.0, p.value, gen); break;
-      case Init::kOnes: v.fill_(1.0); break;
-      case Init::kZeros: v.zero_(); break;
-      case Init::kConst: v.fill_(p.value); break;
+      case Init::kNormal:
+        v.normal_(0.0, p.value, gen);
+        break;
+      case Init::kOnes:
+        v.fill_(1.0);
+        break;
+      case Init::kZeros:
+        v.zero_();
+        break;
+      case Init::kConst:
+        v.fill_(p.value);
+        break;
     }
   }
   return flat;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/lora_targets.h"
 #include "search/export_model.h"
 #include "search/plan_export.h"
 
@@ -31,24 +32,25 @@ bool HasDenseMlp(const ExportModel& m) {
 }
 
 // LoRA targets in Megatron-Core module names: attention projections and the dense / shared-expert
-// MLPs (the plan's adapters), not the routed experts. A dense-MLP pattern only where the model has a
-// dense layer: Bridge's matcher (PEFT.__call__) only warns on a target that matches no module, and
-// LoRA then silently adapts less (scripts/engine_checks/megatron_bridge_validate.py, Step 4, found
+// MLPs (the plan's adapters, kLoraTargets in core/lora_targets.h), not the routed experts. A dense-MLP
+// pattern only where the model has a dense layer: Bridge's matcher (PEFT.__call__) only warns on a target
+// that matches no module, and LoRA then silently adapts less
+// (scripts/engine_checks/megatron_bridge_validate.py, Step 4, found
 // "*.mlp.linear_fc1" matching nothing on Qwen3-30B-A3B, whose every layer is MoE).
 std::vector<std::string> LoraTargets(const ExportModel& m) {
   std::vector<std::string> t;
   if (m.mla) {
-    t = {m.q_lora_rank > 0 ? "linear_q_down_proj" : "linear_q_proj", "linear_kv_down_proj", "linear_kv_up_proj",
-         "linear_proj"};
+    t = {m.q_lora_rank > 0 ? "linear_q_down_proj" : "linear_q_proj", "linear_kv_down_proj",
+         "linear_kv_up_proj", "linear_proj"};
     if (m.q_lora_rank > 0) t.insert(t.begin() + 1, "linear_q_up_proj");
   } else {
     t = {"linear_qkv", "linear_proj"};
   }
-  if (HasDenseMlp(m)) {
+  if (kLoraTargets.dense_mlp && HasDenseMlp(m)) {
     t.push_back("*.mlp.linear_fc1");
     t.push_back("*.mlp.linear_fc2");
   }
-  if (m.shared_experts > 0) {
+  if (kLoraTargets.shared_experts && m.shared_experts > 0) {
     t.push_back("*.mlp.shared_experts.linear_fc1");
     t.push_back("*.mlp.shared_experts.linear_fc2");
   }
@@ -78,12 +80,14 @@ void Header(std::ostringstream& os, const ExportCaveats& c, const LaunchShape& s
 }
 
 // Step 2 helper: the plan's degrees, batch, recompute, precision and data-parallel sharding.
-void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportModel& m, const std::string& layout) {
+void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportModel& m,
+                            const std::string& layout) {
   const Recompute r = StrongestRecompute(p);
   os << "    model.tensor_model_parallel_size = " << p.deg.tp << "\n";
   os << "    model.sequence_parallel = " << Py(p.deg.tp > 1 && p.deg.sequence_parallel) << "\n";
   os << "    model.pipeline_model_parallel_size = " << p.deg.pp << "\n";
-  os << "    model.virtual_pipeline_model_parallel_size = " << (p.deg.interleave > 1 ? S(p.deg.interleave) : "None") << "\n";
+  os << "    model.virtual_pipeline_model_parallel_size = "
+     << (p.deg.interleave > 1 ? S(p.deg.interleave) : "None") << "\n";
   if (p.deg.pp > 1) {
     os << "    model.pipeline_dtype = torch."
        << (p.compute_dtype == Precision::kFP16 ? "float16" : "bfloat16") << "\n";
@@ -113,10 +117,13 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
   os << "    cfg.train.micro_batch_size = " << p.micro_batch << "\n";
   os << "    cfg.train.global_batch_size = " << p.global_batch << "\n";
   if (r == Recompute::kFull)
-    os << "    model.recompute_granularity = \"full\"\n    model.recompute_method = \"uniform\"\n    model.recompute_num_layers = 1\n";
+    os << "    model.recompute_granularity = \"full\"\n    model.recompute_method = \"uniform\"\n    "
+          "model.recompute_num_layers = 1\n";
   else if (r == Recompute::kSelective)
     os << "    model.recompute_granularity = \"selective\"\n    model.recompute_modules = "
-       << PyList(m.experts > 0 ? std::vector<std::string>{"core_attn", "moe_act"} : std::vector<std::string>{"core_attn"}) << "\n";
+       << PyList(m.experts > 0 ? std::vector<std::string>{"core_attn", "moe_act"}
+                               : std::vector<std::string>{"core_attn"})
+       << "\n";
   else
     os << "    model.recompute_granularity = None\n";
   const char* mp = p.compute_dtype == Precision::kFP16  ? "fp16_mixed"
@@ -165,19 +172,22 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
           (HasDenseMlp(m) || m.shared_experts > 0 ? "" : " (no dense or shared MLP: attention only)"));
     }
     if (p.zero_stage >= 3 && p.deg.dp_shard > 1)
-      c.approximations.push_back("the plan FSDP-shards the frozen base over dp_shard=" + S(p.deg.dp_shard) +
-                                 "; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights "
-                                 "are replicated over data-parallel ranks: check per-device memory");
+      c.approximations.push_back(
+          "the plan FSDP-shards the frozen base over dp_shard=" + S(p.deg.dp_shard) +
+          "; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights "
+          "are replicated over data-parallel ranks: check per-device memory");
   }
   if (p.micro_batch > 1)
     c.approximations.push_back(
         "offline sequence packing (the templates' default) is off: Bridge packs only with "
         "micro-batch 1, and the plan's micro-batch is " +
         S(p.micro_batch));
-  c.user_supplies = {"HF_MODEL_PATH - Hugging Face model id or folder",
-                     "MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as pretrained_checkpoint)",
-                     "dataset: the template's default (SQuAD through HF datasets); replace cfg.dataset for your data",
-                     "optimizer / schedule: the template's defaults (_peft_common: lr 1e-4 cosine; _sft_common: its own)"};
+  c.user_supplies = {
+      "HF_MODEL_PATH - Hugging Face model id or folder",
+      "MEGATRON_CHECKPOINT_DIR - where --import writes the Megatron checkpoint (read as "
+      "pretrained_checkpoint)",
+      "dataset: the template's default (SQuAD through HF datasets); replace cfg.dataset for your data",
+      "optimizer / schedule: the template's defaults (_peft_common: lr 1e-4 cosine; _sft_common: its own)"};
   // Step 2: the recipe.
   std::ostringstream os;
   Header(os, c, shape);
@@ -189,12 +199,14 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   os << "from megatron.bridge.training.gpt_step import forward_step\n";
   os << "from megatron.bridge.training import mixed_precision\n\n";
   os << "HF_MODEL_PATH = os.environ.get(\"HF_MODEL_PATH\", \"<set HF_MODEL_PATH>\")\n";
-  os << "MEGATRON_CHECKPOINT_DIR = os.environ.get(\"MEGATRON_CHECKPOINT_DIR\", \"<set MEGATRON_CHECKPOINT_DIR>\")\n";
+  os << "MEGATRON_CHECKPOINT_DIR = os.environ.get(\"MEGATRON_CHECKPOINT_DIR\", \"<set "
+        "MEGATRON_CHECKPOINT_DIR>\")\n";
   os << "UNSUPPORTED = " << c.unsupported.size() << "\n";
   os << "LORA = " << Py(p.mode == FinetuneMode::kLoRA) << "\n\n\n";
   os << "def plan_config():\n";
   os << "    cfg = _peft_common() if LORA else _sft_common()\n";
-  os << "    cfg.model = AutoBridge.from_hf_pretrained(HF_MODEL_PATH).to_megatron_provider(load_weights=False)\n";
+  os << "    cfg.model = "
+        "AutoBridge.from_hf_pretrained(HF_MODEL_PATH).to_megatron_provider(load_weights=False)\n";
   os << "    cfg.tokenizer.tokenizer_model = HF_MODEL_PATH\n";
   os << "    cfg.checkpoint.pretrained_checkpoint = MEGATRON_CHECKPOINT_DIR\n";
   os << "    model = cfg.model\n";
@@ -210,7 +222,8 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   os << "        AutoBridge.import_ckpt(HF_MODEL_PATH, MEGATRON_CHECKPOINT_DIR)\n";
   os << "        sys.exit(0)\n";
   os << "    if UNSUPPORTED and os.environ.get(\"ONBOARD_FORCE\") != \"1\":\n";
-  os << "        print(\"onboard: this plan uses what Megatron-Bridge does not support (see the header)\", file=sys.stderr)\n";
+  os << "        print(\"onboard: this plan uses what Megatron-Bridge does not support (see the header)\", "
+        "file=sys.stderr)\n";
   os << "        sys.exit(3)\n";
   os << "    finetune(config=plan_config(), forward_step_func=forward_step)\n";
   return os.str();

@@ -10,6 +10,7 @@
 // Names: torchtitan main @ b5bcd76c (2026-08-21) and tag v0.2.2 (torchtitan/config/job_config.py).
 #include <sstream>
 
+#include "core/lora_targets.h"
 #include "search/export_model.h"
 #include "search/plan_export.h"
 
@@ -24,10 +25,10 @@ namespace {
 struct TitanFlavor {
   const char* hf_model_type;
   int64_t layers, hidden;
-  const char* module;       // torchtitan.models.<module>
-  const char* flavor;       // model_registry key (main) / model.flavor (v0.2.x)
-  const char* base_fn;      // baseline config function in <module>/config_registry.py (main)
-  bool in_v02;              // flavor present in v0.2.2
+  const char* module;   // torchtitan.models.<module>
+  const char* flavor;   // model_registry key (main) / model.flavor (v0.2.x)
+  const char* base_fn;  // baseline config function in <module>/config_registry.py (main)
+  bool in_v02;          // flavor present in v0.2.2
 };
 const TitanFlavor kFlavors[] = {
     {"llama", 32, 4096, "llama3", "8B", "llama3_8b", true},
@@ -51,8 +52,12 @@ const TitanFlavor* FindFlavor(const ExportModel& m) {
 std::string S(int64_t v) { return std::to_string(v); }
 
 // LoRA targets: last FQN segments of torchtitan's Linear configs for attention and dense /
-// shared-expert FFNs (routed experts are grouped parameters, not Linear configs).
+// shared-expert FFNs (routed experts are grouped parameters, not Linear configs): the set
+// kLoraTargets names (core/lora_targets.h).
 std::vector<std::string> LoraTargets(const ExportModel& m) {
+  static_assert(kLoraTargets.attention && kLoraTargets.dense_mlp && kLoraTargets.shared_experts &&
+                    !kLoraTargets.routed_experts && !kLoraTargets.output_head,
+                "torchtitan's targets below are this set: attention (wq..wo) + dense/shared FFN (w1..w3)");
   if (m.mla) return {"wq", "wq_a", "wq_b", "wkv_a", "wkv_b", "wo", "w1", "w2", "w3"};
   return {"wq", "wk", "wv", "wqkv", "wo", "w1", "w2", "w3"};
 }
@@ -67,7 +72,10 @@ std::vector<std::vector<std::string>> ModelParts(const Plan& p, const ModelIR& i
     std::vector<std::string> part;
     if (s == 0) part.push_back("tok_embeddings");
     for (int64_t l = starts[s]; l < starts[s] + sizes[s]; ++l) part.push_back("layers." + S(l));
-    if (s + 1 == starts.size()) { part.push_back("norm"); part.push_back("output"); }
+    if (s + 1 == starts.size()) {
+      part.push_back("norm");
+      part.push_back("output");
+    }
     parts.push_back(part);
   }
   return parts;
@@ -91,11 +99,13 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
   ExportCaveats c;
   if (m.n_kda > 0) c.unsupported.push_back(S(m.n_kda) + " KDA layers: torchtitan has no KDA layer");
   if (!f)
-    c.unsupported.push_back("no torchtitan model flavor matches " + m.model_type + " with " + S(m.layers) + " layers, hidden " +
-                            S(m.hidden) + " (torchtitan/models has llama3, qwen3, deepseek_v3, gpt_oss, ...): add one");
+    c.unsupported.push_back("no torchtitan model flavor matches " + m.model_type + " with " + S(m.layers) +
+                            " layers, hidden " + S(m.hidden) +
+                            " (torchtitan/models has llama3, qwen3, deepseek_v3, gpt_oss, ...): add one");
   else if (v02 && !f->in_v02)
     c.unsupported.push_back("flavor " + std::string(f->flavor) + " is not in v0.2.2");
-  if (p.mode == FinetuneMode::kLoRA && v02) c.unsupported.push_back("LoRA: torchtitan v0.2.x has no LoRA (main has LoRAConverter)");
+  if (p.mode == FinetuneMode::kLoRA && v02)
+    c.unsupported.push_back("LoRA: torchtitan v0.2.x has no LoRA (main has LoRAConverter)");
   if (p.pipeline_schedule == PipelineSchedule::kDualPipe)
     c.unsupported.push_back(
         "DualPipe schedule: torchtitan's DualPipeV is another schedule (one copy of the stages, "
@@ -112,12 +122,14 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
   if (v02 && PlanFlexDispatcher(p) == "hybridep")
     c.approximations.push_back(
         "dispatcher hybridep: v0.2.2 has standard|deepep (expert_parallel_comm_backend); standard exported");
-  if (m.mtp_layers > 0) c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
+  if (m.mtp_layers > 0)
+    c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
   const std::string mixed = MixedRecomputeNote(p);
   if (!mixed.empty()) c.approximations.push_back(mixed);
-  c.user_supplies = {"HF_MODEL_PATH - absolute path of the Hugging Face model folder (tokenizer + safetensors)",
-                     "dataset: the baseline's (c4 through HF datasets); replace it for your data",
-                     "optimizer / schedule / steps: the baseline's, except steps"};
+  c.user_supplies = {
+      "HF_MODEL_PATH - absolute path of the Hugging Face model folder (tokenizer + safetensors)",
+      "dataset: the baseline's (c4 through HF datasets); replace it for your data",
+      "optimizer / schedule / steps: the baseline's, except steps"};
   return c;
 }
 
@@ -163,7 +175,8 @@ void V02Training(std::ostringstream& os, const Plan& p) {
   os << "mixed_precision_param = \"bfloat16\"\n";
   os << "dataset = \"c4\"\n";
 }
-void V02Parallelism(std::ostringstream& os, const Plan& p, const std::vector<std::vector<std::string>>& parts) {
+void V02Parallelism(std::ostringstream& os, const Plan& p,
+                    const std::vector<std::vector<std::string>>& parts) {
   os << "\n[parallelism]\n";
   os << "data_parallel_replicate_degree = " << p.deg.dp_replicate << "\n";
   os << "data_parallel_shard_degree = " << p.deg.dp_shard << "\n";
@@ -185,7 +198,10 @@ void V02Parallelism(std::ostringstream& os, const Plan& p, const std::vector<std
 }
 void V02ActivationCheckpoint(std::ostringstream& os, const Plan& p) {
   const Recompute r = StrongestRecompute(p);
-  os << "\n[activation_checkpoint]\nmode = \"" << (r == Recompute::kFull ? "full" : r == Recompute::kSelective ? "selective" : "none")
+  os << "\n[activation_checkpoint]\nmode = \""
+     << (r == Recompute::kFull        ? "full"
+         : r == Recompute::kSelective ? "selective"
+                                      : "none")
      << "\"\n";
   if (r == Recompute::kSelective) os << "selective_ac_option = \"op\"\n";
 }
@@ -238,7 +254,8 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
   os << "        expert_parallel_degree=" << p.deg.ep << ",\n";
   os << "        pipeline_parallel_degree=" << p.deg.pp << ",\n";
   if (p.deg.pp > 1) {
-    os << "        pipeline_parallel_schedule=\"" << (p.deg.interleave > 1 ? "Interleaved1F1B" : "1F1B") << "\",\n";
+    os << "        pipeline_parallel_schedule=\"" << (p.deg.interleave > 1 ? "Interleaved1F1B" : "1F1B")
+       << "\",\n";
     os << "        num_pp_microbatches=" << p.num_micro_batches << ",\n";
     os << "        module_fqns_per_model_part=[\n";
     for (const auto& part : ModelParts(p, ir, m.layers)) os << "            " << List(part) << ",\n";
@@ -261,7 +278,10 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
        << " parallelism\n";
   os << "    )\n";
   os << "    config.activation_checkpoint = "
-     << (r == Recompute::kFull ? "FullAC.Config()" : r == Recompute::kSelective ? "SelectiveAC.Config()" : "None") << "\n";
+     << (r == Recompute::kFull        ? "FullAC.Config()"
+         : r == Recompute::kSelective ? "SelectiveAC.Config()"
+                                      : "None")
+     << "\n";
   os << "    config.checkpoint = CheckpointManager.Config(\n";
   os << "        enable=True,\n        initial_load_path=HF_MODEL_PATH,\n        initial_load_in_hf=True,\n";
   os << "        initial_load_model_only=True,\n        interval=500,\n    )\n";
@@ -273,8 +293,8 @@ std::string ToTorchtitanV02Toml(const Plan& p, const ModelIR& ir, const LaunchSh
   const TitanContext t = Describe(p, ir, true);
   std::ostringstream os;
   Header(os, "#", kTitanV02, t.c);
-  os << "# Launch on every node: torchrun --nnodes " << shape.nnodes << " --nproc-per-node " << shape.gpus_per_node
-     << " -m torchtitan.train --job.config_file THIS\n";
+  os << "# Launch on every node: torchrun --nnodes " << shape.nnodes << " --nproc-per-node "
+     << shape.gpus_per_node << " -m torchtitan.train --job.config_file THIS\n";
   os << "# The placeholders <HF_MODEL_PATH> must be replaced (TOML does not expand environment variables).\n";
   if (!t.c.unsupported.empty()) {
     // A comment alone does not stop a launch (v0.2.2 trains a LoRA plan as a full fine-tune): an
@@ -283,11 +303,12 @@ std::string ToTorchtitanV02Toml(const Plan& p, const ModelIR& ir, const LaunchSh
     os << "\n[onboard_not_launchable]\nreason = " << Quoted(t.c.unsupported.front()) << "\n";
   }
   os << "\n[job]\ndump_folder = \"./outputs\"\ndescription = \"onboard plan export\"\n";
-  os << "\n[model]\nname = \"" << (t.f ? t.f->module : "UNSUPPORTED") << "\"\nflavor = \"" << (t.f ? t.f->flavor : "UNSUPPORTED")
-     << "\"\n";
+  os << "\n[model]\nname = \"" << (t.f ? t.f->module : "UNSUPPORTED") << "\"\nflavor = \""
+     << (t.f ? t.f->flavor : "UNSUPPORTED") << "\"\n";
   os << "hf_assets_path = \"<HF_MODEL_PATH>\"\n";
   V02Training(os, p);
-  V02Parallelism(os, p, p.deg.pp > 1 ? ModelParts(p, ir, t.m.layers) : std::vector<std::vector<std::string>>{});
+  V02Parallelism(os, p,
+                 p.deg.pp > 1 ? ModelParts(p, ir, t.m.layers) : std::vector<std::vector<std::string>>{});
   os << "\n[checkpoint]\nenable = true\nfolder = \"checkpoint\"\ninitial_load_path = \"<HF_MODEL_PATH>\"\n";
   os << "initial_load_in_hf = true\ninitial_load_model_only = true\n";
   V02ActivationCheckpoint(os, p);
@@ -296,7 +317,8 @@ std::string ToTorchtitanV02Toml(const Plan& p, const ModelIR& ir, const LaunchSh
 
 std::string ToTorchtitanToml(const Plan& p) {
   std::ostringstream os;
-  os << "# torchtitan v0.2.x parallelism fragment (no model section: see plan.torchtitan-v0.2.toml from --export all)\n";
+  os << "# torchtitan v0.2.x parallelism fragment (no model section: see plan.torchtitan-v0.2.toml from "
+        "--export all)\n";
   V02Parallelism(os, p, {});
   V02ActivationCheckpoint(os, p);
   V02Training(os, p);

@@ -1,0 +1,27 @@
+// Which weights a LoRA fine-tune adapts: the one home of that choice, read by the exports
+// (search/export_bridge.cpp: Megatron-Bridge target_modules; search/export_torchtitan.cpp: its LoRA
+// converter's target FQNs) and by the probe's proxy (backends/proxy_layout.cpp), so the LoRA probe
+// trains the adapter set the user's engine will train.
+//   attention       the mixer's input and output projections (q/k/v or MLA's q/kv down/up, o)
+//   dense_mlp       the dense layers' FFN (fc1 = gate+up, fc2 = down)
+//   shared_experts  the shared-expert FFN of MoE layers
+//   routed_experts  the routed experts: frozen. torchtitan holds them as grouped parameters, not the
+//                   Linear configs its converter wraps, and Megatron-Bridge's fc1/fc2 targets are
+//                   scoped to the dense and shared-expert MLPs in our exports (export_bridge.cpp).
+//   output_head     the LM head: frozen (no export targets Megatron's output_layer or torchtitan's
+//                   output; the real-weights probe's PEFT adapter holds q/k/v/o only).
+#pragma once
+
+namespace onboard {
+
+struct LoraTargetSet {
+  bool attention = true;
+  bool dense_mlp = true;
+  bool shared_experts = true;
+  bool routed_experts = false;
+  bool output_head = false;
+};
+
+inline constexpr LoraTargetSet kLoraTargets{};
+
+}  // namespace onboard
