@@ -5,6 +5,7 @@
 //                                 (x beyond_first_tier for tiers past the first: node-limited routing)
 //                                 (sends are issued concurrently, so latency does not grow with n-1)
 //   point-to-point:               a + B / bw
+//   ring of sends (kRingP2P):     (n-1) a + (n-1)/n * B / bw            (bw of the slowest tier: one link)
 // bw = tier bandwidth * efficiency * calibration. A group of n ranks with stride s spans an aligned
 // block of n*s ranks; the slowest tier whose group holds that block carries ring traffic.
 // Ring collectives over several tiers (all-reduce, all-gather, reduce-scatter): a tier's bandwidth is
@@ -58,8 +59,8 @@ CommCost CollectiveCost(const Topology& t, const CostCalibration& cal, Collectiv
   out.tier = t.tiers[tier].name;
   const double bw = TierBw(t, cal, tier), a = TierLat(t, cal, tier);
   const double nn = static_cast<double>(n);
-  const double ring = kind == Collective::kP2P || kind == Collective::kAllToAll
-                          ? 0
+  const double ring = kind == Collective::kP2P || kind == Collective::kAllToAll || kind == Collective::kRingP2P
+                          ? 1 / bw
                           : RingSecondsPerByte(t, cal, tier, n, stride);  // s per byte
   switch (kind) {
     case Collective::kAllReduce:
@@ -67,6 +68,7 @@ CommCost CollectiveCost(const Topology& t, const CostCalibration& cal, Collectiv
       break;
     case Collective::kAllGather:
     case Collective::kReduceScatter:
+    case Collective::kRingP2P:
       out.seconds = (nn - 1) * a + (nn - 1) / nn * bytes * ring;
       break;
     case Collective::kP2P:

@@ -319,8 +319,11 @@ class TimeModel {
       bwd = Coll(Collective::kReduceScatter, cp, p_.deg.tp, bytes);
     } else if (lp.cp_kv_elems > 0) {
       const double bytes = n * T_ * lp.cp_kv_elems / t_ * 2;  // K,V of every CP rank's chunk
-      fwd = Coll(Collective::kAllGather, cp, p_.deg.tp, bytes);
-      bwd = Coll(Collective::kAllGather, cp, p_.deg.tp, 2 * bytes);  // KV + dKV
+      // The ring passes K,V by send/recv to the next CP rank (TE AttnFuncWithCPAndKVP2P): each step
+      // waits for its slowest hop, one link; all-gather is NCCL's collective.
+      const Collective kind = p_.cp_comm == CpComm::kRing ? Collective::kRingP2P : Collective::kAllGather;
+      fwd = Coll(kind, cp, p_.deg.tp, bytes);
+      bwd = Coll(kind, cp, p_.deg.tp, 2 * bytes);  // KV + dKV
       if (p_.cp_comm == CpComm::kRing) {  // each ring step overlaps one block of the core
         hidden_f = core_f;
         hidden_b = c_.k.attn_bwd_ratio * core_f;
