@@ -782,7 +782,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       std::string("(m*2v + 2(p-1)) sends of T*h*2/t bytes") +
           (dualpipe                                     ? ", hidden by DualPipe"
            : req.overlap_pp_p2p && d.interleave > 1 ? ", overlapped with the chunks but 2(p-1) (overlap_p2p_comm)"
-                                                        : ", blocking"));
+                                                        : ""));
   add("comm.dp_sync", sync, sync_exposed, sync_tier,
       "grad sync once per step, overlapped with the last backward (param all-gather: with the first forward)");
   add("optimizer", optimizer, optimizer, "", Fmt(local_params / 1e9) + " G local params x " +
