@@ -36,7 +36,8 @@ double RingSecondsPerByte(const Topology& t, const CostCalibration& cal, size_t 
   double worst = 0, below = 1;  // members per block of the tier below (1 below the fastest)
   for (size_t i = 0; i <= tier; ++i) {
     const double g = static_cast<double>(t.tiers[i].group_size);
-    const double members = std::min(static_cast<double>(n), std::max(1.0, std::min(span, g) / std::max<int64_t>(s, 1)));
+    const double members =
+        std::min(static_cast<double>(n), std::max(1.0, std::min(span, g) / std::max<int64_t>(s, 1)));
     if (i == tier || members > below) worst = std::max(worst, 1.0 / (below * TierBw(t, cal, i)));
     below = members;
   }
@@ -59,9 +60,10 @@ CommCost CollectiveCost(const Topology& t, const CostCalibration& cal, Collectiv
   out.tier = t.tiers[tier].name;
   const double bw = TierBw(t, cal, tier), a = TierLat(t, cal, tier);
   const double nn = static_cast<double>(n);
-  const double ring = kind == Collective::kP2P || kind == Collective::kAllToAll || kind == Collective::kRingP2P
-                          ? 1 / bw
-                          : RingSecondsPerByte(t, cal, tier, n, stride);  // s per byte
+  const double ring =
+      kind == Collective::kP2P || kind == Collective::kAllToAll || kind == Collective::kRingP2P
+          ? 1 / bw
+          : RingSecondsPerByte(t, cal, tier, n, stride);  // s per byte
   switch (kind) {
     case Collective::kAllReduce:
       out.seconds = 2 * (nn - 1) * a + 2 * (nn - 1) / nn * bytes * ring;

@@ -77,8 +77,9 @@
 //   bubble           = (p-1)/v * t_mb                      (1F1B: (p-1)/(m+p-1) of the step)
 //   PP p2p           = (m*2v + 2(p-1)) sends of T*h*2/t bytes (blocking: batch_p2p_comm); interleaved with
 //                      overlap_p2p_comm (req.overlap_pp_p2p: Megatron-LM default with vp > 1, Megatron-Bridge
-//                      CommOverlapConfig / NeMo 2 MegatronCommOverlapCallback when pp > 1 and vp > 1): exposed
-//                      = 2(p-1) x one + m*2v x max(0, one - t_mb/(2v)) (async isend/irecv behind a chunk pass)
+//                      CommOverlapConfig / NeMo 2 MegatronCommOverlapCallback when pp > 1 and vp > 1):
+//                      exposed = 2(p-1) x one + m*2v x max(0, one - t_mb/(2v)) (async isend/irecv behind a
+//                      chunk pass)
 //   DualPipe         : bubble = (p/2 - 1)(F&B + B - 3W), F&B = t_mb, B = W = (bwd + recompute)/2
 //                      (DeepSeek-V3 report Table 2); EP all-to-all overlapped with the paired chunk
 //                      (as overlap_ep_comm, with its SM tax); PP sends hidden; rank r = mean of stages
@@ -780,9 +781,10 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
                : "(p-1)/v * t_mb = " + Fmt(pp - 1) + "/" + Fmt(v) + " * " + Fmt(t_mb * 1e3) + " ms");
   add("comm.pp_p2p", p2p, p2p_exposed, p2p_tier,
       std::string("(m*2v + 2(p-1)) sends of T*h*2/t bytes") +
-          (dualpipe                                     ? ", hidden by DualPipe"
-           : req.overlap_pp_p2p && d.interleave > 1 ? ", overlapped with the chunks but 2(p-1) (overlap_p2p_comm)"
-                                                        : ""));
+          (dualpipe ? ", hidden by DualPipe"
+           : req.overlap_pp_p2p && d.interleave > 1
+               ? ", overlapped with the chunks but 2(p-1) (overlap_p2p_comm)"
+               : ""));
   add("comm.dp_sync", sync, sync_exposed, sync_tier,
       "grad sync once per step, overlapped with the last backward (param all-gather: with the first forward)");
   add("optimizer", optimizer, optimizer, "", Fmt(local_params / 1e9) + " G local params x " +

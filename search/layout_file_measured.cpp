@@ -44,7 +44,8 @@
 //   overlap           : recipe.preset_fields.moe_a2a_overlap. PP sends: a Megatron-Core framework (Bridge,
 //                       NeMo 2, Megatron-LM) with vp > 1 overlaps them (overlap_p2p_comm: Megatron-Bridge
 //                       training/comm_overlap.py _get_model_comm_overlap_cfgs, NeMo 2's
-//                       MegatronCommOverlapCallback, Megatron-LM arguments.py default); vp 1: batched, blocking.
+//                       MegatronCommOverlapCallback, Megatron-LM arguments.py default); vp 1: batched,
+//                       blocking.
 //   TP comm overlap   : tp > 1 and the recipe names Megatron-Bridge's scripts/performance/configs/llama/
 //                       llama31_llm_pretrain.py (it keeps llama31_405b_pretrain_config's
 //                       CommOverlapConfig(tp_comm_overlap=True), recipes/llama/llama3.py, except for nvfp4),
@@ -417,7 +418,7 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   const json* ov = RecipeField(r, "preset_fields", "moe_a2a_overlap");
   run.overlap_ep_comm = ov && ov->is_boolean() && ov->get<bool>();
   run.overlap_pp_p2p = run.plan.deg.pp > 1 && run.plan.deg.interleave > 1 &&
-                      r.value("framework", std::string()).find("Megatron-Core") != std::string::npos;
+                       r.value("framework", std::string()).find("Megatron-Core") != std::string::npos;
   ReadLaunchSettings(r, &run);
   // Step 3: what was measured.
   ONBOARD_RETURN_IF_ERROR(ReadMeasured(r, f, &run));

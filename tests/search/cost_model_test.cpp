@@ -52,8 +52,8 @@ TEST(Collectives, RingsAcrossNodesUseEveryMembersLink) {
   auto ar = CollectiveCost(t, cal, Collective::kAllReduce, 32, 2, B);  // 4 per node (stride 2) x 16 nodes
   EXPECT_NEAR(ar.seconds, 2 * 31 * 10e-6 + 2 * 31.0 / 32 * B / (4 * 10e9), 1e-12);
   // A ring of sends (TE's CP ring) waits for its one slow hop: no spreading over the NICs.
-  EXPECT_NEAR(CollectiveCost(t, cal, Collective::kRingP2P, 16, 1, B).seconds, 15 * 10e-6 + 15.0 / 16 * B / 10e9,
-              1e-12);
+  EXPECT_NEAR(CollectiveCost(t, cal, Collective::kRingP2P, 16, 1, B).seconds,
+              15 * 10e-6 + 15.0 / 16 * B / 10e9, 1e-12);
   // Fast tier slower than the NICs together: the NVLink hops bound it.
   Topology thin = t;
   thin.tiers[0].bw_gbps = 40;
