@@ -75,6 +75,11 @@
 //                      + exposed FSDP per mb
 //   step             = m * t_mb + bubble + p2p + exposed DP sync + optimizer
 //   bubble           = (p-1)/v * t_mb                      (1F1B: (p-1)/(m+p-1) of the step)
+//   PP p2p           = (m*2v + 2(p-1)) sends of T*h*2/t bytes (blocking: batch_p2p_comm); interleaved with
+//                      overlap_p2p_comm (req.overlap_pp_p2p: Megatron-LM default with vp > 1, Megatron-Bridge
+//                      CommOverlapConfig / NeMo 2 MegatronCommOverlapCallback when pp > 1 and vp > 1):
+//                      exposed = 2(p-1) x one + m*2v x max(0, one - t_mb/(2v)) (async isend/irecv behind a
+//                      chunk pass)
 //   DualPipe         : bubble = (p/2 - 1)(F&B + B - 3W), F&B = t_mb, B = W = (bwd + recompute)/2
 //                      (DeepSeek-V3 report Table 2); EP all-to-all overlapped with the paired chunk
 //                      (as overlap_ep_comm, with its SM tax); PP sends hidden; rank r = mean of stages
@@ -315,8 +320,11 @@ class TimeModel {
       bwd = Coll(Collective::kReduceScatter, cp, p_.deg.tp, bytes);
     } else if (lp.cp_kv_elems > 0) {
       const double bytes = n * T_ * lp.cp_kv_elems / t_ * 2;  // K,V of every CP rank's chunk
-      fwd = Coll(Collective::kAllGather, cp, p_.deg.tp, bytes);
-      bwd = Coll(Collective::kAllGather, cp, p_.deg.tp, 2 * bytes);  // KV + dKV
+      // The ring passes K,V by send/recv to the next CP rank (TE AttnFuncWithCPAndKVP2P): each step
+      // waits for its slowest hop, one link; all-gather is NCCL's collective.
+      const Collective kind = p_.cp_comm == CpComm::kRing ? Collective::kRingP2P : Collective::kAllGather;
+      fwd = Coll(kind, cp, p_.deg.tp, bytes);
+      bwd = Coll(kind, cp, p_.deg.tp, 2 * bytes);  // KV + dKV
       if (p_.cp_comm == CpComm::kRing) {  // each ring step overlaps one block of the core
         hidden_f = core_f;
         hidden_b = c_.k.attn_bwd_ratio * core_f;
@@ -682,15 +690,21 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   const double bubble = d.pp <= 1  ? 0
                         : dualpipe ? (pp / 2 - 1) * std::max(0.0, t_mb + w_half - 3 * w_half)
                                    : (pp - 1) / v * t_mb;
-  double p2p = 0;
+  double p2p = 0, p2p_exposed = 0;
   std::string p2p_tier;
   if (d.pp > 1) {
     const int64_t stride = d.tp * d.cp * d.dp_shard * d.dp_replicate;
     const CommCost one = CollectiveCost(topo, cal, Collective::kP2P, 2, stride, TokensPerRank(p) * c.prof.hidden * 2 / t);
     p2p = (m * 2 * v + 2 * (pp - 1)) * one.seconds;
     p2p_tier = one.tier;
+    p2p_exposed = p2p;
+    // Interleaved with overlap_p2p_comm (req.overlap_pp_p2p): each send is posted async and waited on
+    // when the next chunk needs it, behind one chunk pass (t_mb / 2v per send, seconds); the 2(p-1)
+    // warm-up / cool-down hand-offs stay on the critical path.
+    if (req.overlap_pp_p2p && d.interleave > 1)
+      p2p_exposed = 2 * (pp - 1) * one.seconds + m * 2 * v * std::max(0.0, one.seconds - t_mb / (2 * v));
   }
-  const double p2p_exposed = dualpipe ? 0.0 : p2p;  // DualPipe hides PP sends in the overlapped pairs
+  if (dualpipe) p2p_exposed = 0.0;  // DualPipe hides PP sends in the overlapped pairs
   // Step 3: data-parallel gradient sync once per step, overlapped with the last backward; the
   // distributed optimizer's parameter all-gather overlaps the next step's first forward.
   double sync = 0, gather = 0;
@@ -766,7 +780,11 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
                      Fmt(2 * w_half * 1e3) + ") ms"
                : "(p-1)/v * t_mb = " + Fmt(pp - 1) + "/" + Fmt(v) + " * " + Fmt(t_mb * 1e3) + " ms");
   add("comm.pp_p2p", p2p, p2p_exposed, p2p_tier,
-      std::string("(m*2v + 2(p-1)) sends of T*h*2/t bytes") + (dualpipe ? ", hidden by DualPipe" : ""));
+      std::string("(m*2v + 2(p-1)) sends of T*h*2/t bytes") +
+          (dualpipe ? ", hidden by DualPipe"
+           : req.overlap_pp_p2p && d.interleave > 1
+               ? ", overlapped with the chunks but 2(p-1) (overlap_p2p_comm)"
+               : ""));
   add("comm.dp_sync", sync, sync_exposed, sync_tier,
       "grad sync once per step, overlapped with the last backward (param all-gather: with the first forward)");
   add("optimizer", optimizer, optimizer, "", Fmt(local_params / 1e9) + " G local params x " +

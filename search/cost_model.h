@@ -106,7 +106,9 @@ double SoftmaxExpsPerSecond(const std::string& device);
 bool PerExpertGemmLaunches(const std::string& device);
 
 // --- collectives.cpp ---
-enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kP2P };
+// kRingP2P: an all-gather-shaped pass made of send/recv to the next rank (Transformer Engine's CP ring,
+// AttnFuncWithCPAndKVP2P): every step waits for its slowest hop, one link of the slowest tier crossed.
+enum class Collective { kAllReduce, kAllGather, kReduceScatter, kAllToAll, kP2P, kRingP2P };
 struct CommCost {
   double seconds = 0;
   std::string tier;                  // slowest tier crossed

@@ -320,6 +320,7 @@ std::map<std::string, Recompute> CoreAttnRecompute() {
 
 void ApplyRunOptions(const LayoutRun& run, PlanRequest* req) {
   req->overlap_ep_comm = run.overlap_ep_comm;
+  req->overlap_pp_p2p = run.overlap_pp_p2p;
   req->recompute_norms = run.recompute_norms;
   req->fp8_act_input_store = run.fp8_act_input_store;
   req->expert_nodes_per_token = run.expert_nodes_per_token;

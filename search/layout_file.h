@@ -48,6 +48,7 @@ struct LayoutRun {
   std::string uncertain;                      // the source's own caveat, if any
   std::vector<std::string> assumptions;       // "recompute 'unknown (not stated)' read as none", ...
   bool overlap_ep_comm = false;               // the recipe overlaps EP all-to-all (moe_a2a_overlap)
+  bool overlap_pp_p2p = false;                // interleaved PP sends overlapped (PlanRequest::overlap_pp_p2p)
   bool recompute_norms = false;               // RMSNorm outputs recomputed (PlanRequest::recompute_norms)
   bool fp8_act_input_store = false;           // SwiGLU input kept in fp8 (PlanRequest::fp8_act_input_store)
   double expert_nodes_per_token = 0;          // PlanRequest::expert_nodes_per_token (0 = not given)

@@ -28,6 +28,8 @@
 //                       mixtral_8x7b.py sets plugins.grad_reduce_in_fp32 = False), or a recipe text says
 //                       grad_reduce_in_fp32=False; else fp32.
 //   mtp               : recipe.mtp_layers, else the m's of the pipeline layout, else run.mtp_layers, else
+//                       none where the source's model label says "w/o MTP" (Megatron-Bridge 25.11 tables:
+//                       "DeepSeekV3 (w/o MTP)" beside "DeepSeekV3 (w/ MTP)"), else
 //                       none for NeMo AutoModel (NVIDIA-NeMo/Automodel@05e09029:nemo_automodel/components/
 //                       models/deepseek_v3/model.py: DeepseekV3ForCausalLM builds num_hidden_layers blocks
 //                       and the head, no MTP module), else the config's num_nextn_predict_layers
@@ -39,7 +41,11 @@
 //                       TransformerConfig: the embedding and the loss each take one layer's slot, so the
 //                       first and the last chunk hold one decoder layer less; Megatron-Bridge sets both
 //                       for Llama-3.1-405B, recipes/llama/llama3.py): the only even split Megatron accepts.
-//   overlap           : recipe.preset_fields.moe_a2a_overlap.
+//   overlap           : recipe.preset_fields.moe_a2a_overlap. PP sends: a Megatron-Core framework (Bridge,
+//                       NeMo 2, Megatron-LM) with vp > 1 overlaps them (overlap_p2p_comm: Megatron-Bridge
+//                       training/comm_overlap.py _get_model_comm_overlap_cfgs, NeMo 2's
+//                       MegatronCommOverlapCallback, Megatron-LM arguments.py default); vp 1: batched,
+//                       blocking.
 //   TP comm overlap   : tp > 1 and the recipe names Megatron-Bridge's scripts/performance/configs/llama/
 //                       llama31_llm_pretrain.py (it keeps llama31_405b_pretrain_config's
 //                       CommOverlapConfig(tp_comm_overlap=True), recipes/llama/llama3.py, except for nvfp4),
@@ -394,6 +400,12 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   if (rec != r.end() && rec->is_object() && rec->contains("mtp_layers") && (*rec)["mtp_layers"].is_number_integer())
     mtp = (*rec)["mtp_layers"].get<int64_t>();
   if (mtp < 0 && r.contains("mtp_layers") && r["mtp_layers"].is_number_integer()) mtp = r["mtp_layers"].get<int64_t>();
+  const auto label = r.find("model_label_in_source");
+  if (mtp < 0 && label != r.end() && label->is_string() &&
+      label->get<std::string>().find("w/o MTP") != std::string::npos) {
+    mtp = 0;
+    run.assumptions.push_back("MTP: the source's model label says 'w/o MTP': none trained");
+  }
   if (mtp < 0 && r.value("framework", std::string()).find("AutoModel") != std::string::npos) {
     mtp = 0;
     run.assumptions.push_back("NeMo AutoModel: no MTP layers (its DeepseekV3ForCausalLM builds none)");
@@ -405,6 +417,8 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   run.plan.mtp_layers = std::max<int64_t>(0, mtp);
   const json* ov = RecipeField(r, "preset_fields", "moe_a2a_overlap");
   run.overlap_ep_comm = ov && ov->is_boolean() && ov->get<bool>();
+  run.overlap_pp_p2p = run.plan.deg.pp > 1 && run.plan.deg.interleave > 1 &&
+                       r.value("framework", std::string()).find("Megatron-Core") != std::string::npos;
   ReadLaunchSettings(r, &run);
   // Step 3: what was measured.
   ONBOARD_RETURN_IF_ERROR(ReadMeasured(r, f, &run));

@@ -75,6 +75,10 @@ struct PlanRequest {
                                          // run them (search/fusion_cost.h)
   bool overlap_ep_comm = false;          // framework overlaps EP all-to-all with another micro-batch's
                                          // compute (DualPipe, Megatron --overlap-moe-expert-parallel-comm)
+  // Interleaved PP (vp > 1) sends/recvs posted async and waited on when the next chunk needs them:
+  // Megatron-Core overlap_p2p_comm (Megatron-LM's default with vp > 1, --no-overlap-p2p-communication;
+  // Megatron-Bridge CommOverlapConfig and NeMo 2's MegatronCommOverlapCallback set it when pp > 1, vp > 1).
+  bool overlap_pp_p2p = false;
   // Expert all-to-all routing, split by tier (issue 18; search/ep_a2a_traffic.h; limits checked once by
   // CheckExpertRouting, search/plan_request_checks.h):
   double expert_nodes_per_token = 0;  // measured mean distinct nodes a token's top-k experts span (the

@@ -55,8 +55,14 @@ TEST(RunCli, ExpertRoutingFlagsReachThePlanAndBadValuesExit2) {
   ASSERT_TRUE(p_a2a.is_object() && p_deepep.is_object() && p_limited.is_object());
   EXPECT_NE(p_a2a["estimate"]["step_s"].get<double>(), p_deepep["estimate"]["step_s"].get<double>());
   EXPECT_EQ(A2aFormula(p_a2a).find("nodes/token"), std::string::npos) << A2aFormula(p_a2a);
-  EXPECT_NE(A2aFormula(p_deepep).find("; deepep, 1.5 nodes/token of "), std::string::npos)
-      << A2aFormula(p_deepep);
+  // The split text appears only when routing reached the request (EpTierSplitText), naming the
+  // dispatcher; the measured 1.5 is capped by the nodes the best plan's EP group spans (one when the
+  // search keeps EP inside a node, as it has since ring collectives across nodes use every NIC).
+  const std::string f = A2aFormula(p_deepep);
+  EXPECT_NE(f.find("; deepep, "), std::string::npos) << f;
+  EXPECT_TRUE(f.find("; deepep, 1.5 nodes/token of ") != std::string::npos ||
+              f.find("; deepep, 1 nodes/token of 1:") != std::string::npos)
+      << f;
   EXPECT_NE(A2aFormula(p_limited).find("; alltoall, 1 nodes/token of "), std::string::npos)
       << A2aFormula(p_limited);
   // Bad values: exit 2 before any stage, naming the flag or field and the value. top_k = 9 passes the

@@ -40,6 +40,27 @@ TEST(Collectives, AlphaBetaFormulas) {
   EXPECT_GT(CollectiveCost(t, slow, Collective::kAllToAll, 64, 1, B).seconds, 1.9 * 56.0 / 64 * B / 10e9);
 }
 
+// A ring over several nodes crosses the slow tier through every member's own NIC (NCCL spreads its
+// rings over the rails): 8 members per node move their (n-1)/n B at 8 x 10 GB/s, not at one NIC's 10.
+TEST(Collectives, RingsAcrossNodesUseEveryMembersLink) {
+  const Topology t = TwoTier();
+  const CostCalibration cal;
+  const double B = 1e9;
+  auto rs = CollectiveCost(t, cal, Collective::kReduceScatter, 16, 1, B);  // 2 nodes x 8
+  EXPECT_EQ(rs.tier, "slow");
+  EXPECT_NEAR(rs.seconds, 15 * 10e-6 + 15.0 / 16 * B / (8 * 10e9), 1e-12);
+  auto ar = CollectiveCost(t, cal, Collective::kAllReduce, 32, 2, B);  // 4 per node (stride 2) x 16 nodes
+  EXPECT_NEAR(ar.seconds, 2 * 31 * 10e-6 + 2 * 31.0 / 32 * B / (4 * 10e9), 1e-12);
+  // A ring of sends (TE's CP ring) waits for its one slow hop: no spreading over the NICs.
+  EXPECT_NEAR(CollectiveCost(t, cal, Collective::kRingP2P, 16, 1, B).seconds,
+              15 * 10e-6 + 15.0 / 16 * B / 10e9, 1e-12);
+  // Fast tier slower than the NICs together: the NVLink hops bound it.
+  Topology thin = t;
+  thin.tiers[0].bw_gbps = 40;
+  EXPECT_NEAR(CollectiveCost(thin, cal, Collective::kAllGather, 16, 1, B).seconds,
+              15 * 10e-6 + 15.0 / 16 * B / 40e9, 1e-12);
+}
+
 TEST(PipelineSplit, BalancesHeterogeneousLayers) {
   // Heavy layers every 4th (like MLA among KDA): the split must not exceed the best cap.
   std::vector<double> cost;

@@ -280,6 +280,20 @@ TEST(MeasuredRunsReader, ReadsLayoutMtpAndLaunchSettings) {
   EXPECT_NEAR(*r.measured_step_s, 4096.0 * 4096 / (5000.0 * 256), 1e-9);
 }
 
+// The source row's label decides MTP before the config does ("DeepSeekV3 (w/o MTP)" in the 25.11
+// Megatron-Bridge tables); a Megatron-Core framework with vp > 1 overlaps its PP sends.
+TEST(MeasuredRunsReader, LabelWithoutMtpAndInterleavedP2pOverlap) {
+  auto without = ParseOne(
+      R"x(,"model_label_in_source":"DeepSeekV3 (w/o MTP)","framework":"Megatron-Bridge / Megatron-Core")x");
+  auto with = ParseOne(R"x(,"model_label_in_source":"DeepSeekV3 (w/ MTP)","framework":"HAI-LLM")x");
+  ASSERT_TRUE(without.ok() && with.ok()) << without.status().ToString() << with.status().ToString();
+  EXPECT_EQ((*without)[0].plan.mtp_layers, 0);
+  EXPECT_EQ((*with)[0].plan.mtp_layers, 1);   // the config's num_nextn_predict_layers
+  EXPECT_TRUE((*without)[0].overlap_pp_p2p);  // pp 2, vp 8, Megatron-Core
+  EXPECT_FALSE((*with)[0].overlap_pp_p2p);    // not a Megatron-Core framework
+  EXPECT_TRUE(RequestForRun((*without)[0]).overlap_pp_p2p);
+}
+
 TEST(MeasuredRunsReader, BadInputsNameTheField) {
   struct Case {
     const char* fields;

@@ -56,6 +56,30 @@ TEST(TpCommOverlap, HidesAllButOneChunkOfEachCollective) {
   EXPECT_LT(Exposed(EstimatePlan(no_tax, on), "comm.tp"), Exposed(b, "comm.tp"));
 }
 
+// Interleaved PP with overlap_p2p_comm (Megatron-Core): the sends hide behind the chunk passes but
+// the 2(p-1) warm-up / cool-down hand-offs; blocking (batch_p2p_comm) with vp = 1 whatever the flag.
+TEST(PpP2pOverlap, InterleavedSendsHideButTheWarmUpAndCoolDown) {
+  PlanRequest req = Request("llama-3.1-405b", "h800-2048-deepseek-v3", 8192);
+  req.topology.num_devices = 128;
+  Plan p = LlamaPlan(req);
+  p.deg.interleave = 2;
+  const PlanEstimate off = EstimatePlan(MakeCostContext(req), p);
+  req.overlap_pp_p2p = true;
+  const PlanEstimate on = EstimatePlan(MakeCostContext(req), p);
+  const TimeTerm *a = Term(off, "comm.pp_p2p"), *b = Term(on, "comm.pp_p2p");
+  ASSERT_NE(a, nullptr);
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(a->tier, "ib");  // pp at stride tp*dp = 16 crosses the 8-GPU nodes
+  EXPECT_DOUBLE_EQ(a->total_s, b->total_s);
+  EXPECT_DOUBLE_EQ(a->exposed_s, a->total_s);
+  const double sends = 16.0 * 2 * 2 + 2 * 7, one = a->total_s / sends;  // m*2v + 2(p-1)
+  EXPECT_NEAR(b->exposed_s, 2 * 7 * one, 1e-9);  // each send is far shorter than a chunk pass
+  EXPECT_LT(on.step_s, off.step_s);
+  p.deg.interleave = 1;  // Megatron turns overlap_p2p_comm off without interleaving
+  const PlanEstimate plain = EstimatePlan(MakeCostContext(req), p);
+  EXPECT_DOUBLE_EQ(Term(plain, "comm.pp_p2p")->exposed_s, Term(plain, "comm.pp_p2p")->total_s);
+}
+
 // DeepSeek-V3 (256 experts of width 2048) on 256 H800: pp 4, ep 8 x etp 2 vs ep 8 x etp 1.
 Plan DsPlan(int64_t etp) {
   Plan p = test::MakePlan({1, 64, 1, 4, 8, 8 / etp, 1, false}, 4096, 1, 8);
