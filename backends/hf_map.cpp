@@ -75,7 +75,7 @@ Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsC
     r.OwnExperts(own.begin, own.end);
   }
   r.OwnTpSlice(s.tp, s.tp_rank, s.expert_tp);
-  r.OwnFsdpShard(s.fsdp, s.fsdp_rank);
+  r.OwnFsdpShard(s.fsdp, s.fsdp_rank, s.expert_fsdp, s.expert_fsdp_rank);
   HfModelWeights w;
   // Step 1: embedding (first stage), final norm + head (last stage; tied: the embedding itself).
   const bool tied = c.ir.tied_embeddings && !ckpt.Has("lm_head.weight");

@@ -37,7 +37,7 @@ struct FusedSlice {
 Expected<FusedSlice> SliceOf(const std::string& p, const MoESpec& m, const HfWeightReader& r, bool mxfp4) {
   const int64_t E = m.num_experts, I = m.expert_intermediate;
   const HfExpertSpan own = OwnedExperts(r, E);
-  const HfRowSpan f = HfFsdpRows(own.end - own.begin, r.fsdp(), r.fsdp_rank());
+  const HfRowSpan f = HfFsdpRows(own.end - own.begin, r.fsdp(true), r.fsdp_rank(true));
   FusedSlice s{own.begin + f.begin, f.len, 0, I, true};
   if (r.tp() <= 1 || !r.expert_tp()) return s;
   s.il = I / r.tp();

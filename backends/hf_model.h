@@ -93,6 +93,8 @@ struct HfModelWeights {
 // ranks own whole experts instead (HfExpertRange).
 enum class HfTpSplit { kWhole, kRows, kCols, kRank0 };
 HfTpSplit HfTpSplitOf(const std::string& name, bool expert_tp = true);
+// True when `name` is one routed expert's tensor ("model.layers.N.mlp.experts.E...").
+bool HfIsRoutedExpert(const std::string& name);
 
 // hf_plan_slice.cpp: experts [begin, end) of group `index` when `num_experts` are split over `parts`
 // groups of num_experts / parts (the last takes the remainder). One home for EP and for EP folded over
@@ -147,16 +149,20 @@ class HfWeightReader {
     expert_tp_ = expert_tp;
   }
   // FSDP rank `rank` of `n` (torchtitan's FSDP2: each parameter Shard(0)): Read hands out only this
-  // rank's dim-0 chunk (HfFsdpRows) of what the TP slice leaves, read as a window.
-  void OwnFsdpShard(int64_t n, int64_t rank) {
+  // rank's dim-0 chunk (HfFsdpRows) of what the TP slice leaves, read as a window. Routed experts
+  // (HfIsRoutedExpert; gpt-oss's fused experts) use `expert_n` / `expert_rank` instead when
+  // expert_n >= 1 (EP x FSDP: the expert-data-parallel ranks of the FSDP group).
+  void OwnFsdpShard(int64_t n, int64_t rank, int64_t expert_n = -1, int64_t expert_rank = 0) {
     fsdp_ = n;
     fsdp_rank_ = rank;
+    expert_fsdp_ = expert_n >= 1 ? expert_n : n;
+    expert_fsdp_rank_ = expert_n >= 1 ? expert_rank : rank;
   }
   int64_t tp() const { return tp_; }
   int64_t tp_rank() const { return tp_rank_; }
   bool expert_tp() const { return expert_tp_; }
-  int64_t fsdp() const { return fsdp_; }
-  int64_t fsdp_rank() const { return fsdp_rank_; }
+  int64_t fsdp(bool expert = false) const { return expert ? expert_fsdp_ : fsdp_; }
+  int64_t fsdp_rank(bool expert = false) const { return expert ? expert_fsdp_rank_ : fsdp_rank_; }
   const std::vector<std::string>& used() const { return used_; }
   const std::vector<HfWeightDtype>& dtypes() const { return dtypes_; }
   torch::ScalarType dtype() const { return dtype_; }
@@ -176,11 +182,11 @@ class HfWeightReader {
   int64_t expert_begin_ = 0, expert_end_ = -1;
   int64_t tp_ = 1, tp_rank_ = 0;
   bool expert_tp_ = true;
-  int64_t fsdp_ = 1, fsdp_rank_ = 0;
+  int64_t fsdp_ = 1, fsdp_rank_ = 0, expert_fsdp_ = 1, expert_fsdp_rank_ = 0;
   std::string root_ = "model.";
   [[nodiscard]] Expected<const TensorInfo*> Lookup(const std::string& name,
                                                    const std::vector<int64_t>& shape);
-  [[nodiscard]] Expected<torch::Tensor> ReadWindow(const TensorInfo& t, HfTpSplit split);
+  [[nodiscard]] Expected<torch::Tensor> ReadWindow(const TensorInfo& t, HfTpSplit split, bool expert);
   [[nodiscard]] Expected<torch::Tensor> DecodeRect(const TensorInfo& t, int64_t r0, int64_t nr, int64_t c0,
                                                    int64_t nc);
   // The slab's window of `t` viewed as [dims before `dim`, the rest] (ReadSlab's bytes).
@@ -248,6 +254,7 @@ struct HfRankSlice {
   // EP folded over the TP group (rank tp_rank owns whole experts HfExpertRange(E, tp, tp_rank)).
   bool expert_tp = true;
   int64_t fsdp = 1, fsdp_rank = 0;  // FSDP rank: its dim-0 chunk of every tensor it holds
+  int64_t expert_fsdp = -1, expert_fsdp_rank = 0;  // the routed experts' (-1: as fsdp; EP x FSDP)
 };
 // Rank (stage, ep_index) of `pp` stages split at `stage_starts` (first layer of each stage) and `ep`
 // expert groups of num_experts / ep experts each.

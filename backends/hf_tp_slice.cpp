@@ -124,6 +124,13 @@ HfTpSplit HfTpSplitOf(const std::string& name, bool expert_tp) {
   return expert_tp && !rest.empty() ? ExpertSplit(rest) : HfTpSplit::kWhole;
 }
 
+bool HfIsRoutedExpert(const std::string& name) {
+  const std::string layers = "model.layers.";
+  if (name.compare(0, layers.size(), layers) != 0) return false;
+  const size_t dot = name.find('.', layers.size());
+  return dot != std::string::npos && !RoutedExpertRest(name.substr(dot + 1)).empty();
+}
+
 Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp, bool expert_tp) {
   const AttentionSpec& a = l.attn;
   const int64_t inter = l.channel == ChannelKind::kMoE ? 0 : l.mlp.intermediate;

@@ -49,7 +49,8 @@ Expected<torch::Tensor> HfWeightReader::Read(const std::string& name, const std:
   // Step 1: presence and shape; then the window this rank owns (TP rows / columns, FSDP dim-0 chunk).
   ONBOARD_ASSIGN_OR_RETURN(const TensorInfo* info, Lookup(name, shape));
   const HfTpSplit split = tp_ > 1 ? HfTpSplitOf(name, expert_tp_) : HfTpSplit::kWhole;
-  if (split != HfTpSplit::kWhole || fsdp_ > 1) return ReadWindow(*info, split);
+  const bool expert = HfIsRoutedExpert(name);
+  if (split != HfTpSplit::kWhole || fsdp(expert) > 1) return ReadWindow(*info, split, expert);
   ONBOARD_ASSIGN_OR_RETURN(WeightRef w, ckpt_.Get(info->name));
 
   // Step 2: block-fp8 scales beside the weight (DeepSeek: "<name>_scale_inv").
@@ -80,7 +81,7 @@ Expected<torch::Tensor> HfWeightReader::ReadRows(const std::string& name, const 
   return DecodeRect(*info, r0, nr, 0, rows == 0 ? 0 : info->numel() / rows);
 }
 
-Expected<torch::Tensor> HfWeightReader::ReadWindow(const TensorInfo& t, HfTpSplit split) {
+Expected<torch::Tensor> HfWeightReader::ReadWindow(const TensorInfo& t, HfTpSplit split, bool expert) {
   // Step 1: the TP window of [R, C]: this rank's rows (dim 0) or columns (dim 1); a rank-0-only
   // tensor elsewhere: none.
   if (split == HfTpSplit::kRank0 && tp_rank_ != 0) return torch::Tensor();
@@ -93,7 +94,7 @@ Expected<torch::Tensor> HfWeightReader::ReadWindow(const TensorInfo& t, HfTpSpli
   if (by_rows) nr = rows / tp_, r0 = tp_rank_ * nr;
   if (by_cols) nc = cols / tp_, c0 = tp_rank_ * nc;
   // Step 2: FSDP2's dim-0 chunk of what TP leaves.
-  const HfRowSpan f = HfFsdpRows(nr, fsdp_, fsdp_rank_);
+  const HfRowSpan f = HfFsdpRows(nr, fsdp(expert), fsdp_rank(expert));
   return DecodeRect(t, r0 + f.begin, f.len, c0, nc);
 }
 

@@ -51,6 +51,14 @@ Status MergeRanks(const WeightsProbeOptions& o, const std::string& dir, WeightsP
     r->held_out_final = j["held_out_final"].get<double>();
     r->held_out_windows = j["held_out_windows"].get<int64_t>();
   }
+  // PP: each stage's first rank's measured bubble (ranks s * D * T), and the 1F1B theory.
+  if (o.pp > 1) {
+    for (int64_t s = 0; s < o.pp; ++s) {
+      const json j = json::parse(Slurp(dir + "/rank" + std::to_string(s * o.data_ranks() * o.tp) + ".json"));
+      r->pp_bubble_by_stage.push_back(j.value("pp_bubble", 0.0));
+    }
+    r->pp_bubble_theory = PpBubbleTheory(o.pp, o.microbatches());
+  }
   return Status::Ok();
 }
 
@@ -88,19 +96,20 @@ Status WeightsProbeOptions::Validate() const {
     return bad("--tp", "must be >= 1 and divide ranks=" + std::to_string(ranks), tp);
   if (pp < 1 || (ranks / tp) % pp != 0)
     return bad("--pp", "must be >= 1 and divide ranks/tp=" + std::to_string(ranks / tp), pp);
-  if (pp > 1 && (ep > 1 || fsdp > 1))
-    return bad("--pp", "is not combined with --ep / --fsdp in the weights probe", pp);
   const int64_t D = ranks / (tp * pp);
   if (ep < 1) return bad("--ep", "must be >= 1", ep);
   if (D % ep != 0) return bad("--ep", "must divide ranks/(tp*pp)=" + std::to_string(D), ep);
   if (fsdp < 1) return bad("--fsdp", "must be >= 1", fsdp);
   if (D % fsdp != 0) return bad("--fsdp", "must divide ranks/(tp*pp)=" + std::to_string(D), fsdp);
-  if (ep > 1 && fsdp > 1)
-    return bad("--fsdp", "is not combined with --ep=" + std::to_string(ep) + " in the weights probe", fsdp);
+  if (ep > 1 && fsdp > 1 && fsdp % ep != 0 && ep % fsdp != 0)  // EP groups nest in FSDP's, or FSDP's in EP's
+    return bad("--fsdp", "must be a multiple or a divisor of --ep=" + std::to_string(ep), fsdp);
   if (steps < 1 || steps > 100000) return bad("--steps", "must be in [1, 100000]", steps);
   if (seq < 2 || seq > 65536) return bad("--seq", "must be in [2, 65536]", seq);
   if (batch < 1 || batch % D != 0)
     return bad("--batch", "must be a positive multiple of ranks/(tp*pp)=" + std::to_string(D), batch);
+  if (micro_batch < 0 || (micro_batch > 0 && (batch / D) % micro_batch != 0))
+    return bad("--micro-batch", "must divide batch/(ranks/(tp*pp))=" + std::to_string(batch / D),
+               micro_batch);
   if (lora_rank < 1 || lora_rank > 4096) return bad("--lora-rank", "must be in [1, 4096]", lora_rank);
   if (!(lora_alpha > 0) || !std::isfinite(lora_alpha)) return bad("--lora-alpha", "must be > 0", lora_alpha);
   if (!(lr >= 0) || !std::isfinite(lr)) return bad("--lr", "must be >= 0 and finite", lr);
@@ -111,9 +120,10 @@ Status WeightsProbeOptions::Validate() const {
   if (!control.empty() && control != "frozen_lora")
     return bad("--control", "must be frozen_lora or empty", control);
   if (!fault.empty() && fault != "wrong_expert_range" && fault != "wrong_fsdp_chunk" &&
-      fault != "wrong_stage_layers" && fault != "wrong_kda_heads")
+      fault != "wrong_expert_chunk" && fault != "wrong_stage_layers" && fault != "wrong_kda_heads")
     return bad("fault",
-               "must be wrong_expert_range, wrong_fsdp_chunk, wrong_stage_layers, wrong_kda_heads or empty",
+               "must be wrong_expert_range, wrong_fsdp_chunk, wrong_expert_chunk, wrong_stage_layers, "
+               "wrong_kda_heads or empty",
                fault);
   return Status::Ok();
 }
@@ -134,6 +144,7 @@ std::string WeightsProbeSpecToJson(const WeightsProbeOptions& o) {
                   {"steps", o.steps},
                   {"seq", o.seq},
                   {"batch", o.batch},
+                  {"micro_batch", o.micro_batch},
                   {"lora_rank", o.lora_rank},
                   {"lora_alpha", o.lora_alpha},
                   {"lr", o.lr},
@@ -164,6 +175,7 @@ Status WeightsProbeSpecFromJson(const std::string& text, const std::string& file
   o->steps = f.Int("steps", 1, 100000);
   o->seq = f.Int("seq", 2, 65536);
   o->batch = f.Int("batch", 1, 1 << 20);
+  o->micro_batch = f.IntOr({"micro_batch"}, 0, 0, 1 << 20);
   o->lora_rank = f.Int("lora_rank", 1, 4096);
   o->lora_alpha = f.DoubleOr("lora_alpha", 8.0, 1e-9, 1e9);
   o->lr = f.DoubleOr("lr", 1e-2, 0.0, 1e3);
@@ -208,6 +220,7 @@ Expected<WeightsProbeResult> RunWeightsProbe(const WeightsProbeOptions& in) {
   r.adapter_dir = launch.out_dir + "/adapter";
   Judge(&r);
   r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::ofstream(launch.out_dir + "/weights_probe.json") << WeightsProbeToJson(r) << "\n";
   return r;
 }
 
@@ -243,9 +256,54 @@ std::string FormatWeightsProbe(const WeightsProbeResult& r) {
       buf, sizeof(buf),
       "held-out       %.4f nats (frozen checkpoint %.4f; byte unigram %.4f, bigram %.4f), %lld windows\n",
       r.held_out_final, r.held_out_frozen, r.unigram_nats, r.bigram_nats, (long long)r.held_out_windows);
-  os << buf << "verdict        " << r.verdict << "\n";
+  os << buf;
+  if (o.pp > 1) {
+    os << "pp bubble      measured per stage:";
+    for (double b : r.pp_bubble_by_stage) {
+      std::snprintf(buf, sizeof(buf), " %.1f%%", 100 * b);
+      os << buf;
+    }
+    std::snprintf(buf, sizeof(buf), "; 1F1B theory (P-1)/(M+P-1) = %.1f%% (M %lld)\n",
+                  100 * r.pp_bubble_theory, (long long)o.microbatches());
+    os << buf;
+  }
+  os << "verdict        " << r.verdict << "\n";
   os << "adapter        " << r.adapter_dir << " (PEFT)\n";
   return os.str();
+}
+
+double PpBubbleTheory(int64_t stages, int64_t microbatches) {
+  return double(stages - 1) / double(microbatches + stages - 1);
+}
+
+std::string WeightsProbeToJson(const WeightsProbeResult& r) {
+  const WeightsProbeOptions& o = r.options;
+  json j = {{"checkpoint", o.checkpoint},
+            {"model_type", r.model_type},
+            {"layers", {r.layers_first, r.layers_last}},
+            {"ranks", o.ranks},
+            {"tp", o.tp},
+            {"ep", o.ep},
+            {"fsdp", o.fsdp},
+            {"pp", o.pp},
+            {"microbatches", o.microbatches()},
+            {"tensors_used", r.tensors_used},
+            {"dtypes", r.dtypes},
+            {"checkpoint_bytes", r.checkpoint_bytes},
+            {"rank_bytes", r.rank_bytes},
+            {"targets", r.targets},
+            {"lora_params", r.lora_params},
+            {"train_loss", r.train_loss},
+            {"held_out_frozen", r.held_out_frozen},
+            {"held_out_final", r.held_out_final},
+            {"held_out_windows", r.held_out_windows},
+            {"learned", r.learned},
+            {"verdict", r.verdict},
+            {"adapter_dir", r.adapter_dir},
+            {"wall_s", r.wall_s}};
+  if (o.pp > 1)
+    j["pp_bubble"] = {{"measured_by_stage", r.pp_bubble_by_stage}, {"theory", r.pp_bubble_theory}};
+  return j.dump(2);
 }
 
 }  // namespace onboard

@@ -13,12 +13,15 @@
 // (rank d % E loads HfExpertRange(experts, E, d % E) only); each MoE layer sends a token's rows to its
 // experts' owners and back (hf_moe_ep.h, all-to-all). `--fsdp F`: groups of F consecutive data ranks
 // each load only their dim-0 chunk of every frozen tensor (HfFsdpRows) and all-gather a unit (embedding,
-// one layer, head) just before it runs, releasing it after (probe_weights_fsdp.h). Not combined (ep and
-// fsdp > 1 together is refused). `--pp P`: rank r = (s * D + d) * T + t (D = ranks / (T * P)); stage s
-// loads only its contiguous share of the layers (the embedding on stage 0, the final norm + head on the
-// last); activations [b, S, hidden] go forward and their gradients back over c10d send / recv
-// (probe_weights_pp.h; one forward then one backward per step, no micro-batch overlap); not combined
-// with --ep / --fsdp. All compute the one-rank run's function: the held-out losses agree.
+// one layer, head) just before it runs, releasing it after (probe_weights_fsdp.h). EP x FSDP (ep divides
+// fsdp or fsdp divides ep): the non-expert weights chunked over the FSDP group, the routed experts owned
+// by their EP rank and chunked over the expert-data-parallel ranks of the FSDP group (fsdp / ep of them,
+// torchtitan's dp_shard_mod_ep; 1 when fsdp <= ep: whole on the owner). `--pp P`: rank r = (s * D + d)
+// * T + t (D = ranks / (T * P)); stage s loads only its contiguous share of the layers (the embedding
+// on stage 0, the final norm + head on the last); activations go forward and their gradients back over
+// c10d send / recv in 1F1B order over `micro_batch`-window micro-batches (probe_weights_pp.h, the
+// measured bubble beside (P-1)/(M+P-1)); the EP / FSDP groups are a stage's own data ranks. All
+// compute the one-rank run's function: the held-out losses agree.
 // LoRA (PEFT, no rslora): W_eff = W + (alpha / r) B A, A ~ U(+-1/sqrt(in)) seeded, B = 0; every rank holds
 // the whole A and B and uses the rows (column-parallel) / columns (row-parallel) of its shard, so the
 // world sum of the ranks' gradients (each loss scaled by 1 / D) is the gradient of the global mean loss.
@@ -58,6 +61,11 @@ struct WeightsProbeOptions {
   int64_t steps = 40;
   int64_t seq = 32;   // tokens per window
   int64_t batch = 8;  // global windows per step; divides by ranks / tp
+  // Windows per micro-batch per data rank (0 = batch / data ranks: one micro-batch); the adapters'
+  // gradients accumulate over microbatches() = batch / (data ranks x micro_batch); --pp runs them 1F1B.
+  int64_t micro_batch = 0;
+  int64_t data_ranks() const { return ranks / (tp * pp); }
+  int64_t microbatches() const { return micro_batch > 0 ? batch / (data_ranks() * micro_batch) : 1; }
   int64_t lora_rank = 4;
   double lora_alpha = 8.0;
   double lr = 1e-2;  // peak, AdamW on the adapters
@@ -69,7 +77,8 @@ struct WeightsProbeOptions {
   // Layout negative controls (spec JSON only): "wrong_stage_layers" = each stage loads the next
   // stage's layers; "wrong_expert_range" = each EP rank loads the next
   // rank's experts and serves them as its own; "wrong_fsdp_chunk" = each FSDP rank loads the next
-  // rank's chunk; "wrong_kda_heads" = each TP rank's KDA decay gate (A_log, dt_bias) is the next TP
+  // rank's chunk; "wrong_expert_chunk" = under EP x FSDP each rank loads the next expert-FSDP rank's
+  // chunk of its experts; "wrong_kda_heads" = each TP rank's KDA decay gate (A_log, dt_bias) is the next TP
   // rank's heads'. Each must move the held-out loss off the one-rank run's.
   std::string fault;
   std::string out_dir;        // rank logs + JSON, the PEFT adapter in <out_dir>/adapter; "" = a temp dir
@@ -94,6 +103,10 @@ struct WeightsProbeResult {
   double held_out_final = 0;       // after the adapter steps
   int64_t held_out_windows = 0;
   double unigram_nats = 0, bigram_nats = 0;  // byte baselines of the held-out split (context only)
+  // --pp: the bubble per stage measured on its first rank (mean over the steps after the first), and
+  // (P - 1) / (M + P - 1) for M micro-batches.
+  std::vector<double> pp_bubble_by_stage;
+  double pp_bubble_theory = 0;
   bool learned = false;
   std::string verdict;      // one line
   std::string adapter_dir;  // PEFT export (rank 0)
@@ -105,7 +118,13 @@ struct WeightsProbeResult {
 // (kBadInput, the worker's message: a missing tensor is named with its expected shape), a rank died.
 [[nodiscard]] Expected<WeightsProbeResult> RunWeightsProbe(const WeightsProbeOptions& o);
 
+// (P - 1) / (M + P - 1): the 1F1B bubble share of a step with P stages of equal time, M micro-batches.
+double PpBubbleTheory(int64_t stages, int64_t microbatches);
+
 // The `onboard probe --weights` text report.
 std::string FormatWeightsProbe(const WeightsProbeResult& r);
+// The result as one JSON document; RunWeightsProbe also writes it to <out_dir>/weights_probe.json
+// (what `onboard probe --weights --json` prints).
+std::string WeightsProbeToJson(const WeightsProbeResult& r);
 
 }  // namespace onboard

@@ -15,6 +15,15 @@ int64_t RowNumel(const torch::Tensor& t) {
   return n;
 }
 
+void Gather(HfFsdpRun& r) {
+  for (const auto& [f, u] : r.units) f->Gather(u);
+}
+
+void Release(HfFsdpRun& r) {
+  for (const auto& [f, u] : r.units) f->Release(u);
+  if (r.release) r.release();
+}
+
 // Forward: gather, run without a graph, release. Backward: gather, recompute with grad, release.
 class HfFsdpUnitFn : public torch::autograd::Function<HfFsdpUnitFn> {
  public:
@@ -23,16 +32,15 @@ class HfFsdpUnitFn : public torch::autograd::Function<HfFsdpUnitFn> {
     ctx->save_for_backward({x});
     ctx->saved_data["run"] = run;
     auto* r = reinterpret_cast<HfFsdpRun*>(run);
-    r->fsdp->Gather(r->unit);
+    Gather(*r);
     at::Tensor y = r->run(x);
-    r->fsdp->Release(r->unit);
-    if (r->release) r->release();
+    Release(*r);
     return y;
   }
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto* r = reinterpret_cast<HfFsdpRun*>(ctx->saved_data["run"].toInt());
     const at::Tensor x = ctx->get_saved_variables()[0].detach().requires_grad_(true);
-    r->fsdp->Gather(r->unit);
+    Gather(*r);
     variable_list g;
     {
       at::AutoGradMode enable(true);
@@ -42,8 +50,7 @@ class HfFsdpUnitFn : public torch::autograd::Function<HfFsdpUnitFn> {
       g = torch::autograd::grad({y}, in, {grads[0]}, /*retain_graph=*/false, /*create_graph=*/false,
                                 /*allow_unused=*/true);
     }
-    r->fsdp->Release(r->unit);
-    if (r->release) r->release();
+    Release(*r);
     g.push_back(at::Tensor());  // `run`
     return g;
   }
@@ -118,7 +125,16 @@ torch::Tensor HfFsdpUnit(HfFsdpRun& r, const torch::Tensor& x) {
   return HfFsdpUnitFn::apply(x, at::TensorList(r.params), reinterpret_cast<int64_t>(&r));
 }
 
-std::vector<torch::Tensor*> HfLayerTensors(HfLayerWeights& l) {
+std::vector<torch::Tensor*> HfRoutedExpertTensors(HfLayerWeights& l) {
+  std::vector<torch::Tensor*> out;
+  for (HfMlpWeights& e : l.experts.experts)
+    for (HfLinear* x : {&e.gate, &e.up, &e.down})
+      for (torch::Tensor* t : {&x->w, &x->b})
+        if (t->defined()) out.push_back(t);
+  return out;
+}
+
+std::vector<torch::Tensor*> HfLayerTensors(HfLayerWeights& l, bool routed) {
   std::vector<torch::Tensor*> out;
   auto t = [&](torch::Tensor& x) {
     if (x.defined()) out.push_back(&x);
@@ -144,7 +160,8 @@ std::vector<torch::Tensor*> HfLayerTensors(HfLayerWeights& l) {
   mlp(l.mlp);
   lin(l.experts.router);
   t(l.experts.score_bias);
-  for (HfMlpWeights& e : l.experts.experts) mlp(e);
+  if (routed)
+    for (torch::Tensor* x : HfRoutedExpertTensors(l)) out.push_back(x);
   mlp(l.experts.shared);
   lin(l.experts.shared_gate);
   return out;

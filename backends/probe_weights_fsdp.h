@@ -47,16 +47,34 @@ class HfFsdp {
 
 // What one unit's autograd function runs: `run` computes the unit from its input with its weights
 // gathered (it may apply the unit's adapters); `params`: the adapters' A / B it uses (gradients).
+// `units`: what is gathered around it: the FSDP group's unit and, under EP x FSDP, the layer's routed
+// experts over the expert-data-parallel group (a second HfFsdp).
 struct HfFsdpRun {
-  HfFsdp* fsdp = nullptr;
-  size_t unit = 0;
+  std::vector<std::pair<HfFsdp*, size_t>> units;
   std::function<torch::Tensor(const torch::Tensor&)> run;
   std::function<void()> release;  // extra clean-up after Release (adapted weights back to the chunk)
   std::vector<torch::Tensor> params;
 };
 torch::Tensor HfFsdpUnit(HfFsdpRun& r, const torch::Tensor& x);
 
-// Every defined tensor of a mapped decoder layer (norms, attention, MLP or router + experts + shared).
-std::vector<torch::Tensor*> HfLayerTensors(HfLayerWeights& l);
+// gpt-oss's routed experts under FSDP (probe_weights_fsdp_experts.cpp): its fused [E, ...] tensors are
+// chunked by expert, so a rank holds whole experts [e0, e0 + n); stacked again ([n, ...] per part) they
+// are the dim-0 chunks of the whole stacks, which HfFsdp gathers (whole: experts from whole_e0, the
+// group's first: 0, or under EP x FSDP the EP rank's first).
+struct HfExpertStack {
+  std::vector<torch::Tensor> parts;  // gate w / b, up w / b, down w / b; undefined where not held
+  int64_t e0 = 0, n = 0, whole_e0 = 0;
+};
+HfExpertStack StackOwnedExperts(HfLayerWeights& l, int64_t whole_e0);
+std::vector<torch::Tensor*> HfExpertStackSlots(HfExpertStack& s);  // the defined parts (FSDP slots)
+// The layer's expert views on the stack as the slots hold it now: gathered (every expert of the group)
+// or the rank's chunk (its n experts; the others undefined).
+void BindStackedExperts(HfLayerWeights& l, const HfExpertStack& s);
+
+// Every defined tensor of a mapped decoder layer (norms, attention, MLP or router + experts + shared);
+// without `routed`, all but the routed experts'.
+std::vector<torch::Tensor*> HfLayerTensors(HfLayerWeights& l, bool routed = true);
+// The defined tensors of the layer's routed experts (this rank's, under EP).
+std::vector<torch::Tensor*> HfRoutedExpertTensors(HfLayerWeights& l);
 
 }  // namespace onboard::backends

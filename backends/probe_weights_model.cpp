@@ -68,8 +68,12 @@ Status CheckLayout(const WeightsProbeOptions& o, const HfForwardConfig& c, int64
     return BadInput(c.config_path, "--ep",
                     "must divide the routed experts (num_experts=" + std::to_string(E) + ")",
                     std::to_string(o.ep));
-  if (o.fsdp > 1 && c.layout == HfLayout::kGptOss)
-    return BadInput(c.config_path, "--fsdp", "gpt-oss's fused experts are not row-sharded in this probe",
+  // gpt-oss's fused experts are FSDP-chunked by expert (HfExpertStack): every rank of the group needs one.
+  const int64_t group = o.ep > 1 ? (o.fsdp % o.ep == 0 ? o.fsdp / o.ep : 1) : o.fsdp, own = E / o.ep;
+  if (group > 1 && c.layout == HfLayout::kGptOss && HfFsdpRows(own, group, group - 1).len == 0)
+    return BadInput(c.config_path, "--fsdp",
+                    "gpt-oss's experts are FSDP-chunked by expert: " + std::to_string(own) +
+                        " experts per group leave a rank of " + std::to_string(group) + " none",
                     std::to_string(o.fsdp));
   return Status::Ok();
 }
@@ -175,6 +179,9 @@ Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel
   }
   s.fsdp = p.fsdp;
   s.fsdp_rank = o.fault == "wrong_fsdp_chunk" ? (p.fsdp_rank + 1) % p.fsdp : p.fsdp_rank;
+  s.expert_fsdp = p.expert_fsdp;
+  s.expert_fsdp_rank =
+      o.fault == "wrong_expert_chunk" ? (p.expert_fsdp_rank + 1) % p.expert_fsdp : p.expert_fsdp_rank;
   const torch::ScalarType dtype = o.fp64 ? torch::kDouble : torch::kFloat;
   ONBOARD_ASSIGN_OR_RETURN(m->w, MapHfSlice(m->c, ckpt, s, dtype));
   m->place = p;
@@ -190,41 +197,54 @@ Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel
   return Status::Ok();
 }
 
-void SetUpFsdp(RankModel* m, TpContext* tp, Group& group) {
+void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts) {
   m->fsdp = std::make_unique<HfFsdp>(group);
   HfFsdp* f = m->fsdp.get();
-  // Step 1: units: the embedding, each layer (an adapted weight's slot is its adapter's base), the head.
-  std::vector<std::vector<torch::Tensor*>> units{{&m->w.embed}};
+  // Step 1: units: the embedding (first stage), each layer (an adapted weight's slot is its adapter's
+  // base; under EP the routed experts only over `experts`, else not at all: their owner holds them
+  // whole), the head (last stage). Every rank of a group is on the same stage: the same units.
+  // gpt-oss: the routed experts as stacks (HfExpertStack: its fused experts are chunked by expert).
+  const bool ep = m->place.ep > 1, stacked = m->c.layout == HfLayout::kGptOss;
+  if (m->place.stage == 0) m->fsdp_embed = int64_t(f->AddUnit({&m->w.embed}));
+  m->fsdp_runs.resize(m->w.layers.size());
+  m->expert_stacks.resize(m->w.layers.size());
+  if (experts != nullptr) m->expert_fsdp = std::make_unique<HfFsdp>(*experts);
+  const int64_t e0 = HfExpertRange(HfRoutedExperts(m->c), m->place.ep, m->place.ep_rank).begin;
   for (size_t li = 0; li < m->w.layers.size(); ++li) {
-    std::vector<torch::Tensor*> slots = HfLayerTensors(m->w.layers[li]);
+    HfLayerWeights& l = m->w.layers[li];
+    std::vector<torch::Tensor*> slots = HfLayerTensors(l, /*routed=*/!ep && !stacked);
     for (Adapter& ad : m->adapters)
       if (ad.layer == li) std::replace(slots.begin(), slots.end(), &ad.target->w, &ad.base);
-    units.push_back(slots);
+    if (stacked) m->expert_stacks[li] = StackOwnedExperts(l, e0);
+    std::vector<torch::Tensor*> routed =
+        stacked ? HfExpertStackSlots(m->expert_stacks[li]) : HfRoutedExpertTensors(l);
+    if (!ep && stacked) slots.insert(slots.end(), routed.begin(), routed.end());  // else already in
+    m->fsdp_runs[li].units.push_back({f, f->AddUnit(slots)});
+    if (m->expert_fsdp && !routed.empty())
+      m->fsdp_runs[li].units.push_back({m->expert_fsdp.get(), m->expert_fsdp->AddUnit(routed)});
+    if (stacked) BindStackedExperts(l, m->expert_stacks[li]);
   }
-  units.push_back({&m->w.final_norm, &m->w.lm_head});
-  for (const auto& u : units) f->AddUnit(u);
+  if (m->place.stage == m->place.pp - 1)
+    m->fsdp_head.units.push_back({f, f->AddUnit({&m->w.final_norm, &m->w.lm_head})});
   f->Finish();
+  if (m->expert_fsdp) m->expert_fsdp->Finish();
   // Step 2: what each unit runs (the embedding runs outside autograd: no gradient reaches it).
-  m->fsdp_runs.resize(units.size());
   for (size_t li = 0; li < m->w.layers.size(); ++li) {
-    HfFsdpRun& r = m->fsdp_runs[li + 1];
-    r.fsdp = f;
-    r.unit = li + 1;
+    HfFsdpRun& r = m->fsdp_runs[li];
     r.run = [m, tp, li](const torch::Tensor& h) {
       ApplyLayerAdapters(*m, li, m->frozen);
+      if (m->expert_stacks[li].n > 0) BindStackedExperts(m->w.layers[li], m->expert_stacks[li]);
       return LayerForward(*m, *tp, li, h);
     };
     r.release = [m, li] {
       for (Adapter& ad : m->adapters)
         if (ad.layer == li) ad.target->w = ad.base;
+      if (m->expert_stacks[li].n > 0) BindStackedExperts(m->w.layers[li], m->expert_stacks[li]);
     };
     for (Adapter& ad : m->adapters)
       if (ad.layer == li) r.params.insert(r.params.end(), {ad.a, ad.b});
   }
-  HfFsdpRun& head = m->fsdp_runs.back();
-  head.fsdp = f;
-  head.unit = units.size() - 1;
-  head.run = [m](const torch::Tensor& h) { return HeadLogits(*m, h); };
+  m->fsdp_head.run = [m](const torch::Tensor& h) { return HeadLogits(*m, h); };
 }
 
 void ApplyAdapters(RankModel& m, bool frozen) {
@@ -233,23 +253,23 @@ void ApplyAdapters(RankModel& m, bool frozen) {
 
 torch::Tensor EmbedRows(RankModel& m, const Batch& b) {
   // FSDP: the embedding gathered for the lookup, released.
-  if (m.fsdp) m.fsdp->Gather(0);
+  if (m.fsdp) m.fsdp->Gather(size_t(m.fsdp_embed));
   torch::Tensor h =
       m.w.embed.index_select(0, b.tokens.flatten()).view({b.tokens.size(0), b.tokens.size(1), -1});
-  if (m.fsdp) m.fsdp->Release(0);
+  if (m.fsdp) m.fsdp->Release(size_t(m.fsdp_embed));
   return h;
 }
 
 torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h) {
   // FSDP: each layer an autograd unit gathered around use.
   for (size_t li = 0; li < m.w.layers.size(); ++li)
-    h = m.fsdp ? HfFsdpUnit(m.fsdp_runs[li + 1], h) : LayerForward(m, tp, li, h);
+    h = m.fsdp ? HfFsdpUnit(m.fsdp_runs[li], h) : LayerForward(m, tp, li, h);
   return h;
 }
 
 torch::Tensor HeadNll(RankModel& m, const torch::Tensor& h, const Batch& b, int64_t counted,
                       double inv_tokens) {
-  const torch::Tensor logits = m.fsdp ? HfFsdpUnit(m.fsdp_runs.back(), h) : HeadLogits(m, h);
+  const torch::Tensor logits = m.fsdp ? HfFsdpUnit(m.fsdp_head, h) : HeadLogits(m, h);
   // The summed NLL of the counted windows, window by window.
   torch::Tensor sum = torch::zeros({}, logits.options());
   for (int64_t i = 0; i < counted; ++i)

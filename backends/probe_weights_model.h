@@ -39,7 +39,10 @@ struct RankPlace {
   int64_t tp = 1, tp_rank = 0;
   int64_t ep = 1, ep_rank = 0;      // --ep: routed experts HfExpertRange(E, ep, ep_rank)
   int64_t fsdp = 1, fsdp_rank = 0;  // --fsdp: every frozen tensor's HfFsdpRows chunk
-  int64_t pp = 1, stage = 0;        // --pp: the stage's layers (PpStageLayers), embedding / head
+  // The routed experts' FSDP chunk: as fsdp without EP; under EP x FSDP (torchtitan's
+  // dp_shard_mod_ep) over the fsdp / ep ranks of the FSDP group with this EP rank (1 when fsdp <= ep).
+  int64_t expert_fsdp = 1, expert_fsdp_rank = 0;
+  int64_t pp = 1, stage = 0;  // --pp: the stage's layers (PpStageLayers), embedding / head
 };
 
 // --pp: the decoder layers [first, last] of `stage` when the loaded layers [a, b] are cut into `pp`
@@ -55,17 +58,23 @@ struct RankModel {
   double scale = 0;  // alpha / r
   RankPlace place;
   uint64_t bytes_read = 0, checkpoint_bytes = 0;
-  Group* ep = nullptr;               // EP group when place.ep > 1
-  std::unique_ptr<HfFsdp> fsdp;      // FSDP units (embed, each layer, head) when place.fsdp > 1
-  std::vector<HfFsdpRun> fsdp_runs;  // per unit: what its autograd function runs
-  bool frozen = false;               // adapters off (B A not added) in the next forward
+  Group* ep = nullptr;           // EP group when place.ep > 1
+  std::unique_ptr<HfFsdp> fsdp;  // FSDP units (embed, each layer, head) when place.fsdp > 1
+  // EP x FSDP with expert_fsdp > 1: each layer's routed experts, over the expert-data-parallel group.
+  std::unique_ptr<HfFsdp> expert_fsdp;
+  std::vector<HfExpertStack> expert_stacks;  // gpt-oss under FSDP: per loaded layer, its experts stacked
+  std::vector<HfFsdpRun> fsdp_runs;          // per loaded layer: what its autograd function runs
+  HfFsdpRun fsdp_head;                       // the final norm + head (the last stage)
+  int64_t fsdp_embed = -1;                   // the embedding's unit (the first stage), else -1
+  bool frozen = false;                       // adapters off (B A not added) in the next forward
 };
 
 // Step 3 of the worker: the rank's slice of the checkpoint (its TP rows / columns, EP experts, FSDP
 // chunks), specs and adapters. `fault` (WeightsProbeOptions::fault) is the layouts' negative control.
 [[nodiscard]] Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel* m);
-// FSDP (place.fsdp > 1): the units over `group`, one all-gather of the shards' row counts.
-void SetUpFsdp(RankModel* m, TpContext* tp, Group& group);
+// FSDP (place.fsdp > 1): the units over `group` (the routed experts over `experts` when given: EP x
+// FSDP), one all-gather of the shards' row counts per group.
+void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts);
 // Every adapted weight = base + scale x (B A) on this rank's rows / columns (`frozen`: base).
 void ApplyAdapters(RankModel& m, bool frozen);
 // This rank's summed next-token NLL over the first `counted` windows of b (the rest is padding that

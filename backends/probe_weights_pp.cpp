@@ -3,37 +3,88 @@
 #include "backends/probe_weights_pp.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "backends/hf_peft_adapter.h"
+#include "backends/probe_pipeline_schedule.h"
 
 namespace onboard::backends {
 
-torch::Tensor PpStageStep(RankModel& m, TpContext& tp, PpContext& pp, const Batch& b, int64_t counted,
-                          double inv_tokens, bool backward) {
-  // Step 1: the stage's input: the embedding rows, or the previous stage's activations.
-  const std::vector<int64_t> shape{b.tokens.size(0), b.tokens.size(1), m.c.ir.hidden};
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// Micro-batch i of b: windows [i * bm, (i + 1) * bm).
+Batch MicroBatch(const Batch& b, int64_t i, int64_t bm) {
+  Batch x;
+  x.tokens = b.tokens.narrow(0, i * bm, bm);
+  x.targets = b.targets.narrow(0, i * bm, bm);
+  return x;
+}
+
+}  // namespace
+
+PpStepResult PpStageStep(RankModel& m, TpContext& tp, PpContext& pp, const Batch& b, int64_t counted,
+                         double inv_tokens, bool backward, int64_t microbatches) {
+  const int64_t M = microbatches, bm = b.tokens.size(0) / M;
+  ONBOARD_ASSERT(M >= 1 && bm * M == b.tokens.size(0), "micro-batches must divide the rank's windows");
+  const std::vector<int64_t> shape{bm, b.tokens.size(1), m.c.ir.hidden};
   const auto opts = torch::TensorOptions().dtype(m.w.layers.front().input_norm.scalar_type());
-  torch::Tensor in;
-  if (!pp.first()) {
-    in = pp.pair->Recv(shape, opts, pp.index - 1, 0);
-    if (backward) in.requires_grad_(true);
-  }
-  // Step 2: the stage's layers; the last stage's loss (and its backward), else the activations out
-  // and their gradients back.
-  torch::Tensor h = RunLayers(m, tp, pp.first() ? EmbedRows(m, b) : in);
+  std::vector<torch::Tensor> in(static_cast<size_t>(M)), out(static_cast<size_t>(M));  // per micro-batch
   torch::Tensor loss = torch::zeros({}, opts);
-  if (pp.last()) {
-    loss = HeadNll(m, h, b, counted, inv_tokens);
-    if (backward) loss.backward();
+  double wait = 0;
+  auto recv = [&](int64_t peer, int64_t tag) {
+    const Clock::time_point t = Clock::now();
+    torch::Tensor x = pp.pair->Recv(shape, opts, peer, tag);
+    wait += Since(t);
+    return x;
+  };
+  const Clock::time_point t0 = Clock::now();
+  // Step 1: a forward: the embedding rows or the previous stage's activations, the stage's layers,
+  // then the loss (last stage) or the activations out.
+  auto forward = [&](int64_t i) {
+    const Batch mb = MicroBatch(b, i, bm);
+    // W + scale B A anew per micro-batch: each backward frees its own graph (FSDP: inside the unit).
+    if (backward && !m.fsdp) ApplyAdapters(m, false);
+    if (!pp.first()) {
+      in[size_t(i)] = recv(pp.index - 1, 0);
+      if (backward) in[size_t(i)].requires_grad_(true);
+    }
+    torch::Tensor h = RunLayers(m, tp, pp.first() ? EmbedRows(m, mb) : in[size_t(i)]);
+    if (pp.last()) {
+      h = HeadNll(m, h, mb, std::clamp<int64_t>(counted - i * bm, 0, bm), inv_tokens);
+      loss = loss + h.detach();
+    } else {
+      pp.pair->Send(h.detach().contiguous(), pp.index + 1, 0);
+    }
+    out[size_t(i)] = backward ? h : torch::Tensor();
+  };
+  // Step 2: a backward: the loss's, or the gradient the next stage sent; the input's gradient back.
+  auto backward_op = [&](int64_t i) {
+    if (pp.last())
+      out[size_t(i)].backward();
+    else
+      out[size_t(i)].backward(recv(pp.index + 1, 1));
+    if (!pp.first()) pp.pair->Send(in[size_t(i)].grad().contiguous(), pp.index - 1, 1);
+    out[size_t(i)] = in[size_t(i)] = torch::Tensor();
+  };
+  // Step 3: the ops in 1F1B order (forward only: the micro-batches in order); then every stage's
+  // sends done and the pair group met: the step's span.
+  if (backward) {
+    for (const PipeOp& op : PipelineSchedule(pp.stages, 1, M, pp.index))
+      op.kind == PipeOpKind::kForward ? forward(op.micro_batch) : backward_op(op.micro_batch);
   } else {
-    pp.pair->Send(h.detach().contiguous(), pp.index + 1, 0);
-    if (backward) h.backward(pp.pair->Recv(shape, opts, pp.index + 1, 1));
+    for (int64_t i = 0; i < M; ++i) forward(i);
   }
-  // Step 3: the input's gradient to the previous stage.
-  if (backward && !pp.first()) pp.pair->Send(in.grad().contiguous(), pp.index - 1, 1);
+  const Clock::time_point t1 = Clock::now();
   pp.pair->WaitSends();
-  return loss.detach();
+  pp.pair->Barrier();
+  wait += Since(t1);
+  const double span = Since(t0);
+  return {loss, span > 0 ? wait / span : 0.0};
 }
 
 void PpClipGradients(const std::vector<torch::Tensor>& params, Group& world, bool owner) {

@@ -1,11 +1,15 @@
 // INTERNAL to backends/ (includes LibTorch). Pipeline parallelism of the real-weights probe (`--pp P`,
 // probe_weights.h): stage s holds only its layers (PpStageLayers; the embedding on stage 0, the final
-// norm + head on the last). One step = the rank's whole batch forward through the stages, then
-// backward: activations [b, S, hidden] go to the next stage (tag 0), their gradients come back
-// (tag 1) over the 2..P-rank pair group of one (data rank, TP rank) (Group::Send / Recv, in the order
-// sent). The loss exists on the last stage. Adapter gradients are summed over the stage's ranks (its
-// data x TP ranks); the global norm for clipping adds every stage's square sum once over the world.
-// The PEFT adapter: each stage's first rank writes its modules, rank 0 merges them.
+// norm + head on the last). One step = the rank's batch cut into M micro-batches of b / M windows,
+// run in Megatron's 1F1B order (PipelineSchedule(P, 1, M, stage), probe_pipeline_schedule.h: the
+// proxy probe's schedule, one home): activations [b/M, S, hidden] go to the next stage (tag 0), their
+// gradients come back (tag 1) over the P-rank pair group of one (data rank, TP rank) (Group::Send /
+// Recv, FIFO per (peer, tag)); the adapters' gradients accumulate over the micro-batches. The loss
+// exists on the last stage. Bubble (measured): the share of the step's span (its start to the pair
+// group's barrier after the last op) this rank waited in receives, its sends and that barrier; in
+// theory (P - 1) / (M + P - 1) when the stages' micro-batch times are equal. Adapter gradients are summed
+// over the stage's ranks (its data x TP ranks); the global norm for clipping adds every stage's square sum
+// once over the world. The PEFT adapter: each stage's first rank writes its modules, rank 0 merges them.
 #pragma once
 
 #include <string>
@@ -26,10 +30,14 @@ struct PpContext {
   bool last() const { return index == stages - 1; }
 };
 
-// The rank's part of one forward (and, when `backward`, backward) through the pipeline; returns the
-// loss of the counted windows on the last stage, 0 elsewhere (detached).
-torch::Tensor PpStageStep(RankModel& m, TpContext& tp, PpContext& pp, const Batch& b, int64_t counted,
-                          double inv_tokens, bool backward);
+struct PpStepResult {
+  torch::Tensor loss;  // the counted windows' loss on the last stage, 0 elsewhere (detached)
+  double bubble = 0;   // measured idle share of the step's span on this rank, [0, 1]
+};
+// The rank's part of one forward (and, when `backward`, backward) through the pipeline over
+// `microbatches` micro-batches (dividing b's windows; the counted windows come first).
+PpStepResult PpStageStep(RankModel& m, TpContext& tp, PpContext& pp, const Batch& b, int64_t counted,
+                         double inv_tokens, bool backward, int64_t microbatches = 1);
 
 // Clips the (stage-summed) adapter gradients `params` to global norm 1 (torch's clip_grad_norm_ rule:
 // x 1 / (norm + 1e-6) when that is < 1); `owner`: this rank adds its stage's squares to the world sum.

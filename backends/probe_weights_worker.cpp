@@ -48,20 +48,42 @@ double HeldOut(Group& world, RankModel& m, TpContext& tp, PpContext* pp, const P
   const double inv = 1.0 / double(W * b.tokens.size(1));
   return GlobalLoss(
       world, m,
-      pp ? PpStageStep(m, tp, *pp, b, end - first, inv, false) : BatchLoss(m, tp, b, end - first, inv));
+      pp ? PpStageStep(m, tp, *pp, b, end - first, inv, false).loss : BatchLoss(m, tp, b, end - first, inv));
+}
+
+// Step 4b helper: the rank's loss of one step with its gradients accumulated over the micro-batches
+// (--pp: the 1F1B schedule, its measured bubble into `bubble`).
+torch::Tensor StepLoss(RankModel& m, TpContext& tp, PpContext* pp, const Batch& b, int64_t per, int64_t M,
+                       double inv, double* bubble) {
+  if (pp) {
+    const PpStepResult r = PpStageStep(m, tp, *pp, b, per, inv, true, M);
+    *bubble = r.bubble;
+    return r.loss;
+  }
+  const int64_t bm = per / M;
+  torch::Tensor loss;
+  for (int64_t i = 0; i < M; ++i) {
+    Batch mb;
+    mb.tokens = b.tokens.narrow(0, i * bm, bm);
+    mb.targets = b.targets.narrow(0, i * bm, bm);
+    if (!m.fsdp) ApplyAdapters(m, false);  // anew per micro-batch: each backward frees its graph
+    const torch::Tensor l = BatchLoss(m, tp, mb, bm, inv);
+    l.backward();
+    loss = i == 0 ? l.detach() : loss + l.detach();
+  }
+  return loss;
 }
 
 // Step 4b: one AdamW step of the adapters on the global batch.
 double TrainStep(Group& world, RankModel& m, TpContext& tp, PpContext* pp, const ProbeData& data,
-                 torch::optim::AdamW& opt, const ProbeConfig& sched, int64_t step, int64_t d, int64_t D) {
+                 torch::optim::AdamW& opt, const ProbeConfig& sched, int64_t step, int64_t d, int64_t D,
+                 int64_t M, double* bubble) {
   opt.zero_grad();
   m.frozen = false;
-  if (!m.fsdp) ApplyAdapters(m, false);
   const int64_t per = sched.batch / D;
   const Batch b = data.Get(step, d * per, per);
   const double inv = 1.0 / double(sched.batch * sched.seq);
-  const torch::Tensor loss = pp ? PpStageStep(m, tp, *pp, b, per, inv, true) : BatchLoss(m, tp, b, per, inv);
-  if (!pp) loss.backward();
+  const torch::Tensor loss = StepLoss(m, tp, pp, b, per, M, inv, bubble);
   // Every rank's gradient is its shard's / data rank's part: the world sum (PP: the stage's) is the
   // whole gradient.
   std::vector<torch::Tensor> grads;
@@ -109,7 +131,7 @@ std::vector<std::string> DtypeNames(const std::vector<HfWeightDtype>& dtypes) {
 // `merged` (PP, rank 0): the whole model's adapter, for the targets and counts; `layers`: the loaded range.
 json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<double>& losses, double frozen,
               double final_loss, int64_t windows, const std::vector<int64_t>& layers,
-              const PeftLoraAdapter* merged) {
+              const PeftLoraAdapter* merged, double bubble) {
   int64_t lora = 0;
   std::vector<std::string> targets;
   for (const Adapter& ad : m.adapters) {
@@ -135,6 +157,7 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"dtypes", DtypeNames(m.w.dtypes_seen)},
           {"layers", layers},
           {"pp", m.place.pp},
+          {"pp_bubble", bubble},
           {"targets", targets},
           {"lora_params", lora},
           {"train_loss", losses},
@@ -143,7 +166,8 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"held_out_windows", windows}};
 }
 
-// Step 1 helper: rank r = (stage * D + d) * T + t; EP / FSDP groups: o.ep / o.fsdp consecutive data ranks.
+// Step 1 helper: rank r = (stage * D + d) * T + t; EP / FSDP groups: o.ep / o.fsdp consecutive data
+// ranks of one stage and TP rank.
 RankPlace PlaceOf(const WeightsProbeOptions& o, int64_t rank) {
   RankPlace p;
   p.tp = o.tp;
@@ -156,6 +180,10 @@ RankPlace PlaceOf(const WeightsProbeOptions& o, int64_t rank) {
   p.ep_rank = p.data_rank % o.ep;
   p.fsdp = o.fsdp;
   p.fsdp_rank = p.data_rank % o.fsdp;
+  // The routed experts' chunk: under EP x FSDP over the FSDP group's ranks with this EP rank (the EP
+  // groups nest in the FSDP group when ep divides fsdp: fsdp / ep of them; else none: 1).
+  p.expert_fsdp = o.ep == 1 ? o.fsdp : (o.fsdp % o.ep == 0 ? o.fsdp / o.ep : 1);
+  p.expert_fsdp_rank = o.ep == 1 ? p.fsdp_rank : (p.expert_fsdp > 1 ? p.fsdp_rank / o.ep : 0);
   return p;
 }
 
@@ -178,7 +206,7 @@ ProbeConfig TextSchedule(const WeightsProbeOptions& o, int64_t data_ranks) {
 
 // The rank's process groups beside the world: TP, and EP / FSDP / the pipeline pair + stage groups.
 struct RankGroups {
-  std::unique_ptr<Group> tp, ep, fsdp, pair, stage;
+  std::unique_ptr<Group> tp, ep, fsdp, expert_fsdp, pair, stage;
   TpContext tpc;
   PpContext ppc;
   PpContext* pp = nullptr;  // --pp > 1
@@ -189,21 +217,27 @@ void MakeGroups(Rendezvous& store, const ProbeWorkerArgs& a, const WeightsProbeO
                 RankGroups* g) {
   const RankPlace& p = m->place;
   const double to = o.collective_timeout_s;
+  // Names: the stage and TP rank, then the group's index (EP / FSDP groups live inside one stage).
   const std::string d = std::to_string(p.data_rank), tname = ".t" + std::to_string(p.tp_rank) + ".";
+  const std::string sname = ".s" + std::to_string(p.stage) + tname;
   g->tp = std::make_unique<Group>(store, "tp" + std::to_string(p.stage) + "." + d, p.tp_rank, p.tp, to,
                                   a.master_addr);
   g->tpc.group = g->tp.get();
   g->tpc.rank = p.tp_rank;
   g->tpc.size = p.tp;
   if (o.ep > 1) {
-    g->ep = std::make_unique<Group>(store, "ep" + tname + std::to_string(p.data_rank / o.ep), p.ep_rank, o.ep,
+    g->ep = std::make_unique<Group>(store, "ep" + sname + std::to_string(p.data_rank / o.ep), p.ep_rank, o.ep,
                                     to, a.master_addr);
     m->ep = g->ep.get();
   }
   if (o.fsdp > 1) {
-    g->fsdp = std::make_unique<Group>(store, "fsdp" + tname + std::to_string(p.data_rank / o.fsdp),
-                                      p.fsdp_rank, o.fsdp, to, a.master_addr);
-    SetUpFsdp(m, &g->tpc, *g->fsdp);
+    const std::string block = std::to_string(p.data_rank / o.fsdp);
+    g->fsdp = std::make_unique<Group>(store, "fsdp" + sname + block, p.fsdp_rank, o.fsdp, to, a.master_addr);
+    if (o.ep > 1 && p.expert_fsdp > 1)  // EP x FSDP: this EP rank's ranks of the FSDP group
+      g->expert_fsdp =
+          std::make_unique<Group>(store, "efsdp" + sname + block + "." + std::to_string(p.ep_rank),
+                                  p.expert_fsdp_rank, p.expert_fsdp, to, a.master_addr);
+    SetUpFsdp(m, &g->tpc, *g->fsdp, g->expert_fsdp.get());
   }
   if (o.pp > 1) {  // this (data rank, TP rank)'s stages; this stage's ranks
     g->pair = std::make_unique<Group>(store, "pp.d" + d + tname, p.stage, o.pp, to, a.master_addr);
@@ -269,8 +303,11 @@ Status RunWeightsProbeWorker(const ProbeWorkerArgs& a) {
   torch::optim::AdamW opt(
       params, torch::optim::AdamWOptions(o.lr).betas(std::make_tuple(0.9, 0.95)).weight_decay(0.0));
   std::vector<double> losses;
+  double bubble = 0, bubble_sum = 0;  // --pp: the mean over the steps after the first (warm-up)
   for (int64_t step = 0; step < o.steps; ++step) {
-    losses.push_back(TrainStep(world, m, g.tpc, g.pp, data, opt, sched, step, d, D));
+    losses.push_back(
+        TrainStep(world, m, g.tpc, g.pp, data, opt, sched, step, d, D, o.microbatches(), &bubble));
+    if (step > 0 || o.steps == 1) bubble_sum += bubble;
     std::printf("rank %lld step %lld loss %.6f\n", (long long)a.rank, (long long)step, losses.back());
     std::fflush(stdout);
     if (!std::isfinite(losses.back())) break;
@@ -285,7 +322,8 @@ Status RunWeightsProbeWorker(const ProbeWorkerArgs& a) {
   const std::vector<int64_t> layers{o.layers.first, o.layers.last < 0 ? n - 1 : o.layers.last};
   const std::string tmp = a.out_file + ".tmp";
   std::ofstream(tmp) << RankJson(a, m, losses, frozen, final_loss, data.HeldOutWindows(), layers,
-                                 merged ? &*merged : nullptr)
+                                 merged ? &*merged : nullptr,
+                                 bubble_sum / double(std::max<int64_t>(1, losses.size() - 1)))
                             .dump();
   if (std::rename(tmp.c_str(), a.out_file.c_str()) != 0) return IoError("cannot write " + a.out_file);
   return Status::Ok();

@@ -72,6 +72,7 @@ int RunWeightsProbeCommand(const ProbeOptions& o) {
   if (o.lr != -1) w.lr = o.lr;
   w.seq = o.cfg.seq;
   w.batch = o.cfg.batch;
+  w.micro_batch = o.cfg.micro_batch;
   w.seed = o.cfg.seed;
   if (o.lora_rank != -1) w.lora_rank = o.lora_rank;
   w.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * double(w.lora_rank);
@@ -86,7 +87,12 @@ int RunWeightsProbeCommand(const ProbeOptions& o) {
   if (!be.ok()) return ReportError("probe", be.status());
   Expected<WeightsProbeResult> r = (*be)->run_weights_probe(w);
   if (!r.ok()) return ReportError("probe", r.status());
-  std::cout << (*be)->format_weights_probe(*r);
+  if (o.json) {  // the document RunWeightsProbe wrote (backends/probe_weights.h WeightsProbeToJson)
+    std::ifstream f(r->out_dir + "/weights_probe.json");
+    std::cout << f.rdbuf();
+  } else {
+    std::cout << (*be)->format_weights_probe(*r);
+  }
   return r->learned ? 0 : ExitCodeFor(ErrorCode::kCheckFailed);
 }
 

@@ -13,54 +13,23 @@
 #include "tests/backends/hf_compare.h"
 #include "tests/backends/hf_test_checkpoint.h"
 #include "tests/backends/hf_test_families.h"
+#include "tests/backends/probe_weights_layout_helpers.h"
 #include "tests/backends/probe_weights_options.h"
 
 namespace onboard {
 namespace weights_layout {  // a unity batch shares the anonymous namespace with probe_weights_test.cpp
 namespace {
 
-// fp32: the layouts differ only in where the adapters' gradients are summed (the world all-reduce):
-// rounding-level differences, as the TP test's bound.
-constexpr double kLayoutTol = 1e-5;
-// The wrong experts / chunk must miss that bound by far.
-constexpr double kWrongAtLeast = 1e-3;
+using hftest::ExpectFaultMovesHeldOut;
+using hftest::kLayoutTol;
+constexpr double kWrongAtLeast = hftest::kLayoutWrongAtLeast;
+using hftest::Launch;
+using hftest::Rel;
+using hftest::Worst;
+using hftest::Write;
 
-std::string Write(const hftest::Checkpoint& c) { return hftest::WriteCheckpoint(c); }
-
-// 8 steps of `batch` windows (2 warm-up), 300 s for the slowest layouts on 2 shared cores.
 WeightsProbeOptions Options(const std::string& ckpt, int64_t ranks, int64_t batch) {
-  WeightsProbeOptions o = hftest::ProbeWeightsOptions(ckpt, ranks);
-  o.steps = 8;
-  o.batch = batch;
-  o.warmup = 2;
-  o.timeout_s = 300;
-  return o;
-}
-
-WeightsProbeResult Launch(const WeightsProbeOptions& o) {
-  Expected<WeightsProbeResult> r = RunWeightsProbe(o);
-  EXPECT_TRUE(r.ok()) << r.status().message();
-  return r.ok() ? *r : WeightsProbeResult{};
-}
-
-double Rel(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
-
-// Largest relative difference of the train curves and both held-out losses.
-double Worst(const WeightsProbeResult& a, const WeightsProbeResult& b) {
-  EXPECT_EQ(a.train_loss.size(), b.train_loss.size());
-  double w = std::max(Rel(a.held_out_frozen, b.held_out_frozen), Rel(a.held_out_final, b.held_out_final));
-  for (size_t i = 0; i < std::min(a.train_loss.size(), b.train_loss.size()); ++i)
-    w = std::max(w, Rel(a.train_loss[i], b.train_loss[i]));
-  return w;
-}
-
-// A layout's negative control: the run with `fault` must move the frozen held-out loss off `one`'s.
-void ExpectFaultMovesHeldOut(WeightsProbeOptions o, const char* fault, const WeightsProbeResult& one) {
-  o.fault = fault;
-  o.out_dir = hftest::TempDir();
-  const WeightsProbeResult wrong = Launch(o);
-  std::printf("%s: frozen held-out %.6g vs %.6g\n", fault, wrong.held_out_frozen, one.held_out_frozen);
-  EXPECT_GT(Rel(wrong.held_out_frozen, one.held_out_frozen), kWrongAtLeast);
+  return hftest::LayoutOptions(ckpt, ranks, batch);
 }
 
 // One rank and 2 EP ranks on `ckpt`: the same curve and held-out losses; each EP rank reads less.
@@ -245,15 +214,18 @@ TEST(ProbeWeightsLayout, FactorsThatDoNotDivideAreRefusedNamingTheFlag) {
   o.ep = 1;
   o.fsdp = -1;
   EXPECT_NE(message(o).find("--fsdp"), std::string::npos) << message(o);
-  o = Options("/nonexistent", 4, 8);
-  o.ep = o.fsdp = 2;
-  EXPECT_NE(message(o).find("not combined with --ep"), std::string::npos) << message(o);
+  o = Options("/nonexistent", 6, 6);
+  o.ep = 2;
+  o.fsdp = 3;  // neither nests in the other
+  EXPECT_NE(message(o).find("--fsdp"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("multiple or a divisor of --ep=2"), std::string::npos) << message(o);
   o = Options("/nonexistent", 2, 8);
   o.pp = 3;
   EXPECT_NE(message(o).find("--pp"), std::string::npos) << message(o);
-  o = Options("/nonexistent", 4, 8);
-  o.pp = o.ep = 2;
-  EXPECT_NE(message(o).find("not combined with --ep / --fsdp"), std::string::npos) << message(o);
+  o = Options("/nonexistent", 2, 8);
+  o.micro_batch = 3;  // 4 windows per data rank
+  EXPECT_NE(message(o).find("--micro-batch"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("=4"), std::string::npos) << message(o);
   // The experts must divide too: 4 experts over 3 EP ranks is bad input naming the flag and the count.
   const std::string ckpt = Write(hftest::MakeMixtral(256));
   o = Options(ckpt, 3, 6);
