@@ -55,32 +55,30 @@ struct Glm4vFixture {
   }
 };
 
-TEST(VerifyGlm4vCli, SeveralImagesPassAndAPerturbedReferenceFails) {
-  Glm4vFixture f(hftest::Images());
+// The binary against the reference (exit 0, `features` in its summary, the .npy's shape), then
+// against the reference perturbed by `wrong` (exit 1).
+void PassThenFail(const hftest::Case& k, const std::string& features, hftest::RopeRefOptions wrong) {
+  Glm4vFixture f(k);
   const std::string grids = hftest::Glm4vGridsCli(f.k.grids);
   auto r = RunOnboard(f.Args(grids) + " --logits-out " + f.dir + "/out.npy --reference " +
                       f.WriteReference("ref.npy"));
   EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("image      12 features"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(features), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("-> PASS"), std::string::npos) << r.out;
   Expected<NpyArray> out = ReadNpy(f.dir + "/out.npy");
   ASSERT_TRUE(out.ok()) << out.status().message();
   EXPECT_EQ(out->shape, (std::vector<int64_t>{2, f.longest, 64}));
-  r = RunOnboard(f.Args(grids) + " --reference " + f.WriteReference("restart.npy", {true, false}));
+  r = RunOnboard(f.Args(grids) + " --reference " + f.WriteReference("wrong.npy", wrong));
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
 }
 
+TEST(VerifyGlm4vCli, SeveralImagesPassAndAPerturbedReferenceFails) {
+  PassThenFail(hftest::Images(), "image      12 features", {true, false});  // image 2 restarted
+}
+
 TEST(VerifyGlm4vCli, VideosPassAndAPerturbedReferenceFails) {
-  Glm4vFixture f(hftest::Videos());
-  const std::string grids = hftest::Glm4vGridsCli(f.k.grids);
-  auto r = RunOnboard(f.Args(grids) + " --logits-out " + f.dir + "/out.npy --reference " +
-                      f.WriteReference("ref.npy"));
-  EXPECT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("video      14 features"), std::string::npos) << r.out;
-  r = RunOnboard(f.Args(grids) + " --reference " + f.WriteReference("frame_t.npy", {false, true}));
-  EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("FAIL"), std::string::npos) << r.out;
+  PassThenFail(hftest::Videos(), "video      14 features", {false, true});  // patch k at t = st + k
 }
 
 // One line on stderr (naming the flag and the values), exit 2.
