@@ -1,7 +1,8 @@
 // GLM-4.5V's vision tower (transformers' Glm4vVisionModel, shared by glm4v and glm4v_moe) and how its
-// output enters the language model (Glm4vModel.forward + get_rope_index, one image):
+// output enters the language model (Glm4vModel.forward + get_rope_index, images and videos):
 //   patch_embed    Conv3d(C -> hidden, kernel = stride = [temporal_patch, patch, patch]) (+bias) over
-//                  pixel_values rows [C * temporal_patch * patch * patch] (the processor's patch order)
+//                  pixel_values rows [C * temporal_patch * patch * patch] (the processor's patch order:
+//                  each row holds temporal_patch consecutive frames of one patch)
 //   post_conv_layernorm  RMSNorm
 //   embeddings     learned (image_size/patch)^2 positions, resampled to the image's (h, w) patch grid by
 //                  bicubic grid_sample (align_corners = False, border padding) and added
@@ -13,9 +14,12 @@
 //                  window of merge^2 consecutive patches
 //   merger         proj (no bias), LayerNorm (eps 1e-5), exact GELU, down(silu(gate x) * up x) with the
 //                  vision config's intermediate_size
-// The image's features replace the image_token_id placeholders in order; the text positions are three
-// rows (t, h, w): text tokens count on, the image's tokens get (st, st + row, st + col) over the merged
-// grid and the text after resumes at max + 1; mrope_section splits the rotary frequencies between rows.
+// A video [t, h, w] runs as t frames [1, h, w] (get_video_features), which is the same per-frame
+// attention and position grid. The features replace the image_token_id placeholders in order; inside
+// video_start .. video_end those placeholders are video frames. Positions are three rows (t, h, w):
+// text counts on, an image's tokens get (st, st + row, st + col) over its merged grid, and each video
+// temporal patch (one run of placeholders between its timestamp text) the same with its own st; the
+// text after a group resumes at max + 1; mrope_section splits the rotary frequencies between rows.
 // Shapes: pixel_values [t*h*w, C*T*P*P]; features [t*h*w/merge^2, out_hidden]. Units: patches.
 #pragma once
 
@@ -35,7 +39,7 @@ struct Glm4vVisionConfig {
   int64_t out_hidden = 0, intermediate = 0, image_size = 0;
   double eps = 1e-5;
   bool qkv_bias = false;
-  int64_t image_token_id = -1, video_start_token_id = -1;
+  int64_t image_token_id = -1, video_start_token_id = -1, video_end_token_id = -1;
   std::vector<int64_t> mrope_section;  // text_config rope_scaling (or rope_parameters).mrope_section: t, h, w
 };
 
@@ -66,20 +70,35 @@ struct Glm4vVisionWeights {
                                                           const SafetensorsCheckpoint& ckpt,
                                                           torch::ScalarType dtype);
 
-// pixel_values [t*h*w, C*T*P*P] of one image with patch grid `thw` -> features [t*h*w/merge^2, out_hidden].
+// pixel_values [t*h*w, C*T*P*P] of one image or video with patch grid `thw` -> features
+// [t*h*w/merge^2, out_hidden] (t frames of full attention each).
 torch::Tensor Glm4vVisionForward(const Glm4vVisionConfig& v, const Glm4vVisionWeights& w,
                                  const torch::Tensor& pixel_values, const std::array<int64_t, 3>& thw);
 
-// get_rope_index for ids holding one image's placeholders: positions int64 [3, S]. kBadInput when the
-// placeholder count is not the merged grid's, they are not one run, or a video is present (`where`
-// names the sequence in errors). A sequence without placeholders gets three equal rows 0..S-1.
-[[nodiscard]] Expected<torch::Tensor> Glm4vRopeIndex(const Glm4vVisionConfig& v,
-                                                     const std::vector<int64_t>& ids,
-                                                     const std::array<int64_t, 3>& thw,
-                                                     const std::string& where);
+// image_grid_thw / video_grid_thw rows (T, H, W in patches), consumed in order over the batch.
+struct Glm4vGrids {
+  std::vector<std::array<int64_t, 3>> images, videos;
+};
 
-// The language model's input for one sequence: token embeddings with the image's features [n, hidden]
-// written over the placeholders, in order (Glm4vModel.forward's masked_scatter).
+// "T,H,W;T,H,W" (the CLI's form of the grids).
+std::string Glm4vGridsText(const std::vector<std::array<int64_t, 3>>& grids);
+
+// Where the batch stands in the grids: the next image, the next video and its next temporal patch.
+struct Glm4vGridCursor {
+  size_t image = 0, video = 0;
+  int64_t frame = 0;
+};
+
+// get_rope_index for one sequence: positions int64 [3, S]. Each run of image placeholders takes the
+// next image grid (t*h*w/m^2 tokens), each run inside video_start .. video_end the next temporal patch
+// of the current video (h*w/m^2 tokens); kBadInput names the flag, the grid and the counts when a run's
+// length or the number of grids disagrees (`where` names the sequence). No placeholders: 0..S-1.
+[[nodiscard]] Expected<torch::Tensor> Glm4vRopeIndex(const Glm4vVisionConfig& v,
+                                                     const std::vector<int64_t>& ids, const Glm4vGrids& grids,
+                                                     Glm4vGridCursor* at, const std::string& where);
+
+// The language model's input for one sequence: token embeddings with `features` [n, hidden] written
+// over its n image_token_id placeholders, in order (Glm4vModel.forward's masked_scatter).
 torch::Tensor Glm4vInputEmbeds(const Glm4vVisionConfig& v, const HfModelWeights& w,
                                const std::vector<int64_t>& ids, const torch::Tensor& features);
 

@@ -49,6 +49,7 @@ Expected<Glm4vVisionConfig> ReadGlm4vVisionConfig(const HfForwardConfig& c) {
   Glm4vVisionConfig v;
   v.image_token_id = top.Int("image_token_id", 0, c.ir.vocab - 1);
   v.video_start_token_id = top.IntOr({"video_start_token_id"}, -1, -1, INT64_MAX);
+  v.video_end_token_id = top.IntOr({"video_end_token_id"}, -1, -1, INT64_MAX);
   std::optional<JsonFields> vc = top.Sub("vision_config"), tc = top.Sub("text_config");
   if (!top.ok()) return top.status();
   v.depth = vc->Int("depth", 1, 4096);

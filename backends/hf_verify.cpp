@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "backends/hf_glm4v_vision.h"
+#include "backends/hf_glm4v_inputs.h"
 #include "backends/hf_model.h"
 #include "backends/hf_npy.h"
 #include "parsers/json_fields.h"
@@ -98,51 +98,6 @@ void RankBytes(const HfVerifyOptions& o, const HfForwardConfig& c, torch::Scalar
   }
 }
 
-// GLM-4.5V's image (when given): the vision config, the tower's features for it, tensors read.
-struct ImageInput {
-  bool present = false;
-  Glm4vVisionConfig v;
-  torch::Tensor features;
-  int64_t tensors = 0;
-};
-
-// Step 1b: pixel_values -> vision tower -> features [t*h*w / merge^2, hidden].
-Expected<ImageInput> LoadImage(const HfVerifyOptions& o, const HfForwardConfig& c,
-                               const SafetensorsCheckpoint& ckpt, torch::ScalarType dtype) {
-  ImageInput in;
-  if (o.pixel_values.empty()) return in;
-  ONBOARD_ASSIGN_OR_RETURN(in.v, ReadGlm4vVisionConfig(c));
-  const std::array<int64_t, 3>& g = o.image_grid_thw;
-  const int64_t m = in.v.merge;
-  if (g[0] < 1 || g[1] < 1 || g[2] < 1 || g[1] % m != 0 || g[2] % m != 0)
-    return BadInput("--image-grid-thw", "t,h,w",
-                    "positive, h and w multiples of spatial_merge_size " + std::to_string(m),
-                    std::to_string(g[0]) + "," + std::to_string(g[1]) + "," + std::to_string(g[2]));
-  ONBOARD_ASSIGN_OR_RETURN(NpyArray px, ReadNpy(o.pixel_values));
-  const std::vector<int64_t> want = {g[0] * g[1] * g[2],
-                                     in.v.in_channels * in.v.temporal_patch * in.v.patch * in.v.patch};
-  if (px.shape != want)
-    return BadInput(o.pixel_values, "shape",
-                    "expected " + ShapeText(want) + " (t*h*w patches x C*T*P*P values)", ShapeText(px.shape));
-  ONBOARD_ASSIGN_OR_RETURN(Glm4vVisionWeights vw, MapGlm4vVision(in.v, ckpt, dtype));
-  const torch::Tensor pv = torch::from_blob(px.data.data(), {want[0], want[1]}, torch::kFloat).to(dtype);
-  in.features = Glm4vVisionForward(in.v, vw, pv, g);
-  in.tensors = int64_t(vw.used.size());
-  in.present = true;
-  return in;
-}
-
-// Step 2: one sequence's logits [S, vocab]; with an image, its features and M-RoPE positions.
-Expected<torch::Tensor> SequenceLogits(const HfVerifyOptions& o, const HfForwardConfig& c,
-                                       const HfModelWeights& w, const ImageInput& img,
-                                       const std::vector<int64_t>& ids, size_t b) {
-  if (!img.present) return HfForward(c, w, ids);
-  const std::string where = o.ids_path + "[" + std::to_string(b) + "]";
-  ONBOARD_ASSIGN_OR_RETURN(torch::Tensor pos, Glm4vRopeIndex(img.v, ids, o.image_grid_thw, where));
-  const HfMrope mrope{pos, img.v.mrope_section};
-  return HfForwardEmbeds(c, w, Glm4vInputEmbeds(img.v, w, ids, img.features), &mrope);
-}
-
 }  // namespace
 
 Expected<std::vector<std::vector<int64_t>>> ReadInputIds(const std::string& path, int64_t vocab) {
@@ -174,10 +129,11 @@ Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& o) {
   ONBOARD_ASSIGN_OR_RETURN(SafetensorsCheckpoint ckpt, SafetensorsCheckpoint::Open(o.checkpoint));
   const torch::ScalarType dtype = o.dtype == FloatDtype::kFP64 ? torch::kDouble : torch::kFloat;
   ONBOARD_ASSIGN_OR_RETURN(HfModelWeights w, MapHfWeights(c, ckpt, o.layers, dtype));
-  ONBOARD_ASSIGN_OR_RETURN(ImageInput img, LoadImage(o, c, ckpt, dtype));
+  const Glm4vVisualOptions vo{o.pixel_values, o.pixel_values_videos, {o.image_grid_thw, o.video_grid_thw}};
+  ONBOARD_ASSIGN_OR_RETURN(Glm4vVisual vis, LoadGlm4vVisual(vo, c, ckpt, dtype));
   HfVerifyResult r;
-  r.image_features = img.present ? img.features.size(0) : 0;
-  r.vision_tensors = img.tensors;
+  (vis.video ? r.video_features : r.image_features) = vis.present ? vis.features.size(0) : 0;
+  r.vision_tensors = vis.tensors;
   r.model_type = c.ir.model_type;
   r.layout = HfLayoutName(c.layout);
   r.batch = int64_t(seqs.size());
@@ -190,13 +146,18 @@ Expected<HfVerifyResult> RunHfVerify(const HfVerifyOptions& o) {
     r.dequant.push_back(DequantText(d, o.dtype));
   }
 
-  // Step 2: forward per sequence; NaN past each sequence's end.
+  // Step 2: forward per sequence (images / videos consumed in batch order); NaN past each end.
   std::vector<float> logits(size_t(r.batch * r.longest * r.vocab), std::numeric_limits<float>::quiet_NaN());
+  Glm4vBatchCursor at;
   for (size_t b = 0; b < seqs.size(); ++b) {
-    ONBOARD_ASSIGN_OR_RETURN(torch::Tensor out, SequenceLogits(o, c, w, img, seqs[b], b));
+    const std::string where = o.ids_path + "[" + std::to_string(b) + "]";
+    ONBOARD_ASSIGN_OR_RETURN(torch::Tensor out, vis.present
+                                                    ? Glm4vSequenceLogits(c, w, vis, seqs[b], &at, where)
+                                                    : Expected<torch::Tensor>(HfForward(c, w, seqs[b])));
     const torch::Tensor l = out.to(torch::kFloat).contiguous();
     std::copy(l.data_ptr<float>(), l.data_ptr<float>() + l.numel(), logits.begin() + int64_t(b) * r.longest * r.vocab);
   }
+  if (vis.present) ONBOARD_RETURN_IF_ERROR(Glm4vCheckGridsUsed(vis, at));
   r.bytes_touched = ckpt.touched_bytes();
   r.checkpoint_bytes = ckpt.data_bytes();
 
@@ -219,10 +180,11 @@ std::vector<std::string> HfVerifySummary(const HfVerifyResult& r) {
                 static_cast<long long>(r.tensors_used), dts.c_str(), double(r.bytes_touched) / 1e6,
                 double(r.checkpoint_bytes) / 1e6);
   out.push_back(buf);
-  if (r.image_features > 0) {
-    std::snprintf(buf, sizeof(buf),
-                  "image      %lld features from the vision tower (%lld model.visual tensors)",
-                  static_cast<long long>(r.image_features), static_cast<long long>(r.vision_tensors));
+  if (r.image_features + r.video_features > 0) {
+    std::snprintf(buf, sizeof(buf), "%s      %lld features from the vision tower (%lld model.visual tensors)",
+                  r.video_features > 0 ? "video" : "image",
+                  static_cast<long long>(r.image_features + r.video_features),
+                  static_cast<long long>(r.vision_tensors));
     out.push_back(buf);
   }
   std::snprintf(buf, sizeof(buf), "logits     [%lld, %lld, %lld] float32", static_cast<long long>(r.batch),

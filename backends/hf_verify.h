@@ -33,11 +33,12 @@ struct HfVerifyOptions {
   // largest and the smallest chunk); 1 x 1 = just the forward's load.
   int64_t tp = 1, fsdp = 1;
   bool expert_tp = true;  // routed experts split by TP (plan etp > 1), else EP folded over TP
-  // GLM-4.5V (glm4v_moe) with one image: the processor's pixel_values (.npy [t*h*w, C*T*P*P], patches
-  // in its order) and image_grid_thw; the tower's features replace the image_token_id placeholders of
-  // every sequence that holds them, and those sequences get M-RoPE t/h/w positions.
-  std::string pixel_values;  // "" = text only
-  std::array<int64_t, 3> image_grid_thw{};
+  // GLM-4.5V (glm4v_moe): the processor's pixel_values (.npy [sum t*h*w, C*T*P*P], images in
+  // image_grid_thw order) or pixel_values_videos with video_grid_thw (hf_glm4v_inputs.h); the batch's
+  // image_token_id placeholders take the features in order and every sequence gets get_rope_index's
+  // M-RoPE t/h/w positions.
+  std::string pixel_values, pixel_values_videos;  // "" = none
+  std::vector<std::array<int64_t, 3>> image_grid_thw, video_grid_thw;
 };
 
 struct HfRankBytes {
@@ -57,7 +58,8 @@ struct HfVerifyResult {
   std::vector<std::string> dequant;     // per checkpoint dtype read: how it became the compute dtype
   std::vector<HfRankBytes> rank_bytes;  // with tp * fsdp > 1
   std::string rank_bytes_error;         // why rank_bytes is empty (tp does not divide the heads, ...)
-  int64_t image_features = 0;           // rows the vision tower produced (0 = no image)
+  int64_t image_features = 0;           // rows the vision tower produced for images (0 = none)
+  int64_t video_features = 0;           // rows it produced for videos (0 = none)
   int64_t vision_tensors = 0;           // model.visual.* tensors read
   bool compared = false;
   double max_abs = 0, max_rel = 0;

@@ -1,13 +1,18 @@
 // `onboard verify CHECKPOINT_DIR --input-ids IDS.json [--layers A-B] --logits-out OUT.npy
-//  [--reference REF.npy] [--dtype fp32|fp64] [--pixel-values PV.npy --image-grid-thw T,H,W]`: loads the
-//  checkpoint's weights (mmap, dequantised to the
-// compute dtype), runs the HF-faithful forward on CPU, writes the logits as .npy (float32
-// [batch, longest, vocab], NaN past a shorter sequence's end) and, with --reference, prints max abs/rel
-// difference and top-1 agreement. GLM-4.5V with an image: the processor's pixel_values and
-// image_grid_thw (backends/hf_verify.h). Exit 0 pass (or no reference), 1 mismatch, 2 bad input.
+//  [--reference REF.npy] [--dtype fp32|fp64] [--pixel-values PV.npy --image-grid-thw T,H,W[;T,H,W...]]
+//  [--pixel-values-videos PV.npy --video-grid-thw T,H,W[;T,H,W...]]`: loads the checkpoint's weights
+// (mmap, dequantised to the compute dtype), runs the HF-faithful forward on CPU, writes the logits as
+// .npy (float32 [batch, longest, vocab], NaN past a shorter sequence's end) and, with --reference,
+// prints max abs/rel difference and top-1 agreement. GLM-4.5V with images or videos: the processor's
+// pixel_values / pixel_values_videos and image_grid_thw / video_grid_thw, one grid per image or video
+// in the processor's order, separated by ';' (backends/hf_glm4v_inputs.h). Exit 0 pass (or no
+// reference), 1 mismatch, 2 bad input.
+#include <array>
 #include <cstdio>
 #include <memory>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "backends/backend_entry.h"
 #include "cli/command_registry.h"
@@ -21,20 +26,27 @@ struct VerifyCliOptions {
   HfVerifyOptions v;
   std::string layers;
   std::string dtype = "fp32";
-  std::string grid_thw;  // "T,H,W"
+  std::string image_grids, video_grids;  // "T,H,W[;T,H,W...]"
 };
 
-// --image-grid-thw "T,H,W" (required with --pixel-values, refused without it).
-Status ParseGridThw(const VerifyCliOptions& o, std::array<int64_t, 3>* out) {
-  if (o.v.pixel_values.empty() != o.grid_thw.empty())
-    return BadInput("--image-grid-thw", "(flag)", "--pixel-values and --image-grid-thw go together",
-                    o.grid_thw);
-  if (o.grid_thw.empty()) return Status::Ok();
-  std::istringstream in(o.grid_thw);
-  char c1 = 0, c2 = 0;
-  if (!(in >> (*out)[0] >> c1 >> (*out)[1] >> c2 >> (*out)[2]) || c1 != ',' || c2 != ',' || !in.eof())
-    return BadInput("--image-grid-thw", "T,H,W", "three comma-separated integers", o.grid_thw);
-  return Status::Ok();
+// `text` = "T,H,W[;T,H,W...]" -> grids; required with its pixels flag and refused without it.
+Status ParseGrids(const std::string& flag, const std::string& pixels_flag, const std::string& pixels,
+                  const std::string& text, std::vector<std::array<int64_t, 3>>* out) {
+  if (pixels.empty() != text.empty())
+    return BadInput(flag, "(flag)", pixels_flag + " and " + flag + " go together", text);
+  const Status malformed =
+      BadInput(flag, "T,H,W[;T,H,W...]", "grids of three comma-separated integers, ';' between grids", text);
+  std::istringstream all(text);
+  std::string one;
+  while (std::getline(all, one, ';')) {
+    std::istringstream in(one);
+    std::array<int64_t, 3> g{};
+    char c1 = 0, c2 = 0;
+    if (!(in >> g[0] >> c1 >> g[1] >> c2 >> g[2]) || c1 != ',' || c2 != ',' || !(in >> std::ws).eof())
+      return malformed;
+    out->push_back(g);
+  }
+  return !text.empty() && (out->empty() || text.back() == ';') ? malformed : Status::Ok();
 }
 
 int RunVerify(VerifyCliOptions o) {
@@ -43,7 +55,11 @@ int RunVerify(VerifyCliOptions o) {
   o.v.dtype = *dtype;
   const Status st = ParseLayerRange(o.layers, &o.v.layers);
   if (!st.ok()) return ReportError("verify", st);
-  const Status gst = ParseGridThw(o, &o.v.image_grid_thw);
+  Status gst =
+      ParseGrids("--image-grid-thw", "--pixel-values", o.v.pixel_values, o.image_grids, &o.v.image_grid_thw);
+  if (gst.ok())
+    gst = ParseGrids("--video-grid-thw", "--pixel-values-videos", o.v.pixel_values_videos, o.video_grids,
+                     &o.v.video_grid_thw);
   if (!gst.ok()) return ReportError("verify", gst);
   Expected<const BackendEntryPoints*> be = LoadBackend();  // the HF forward runs in LibTorch
   if (!be.ok()) return ReportError("verify", be.status());
@@ -67,8 +83,15 @@ static OnboardCommand kVerify{
       sub.add_option("--reference", o->v.reference, "reference logits (.npy) to compare with; exit 1 on mismatch");
       sub.add_option("--dtype", o->dtype, "compute dtype: fp32 | fp64")->capture_default_str();
       sub.add_option("--pixel-values", o->v.pixel_values,
-                     "GLM-4.5V: one image's processor pixel_values (.npy [t*h*w, C*T*P*P])");
-      sub.add_option("--image-grid-thw", o->grid_thw, "GLM-4.5V: that image's image_grid_thw as T,H,W");
+                     "GLM-4.5V: the processor's pixel_values, all images (.npy [sum t*h*w, C*T*P*P])");
+      sub.add_option(
+          "--image-grid-thw", o->image_grids,
+          "GLM-4.5V: image_grid_thw, one T,H,W per image in order, ';' between (e.g. \"1,28,42;1,14,14\")");
+      sub.add_option("--pixel-values-videos", o->v.pixel_values_videos,
+                     "GLM-4.5V: the processor's pixel_values_videos (.npy [sum t*h*w, C*T*P*P]); not with "
+                     "--pixel-values");
+      sub.add_option("--video-grid-thw", o->video_grids,
+                     "GLM-4.5V: video_grid_thw, one T,H,W per video (T = temporal patches), ';' between");
       return [o] { return RunVerify(*o); };
     }};
 

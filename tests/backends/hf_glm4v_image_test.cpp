@@ -13,82 +13,20 @@
 #include "backends/hf_verify.h"
 #include "tests/backends/hf_compare.h"
 #include "tests/backends/hf_reference_glm4v.h"
-#include "tests/backends/hf_test_families.h"
+#include "tests/backends/hf_test_glm4v.h"
 
 namespace onboard {
 namespace {
 
-constexpr int64_t kImageToken = 60, kVideoStart = 61;
+using hftest::kImageToken;
+using hftest::kVideoStart;
+using hftest::MakeTextAndVision;
+using hftest::ToGlm45v;
+const nlohmann::json& kVision = hftest::kGlm4vVision;
 const std::array<int64_t, 3> kGrid = {1, 4, 6};  // 24 patches -> 6 placeholders (2 x 3 merged)
 const std::vector<int64_t> kIds = {3, 17, 60, 60, 60, 60, 60, 60, 42, 5, 29};
 
-const nlohmann::json kVision = {{"model_type", "glm4v_moe"}, {"depth", 2},
-                                {"hidden_size", 16},         {"num_heads", 2},
-                                {"intermediate_size", 24},   {"out_hidden_size", 32},
-                                {"patch_size", 2},           {"image_size", 8},
-                                {"spatial_merge_size", 2},   {"temporal_patch_size", 2},
-                                {"in_channels", 3},          {"rms_norm_eps", 1e-5},
-                                {"hidden_act", "silu"},      {"attention_bias", true}};
-
-// The glm4_moe test decoder with full rotary dims (8 -> 4 frequencies: mrope_section 1, 1, 2) plus
-// the vision tower under model.visual.* (the reference reads this one).
-hftest::Checkpoint MakeTextAndVision() {
-  hftest::Checkpoint c = hftest::MakeGlm4Moe();
-  c.config["partial_rotary_factor"] = 1.0;
-  c.config["rope_scaling"] = {{"rope_type", "default"}, {"mrope_section", {1, 1, 2}}};
-  const int64_t h = 16, out = 32, I = 24, pin = 3 * 2 * 2 * 2;
-  const std::string v = "model.visual.";
-  c.Add(v + "patch_embed.proj.weight", {h, 3, 2, 2, 2}, 1.0 / std::sqrt(double(pin)));
-  c.Add(v + "patch_embed.proj.bias", {h}, 0.1);
-  c.Norm(v + "post_conv_layernorm.weight", h);
-  c.Add(v + "embeddings.position_embedding.weight", {16, h}, 1.0);
-  for (int b = 0; b < 2; ++b) {
-    const std::string p = v + "blocks." + std::to_string(b) + ".";
-    c.Norm(p + "norm1.weight", h);
-    c.Norm(p + "norm2.weight", h);
-    c.Linear(p + "attn.qkv", 3 * h, h, true);
-    c.Linear(p + "attn.proj", h, h);
-    c.Mlp(p + "mlp", h, out);
-  }
-  c.Norm(v + "post_layernorm.weight", h);
-  c.Add(v + "downsample.weight", {out, h, 2, 2}, 0.125);
-  c.Add(v + "downsample.bias", {out}, 0.1);
-  c.Linear(v + "merger.proj", out, out);
-  c.Norm(v + "merger.post_projection_norm.weight", out);
-  c.Add(v + "merger.post_projection_norm.bias", {out}, 0.1);
-  c.Mlp(v + "merger", out, I);
-  return c;
-}
-
-// The same tensors in GLM-4.5V's layout and config.
-hftest::Checkpoint ToGlm45v(const hftest::Checkpoint& g) {
-  hftest::Checkpoint v = g;
-  v.tensors.clear();
-  for (const auto& [name, t] : g.tensors) {
-    const bool lm = name.rfind("model.", 0) == 0 && name.rfind("model.visual.", 0) != 0;
-    v.tensors[lm ? "model.language_model." + name.substr(6) : name] = t;
-  }
-  nlohmann::json text = g.config;
-  text["model_type"] = "glm4v_moe_text";
-  v.config = {{"architectures", {"Glm4vMoeForConditionalGeneration"}},
-              {"model_type", "glm4v_moe"},
-              {"tie_word_embeddings", false},
-              {"image_token_id", kImageToken},
-              {"video_start_token_id", kVideoStart},
-              {"video_end_token_id", 62},
-              {"text_config", text},
-              {"vision_config", kVision}};
-  return v;
-}
-
-std::vector<std::vector<double>> Pixels() {
-  std::mt19937 rng(99);
-  std::normal_distribution<double> d(0.0, 1.0);
-  std::vector<std::vector<double>> px(24, std::vector<double>(24));
-  for (auto& r : px)
-    for (double& x : r) x = double(float(d(rng)));
-  return px;
-}
+std::vector<std::vector<double>> Pixels() { return hftest::PixelRows(24, 99); }
 
 // get_rope_index written from the modeling code's loop: text groups count on from the last max + 1;
 // the image group is (st + frame, st + row, st + col) over the merged grid.
@@ -154,7 +92,8 @@ torch::Tensor BackendLogits(const std::string& dir, torch::ScalarType dtype) {
   for (const auto& r : Pixels()) flat.insert(flat.end(), r.begin(), r.end());
   const torch::Tensor px = torch::tensor(flat, torch::kDouble).view({24, 24}).to(dtype);
   const torch::Tensor feats = Glm4vVisionForward(*v, *vw, px, kGrid);
-  Expected<torch::Tensor> pos = Glm4vRopeIndex(*v, kIds, kGrid, "ids");
+  Glm4vGridCursor at;
+  Expected<torch::Tensor> pos = Glm4vRopeIndex(*v, kIds, {{kGrid}, {}}, &at, "ids");
   EXPECT_TRUE(pos.ok());
   const HfMrope m{*pos, v->mrope_section};
   return HfForwardEmbeds(*c, *w, Glm4vInputEmbeds(*v, *w, kIds, feats), &m).to(torch::kDouble);
@@ -165,7 +104,8 @@ TEST(HfGlm4vImage, RopeIndexGivesTheImageItsGridRows) {
   v.merge = 2;
   v.image_token_id = kImageToken;
   v.video_start_token_id = kVideoStart;
-  Expected<torch::Tensor> p = Glm4vRopeIndex(v, kIds, kGrid, "ids");
+  Glm4vGridCursor at;
+  Expected<torch::Tensor> p = Glm4vRopeIndex(v, kIds, {{kGrid}, {}}, &at, "ids");
   ASSERT_TRUE(p.ok()) << p.status().message();
   // Text 0, 1; image at st = 2: t = 2, rows 2 + {0, 1}, cols 2 + {0, 1, 2}; text resumes at 2 + 2 + 1.
   const std::vector<std::vector<int64_t>> want = {{0, 1, 2, 2, 2, 2, 2, 2, 5, 6, 7},
@@ -176,7 +116,8 @@ TEST(HfGlm4vImage, RopeIndexGivesTheImageItsGridRows) {
       EXPECT_EQ((*p)[r][int64_t(i)].item<int64_t>(), want[r][i]) << r << "," << i;
   std::vector<int64_t> five = kIds;
   five.erase(five.begin() + 2);
-  Expected<torch::Tensor> bad = Glm4vRopeIndex(v, five, kGrid, "ids");
+  Glm4vGridCursor at5;
+  Expected<torch::Tensor> bad = Glm4vRopeIndex(v, five, {{kGrid}, {}}, &at5, "ids");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("expected 6 placeholders"), std::string::npos)
       << bad.status().message();
@@ -239,7 +180,7 @@ TEST(HfGlm4vImage, VerifyRunsTheImageAndMissingVisionTensorsAreNamed) {
   o.ids_path = dir + "/ids.json";
   o.reference = dir + "/ref.npy";
   o.pixel_values = dir + "/pv.npy";
-  o.image_grid_thw = kGrid;
+  o.image_grid_thw = {kGrid};
   Expected<HfVerifyResult> r = RunHfVerify(o);
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->passed) << r->max_abs;
