@@ -111,6 +111,9 @@ Expected<ImageInput> LoadImage(const HfVerifyOptions& o, const HfForwardConfig& 
                                const SafetensorsCheckpoint& ckpt, torch::ScalarType dtype) {
   ImageInput in;
   if (o.pixel_values.empty()) return in;
+  if (c.layout == HfLayout::kKimiK3)  // its text model runs; vision_tower.* / mm_projector.* have no mapper
+    return BadInput(c.config_path, "vision_config",
+                    "kimi_k3's MoonViT vision weights are not mapped: text-only", o.pixel_values);
   ONBOARD_ASSIGN_OR_RETURN(in.v, ReadGlm4vVisionConfig(c));
   const std::array<int64_t, 3>& g = o.image_grid_thw;
   const int64_t m = in.v.merge;
