@@ -7,6 +7,7 @@
 // the real-weights LoRA probe on layers 1-2 (KDA + latent MoE, gated MLA + latent MoE) over 2 ranks learns.
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <fstream>
 
 #include "backends/hf_npy.h"
@@ -30,7 +31,7 @@ double K3Diff(const hftest::Checkpoint& c, torch::ScalarType dtype, RefOverrides
   return MaxDiff(c, dtype, o, shards, {}, &view);
 }
 
-RefOverrides With(void (*f)(RefOverrides&)) {
+RefOverrides K3With(void (*f)(RefOverrides&)) {
   RefOverrides o;
   f(o);
   return o;
@@ -73,8 +74,10 @@ TEST(HfKimiK3, FlagshipConfigWithoutSituBetasIsRefusedNamingTheField) {
 // KDA (full-rank output gate, bounded decay), gated MLA + DSA top-3, latent MoE with its norm, SiTU-GLU.
 TEST(HfKimiK3, TextModelMatchesReference) {
   const hftest::Checkpoint c = hftest::MakeKimiK3();
-  EXPECT_LT(K3Diff(c, torch::kDouble), kF64Tol);
-  EXPECT_LT(K3Diff(c, torch::kFloat), kF32Tol);
+  const double f64 = K3Diff(c, torch::kDouble), f32 = K3Diff(c, torch::kFloat);
+  std::printf("kimi_k3 max |logit diff| vs the reference: fp64 %.3g, fp32 %.3g\n", f64, f32);
+  EXPECT_LT(f64, kF64Tol);
+  EXPECT_LT(f32, kF32Tol);
   EXPECT_LT(K3Diff(c, torch::kDouble, {}, /*shards=*/3), kF64Tol);
 }
 
@@ -89,7 +92,11 @@ TEST(HfKimiK3, ReferenceWithoutEachK3FeatureFails) {
       {"SwiGLU for SiTU", [](RefOverrides& o) { o.situ_as_silu = true; }},
       {"dense MLA (no indexer)", [](RefOverrides& o) { o.dense_dsa = true; }},
   };
-  for (const auto& [what, f] : wrong) EXPECT_GT(K3Diff(c, torch::kDouble, With(f)), kWrongAtLeast) << what;
+  for (const auto& [what, f] : wrong) {
+    const double miss = K3Diff(c, torch::kDouble, K3With(f));
+    std::printf("kimi_k3 reference with %s: max |logit diff| %.3g (fp64)\n", what, miss);
+    EXPECT_GT(miss, kWrongAtLeast) << what;
+  }
 }
 
 // A missing tensor: kBadInput naming it (the checkpoint's own name) and its expected shape.
