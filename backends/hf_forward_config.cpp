@@ -150,6 +150,10 @@ Expected<HfForwardConfig> ReadHfForwardConfig(const std::string& dir) {
       c.layout == HfLayout::kGlm4Moe ? t.DoubleOr("partial_rotary_factor", 0.5, 1e-6, 1.0) : 1.0;
   ReadRope(t, c.ir, mla ? a.qk_rope_head_dim : int64_t(double(a.head_dim) * partial), &c.rope);
   c.rope.interleave = mla && t.BoolOr("rope_interleave", true);
+  if (kimi && t.Has("attn_res_block_size"))  // a released K3 config's attention residuals: not modelled
+    return BadInput(c.config_path, t.Path("attn_res_block_size"),
+                    "attention residuals (block residual mixing) are not in this forward",
+                    std::to_string(t.IntOr({"attn_res_block_size"}, 0, 0, kMaxDim)));
   if (kimi) {
     c.rope.none = t.BoolOr("mla_use_nope", true);
     if (!c.rope.none)

@@ -71,6 +71,20 @@ TEST(HfKimiK3, FlagshipConfigWithoutSituBetasIsRefusedNamingTheField) {
   EXPECT_NE(c.status().message().find("activation_situ_beta"), std::string::npos) << c.status().message();
 }
 
+// A released K3 config's attention residuals (attn_res_block_size) change the function: refused, not ignored.
+TEST(HfKimiK3, AttentionResidualsAreRefusedNamingTheField) {
+  hftest::Checkpoint c = hftest::MakeKimiK3();
+  c.config["text_config"]["attn_res_block_size"] = 12;
+  const std::string dir = hftest::TempDir();
+  c.Write(dir);
+  Expected<HfForwardConfig> cfg = ReadHfForwardConfig(dir);
+  ASSERT_FALSE(cfg.ok());
+  EXPECT_NE(cfg.status().message().find("attn_res_block_size"), std::string::npos) << cfg.status().message();
+  c.config["text_config"]["attn_res_block_size"] = nullptr;  // null: absent
+  c.Write(dir);
+  EXPECT_TRUE(ReadHfForwardConfig(dir).ok());
+}
+
 // KDA (full-rank output gate, bounded decay), gated MLA + DSA top-3, latent MoE with its norm, SiTU-GLU.
 TEST(HfKimiK3, TextModelMatchesReference) {
   const hftest::Checkpoint c = hftest::MakeKimiK3();
