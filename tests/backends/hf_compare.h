@@ -25,6 +25,13 @@ constexpr double kF32Tol = 1e-4;
 // A wrong reference must miss the loosest pass tolerance by 10x.
 constexpr double kWrongAtLeast = 10 * kF32Tol;
 
+// RefOverrides with one deliberate error set by `f` (the negative references).
+inline RefOverrides With(void (*f)(RefOverrides&)) {
+  RefOverrides o;
+  f(o);
+  return o;
+}
+
 // Max |ours - reference| over all logits of kIds. `view`: what the reference reads when it is not c
 // itself (kimi_k3: its text model's view, hf_test_kimi_k3.h).
 inline double MaxDiff(const Checkpoint& c, torch::ScalarType dtype, RefOverrides o = {}, int shards = 1,

@@ -25,16 +25,11 @@ using hftest::kF64Tol;
 using hftest::kWrongAtLeast;
 using hftest::MaxDiff;
 using hftest::RefOverrides;
+using hftest::With;
 
 double K3Diff(const hftest::Checkpoint& c, torch::ScalarType dtype, RefOverrides o = {}, int shards = 1) {
   const hftest::Checkpoint view = hftest::K3TextView(c);
   return MaxDiff(c, dtype, o, shards, {}, &view);
-}
-
-RefOverrides K3With(void (*f)(RefOverrides&)) {
-  RefOverrides o;
-  f(o);
-  return o;
 }
 
 TEST(HfKimiK3, ConfigReadsTheFlagshipLayout) {
@@ -107,7 +102,7 @@ TEST(HfKimiK3, ReferenceWithoutEachK3FeatureFails) {
       {"dense MLA (no indexer)", [](RefOverrides& o) { o.dense_dsa = true; }},
   };
   for (const auto& [what, f] : wrong) {
-    const double miss = K3Diff(c, torch::kDouble, K3With(f));
+    const double miss = K3Diff(c, torch::kDouble, With(f));
     std::printf("kimi_k3 reference with %s: max |logit diff| %.3g (fp64)\n", what, miss);
     EXPECT_GT(miss, kWrongAtLeast) << what;
   }

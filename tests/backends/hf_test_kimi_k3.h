@@ -11,42 +11,18 @@
 // (hf_reference_forward.h) reads that view.
 #pragma once
 
-#include "tests/backends/hf_test_checkpoint.h"
+#include "tests/backends/hf_test_families.h"
 
 namespace onboard::hftest {
 
 inline const std::string kK3Root = "language_model.model.";
 
-inline void AddK3Kda(Checkpoint& c, const std::string& a, int64_t h, int64_t KH, int64_t d, int64_t K) {
-  const int64_t D = KH * d;
-  for (const char* n : {"q_proj", "k_proj", "v_proj"}) c.Linear(a + n, D, h);
-  for (const char* n : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"})
-    c.Add(a + n, {D, 1, K}, 0.5);
-  c.Add(a + "A_log", {1, 1, KH, 1}, 0.5);
-  c.Add(a + "dt_bias", {D}, 1.0);
-  c.Linear(a + "f_a_proj", d, h);
-  c.Linear(a + "f_b_proj", D, d);
-  c.Linear(a + "b_proj", KH, h);
-  c.Linear(a + "g_proj", D, h);  // use_full_rank_gate
-  c.Norm(a + "o_norm.weight", d);
-  c.Linear(a + "o_proj", h, D);
-}
-
+// The gated MLA + indexer (AddMla, AddIndexer) with g_proj [H*dv, hidden] (mla_use_output_gate).
 inline void AddK3Mla(Checkpoint& c, const std::string& a, int64_t h) {
   const int64_t H = 4, rq = 24, rkv = 16, dn = 8, dr = 4, dv = 8, nI = 2, dI = 16;
-  c.Linear(a + "q_a_proj", rq, h);
-  c.Norm(a + "q_a_layernorm.weight", rq);
-  c.Linear(a + "q_b_proj", H * (dn + dr), rq);
-  c.Linear(a + "kv_a_proj_with_mqa", rkv + dr, h);
-  c.Norm(a + "kv_a_layernorm.weight", rkv);
-  c.Linear(a + "kv_b_proj", H * (dn + dv), rkv);
-  c.Linear(a + "g_proj", H * dv, h);  // mla_use_output_gate
-  c.Linear(a + "o_proj", h, H * dv);
-  c.Linear(a + "indexer.wq_b", nI * dI, rq);
-  c.Linear(a + "indexer.wk", dI, h);
-  c.Norm(a + "indexer.k_norm.weight", dI);
-  c.Add(a + "indexer.k_norm.bias", {dI}, 0.1);
-  c.Linear(a + "indexer.weights_proj", nI, h);
+  AddMla(c, a, h, H, rq, rkv, dn, dr, dv);
+  c.Linear(a + "g_proj", H * dv, h);
+  AddIndexer(c, a + "indexer.", h, rq, nI, dI);
 }
 
 inline nlohmann::json K3TextConfig(int64_t vocab, int64_t h, int64_t E, int64_t I, int64_t L, int64_t inter) {
@@ -120,7 +96,7 @@ inline Checkpoint MakeKimiK3(int64_t vocab = 64) {
     if (i == 2) {  // 1-based 3: gated MLA + indexer
       AddK3Mla(c, p + "self_attn.", h);
     } else {
-      AddK3Kda(c, p + "self_attn.", h, 2, 8, 4);
+      AddKda(c, p + "self_attn.", h, 2, 8, 4, /*full_rank_gate=*/true);
     }
     if (i == 0) {
       c.Mlp(p + "mlp", h, inter);
