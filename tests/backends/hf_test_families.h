@@ -189,6 +189,17 @@ inline void AddKda(Checkpoint& c, const std::string& a, int64_t h, int64_t KH, i
   c.Linear(a + "o_proj", h, D);
 }
 
+// Kimi's block_sparse_moe under `m` ("model.layers.N.block_sparse_moe."): router + e_score_correction_bias,
+// E experts w1/w3/w2 of width I at input width d (kimi_k3: the latent width), shared experts of width
+// `shared`.
+inline void AddKimiMoe(Checkpoint& c, const std::string& m, int64_t h, int64_t E, int64_t d, int64_t I,
+                       int64_t shared) {
+  c.Linear(m + "gate", E, h);
+  c.Add(m + "gate.e_score_correction_bias", {E}, 0.5);
+  for (int e = 0; e < E; ++e) c.Mlp(m + "experts." + std::to_string(e), d, I, "w1", "w3", "w2");
+  c.Mlp(m + "shared_experts", h, shared);
+}
+
 // deepseek_v32: MakeDeepSeekV3 plus the DSA lightning indexer on every layer (2 heads of 16, top-3 keys).
 inline Checkpoint MakeDeepSeekV32() {
   Checkpoint c = MakeDeepSeekV3();
@@ -267,11 +278,7 @@ inline Checkpoint MakeKimiLinear(int64_t kda_heads = 2, int64_t vocab = 64) {
       c.Mlp(p + "mlp", h, inter);
       continue;
     }
-    const std::string m = p + "block_sparse_moe.";
-    c.Linear(m + "gate", E, h);
-    c.Add(m + "gate.e_score_correction_bias", {E}, 0.5);
-    for (int e = 0; e < E; ++e) c.Mlp(m + "experts." + std::to_string(e), h, I, "w1", "w3", "w2");
-    c.Mlp(m + "shared_experts", h, I);
+    AddKimiMoe(c, p + "block_sparse_moe.", h, E, h, I, I);
   }
   c.Norm("model.norm.weight", h);
   c.Linear("lm_head", vocab, h);

@@ -103,10 +103,7 @@ inline Checkpoint MakeKimiK3(int64_t vocab = 64) {
       continue;
     }
     const std::string m = p + "block_sparse_moe.";
-    c.Linear(m + "gate", E, h);
-    c.Add(m + "gate.e_score_correction_bias", {E}, 0.5);
-    for (int e = 0; e < E; ++e) c.Mlp(m + "experts." + std::to_string(e), L, I, "w1", "w3", "w2");
-    c.Mlp(m + "shared_experts", h, 2 * I);
+    AddKimiMoe(c, m, h, E, L, I, 2 * I);
     c.Linear(m + "routed_expert_down_proj", L, h);
     c.Norm(m + "routed_expert_norm.weight", L);
     c.Linear(m + "routed_expert_up_proj", h, L);
