@@ -9,6 +9,9 @@
 //   per-head k_nope and v; one shared rotary key of dr dims; q = [q_nope, rope(q_rot)],
 //   k = [k_nope, rope(k_rot)]; scale = 1/sqrt(dn+dr) (x mscale^2 under YaRN).
 //   Kimi-Linear MLA skips the rotation (mla_use_nope); its KDA layers go to hf_kda_layer.cpp.
+//   kimi_k3 gated MLA (mla_use_output_gate): o * sigmoid(g_proj(x)) on the per-head output [S, H*dv]
+//   (after kv_b's value up-projection), then o_proj (sglang's KimiK3MLAAttention: the gate does not
+//   commute with kv_b, so it cannot act on the 512-wide latent).
 //   DSA (deepseek_v32): MLA over the keys the lightning indexer selects (hf_dsa_indexer.cpp).
 // Shapes: x [S, hidden]; q/k [S, H, d]; scores [H, S, S]. Units: positions in tokens.
 #include <limits>
@@ -98,7 +101,10 @@ torch::Tensor Mla(const HfForwardConfig& c, const AttentionSpec& a, const HfAtte
   // Step 3: attention (DSA: over the indexer's selected keys only) and output projection.
   const torch::Tensor allowed =
       a.kind == MixerKind::kDSA ? HfDsaSelectedKeys(c, a, w, x, q_resid) : torch::Tensor();
-  return HfApplyLinear(Attend(query, key, value, c.softmax_scale, 0, {}, allowed), w.o);
+  torch::Tensor o = Attend(query, key, value, c.softmax_scale, 0, {}, allowed);  // [S, H*dv]
+  // kimi_k3 gated MLA: sigmoid(g_proj(x)) per head and channel, after the value up-projection.
+  if (w.g.w.defined()) o = o * torch::sigmoid(HfApplyLinear(x, w.g));
+  return HfApplyLinear(o, w.o);
 }
 
 }  // namespace

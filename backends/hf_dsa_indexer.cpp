@@ -22,8 +22,10 @@ namespace {
 constexpr double kIndexerKNormEps = 1e-6;  // nn.LayerNorm(index_head_dim, eps=1e-6)
 
 // RoPE (half-split) over the first `rd` dims of the last axis of x [S, n, d].
-torch::Tensor RopePrefix(const torch::Tensor& x, const RopeTables& t, int64_t rd) {
+// kimi_k3 (mla_use_nope: RopeSpec::none) rotates nothing, the indexer included.
+torch::Tensor RopePrefix(const torch::Tensor& x, const RopeTables& t, int64_t rd, bool none) {
   const int64_t d = x.size(-1);
+  if (none) return x;
   return torch::cat({ApplyRope(x.narrow(-1, 0, rd), t, false), x.narrow(-1, rd, d - rd)}, -1);
 }
 
@@ -34,10 +36,11 @@ torch::Tensor HfDsaSelectedKeys(const HfForwardConfig& c, const AttentionSpec& a
   const int64_t s = x.size(0), nI = a.index_heads, dI = a.index_head_dim, rd = a.qk_rope_head_dim;
   // Step 1: indexer queries and the one shared key, rotated on their first rd dims.
   const RopeTables rope = MakeRopeTables(c.rope, s, x.scalar_type());
-  const torch::Tensor q = RopePrefix(HfApplyLinear(q_resid, w.idx_wq_b).view({s, nI, dI}), rope, rd);
+  const torch::Tensor q =
+      RopePrefix(HfApplyLinear(q_resid, w.idx_wq_b).view({s, nI, dI}), rope, rd, c.rope.none);
   const torch::Tensor kn =
       torch::layer_norm(HfApplyLinear(x, w.idx_wk), {dI}, w.idx_k_norm_w, w.idx_k_norm_b, kIndexerKNormEps);
-  const torch::Tensor k = RopePrefix(kn.view({s, 1, dI}), rope, rd).view({s, dI});
+  const torch::Tensor k = RopePrefix(kn.view({s, 1, dI}), rope, rd, c.rope.none).view({s, dI});
   // Step 2: index scores, weighted over heads.
   const torch::Tensor scores = torch::relu(torch::einsum("shd,td->sht", {q, k}) / std::sqrt(double(dI)));
   const torch::Tensor weight = HfApplyLinear(x, w.idx_weights) / std::sqrt(double(nI));  // [S, nI]

@@ -15,8 +15,14 @@ torch::Tensor HfApplyLinear(const torch::Tensor& x, const HfLinear& l) {
   return l.b.defined() ? y + l.b : y;
 }
 
-torch::Tensor HfMlp(const HfForwardConfig&, const torch::Tensor& x, const HfMlpWeights& w) {
-  return HfApplyLinear(torch::silu(HfApplyLinear(x, w.gate)) * HfApplyLinear(x, w.up), w.down);
+torch::Tensor HfMlp(const HfForwardConfig& c, const torch::Tensor& x, const HfMlpWeights& w) {
+  if (c.situ_beta <= 0)
+    return HfApplyLinear(torch::silu(HfApplyLinear(x, w.gate)) * HfApplyLinear(x, w.up), w.down);
+  // SiTU-GLU (hf_forward_config.h): b tanh(g / b) sigmoid(g) * (bl tanh(u / bl), or u).
+  const torch::Tensor g = HfApplyLinear(x, w.gate), u = HfApplyLinear(x, w.up);
+  const double b = c.situ_beta, bl = c.situ_linear_beta;
+  const torch::Tensor up = bl > 0 ? bl * torch::tanh(u / bl) : u;
+  return HfApplyLinear(b * torch::tanh(g / b) * torch::sigmoid(g) * up, w.down);
 }
 
 torch::Tensor HfForward(const HfForwardConfig& c, const HfModelWeights& w, const std::vector<int64_t>& ids) {

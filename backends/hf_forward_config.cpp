@@ -35,6 +35,7 @@ constexpr LayoutRow kLayouts[] = {
     {"glm4v_moe", HfLayout::kGlm4Moe, true},
     {"gpt_oss", HfLayout::kGptOss, true},
     {"kimi_linear", HfLayout::kKimiLinear, true},
+    {"kimi_k3", HfLayout::kKimiK3, true},
 };
 
 // Step 2: rope_scaling (or the newer rope_parameters) -> RopeSpec.
@@ -82,6 +83,8 @@ const char* HfLayoutName(HfLayout l) {
       return "gpt_oss";
     case HfLayout::kKimiLinear:
       return "kimi_linear";
+    case HfLayout::kKimiK3:
+      return "kimi_k3";
   }
   return "?";
 }
@@ -109,13 +112,28 @@ Expected<HfForwardConfig> ReadHfForwardConfig(const std::string& dir) {
     c.weights_root = "model.language_model.";
     c.skipped_prefix = "model.visual.";
   }
+  if (c.ir.model_type == "kimi_k3") {  // hf_map_kimi_k3.cpp: the names' source
+    c.weights_root = "language_model.model.";
+    c.head_name = "language_model.lm_head.weight";
+    c.skipped_prefix = "vision_tower.";
+    c.skipped_prefix2 = "mm_projector.";
+  }
   if (c.ir.layers.empty()) return BadInput(c.config_path, "num_hidden_layers", "no layers");
   const std::string act = t.StrOr("hidden_act", "silu");
-  if (act != "silu" && act != "swish")
-    return BadInput(c.config_path, t.Path("hidden_act"), "the forward supports silu-gated MLPs only", act);
+  if (act == "situ") {  // SiTU-GLU: its betas are config fields with no published default
+    if (!t.Has("activation_situ_beta"))
+      return BadInput(c.config_path, t.Path("activation_situ_beta"), "hidden_act situ needs its gate beta",
+                      "absent");
+    c.situ_beta = t.DoubleOr("activation_situ_beta", 1.0, 1e-6, 1e6);
+    c.situ_linear_beta = t.DoubleOr("activation_situ_linear_beta", 0.0, 0.0, 1e6);
+  } else if (act != "silu" && act != "swish") {
+    return BadInput(c.config_path, t.Path("hidden_act"), "the forward supports silu- or situ-gated MLPs only",
+                    act);
+  }
   c.rms_eps = t.DoubleOr("rms_norm_eps", 1e-6, 0.0, 1.0);
   c.norm_topk_prob = row->layout == HfLayout::kMixtral ? true : t.BoolOr("norm_topk_prob", row->norm_topk_default);
-  if (row->layout == HfLayout::kKimiLinear) c.norm_topk_prob = t.BoolOr("moe_renormalize", true);
+  const bool kimi = row->layout == HfLayout::kKimiLinear || row->layout == HfLayout::kKimiK3;
+  if (kimi) c.norm_topk_prob = t.BoolOr("moe_renormalize", true);
 
   // Step 2: RoPE over the rotated part of each head; softmax scale.
   // Kimi-Linear: the MLA layers carry the structure (layer 0 may be KDA).
@@ -126,13 +144,17 @@ Expected<HfForwardConfig> ReadHfForwardConfig(const std::string& dir) {
       break;
     }
   const AttentionSpec& a = first_attn->attn;
-  const bool mla = c.layout == HfLayout::kDeepSeekV3 || c.layout == HfLayout::kKimiLinear;
+  const bool mla = c.layout == HfLayout::kDeepSeekV3 || kimi;
   // glm4_moe rotates the first head_dim * partial_rotary_factor dims (gpt_neox apply_rotary_pos_emb).
   const double partial =
       c.layout == HfLayout::kGlm4Moe ? t.DoubleOr("partial_rotary_factor", 0.5, 1e-6, 1.0) : 1.0;
   ReadRope(t, c.ir, mla ? a.qk_rope_head_dim : int64_t(double(a.head_dim) * partial), &c.rope);
   c.rope.interleave = mla && t.BoolOr("rope_interleave", true);
-  if (c.layout == HfLayout::kKimiLinear) {
+  if (kimi && t.Has("attn_res_block_size"))  // a released K3 config's attention residuals: not modelled
+    return BadInput(c.config_path, t.Path("attn_res_block_size"),
+                    "attention residuals (block residual mixing) are not in this forward",
+                    std::to_string(t.IntOr({"attn_res_block_size"}, 0, 0, kMaxDim)));
+  if (kimi) {
     c.rope.none = t.BoolOr("mla_use_nope", true);
     if (!c.rope.none)
       return BadInput(c.config_path, "mla_use_nope", "KimiMLAAttention requires true", "false");

@@ -23,6 +23,8 @@ enum class HfLayout {
   kGlm4Moe,     // glm4_moe: GQA (q/k/v bias, partial RoPE, optional q/k norm) + DeepSeek-style MoE
   kGptOss,      // gpt_oss: sinks, alternating sliding window, MXFP4 fused experts, router with bias
   kKimiLinear,  // kimi_linear: KDA + MLA without RoPE (mla_use_nope), block_sparse_moe sigmoid routing
+  kKimiK3,      // kimi_k3 (the flagship): kimi_linear's text model under language_model. with full-rank /
+                // bounded KDA gates, gated MLA (+ DSA indexer), latent MoE (hf_map_kimi_k3.cpp)
 };
 const char* HfLayoutName(HfLayout l);
 
@@ -59,11 +61,20 @@ struct HfForwardConfig {
   double swiglu_limit = 0.0;    // 0 = plain SwiGLU experts
   double swiglu_alpha = 1.702;  // GptOssExperts.alpha (a constant of the modeling code, not a config field)
   bool softmax_after_topk = false;  // gpt_oss router: top-k of the logits, then softmax over those k
+  // hidden_act situ (Kimi K3's SiTU-GLU, every MLP and expert): act = b * tanh(gate / b) * sigmoid(gate) with
+  // b = activation_situ_beta, times up softcapped as bl * tanh(up / bl) (bl = activation_situ_linear_beta,
+  // 0 = plain up). 0 = SwiGLU.
+  double situ_beta = 0.0;
+  double situ_linear_beta = 0.0;
   // Where the decoder's tensors live: "model." (text models) or "model.language_model." (glm4v_moe:
   // GLM-4.5V's language model; its vision tower "model.visual.*" is not loaded: the forward runs text
   // ids, for which M-RoPE's three position rows are equal and it is the 1-D RoPE of glm4_moe).
   std::string weights_root = "model.";
   std::string skipped_prefix;  // checkpoint tensors not loaded on purpose ("model.visual." for glm4v_moe)
+  // kimi_k3 (KimiK3ForConditionalGeneration, Kimi-VL's wrapper): the head is "language_model.lm_head.weight"
+  // and the MoonViT tower + projector ("vision_tower.", "mm_projector.") are not loaded (no mapper yet).
+  std::string head_name = "lm_head.weight";
+  std::string skipped_prefix2;  // a second prefix not loaded on purpose ("mm_projector." for kimi_k3)
 };
 
 // Reads DIR/config.json. A model_type without a forward here is kBadInput naming it.

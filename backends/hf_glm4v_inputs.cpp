@@ -60,6 +60,10 @@ Expected<Glm4vVisual> LoadGlm4vVisual(const Glm4vVisualOptions& o, const HfForwa
                                       const SafetensorsCheckpoint& ckpt, torch::ScalarType dtype) {
   Glm4vVisual vis;
   if (o.pixel_values.empty() && o.pixel_values_videos.empty()) return vis;
+  if (c.layout == HfLayout::kKimiK3)  // its text model runs; vision_tower.* / mm_projector.* have no mapper
+    return BadInput(c.config_path, "vision_config",
+                    "kimi_k3's MoonViT vision weights are not mapped: text-only",
+                    o.pixel_values.empty() ? o.pixel_values_videos : o.pixel_values);
   if (!o.pixel_values.empty() && !o.pixel_values_videos.empty())
     return BadInput(
         "--pixel-values-videos", "(flag)",

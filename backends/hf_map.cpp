@@ -28,8 +28,10 @@ Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckp
   const int64_t n = int64_t(c.ir.layers.size());
   for (const TensorInfo& t : ckpt.inventory().tensors) {
     if (used.count(t.name)) continue;
-    if (!c.skipped_prefix.empty() && t.name.compare(0, c.skipped_prefix.size(), c.skipped_prefix) == 0)
-      continue;
+    auto skipped = [&](const std::string& prefix) {
+      return !prefix.empty() && t.name.compare(0, prefix.size(), prefix) == 0;
+    };
+    if (skipped(c.skipped_prefix) || skipped(c.skipped_prefix2)) continue;
     const int64_t layer = LayerOf(t.name, c.weights_root);
     if (layer >= 0 && (layer < first || layer > last) && layer < n) continue;
     if (layer >= n && c.ir.mtp_layers > 0 && layer < n + c.ir.mtp_layers) continue;
@@ -53,6 +55,8 @@ Expected<HfLayerWeights> MapLayer(const HfForwardConfig& c, const LayerSpec& l, 
       return MapGptOssLayer(c, l, r);
     case HfLayout::kKimiLinear:
       return MapKimiLinearLayer(c, l, r);
+    case HfLayout::kKimiK3:
+      return MapKimiK3Layer(c, l, r);
   }
   return MapLlamaLayer(c, l, r);
 }
@@ -78,7 +82,7 @@ Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsC
   r.OwnFsdpShard(s.fsdp, s.fsdp_rank, s.expert_fsdp, s.expert_fsdp_rank);
   HfModelWeights w;
   // Step 1: embedding (first stage), final norm + head (last stage; tied: the embedding itself).
-  const bool tied = c.ir.tied_embeddings && !ckpt.Has("lm_head.weight");
+  const bool tied = c.ir.tied_embeddings && !ckpt.Has(c.head_name);
   if (s.embedding || (s.head && tied)) {
     ONBOARD_ASSIGN_OR_RETURN(w.embed, r.Read("model.embed_tokens.weight", {c.ir.vocab, c.ir.hidden}));
   }
@@ -87,7 +91,7 @@ Expected<HfModelWeights> MapHfSlice(const HfForwardConfig& c, const SafetensorsC
     if (tied) {
       w.lm_head = w.embed;
     } else {
-      ONBOARD_ASSIGN_OR_RETURN(w.lm_head, r.Read("lm_head.weight", {c.ir.vocab, c.ir.hidden}));
+      ONBOARD_ASSIGN_OR_RETURN(w.lm_head, r.Read(c.head_name, {c.ir.vocab, c.ir.hidden}));
     }
   }
   // Step 2: the slice's layers by the family's mapper (experts outside the slice left empty).

@@ -29,10 +29,11 @@ Expected<HfAttentionWeights> MapMla(const std::string& p, const AttentionSpec& a
   ONBOARD_ASSIGN_OR_RETURN(w.kv_b, r.Linear(p + ".kv_b_proj", a.num_heads * (a.qk_nope_head_dim + a.v_head_dim),
                                             a.kv_lora_rank, false));
   ONBOARD_ASSIGN_OR_RETURN(w.o, r.Linear(p + ".o_proj", h, a.num_heads * a.v_head_dim, false));
+  if (a.output_gate) {  // kimi_k3 gated MLA: g_proj [H*dv, hidden]
+    ONBOARD_ASSIGN_OR_RETURN(w.g, r.Linear(p + ".g_proj", a.num_heads * a.v_head_dim, h, false));
+  }
   return w;
 }
-
-namespace {
 
 // DeepSeek-V3.2 indexer: wq_b, wk, k_norm (LayerNorm weight + bias), weights_proj.
 Status MapIndexer(const std::string& p, const AttentionSpec& a, int64_t h, HfWeightReader& r,
@@ -45,8 +46,6 @@ Status MapIndexer(const std::string& p, const AttentionSpec& a, int64_t h, HfWei
   ONBOARD_ASSIGN_OR_RETURN(w->idx_weights, r.Linear(p + ".weights_proj", n, h, false));
   return Status::Ok();
 }
-
-}  // namespace
 
 Expected<HfMoeWeights> MapSigmoidMoe(const std::string& p, const MoESpec& m, int64_t h, HfWeightReader& r) {
   HfMoeWeights w;

@@ -1,6 +1,7 @@
 // HF names -> modules for kimi_linear (modeling_kimi.py checkpoint layout):
 //   model.layers.N.{input_layernorm, post_attention_layernorm}.weight            [hidden]
 //   KDA layers (linear_attn_config.kda_layers, 1-based): self_attn.{q,k,v}_proj [H*d, hidden],
+//     (MapKda and MapKimiMoe are also kimi_k3's, hf_map_kimi_k3.cpp)
 //     self_attn.{q,k,v}_conv1d.weight [H*d, 1, K], self_attn.A_log [1, 1, H, 1], self_attn.dt_bias [H*d],
 //     self_attn.f_a_proj [d, hidden], f_b_proj [H*d, d], b_proj [H, hidden], g_a_proj [d, hidden],
 //     g_b_proj [H*d, d], o_norm.weight [d], o_proj [hidden, H*d]
@@ -11,7 +12,6 @@
 #include "backends/hf_model.h"
 
 namespace onboard {
-namespace {
 
 Expected<HfAttentionWeights> MapKda(const std::string& p, const AttentionSpec& a, int64_t h,
                                     HfWeightReader& r) {
@@ -28,14 +28,29 @@ Expected<HfAttentionWeights> MapKda(const std::string& p, const AttentionSpec& a
   ONBOARD_ASSIGN_OR_RETURN(w.f_a, r.Linear(p + ".f_a_proj", d, h, false));
   ONBOARD_ASSIGN_OR_RETURN(w.f_b, r.Linear(p + ".f_b_proj", D, d, false));
   ONBOARD_ASSIGN_OR_RETURN(w.beta, r.Linear(p + ".b_proj", H, h, false));
-  ONBOARD_ASSIGN_OR_RETURN(w.g_a, r.Linear(p + ".g_a_proj", d, h, false));
-  ONBOARD_ASSIGN_OR_RETURN(w.g_b, r.Linear(p + ".g_b_proj", D, d, false));
+  if (a.full_rank_gate) {
+    ONBOARD_ASSIGN_OR_RETURN(w.g, r.Linear(p + ".g_proj", D, h, false));
+  } else {
+    ONBOARD_ASSIGN_OR_RETURN(w.g_a, r.Linear(p + ".g_a_proj", d, h, false));
+    ONBOARD_ASSIGN_OR_RETURN(w.g_b, r.Linear(p + ".g_b_proj", D, d, false));
+  }
   ONBOARD_ASSIGN_OR_RETURN(w.o_norm, r.Read(p + ".o_norm.weight", {d}));
   ONBOARD_ASSIGN_OR_RETURN(w.o, r.Linear(p + ".o_proj", h, D, false));
   return w;
 }
 
-}  // namespace
+Expected<HfMoeWeights> MapKimiMoe(const std::string& b, const MoESpec& m, int64_t h, HfWeightReader& r) {
+  HfMoeWeights w;
+  ONBOARD_ASSIGN_OR_RETURN(w.router, r.Linear(b + ".gate", m.num_experts, h, false));
+  ONBOARD_ASSIGN_OR_RETURN(w.score_bias, r.Read(b + ".gate.e_score_correction_bias", {m.num_experts}));
+  const int64_t d = m.latent_dim > 0 ? m.latent_dim : h;  // latent MoE: experts at the latent width
+  ONBOARD_ASSIGN_OR_RETURN(w.experts, MapExperts(b + ".experts", m, d, r, "w1", "w3", "w2"));
+  if (m.num_shared > 0) {
+    w.has_shared = true;
+    ONBOARD_ASSIGN_OR_RETURN(w.shared, r.Mlp(b + ".shared_experts", h, m.expert_intermediate * m.num_shared));
+  }
+  return w;
+}
 
 Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const LayerSpec& l, HfWeightReader& r) {
   const int64_t h = c.ir.hidden;
@@ -57,17 +72,10 @@ Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const Laye
     ONBOARD_ASSIGN_OR_RETURN(w.mlp, r.Mlp(p + "mlp", h, l.mlp.intermediate));
     return w;
   }
-  const MoESpec& m = l.moe;
-  const std::string b = p + "block_sparse_moe";
-  ONBOARD_ASSIGN_OR_RETURN(w.experts.router, r.Linear(b + ".gate", m.num_experts, h, false));
-  ONBOARD_ASSIGN_OR_RETURN(w.experts.score_bias,
-                           r.Read(b + ".gate.e_score_correction_bias", {m.num_experts}));
-  ONBOARD_ASSIGN_OR_RETURN(w.experts.experts, MapExperts(b + ".experts", m, h, r, "w1", "w3", "w2"));
-  if (m.num_shared > 0) {
-    w.experts.has_shared = true;
-    ONBOARD_ASSIGN_OR_RETURN(w.experts.shared,
-                             r.Mlp(b + ".shared_experts", h, m.expert_intermediate * m.num_shared));
-  }
+  if (l.moe.latent_dim > 0)
+    return BadInput(c.config_path, "routed_expert_hidden_size",
+                    "latent MoE is kimi_k3's (model_type kimi_k3)", std::to_string(l.moe.latent_dim));
+  ONBOARD_ASSIGN_OR_RETURN(w.experts, MapKimiMoe(p + "block_sparse_moe", l.moe, h, r));
   return w;
 }
 

@@ -42,6 +42,9 @@ struct HfAttentionWeights {
   // f_a [d, hidden] -> f_b [H*d, d], beta b_proj [H, hidden], output gate g_a -> g_b, o_norm [d]
   torch::Tensor q_conv, k_conv, v_conv, a_log, dt_bias, o_norm;
   HfLinear f_a, f_b, beta, g_a, g_b;
+  // kimi_k3 g_proj [H*d, hidden]: the full-rank KDA output gate (use_full_rank_gate, in place of g_a ->
+  // g_b), or the gated MLA's per-head output gate (mla_use_output_gate) after the value up-projection
+  HfLinear g;
 };
 
 struct HfMlpWeights {
@@ -55,6 +58,10 @@ struct HfMoeWeights {
   bool has_shared = false;
   HfMlpWeights shared;                    // shared expert(s) fused into one MLP
   HfLinear shared_gate;                   // Qwen2-MoE sigmoid gate [1, hidden] or undefined
+  // Latent MoE (kimi_k3 routed_expert_hidden_size L): routed experts run on latent_down(x) [T, L]; their
+  // weighted sum is RMSNorm'd (latent_norm [L], when latent_moe_use_norm) and latent_up'd back to hidden.
+  HfLinear latent_down, latent_up;  // [L, hidden], [hidden, L] or undefined
+  torch::Tensor latent_norm;        // [L] or undefined
 };
 
 struct HfLayerWeights {
@@ -233,9 +240,20 @@ inline std::string HfLayerPrefix(const LayerSpec& l) {
                                                       HfWeightReader& r);
 [[nodiscard]] Expected<HfLayerWeights> MapKimiLinearLayer(const HfForwardConfig& c, const LayerSpec& l,
                                                           HfWeightReader& r);
-// hf_map_deepseek.cpp: MLA projections under `prefix` ("model.layers.3.self_attn").
+[[nodiscard]] Expected<HfLayerWeights> MapKimiK3Layer(const HfForwardConfig& c, const LayerSpec& l,
+                                                      HfWeightReader& r);
+// hf_map_deepseek.cpp: MLA projections under `prefix` ("model.layers.3.self_attn"), + g_proj when
+// a.output_gate; the DeepSeek-V3.2 indexer under `prefix` ("...self_attn.indexer") into *w.
 [[nodiscard]] Expected<HfAttentionWeights> MapMla(const std::string& prefix, const AttentionSpec& a,
                                                   int64_t hidden, HfWeightReader& r);
+[[nodiscard]] Status MapIndexer(const std::string& prefix, const AttentionSpec& a, int64_t hidden,
+                                HfWeightReader& r, HfAttentionWeights* w);
+// hf_map_kimi_linear.cpp: a KDA mixer under `prefix` (g_proj when a.full_rank_gate, else g_a/g_b), and
+// Kimi's block_sparse_moe (gate + e_score_correction_bias, experts.E.w1/w3/w2, shared_experts.*).
+[[nodiscard]] Expected<HfAttentionWeights> MapKda(const std::string& prefix, const AttentionSpec& a,
+                                                  int64_t hidden, HfWeightReader& r);
+[[nodiscard]] Expected<HfMoeWeights> MapKimiMoe(const std::string& prefix, const MoESpec& m, int64_t hidden,
+                                                HfWeightReader& r);
 
 // hf_map.cpp: embedding, the layers in `range`, final norm and head; with the full range, every
 // checkpoint tensor must have been taken (MTP layers past num_hidden_layers excepted).
@@ -311,6 +329,10 @@ torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeigh
 // The shared expert(s) of an MoE channel on x (sigmoid-gated for qwen2_moe); undefined without one.
 // One home for HfMoe and the EP path (hf_moe_ep.cpp).
 torch::Tensor HfSharedExperts(const HfForwardConfig& c, const HfMoeWeights& w, const torch::Tensor& x);
+// Latent MoE (one home for HfMoe and HfMoeEp): the routed experts' input (latent_down(x), else x) and
+// their combined output back to hidden (latent_up(RMSNorm(y)), else y).
+torch::Tensor HfLatentIn(const HfMoeWeights& w, const torch::Tensor& x);
+torch::Tensor HfLatentOut(const HfForwardConfig& c, const HfMoeWeights& w, const torch::Tensor& y);
 
 // hf_kda_layer.cpp: a Kimi-Linear KDA token mixer over x [S, hidden] -> [S, hidden].
 torch::Tensor HfKdaMixer(const HfForwardConfig& c, const AttentionSpec& a, const HfAttentionWeights& w,

@@ -5,6 +5,11 @@
 //     group score = sum of the top-2 choices per group; keep topk_group groups; top-k of choice inside
 //     them; weights = s at those experts, / (sum + 1e-20) when norm_topk_prob, x routed_scaling_factor;
 //     + shared experts(x).
+//   latent (kimi_k3, routed_expert_hidden_size L): routing on x; the routed experts run on
+//     xl = routed_expert_down_proj(x) [T, L]; their weighted sum u [T, L] -> routed_expert_up_proj(
+//     RMSNorm(u; routed_expert_norm, rms_norm_eps)) (norm when latent_moe_use_norm); shared experts on x
+//     at full width. The norm acts on the combined sum, before the up-projection (sglang's KimiK3MoE:
+//     "sum(RMSNorm(x_i)) != RMSNorm(sum(x_i))"; Megatron's K3MoELayer postprocess).
 //   gpt_oss: logits = router(x) + bias; top-k of the logits; weights = softmax over those k; experts
 //     with biases and the clamped SwiGLU (HfExpert).
 // Shapes: x [T, h]; router logits [T, E]; routing [T, k].
@@ -64,11 +69,21 @@ torch::Tensor HfSharedExperts(const HfForwardConfig& c, const HfMoeWeights& w, c
   return s;
 }
 
+torch::Tensor HfLatentIn(const HfMoeWeights& w, const torch::Tensor& x) {
+  return w.latent_down.w.defined() ? HfApplyLinear(x, w.latent_down) : x;
+}
+
+torch::Tensor HfLatentOut(const HfForwardConfig& c, const HfMoeWeights& w, const torch::Tensor& y) {
+  if (!w.latent_up.w.defined()) return y;
+  return HfApplyLinear(w.latent_norm.defined() ? HfRmsNorm(y, w.latent_norm, c.rms_eps) : y, w.latent_up);
+}
+
 torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
-                    const torch::Tensor& x) {
-  // Step 1: routing.
-  const HfRouting r = HfRoute(c, m, w, x);
-  // Step 2: each expert on the tokens routed to it, weighted.
+                    const torch::Tensor& in) {
+  // Step 1: routing (on the full-width input).
+  const HfRouting r = HfRoute(c, m, w, in);
+  // Step 2: each expert on the tokens routed to it, weighted (latent MoE: at the latent width).
+  const torch::Tensor x = HfLatentIn(w, in);
   torch::Tensor out = torch::zeros_like(x);
   for (int64_t e = 0; e < m.num_experts; ++e) {
     const torch::Tensor hit = r.experts.eq(e);                                    // [T, k]
@@ -77,8 +92,9 @@ torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeigh
     const torch::Tensor weight = (r.weights * hit).sum(1).index_select(0, tokens).unsqueeze(1);
     out.index_add_(0, tokens, HfExpert(c, x.index_select(0, tokens), w.experts[size_t(e)]) * weight);
   }
-  // Step 3: shared expert(s), gated for qwen2_moe.
-  if (w.has_shared) out = out + HfSharedExperts(c, w, x);
+  // Step 3: back to hidden (latent MoE); shared expert(s) on the full-width input, gated for qwen2_moe.
+  out = HfLatentOut(c, w, out);
+  if (w.has_shared) out = out + HfSharedExperts(c, w, in);
   return out;
 }
 

@@ -33,7 +33,8 @@ torch::Tensor HfMoeEp(const HfForwardConfig& c, const MoESpec& m, const HfMoeWei
       send[size_t(q)] += ca[q * el + j];
       recv[size_t(q)] += rca[q][j];
     }
-  const torch::Tensor xr = EpAllToAll(ep, x.index_select(0, tok), send, recv);  // by source, then expert
+  const torch::Tensor xl = HfLatentIn(w, x);  // latent MoE: the routed experts' width (HfMoe's)
+  const torch::Tensor xr = EpAllToAll(ep, xl.index_select(0, tok), send, recv);  // by source, then expert
   // Step 4: each owned expert over each source's rows alone (HfMoe's GEMM on one process).
   std::vector<torch::Tensor> ys;
   int64_t off = 0;
@@ -48,7 +49,7 @@ torch::Tensor HfMoeEp(const HfForwardConfig& c, const MoESpec& m, const HfMoeWei
   const torch::Tensor yb = EpAllToAll(ep, torch::cat(ys, 0), recv, send);  // [P] in (expert, token) order
   // Step 5: combine as HfMoe: zeros, then per expert ascending its tokens' weighted outputs.
   const torch::Tensor wpair = r.weights.flatten().index_select(0, perm).unsqueeze(1);  // [P, 1]
-  torch::Tensor out = torch::zeros_like(x);
+  torch::Tensor out = torch::zeros_like(xl);
   int64_t start = 0;
   for (int64_t e = 0; e < E; ++e) {
     const int64_t n = ca[e];
@@ -56,7 +57,8 @@ torch::Tensor HfMoeEp(const HfForwardConfig& c, const MoESpec& m, const HfMoeWei
     out.index_add_(0, tok.narrow(0, start, n), yb.narrow(0, start, n) * wpair.narrow(0, start, n));
     start += n;
   }
-  // Step 6: shared expert(s) on this rank's tokens, gated for qwen2_moe (as HfMoe).
+  // Step 6: back to hidden (latent MoE), shared expert(s) on this rank's tokens (as HfMoe).
+  out = HfLatentOut(c, w, out);
   if (w.has_shared) out = out + HfSharedExperts(c, w, x);
   return out;
 }

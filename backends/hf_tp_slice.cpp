@@ -76,6 +76,7 @@ constexpr SplitRow kTpSplits[] = {
     {"self_attn.v_conv1d.weight", HfTpSplit::kRows}, {"self_attn.dt_bias", HfTpSplit::kRows},
     {"self_attn.A_log", HfTpSplit::kCols},           {"self_attn.f_b_proj.weight", HfTpSplit::kRows},
     {"self_attn.b_proj.weight", HfTpSplit::kRows},   {"self_attn.g_b_proj.weight", HfTpSplit::kRows},
+    {"self_attn.g_proj.weight", HfTpSplit::kRows},  // kimi_k3: per-head output gates
 };
 // An expert MLP's projections, after "<expert prefix>." (HF names; mixtral's w1 / w3 / w2).
 constexpr SplitRow kExpertSplits[] = {
@@ -146,6 +147,10 @@ Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp, 
     return fail("num_key_value_heads", a.num_kv_heads);
   if (inter % tp != 0) return fail("intermediate_size", inter);
   if (l.channel != ChannelKind::kMoE) return Status::Ok();
+  // kimi_k3: the latent norm acts on the whole routed sum, which TP's partial sums are not.
+  if (l.moe.latent_dim > 0)
+    return BadInput(c.config_path, "routed_expert_hidden_size",
+                    "latent MoE under tp > 1 is not supported here", std::to_string(l.moe.latent_dim));
   if (expert_tp && l.moe.expert_intermediate % tp != 0)
     return fail("moe_intermediate_size", l.moe.expert_intermediate);
   if (!expert_tp && l.moe.num_experts % tp != 0)
@@ -171,7 +176,7 @@ HfTpLayer TpShardLayer(const LayerSpec& l, const HfLayerWeights& w, int64_t tp, 
   HfAttentionWeights& s = out.weights.attn;
   // Step 1: attention, by heads (k/v by query groups; MLA latent projections replicated; KDA's
   // per-head tensors by KdaShard).
-  for (HfLinear* col : {&s.q, &s.k, &s.v, &s.q_b, &s.kv_b}) *col = Rows(*col, tp, rank);
+  for (HfLinear* col : {&s.q, &s.k, &s.v, &s.q_b, &s.kv_b, &s.g}) *col = Rows(*col, tp, rank);  // g: kimi_k3
   s.o = Cols(s.o, tp, rank);
   if (s.sinks.defined()) s.sinks = s.sinks.narrow(0, rank * a.num_heads, a.num_heads);
   if (a.kind == MixerKind::kKDA) KdaShard(a, tp, rank, &s);

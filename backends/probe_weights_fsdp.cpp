@@ -152,7 +152,7 @@ std::vector<torch::Tensor*> HfLayerTensors(HfLayerWeights& l, bool routed) {
   t(l.post_norm);
   HfAttentionWeights& a = l.attn;
   for (HfLinear* x : {&a.q, &a.k, &a.v, &a.o, &a.q_a, &a.q_b, &a.kv_a, &a.kv_b, &a.idx_wq_b, &a.idx_wk,
-                      &a.idx_weights, &a.f_a, &a.f_b, &a.beta, &a.g_a, &a.g_b})
+                      &a.idx_weights, &a.f_a, &a.f_b, &a.beta, &a.g_a, &a.g_b, &a.g})
     lin(*x);
   for (torch::Tensor* x : {&a.q_norm, &a.k_norm, &a.sinks, &a.q_a_norm, &a.kv_a_norm, &a.idx_k_norm_w,
                            &a.idx_k_norm_b, &a.q_conv, &a.k_conv, &a.v_conv, &a.a_log, &a.dt_bias, &a.o_norm})
@@ -164,6 +164,9 @@ std::vector<torch::Tensor*> HfLayerTensors(HfLayerWeights& l, bool routed) {
     for (torch::Tensor* x : HfRoutedExpertTensors(l)) out.push_back(x);
   mlp(l.experts.shared);
   lin(l.experts.shared_gate);
+  lin(l.experts.latent_down);
+  lin(l.experts.latent_up);
+  t(l.experts.latent_norm);
   return out;
 }
 

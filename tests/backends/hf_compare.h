@@ -25,9 +25,17 @@ constexpr double kF32Tol = 1e-4;
 // A wrong reference must miss the loosest pass tolerance by 10x.
 constexpr double kWrongAtLeast = 10 * kF32Tol;
 
-// Max |ours - reference| over all logits of kIds.
+// RefOverrides with one deliberate error set by `f` (the negative references).
+inline RefOverrides With(void (*f)(RefOverrides&)) {
+  RefOverrides o;
+  f(o);
+  return o;
+}
+
+// Max |ours - reference| over all logits of kIds. `view`: what the reference reads when it is not c
+// itself (kimi_k3: its text model's view, hf_test_kimi_k3.h).
 inline double MaxDiff(const Checkpoint& c, torch::ScalarType dtype, RefOverrides o = {}, int shards = 1,
-                      HfLayerRange range = {}) {
+                      HfLayerRange range = {}, const Checkpoint* view = nullptr) {
   const std::string dir = TempDir();
   c.Write(dir, shards);
   Expected<HfForwardConfig> cfg = ReadHfForwardConfig(dir);
@@ -41,7 +49,7 @@ inline double MaxDiff(const Checkpoint& c, torch::ScalarType dtype, RefOverrides
   const torch::Tensor ours = HfForward(*cfg, *w, kIds).to(torch::kDouble);
   o.first_layer = range.first;
   o.last_layer = range.last;
-  const Mat ref = Reference(c, o).Logits(kIds);
+  const Mat ref = Reference(view ? *view : c, o).Logits(kIds);
   double m = 0;
   for (size_t t = 0; t < ref.size(); ++t)
     for (size_t v = 0; v < ref[t].size(); ++v)

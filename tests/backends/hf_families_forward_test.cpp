@@ -15,12 +15,7 @@ using hftest::kF64Tol;
 using hftest::kWrongAtLeast;
 using hftest::MaxDiff;
 using hftest::RefOverrides;
-
-RefOverrides With(void (*f)(RefOverrides&)) {
-  RefOverrides o;
-  f(o);
-  return o;
-}
+using hftest::With;
 
 TEST(HfFamilies, Glm4MoePartialRopeQkNormGroupedRoutingMatchesReference) {
   const hftest::Checkpoint c = hftest::MakeGlm4Moe();

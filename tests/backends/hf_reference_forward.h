@@ -4,7 +4,7 @@
 // definitions: RMSNorm, rotate-half RoPE (interleaved pairs for DeepSeek), GQA, Qwen3 q/k norms,
 // MLA, softmax / sigmoid-grouped routing, SwiGLU; glm4_moe (partial RoPE, DeepSeek routing);
 // gpt_oss (sinks, sliding window per layer_types, top-k-then-softmax router with bias, the clamped
-// interleaved SwiGLU experts).
+// interleaved SwiGLU experts); kimi_k3 (hf_reference_k3.h: its text model's view, K3TextView).
 // Shapes: x[t][i] for token t; linears W[out][in] row-major.
 #pragma once
 
@@ -38,6 +38,11 @@ struct RefOverrides {           // deliberate errors, to show the comparison can
   bool indexer_no_k_bias = false;   // deepseek_v32: k_norm without its bias
   bool kda_no_conv = false;         // kimi_linear: skip the short convolutions (SiLU of the projection)
   bool kda_drop_dt_bias = false;    // kimi_linear: decay gate without dt_bias
+  bool k3_skip_latent_norm = false;  // kimi_k3: latent MoE without routed_expert_norm
+  bool k3_norm_after_down = false;   // kimi_k3: the latent norm on the down-projection (before the experts)
+  bool k3_no_mla_gate = false;       // kimi_k3: MLA without its output gate
+  bool k3_softplus_decay = false;    // kimi_k3: KDA decay by the softplus form, ignoring gate_lower_bound
+  bool situ_as_silu = false;         // hidden_act situ run as SwiGLU
 };
 
 class Reference {
@@ -85,7 +90,9 @@ class Reference {
  private:
   std::string Type() const { return cfg_["model_type"]; }
   double Eps() const { return o_.eps >= 0 ? o_.eps : cfg_.value("rms_norm_eps", 1e-6); }
-  bool Mla() const { return Type() == "deepseek_v3" || Type() == "deepseek_v32" || Type() == "kimi_linear"; }
+  bool K3() const { return Type() == "kimi_k3"; }
+  bool Nope() const { return Type() == "kimi_linear" || K3(); }  // mla_use_nope: no RoPE anywhere
+  bool Mla() const { return Type() == "deepseek_v3" || Type() == "deepseek_v32" || Nope(); }
   bool SigmoidMoe() const { return Mla() || Type() == "glm4_moe"; }
   // First of the JSON keys present (the families spell the same field differently).
   int64_t Field(std::initializer_list<const char*> keys) const {
@@ -94,6 +101,11 @@ class Reference {
     return 0;
   }
   Mat Kda(const std::string& p, const Mat& x) const;  // hf_reference_kda.h
+  // hf_reference_k3.h: the latent routed experts' output; the gated MLA's per-head output gate.
+  Vec K3LatentRouted(const std::string& moe, const Vec& x, const std::vector<int64_t>& chosen, const Vec& w,
+                     int64_t inter) const;
+  Vec K3MlaGate(const std::string& p, const Vec& x, Vec o) const;
+  double K3Situ(double gate, double up) const;  // SiTU-GLU of one channel
 
   // y = W x (+ b), W [out][in].
   Vec MatVec(const std::string& w, const Vec& x, int64_t out, const std::string& bias = "") const {
@@ -180,7 +192,7 @@ class Reference {
   }
 
   Mat Attention(const std::string& p, const Mat& x) const {
-    if (Type() == "kimi_linear") {
+    if (Nope()) {  // kimi_linear, kimi_k3
       const int64_t one_based = int64_t(std::stoul(p.substr(13))) + 1;
       for (const auto& l : cfg_["linear_attn_config"]["kda_layers"])
         if (l.get<int64_t>() == one_based) return Kda(p, x);
@@ -228,13 +240,13 @@ class Reference {
       for (int64_t i = 0; i < dI; ++i)
         k[i] = (k[i] - mean) / std::sqrt(var + 1e-6) * c_.W(ip + "k_norm.weight")[i] +
                (o_.indexer_no_k_bias ? 0.0 : c_.W(ip + "k_norm.bias")[i]);
-      Rope(k, 0, dr, int64_t(t), o_.indexer_interleave);
+      if (!Nope()) Rope(k, 0, dr, int64_t(t), o_.indexer_interleave);
       ks.push_back(k);
       const Vec qf = MatVec(ip + "wq_b.weight", q_resid[t], nI * dI);
       Mat qh;
       for (int64_t h = 0; h < nI; ++h) {
         qh.push_back(Vec(qf.begin() + h * dI, qf.begin() + (h + 1) * dI));
-        Rope(qh.back(), 0, dr, int64_t(t), o_.indexer_interleave);
+        if (!Nope()) Rope(qh.back(), 0, dr, int64_t(t), o_.indexer_interleave);
       }
       qs.push_back(qh);
       ws.push_back(MatVec(ip + "weights_proj.weight", x[t], nI));
@@ -310,7 +322,7 @@ class Reference {
     const int64_t H = cfg_["num_attention_heads"], dn = cfg_["qk_nope_head_dim"], dr = cfg_["qk_rope_head_dim"];
     const int64_t dv = cfg_["v_head_dim"], rq = Field({"q_lora_rank"}), rkv = cfg_["kv_lora_rank"],
                   h = cfg_["hidden_size"];
-    const bool rope = Type() != "kimi_linear";  // Kimi-Linear MLA: mla_use_nope
+    const bool rope = !Nope();  // Kimi-Linear / kimi_k3 MLA: mla_use_nope
     double scale = 1.0 / std::sqrt(double(dn + dr));
     if (cfg_.contains("rope_scaling") && cfg_["rope_scaling"].is_object()) {
       const auto& s = cfg_["rope_scaling"];
@@ -334,7 +346,7 @@ class Reference {
       if (rope) Rope(kr, 0, dr, int64_t(t), true);
       krot.push_back(kr);
     }
-    const bool dsa = Type() == "deepseek_v32" && !o_.dense_dsa;
+    const bool dsa = (Type() == "deepseek_v32" || (K3() && cfg_.contains("index_topk"))) && !o_.dense_dsa;
     const std::vector<std::vector<int64_t>> keep =
         dsa ? Indexer(p, x, q_resid) : std::vector<std::vector<int64_t>>();
     Mat out(x.size(), Vec(size_t(H * dv)));
@@ -355,14 +367,17 @@ class Reference {
       }
     }
     Mat y;
-    for (const Vec& o : out) y.push_back(MatVec(p + "self_attn.o_proj.weight", o, h));
+    for (size_t t = 0; t < out.size(); ++t)
+      y.push_back(MatVec(p + "self_attn.o_proj.weight", K3() ? K3MlaGate(p, x[t], out[t]) : out[t], h));
     return y;
   }
 
   Vec Swiglu(const std::string& p, const Vec& x, int64_t inter, const char* g = "gate_proj", const char* u = "up_proj",
              const char* d = "down_proj") const {
     Vec a = MatVec(p + "." + g + ".weight", x, inter), b = MatVec(p + "." + u + ".weight", x, inter);
-    for (int64_t i = 0; i < inter; ++i) a[i] = a[i] / (1 + std::exp(-a[i])) * b[i];
+    const bool situ = cfg_.value("hidden_act", std::string("silu")) == "situ" && !o_.situ_as_silu;
+    for (int64_t i = 0; i < inter; ++i)
+      a[i] = situ ? K3Situ(a[i], b[i]) : a[i] / (1 + std::exp(-a[i])) * b[i];
     return MatVec(p + "." + d + ".weight", a, int64_t(x.size()));
   }
 
@@ -383,7 +398,7 @@ class Reference {
     if (t == "llama" || t == "qwen2" || t == "qwen3" ||
         (SigmoidMoe() && layer < cfg_["first_k_dense_replace"]))
       return Swiglu(p + "mlp", x, cfg_["intermediate_size"]);
-    const bool mixtral = t == "mixtral", block_sparse = mixtral || t == "kimi_linear";
+    const bool mixtral = t == "mixtral", block_sparse = mixtral || Nope();
     const std::string moe = p + (block_sparse ? "block_sparse_moe" : "mlp");
     const int64_t E = Field({"num_local_experts", "n_routed_experts", "num_experts"});
     const int64_t k = Field({"num_experts_per_tok", "num_experts_per_token"});
@@ -423,8 +438,8 @@ class Reference {
       const bool renorm = mixtral || cfg_.value("norm_topk_prob", false);
       for (int64_t e : chosen) w[e] = renorm ? pr[e] / zk : pr[e];
     }
-    Vec y(x.size(), 0.0);
-    for (int64_t e : chosen) {
+    Vec y = K3() ? K3LatentRouted(moe, x, chosen, w, inter) : Vec(x.size(), 0.0);
+    for (int64_t e : K3() ? std::vector<int64_t>() : chosen) {
       const std::string ep = moe + ".experts." + std::to_string(e);
       Vec o = block_sparse ? Swiglu(ep, x, inter, "w1", "w3", "w2") : Swiglu(ep, x, inter);
       for (size_t i = 0; i < y.size(); ++i) y[i] += w[e] * o[i];
@@ -488,4 +503,5 @@ class Reference {
 
 }  // namespace onboard::hftest
 
+#include "tests/backends/hf_reference_k3.h"   // Reference::K3LatentRouted, K3MlaGate
 #include "tests/backends/hf_reference_kda.h"  // Reference::Kda

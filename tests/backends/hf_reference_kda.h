@@ -2,6 +2,8 @@
 // shared/reference/kernels.md (the recurrence, the original gate, L2 norm with eps 1e-6 inside the
 // root) and the model's modeling_kimi.py (short convs with SiLU, low-rank gates, sigmoid-gated
 // per-head RMSNorm). Independent of backends/hf_kda_layer.cpp and backends/kda_chunked.cpp.
+// kimi_k3: gate_lower_bound lb gives the bounded decay lb * sigmoid(exp(A_log) * (f + dt_bias)) (fla's
+// safe gate) and use_full_rank_gate the output gate sigmoid(g_proj x) in place of g_b(g_a x).
 // Shapes: x[t][i]; per head state S[dk][dv]; conv weight [D][1][K] row-major.
 #pragma once
 
@@ -54,7 +56,9 @@ inline Mat Reference::Kda(const std::string& p, const Mat& x) const {
         const double raw =
             f[size_t(hd * d + i)] + (o_.kda_drop_dt_bias ? 0.0 : c_.W(a + "dt_bias")[size_t(hd * d + i)]);
         const double softplus = raw > 20 ? raw : std::log1p(std::exp(raw));
-        for (double& e : S[size_t(i)]) e *= std::exp(-A * softplus);
+        const double lb = lin.value("gate_lower_bound", 0.0);
+        const double g = lb < 0 && !o_.k3_softplus_decay ? lb / (1 + std::exp(-A * raw)) : -A * softplus;
+        for (double& e : S[size_t(i)]) e *= std::exp(g);
       }
       for (int64_t j = 0; j < d; ++j) {
         double pred = 0;
@@ -66,7 +70,9 @@ inline Mat Reference::Kda(const std::string& p, const Mat& x) const {
       for (int64_t j = 0; j < d; ++j)
         for (int64_t i = 0; i < d; ++i) o[size_t(j)] += S[size_t(i)][size_t(j)] * qh[i];
       // Step 4: per-head RMSNorm times the sigmoid output gate.
-      const Vec g = MatVec(a + "g_b_proj.weight", MatVec(a + "g_a_proj.weight", x[t], d), D);
+      const Vec g = c_.Has(a + "g_proj.weight")
+                        ? MatVec(a + "g_proj.weight", x[t], D)
+                        : MatVec(a + "g_b_proj.weight", MatVec(a + "g_a_proj.weight", x[t], d), D);
       const Vec n = NormVec(o, c_.W(a + "o_norm.weight"), Eps());
       for (int64_t j = 0; j < d; ++j)
         out[t][size_t(hd * d + j)] = n[size_t(j)] / (1 + std::exp(-g[size_t(hd * d + j)]));

@@ -169,6 +169,18 @@ struct Checkpoint {
   }
 };
 
+// MLA projections under `a` ("model.layers.N.self_attn."): low-rank q (rq > 0), latent kv, o_proj.
+inline void AddMla(Checkpoint& c, const std::string& a, int64_t h, int64_t H, int64_t rq, int64_t rkv,
+                   int64_t dn, int64_t dr, int64_t dv) {
+  c.Linear(a + "q_a_proj", rq, h);
+  c.Norm(a + "q_a_layernorm.weight", rq);
+  c.Linear(a + "q_b_proj", H * (dn + dr), rq);
+  c.Linear(a + "kv_a_proj_with_mqa", rkv + dr, h);
+  c.Norm(a + "kv_a_layernorm.weight", rkv);
+  c.Linear(a + "kv_b_proj", H * (dn + dv), rkv);
+  c.Linear(a + "o_proj", h, H * dv);
+}
+
 // Dense llama-style: llama / qwen2 (q/k/v bias) / qwen3 (q/k norm, tied head).
 inline Checkpoint MakeDense(const std::string& model_type, int layers = 2, int64_t vocab = 64) {
   Checkpoint c;
@@ -256,13 +268,7 @@ inline Checkpoint MakeDeepSeekV3(int64_t vocab = 64) {
     const std::string p = "model.layers." + std::to_string(i) + ".";
     c.Norm(p + "input_layernorm.weight", h);
     c.Norm(p + "post_attention_layernorm.weight", h);
-    c.Linear(p + "self_attn.q_a_proj", rq, h);
-    c.Norm(p + "self_attn.q_a_layernorm.weight", rq);
-    c.Linear(p + "self_attn.q_b_proj", H * (dn + dr), rq);
-    c.Linear(p + "self_attn.kv_a_proj_with_mqa", rkv + dr, h);
-    c.Norm(p + "self_attn.kv_a_layernorm.weight", rkv);
-    c.Linear(p + "self_attn.kv_b_proj", H * (dn + dv), rkv);
-    c.Linear(p + "self_attn.o_proj", h, H * dv);
+    AddMla(c, p + "self_attn.", h, H, rq, rkv, dn, dr, dv);
     if (i == 0) {
       c.Mlp(p + "mlp", h, inter);
       continue;

@@ -156,6 +156,50 @@ inline Checkpoint MakeGptOss(bool mxfp4, int64_t I = 32) {
   return c;
 }
 
+// The DeepSeek-V3.2 indexer under `a` ("model.layers.N.self_attn.indexer."): nI heads of dI, queries from
+// the rq-wide low-rank q.
+inline void AddIndexer(Checkpoint& c, const std::string& a, int64_t h, int64_t rq, int64_t nI, int64_t dI) {
+  c.Linear(a + "wq_b", nI * dI, rq);
+  c.Linear(a + "wk", dI, h);
+  c.Norm(a + "k_norm.weight", dI);
+  c.Add(a + "k_norm.bias", {dI}, 0.1);
+  c.Linear(a + "weights_proj", nI, h);
+}
+
+// A Kimi KDA mixer under `a` ("model.layers.N.self_attn."): KH heads of d, conv width K; the output gate
+// low-rank (g_a_proj -> g_b_proj) or, `full_rank_gate` (kimi_k3), g_proj.
+inline void AddKda(Checkpoint& c, const std::string& a, int64_t h, int64_t KH, int64_t d, int64_t K,
+                   bool full_rank_gate) {
+  const int64_t D = KH * d;
+  for (const char* n : {"q_proj", "k_proj", "v_proj"}) c.Linear(a + n, D, h);
+  for (const char* n : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"})
+    c.Add(a + n, {D, 1, K}, 0.5);
+  c.Add(a + "A_log", {1, 1, KH, 1}, 0.5);
+  c.Add(a + "dt_bias", {D}, 1.0);
+  c.Linear(a + "f_a_proj", d, h);
+  c.Linear(a + "f_b_proj", D, d);
+  c.Linear(a + "b_proj", KH, h);
+  if (full_rank_gate) {
+    c.Linear(a + "g_proj", D, h);
+  } else {
+    c.Linear(a + "g_a_proj", d, h);
+    c.Linear(a + "g_b_proj", D, d);
+  }
+  c.Norm(a + "o_norm.weight", d);
+  c.Linear(a + "o_proj", h, D);
+}
+
+// Kimi's block_sparse_moe under `m` ("model.layers.N.block_sparse_moe."): router + e_score_correction_bias,
+// E experts w1/w3/w2 of width I at input width d (kimi_k3: the latent width), shared experts of width
+// `shared`.
+inline void AddKimiMoe(Checkpoint& c, const std::string& m, int64_t h, int64_t E, int64_t d, int64_t I,
+                       int64_t shared) {
+  c.Linear(m + "gate", E, h);
+  c.Add(m + "gate.e_score_correction_bias", {E}, 0.5);
+  for (int e = 0; e < E; ++e) c.Mlp(m + "experts." + std::to_string(e), d, I, "w1", "w3", "w2");
+  c.Mlp(m + "shared_experts", h, shared);
+}
+
 // deepseek_v32: MakeDeepSeekV3 plus the DSA lightning indexer on every layer (2 heads of 16, top-3 keys).
 inline Checkpoint MakeDeepSeekV32() {
   Checkpoint c = MakeDeepSeekV3();
@@ -164,14 +208,8 @@ inline Checkpoint MakeDeepSeekV32() {
   c.config["index_n_heads"] = nI;
   c.config["index_head_dim"] = dI;
   c.config["index_topk"] = 3;
-  for (int i = 0; i < 3; ++i) {
-    const std::string p = "model.layers." + std::to_string(i) + ".self_attn.indexer.";
-    c.Linear(p + "wq_b", nI * dI, rq);
-    c.Linear(p + "wk", dI, h);
-    c.Norm(p + "k_norm.weight", dI);
-    c.Add(p + "k_norm.bias", {dI}, 0.1);
-    c.Linear(p + "weights_proj", nI, h);
-  }
+  for (int i = 0; i < 3; ++i)
+    AddIndexer(c, "model.layers." + std::to_string(i) + ".self_attn.indexer.", h, rq, nI, dI);
   return c;
 }
 
@@ -234,28 +272,13 @@ inline Checkpoint MakeKimiLinear(int64_t kda_heads = 2, int64_t vocab = 64) {
       c.Linear(a + "kv_b_proj", H * (dn + dv), rkv);
       c.Linear(a + "o_proj", h, H * dv);
     } else {
-      for (const char* n : {"q_proj", "k_proj", "v_proj"}) c.Linear(a + n, D, h);
-      for (const char* n : {"q_conv1d.weight", "k_conv1d.weight", "v_conv1d.weight"})
-        c.Add(a + n, {D, 1, K}, 0.5);
-      c.Add(a + "A_log", {1, 1, KH, 1}, 0.5);
-      c.Add(a + "dt_bias", {D}, 1.0);
-      c.Linear(a + "f_a_proj", d, h);
-      c.Linear(a + "f_b_proj", D, d);
-      c.Linear(a + "b_proj", KH, h);
-      c.Linear(a + "g_a_proj", d, h);
-      c.Linear(a + "g_b_proj", D, d);
-      c.Norm(a + "o_norm.weight", d);
-      c.Linear(a + "o_proj", h, D);
+      AddKda(c, a, h, KH, d, K, /*full_rank_gate=*/false);
     }
     if (i == 0) {
       c.Mlp(p + "mlp", h, inter);
       continue;
     }
-    const std::string m = p + "block_sparse_moe.";
-    c.Linear(m + "gate", E, h);
-    c.Add(m + "gate.e_score_correction_bias", {E}, 0.5);
-    for (int e = 0; e < E; ++e) c.Mlp(m + "experts." + std::to_string(e), h, I, "w1", "w3", "w2");
-    c.Mlp(m + "shared_experts", h, I);
+    AddKimiMoe(c, p + "block_sparse_moe.", h, E, h, I, I);
   }
   c.Norm("model.norm.weight", h);
   c.Linear("lm_head", vocab, h);
