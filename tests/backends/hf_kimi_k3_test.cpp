@@ -152,7 +152,7 @@ TEST(HfKimiK3, VerifyRunsTextAndRefusesPixels) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->passed) << r->max_abs;
   o.pixel_values = dir + "/ref.npy";  // any file: refused before it is read
-  o.image_grid_thw = {1, 2, 2};
+  o.image_grid_thw = {{1, 2, 2}};
   Expected<HfVerifyResult> px = RunHfVerify(o);
   ASSERT_FALSE(px.ok());
   EXPECT_EQ(px.status().code(), ErrorCode::kBadInput);
