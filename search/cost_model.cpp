@@ -48,7 +48,9 @@
 //                      N(1-(1-1/N)^k), capped by max_route_nodes (DeepSeek-V3 report sec. 2.1.2, 3.2.2)
 //                      exposed unless req.overlap_ep_comm
 //   CP (c > 1)       : softmax ring = all-gather-shaped pass of K,V (T*cp_kv_elems/t*2 B per rank) fwd,
-//                      K,V + dK,dV bwd, overlapped with the attention core; all-gather: KV once fwd,
+//                      K,V + dK,dV bwd, the c-1 transfers overlapped with (c-1)/c of the attention
+//                      core (TE AttnFuncWithCPAndKVP2P: step i+1's KV beside step i's core; the last
+//                      step hides nothing); all-gather: KV once fwd,
 //                      reduce-scatter dKV bwd, exposed. KDA: (c-1) p2p hops of the fp32 state (HV*dk*dv)
 //                      fwd and bwd, sequential, + one inter-chunk correction 2*T*state FLOPs.
 //                      softmax ring output correction: c steps x cp_correction_passes * T * out_elems/t
@@ -325,9 +327,13 @@ class TimeModel {
       const Collective kind = p_.cp_comm == CpComm::kRing ? Collective::kRingP2P : Collective::kAllGather;
       fwd = Coll(kind, cp, p_.deg.tp, bytes);
       bwd = Coll(kind, cp, p_.deg.tp, 2 * bytes);  // KV + dKV
-      if (p_.cp_comm == CpComm::kRing) {  // each ring step overlaps one block of the core
-        hidden_f = core_f;
-        hidden_b = c_.k.attn_bwd_ratio * core_f;
+      if (p_.cp_comm == CpComm::kRing) {
+        // TE posts the KV for step i+1 beside the core of step i (`if i < (cp_size - 1)`): the cp-1
+        // transfers overlap the first cp-1 of cp equal steps (load-balanced causal chunks); the last
+        // step's core overlaps nothing.
+        const double overlap = (n - 1) / n;
+        hidden_f = overlap * core_f;
+        hidden_b = overlap * c_.k.attn_bwd_ratio * core_f;
         const double fix = n * c_.k.cp_correction_passes * T_ * lp.attn_out_elems / t_ * 2 / hbm_;
         mx->fwd += fix;
         mx->bwd += 2 * fix;

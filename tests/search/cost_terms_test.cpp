@@ -49,6 +49,30 @@ TEST(CostTerms, ContextParallelSplitsTokensAndPaysKvExchange) {
   EXPECT_GE(Term(*eg, "comm.cp")->exposed_s, cp->exposed_s);
 }
 
+// The softmax ring (TE AttnFuncWithCPAndKVP2P) posts step i+1's KV beside step i's core: its cp-1
+// transfers hide behind (cp-1)/cp of the core. On a link slow enough that every step waits, the
+// hidden time H = total - exposed is (cp-1)/cp x core per rank: cp 2 hides 1/2 x core/2, cp 4 hides
+// 3/4 x core/4 of the same sequence, a ratio of 4/3 (2 if the whole core hid the ring).
+TEST(CostTerms, ContextParallelRingHidesBehindAllButTheLastStep) {
+  auto hidden = [](int64_t cp) {
+    PlanRequest req = DenseRequest(65536);
+    auto t = TopologyForHardware("H100-80GB", 8 * cp, 1, "test");  // 1 Gb/s NIC: every ring step waits
+    EXPECT_TRUE(t.ok());
+    req.topology = *t;
+    ParallelDegrees d{1, 1, 8, 1, 1, 1, 1, false, cp};  // tp 8 = a node: each CP hop crosses the NIC
+    Plan p = test::MakePlan(d, 65536, 1, 4);
+    auto e = EvaluatePlan(req, p);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    const TimeTerm* cp_term = Term(*e, "comm.cp");
+    EXPECT_NE(cp_term, nullptr);
+    EXPECT_GT(cp_term->exposed_s, 0);
+    return cp_term->total_s - cp_term->exposed_s;
+  };
+  const double h2 = hidden(2), h4 = hidden(4);
+  ASSERT_GT(h4, 0);
+  EXPECT_NEAR(h2 / h4, 4.0 / 3.0, 0.05);
+}
+
 TEST(CostTerms, ContextParallelOnKdaAndDsaLayers) {
   PlanRequest req = test::SeedRequest(FinetuneMode::kFull);
   req.seq = 65536;
