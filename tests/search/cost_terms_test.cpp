@@ -128,11 +128,14 @@ TEST(CostTerms, DeepEpSendsATokenToARemoteNodeOnce) {
 
 // Fused softmax attention pays one exponential per score element on the SFUs, forward and again
 // backward, at the catalog's rate: the attention compute term differs by exactly that between the same
-// device with and without an SFU figure, and between Blackwell (5e12/s) and Blackwell Ultra (10.7e12/s),
-// whose catalog rows agree otherwise (peaks, HBM).
+// device with and without an SFU figure, and between HGX B200 (4.5e12/s) and HGX B300 (9.63e12/s), whose
+// catalog rows agree otherwise (peaks, HBM). The HGX parts run the NVL72 parts' die at the clock their
+// datasheet peaks imply (2.25 vs 2.5 PF bf16): their SFU rate is the NVL72 rate x the same ratio.
 TEST(CostTerms, SoftmaxExponentialsRunOnTheSfusAtTheCatalogRate) {
-  EXPECT_EQ(SoftmaxExpsPerSecond("B200-180GB"), 5.0e12);
+  EXPECT_EQ(SoftmaxExpsPerSecond("B200-180GB"), 4.5e12);
   EXPECT_EQ(SoftmaxExpsPerSecond("GB300"), 10.7e12);  // alias
+  EXPECT_NEAR(SoftmaxExpsPerSecond("B200") / SoftmaxExpsPerSecond("GB200"), 2250.0 / 2500.0, 1e-3);
+  EXPECT_NEAR(SoftmaxExpsPerSecond("B300") / SoftmaxExpsPerSecond("GB300"), 2250.0 / 2500.0, 1e-3);
   EXPECT_EQ(SoftmaxExpsPerSecond("Ascend-950DT"), 0);
   const int64_t seq = 4096, layers = 8, m = 4;
   const double scores = 32 * (seq + 1) / 2.0;  // per token: 32 query heads x the mean causal span
@@ -152,7 +155,7 @@ TEST(CostTerms, SoftmaxExponentialsRunOnTheSfusAtTheCatalogRate) {
   ASSERT_TRUE(t2.ok() && t3.ok());
   b200.topology = *t2;
   b300.topology = *t3;
-  EXPECT_NEAR(attn(b200) - attn(b300), 2 * layers * tokens * scores * (1 / 5.0e12 - 1 / 10.7e12), 1e-9);
+  EXPECT_NEAR(attn(b200) - attn(b300), 2 * layers * tokens * scores * (1 / 4.5e12 - 1 / 9.63e12), 1e-9);
 }
 
 // bf16 moments (optimizer_dtype) and bf16 main grads (grad_dtype) are separate: the DeepSeek-V3 report
