@@ -48,7 +48,10 @@
 //                      N(1-(1-1/N)^k), capped by max_route_nodes (DeepSeek-V3 report sec. 2.1.2, 3.2.2)
 //                      exposed unless req.overlap_ep_comm
 //   CP (c > 1)       : softmax ring = all-gather-shaped pass of K,V (T*cp_kv_elems/t*2 B per rank) fwd,
-//                      K,V + dK,dV bwd, overlapped with the attention core; all-gather: KV once fwd,
+//                      K,V + dK,dV bwd, per step of c equal core steps (TE AttnFuncWithCPAndKVP2P),
+//                      block transfer b: fwd (c-1) max(0, b - core/c) (the last core hides nothing),
+//                      bwd 2 max(0, b - core_b/c) + (c-2) max(0, 2b - core_b/c) (K,V only, then
+//                      K,V + dK,dV, then dK,dV only); all-gather: KV once fwd,
 //                      reduce-scatter dKV bwd, exposed. KDA: (c-1) p2p hops of the fp32 state (HV*dk*dv)
 //                      fwd and bwd, sequential, + one inter-chunk correction 2*T*state FLOPs.
 //                      softmax ring output correction: c steps x cp_correction_passes * T * out_elems/t
@@ -325,9 +328,14 @@ class TimeModel {
       const Collective kind = p_.cp_comm == CpComm::kRing ? Collective::kRingP2P : Collective::kAllGather;
       fwd = Coll(kind, cp, p_.deg.tp, bytes);
       bwd = Coll(kind, cp, p_.deg.tp, 2 * bytes);  // KV + dKV
-      if (p_.cp_comm == CpComm::kRing) {  // each ring step overlaps one block of the core
-        hidden_f = core_f;
-        hidden_b = c_.k.attn_bwd_ratio * core_f;
+      if (p_.cp_comm == CpComm::kRing) {
+        // Per step of cp equal steps (load-balanced causal chunks), each waiting for its transfer
+        // (TE AttnFuncWithCPAndKVP2P). Forward: step i+1's K,V beside step i's core (`if i <
+        // (cp_size - 1)`), the last core hides nothing. Backward: every step sends, step 0 K,V only,
+        // steps 1..cp-2 K,V + dK,dV, step cp-1 dK,dV only. c = one block's transfer.
+        const double c = fwd / (n - 1), f = core_f / n, fb = c_.k.attn_bwd_ratio * core_f / n;
+        hidden_f = fwd - (n - 1) * std::max(0.0, c - f);
+        hidden_b = bwd - 2 * std::max(0.0, c - fb) - (n - 2) * std::max(0.0, 2 * c - fb);
         const double fix = n * c_.k.cp_correction_passes * T_ * lp.attn_out_elems / t_ * 2 / hbm_;
         mx->fwd += fix;
         mx->bwd += 2 * fix;

@@ -35,15 +35,17 @@ struct Known {
 //   "Making Softmax More Efficient with NVIDIA Blackwell Ultra": SFU throughput doubled, measured exp2
 //   4,943 vs 10,024 Gop/s on GB200 vs GB300); Ampere/Hopper: 16 exp2 per clock per SM (CUDA C++
 //   Programming Guide, arithmetic instruction throughput, cc 8.0/9.0) x SMs x boost clock: A100 108 x
-//   1.41 GHz = 2.4, H100/H800/H200 132 x 1.98 GHz = 4.2.
+//   1.41 GHz = 2.4, H100/H800/H200 132 x 1.98 GHz = 4.2. HGX B200 / B300 carry the NVL72 parts' die
+//   (same SMs) at the clock their datasheet peaks imply (2.25 vs 2.5 PF bf16): the SFU rate scales the
+//   same way, x 2250/2500: B200 5.0 x 0.9 = 4.5, B300 10.7 x 0.9 = 9.63.
 const std::vector<Known>& Catalog() {
   static const std::vector<Known> k = {
       {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4},
       {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2},
       {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400, 4.2},
       {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2},
-      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 5.0},
-      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 10.7},
+      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 4.5},
+      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 9.63},
       {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0},
       {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7},
       // Ascend 950DT: 1 PFLOP/s fp8 (announced); bf16 taken as half of fp8. Supernode fabric.

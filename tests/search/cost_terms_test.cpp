@@ -49,6 +49,31 @@ TEST(CostTerms, ContextParallelSplitsTokensAndPaysKvExchange) {
   EXPECT_GE(Term(*eg, "comm.cp")->exposed_s, cp->exposed_s);
 }
 
+// The softmax ring (TE AttnFuncWithCPAndKVP2P) posts step i+1's KV beside step i's core: forward, its
+// cp-1 transfers hide behind (cp-1)/cp of the core f; backward every step sends, so all of the core fb
+// hides. On a link slow enough that every step waits, H = total - exposed = (cp-1)/cp f + fb per rank,
+// f and fb of cp 4 half those of cp 2: H(2)/H(4) = ((1/2 + 2.5)/2) / ((3/4 + 2.5)/4) = 1.846 (2 if the
+// whole core hid both passes, at fb = 2.5 f).
+TEST(CostTerms, ContextParallelRingHidesBehindAllButTheLastStep) {
+  auto hidden = [](int64_t cp) {
+    PlanRequest req = DenseRequest(65536);
+    auto t = TopologyForHardware("H100-80GB", 8 * cp, 1, "test");  // 1 Gb/s NIC: every ring step waits
+    EXPECT_TRUE(t.ok());
+    req.topology = *t;
+    ParallelDegrees d{1, 1, 8, 1, 1, 1, 1, false, cp};  // tp 8 = a node: each CP hop crosses the NIC
+    Plan p = test::MakePlan(d, 65536, 1, 4);
+    auto e = EvaluatePlan(req, p);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    const TimeTerm* cp_term = Term(*e, "comm.cp");
+    EXPECT_NE(cp_term, nullptr);
+    EXPECT_GT(cp_term->exposed_s, 0);
+    return cp_term->total_s - cp_term->exposed_s;
+  };
+  const double h2 = hidden(2), h4 = hidden(4);
+  ASSERT_GT(h4, 0);
+  EXPECT_NEAR(h2 / h4, (0.5 + 2.5) / 2 / ((0.75 + 2.5) / 4), 0.03);
+}
+
 TEST(CostTerms, ContextParallelOnKdaAndDsaLayers) {
   PlanRequest req = test::SeedRequest(FinetuneMode::kFull);
   req.seq = 65536;
@@ -104,11 +129,14 @@ TEST(CostTerms, DeepEpSendsATokenToARemoteNodeOnce) {
 
 // Fused softmax attention pays one exponential per score element on the SFUs, forward and again
 // backward, at the catalog's rate: the attention compute term differs by exactly that between the same
-// device with and without an SFU figure, and between Blackwell (5e12/s) and Blackwell Ultra (10.7e12/s),
-// whose catalog rows agree otherwise (peaks, HBM).
+// device with and without an SFU figure, and between HGX B200 (4.5e12/s) and HGX B300 (9.63e12/s), whose
+// catalog rows agree otherwise (peaks, HBM). The HGX parts run the NVL72 parts' die at the clock their
+// datasheet peaks imply (2.25 vs 2.5 PF bf16): their SFU rate is the NVL72 rate x the same ratio.
 TEST(CostTerms, SoftmaxExponentialsRunOnTheSfusAtTheCatalogRate) {
-  EXPECT_EQ(SoftmaxExpsPerSecond("B200-180GB"), 5.0e12);
+  EXPECT_EQ(SoftmaxExpsPerSecond("B200-180GB"), 4.5e12);
   EXPECT_EQ(SoftmaxExpsPerSecond("GB300"), 10.7e12);  // alias
+  EXPECT_NEAR(SoftmaxExpsPerSecond("B200") / SoftmaxExpsPerSecond("GB200"), 2250.0 / 2500.0, 1e-3);
+  EXPECT_NEAR(SoftmaxExpsPerSecond("B300") / SoftmaxExpsPerSecond("GB300"), 2250.0 / 2500.0, 1e-3);
   EXPECT_EQ(SoftmaxExpsPerSecond("Ascend-950DT"), 0);
   const int64_t seq = 4096, layers = 8, m = 4;
   const double scores = 32 * (seq + 1) / 2.0;  // per token: 32 query heads x the mean causal span
@@ -128,7 +156,7 @@ TEST(CostTerms, SoftmaxExponentialsRunOnTheSfusAtTheCatalogRate) {
   ASSERT_TRUE(t2.ok() && t3.ok());
   b200.topology = *t2;
   b300.topology = *t3;
-  EXPECT_NEAR(attn(b200) - attn(b300), 2 * layers * tokens * scores * (1 / 5.0e12 - 1 / 10.7e12), 1e-9);
+  EXPECT_NEAR(attn(b200) - attn(b300), 2 * layers * tokens * scores * (1 / 4.5e12 - 1 / 9.63e12), 1e-9);
 }
 
 // bf16 moments (optimizer_dtype) and bf16 main grads (grad_dtype) are separate: the DeepSeek-V3 report
