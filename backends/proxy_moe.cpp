@@ -81,9 +81,7 @@ class ExpertSegmentsFn : public torch::autograd::Function<ExpertSegmentsFn> {
       if (want_w) in.push_back(w);
       if (want_wl) in.push_back(wl);
       variable_list g = torch::autograd::grad({y}, in, {grads[0].narrow(0, off, c)}, false, false, true);
-      auto def = [](const at::Tensor& t, const at::Tensor& like) {
-        return t.defined() ? t : at::zeros_like(like);
-      };
+      auto def = [](const at::Tensor& t, const at::Tensor& like) { return t.defined() ? t : at::zeros_like(like); };
       dx.push_back(def(g[0], xs));
       size_t k = 1;
       if (want_w) dw.Push(def(g[k++], w));
@@ -91,12 +89,8 @@ class ExpertSegmentsFn : public torch::autograd::Function<ExpertSegmentsFn> {
       off += c;
     }
     at::Tensor dxa = dx.empty() ? at::zeros_like(saved[0]) : at::cat(dx, 0);
-    return {dxa,
-            want_w ? dw.Take() : at::Tensor(),
-            want_wl ? dwl.Take() : at::Tensor(),
-            at::Tensor(),
-            at::Tensor(),
-            at::Tensor()};
+    return {dxa, want_w ? dw.Take() : at::Tensor(), want_wl ? dwl.Take() : at::Tensor(),
+            at::Tensor(), at::Tensor(), at::Tensor()};
   }
 
  private:
@@ -164,8 +158,9 @@ at::Tensor SyncReplicas(const at::Tensor& w, const ReplicaGradSync* sync) {
 
 }  // namespace
 
-at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W, const at::Tensor& experts,
-                      const at::Tensor& expert_lora, double lora_scale, const at::Tensor& h, MoeRouting& R) {
+at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
+                      const at::Tensor& experts, const at::Tensor& expert_lora, double lora_scale,
+                      const at::Tensor& h, MoeRouting& R) {
   const int64_t b = h.size(0), T = h.size(1), D = s.hidden, E = s.num_experts, k = s.top_k;
   const int64_t ep = R.ep->size();
   // Per-layer placement (ProbeConfig::expert_placement with one block of E per MoE layer): this
@@ -209,9 +204,12 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     row.resize(static_cast<size_t>(E), 0);
     for (int64_t e = 0; e < E; ++e) row[static_cast<size_t>(e)] += cnt[e].item<int64_t>();
   }
-  // Step 2: latent down-projection; routed experts run at latent width (the latent norm comes
-  // after their weighted sum, Step 7).
-  at::Tensor xl = s.latent_dim > 0 ? W.Lin("lat_down", x) : x;
+  // Step 2: latent down-projection; routed experts run at latent width.
+  at::Tensor xl = x;
+  if (s.latent_dim > 0) {
+    xl = W.Lin("lat_down", x);
+    if (s.latent_norm) xl = Rms(xl, W["lat_norm"]);
+  }
   // Step 3: order (token, expert) pairs by destination rank, then expert (ordinal = position in
   // the list "experts of EP rank 0 ascending, of rank 1 ascending, ...").
   // Redundant experts (R.log2phy, probe_replicas.h): the ordinal is this source's physical slot.
@@ -229,7 +227,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   }
   const int64_t el = R.log2phy.empty() ? E / ep : R.slots_per_rank;  // slots per EP rank
   at::Tensor ord = at::tensor(ordinal, at::kLong).to(itop.device());
-  at::Tensor key = ord.index_select(0, itop.flatten());  // [P]
+  at::Tensor key = ord.index_select(0, itop.flatten());                          // [P]
   at::Tensor perm = std::get<1>(key.sort(/*stable=*/true, 0, false));
   at::Tensor tok = at::arange(b * T, itop.options()).repeat_interleave(k).index_select(0, perm);
   at::Tensor counts = at::bincount(key, {}, el * ep);  // per ordinal
@@ -238,7 +236,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
       R.ep->AllToAll(counts.view({el * ep, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
                      std::vector<int64_t>(static_cast<size_t>(ep), el))
           .view({ep, el});
-  const at::Tensor rc_cpu = recv_counts.to(at::kCPU).contiguous();  // [ep source, el]
+  const at::Tensor rc_cpu = recv_counts.to(at::kCPU).contiguous();              // [ep source, el]
   const auto rc = rc_cpu.accessor<int64_t, 2>();
   std::vector<int64_t> send(static_cast<size_t>(ep)), recv(static_cast<size_t>(ep), 0);
   for (int64_t r = 0; r < ep; ++r) {
@@ -271,13 +269,11 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     xr = AllToAllWaitFn::apply(xsend, reinterpret_cast<int64_t>(&dispatch), group, send, recv);  // [R, d]
   // Step 5: received rows are grouped by source then local expert; regroup by expert (stable:
   // each expert's rows stay grouped by source) and run each expert over its sources' rows.
-  at::Tensor local_of_row =
-      at::arange(el, itop.options()).repeat({ep}).repeat_interleave(recv_counts.flatten());
+  at::Tensor local_of_row = at::arange(el, itop.options()).repeat({ep}).repeat_interleave(recv_counts.flatten());
   at::Tensor by_e = std::get<1>(local_of_row.sort(true, 0, false));
   at::Tensor xe = TpExpertIn(R.tp, xr.index_select(0, by_e));  // expert TP (probe_tp.h); else xe
   const int64_t n_local = experts.numel() / std::max<int64_t>(1, u.expert.numel);
-  ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) +
-                                    " experts, EP expects " + std::to_string(el));
+  ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) + " experts, EP expects " + std::to_string(el));
   at::Tensor ex_rows = SyncReplicas(experts, R.replica_sync).view({el, u.expert.numel});
   at::Tensor exl_rows = u.expert_lora.numel > 0
                             ? SyncReplicas(expert_lora, R.replica_sync).view({el, u.expert_lora.numel})
@@ -296,7 +292,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     start += c;
   }
   at::Tensor ye = TpExpertOut(R.tp, ys.empty() ? xe * 0.0 : at::cat(ys, 0));  // expert TP: summed over TP
-  at::Tensor yr = at::empty_like(ye).index_copy(0, by_e, ye);                 // back to received order
+  at::Tensor yr = at::empty_like(ye).index_copy(0, by_e, ye);  // back to received order
   // Step 6: send results back; put them back in (token, slot) order and combine with the router
   // weights, summing each token's top_k outputs in slot order (the same order on every layout).
   // Node-dedup: weighted at the expert rank, summed per node at the gateway (probe_node_dedup.h).
@@ -312,10 +308,7 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     at::Tensor ypair = at::empty_like(yb).index_copy(0, perm, yb).view({b * T, k, yb.size(1)});
     y = (ypair * wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);  // [n, d]
   }
-  // Step 7: latent MoE: RMSNorm of the experts' weighted sum, then the up-projection, as the K3 model
-  // computes it (the norm does not commute with the sum: the kimi_k3 HF forward, hf_moe.cpp, and
-  // tests/backends/hf_reference_k3.h, whose norm-before-the-experts variant misses by 2.07).
-  if (s.latent_dim > 0) y = W.Lin("lat_up", s.latent_norm ? Rms(y, W["lat_norm"]) : y);
+  if (s.latent_dim > 0) y = W.Lin("lat_up", y);
   if (s.num_shared > 0) y = y + sh_y;
   return y.view({b, T, D});
 }
