@@ -1,11 +1,11 @@
 // A small kimi_k3 (the flagship's layout, examples/flagship/config.json) checkpoint in HF layout:
 // KimiK3ForConditionalGeneration's names (language_model.model.*, language_model.lm_head.weight, a tiny
 // MoonViT tower vision_tower.* + projector mm_projector.*, AddMoonVit), config.json with text_config in
-// kimi_linear style, a MoonViT vision_config and media_placeholder_token_id. Text model: 4 layers, 1-based KDA at 1, 2, 4 (full-rank
-// output gate g_proj, bounded decay gate -5) and gated MLA + DSA indexer at 3 (q_lora 24, kv_lora 16, no
-// RoPE, top-3 keys); layer 0 dense, the rest latent MoE (4 experts, top-2, sigmoid + bias, renormalised,
-// routed scale 1.5, 2 shared experts at full width, latent 32 -> 16 with its norm); SiTU-GLU MLPs and
-// experts (betas 2 and 3: small enough to differ from SwiGLU on these O(1) activations).
+// kimi_linear style, a MoonViT vision_config and media_placeholder_token_id. Text model: 4 layers, 1-based
+// KDA at 1, 2, 4 (full-rank output gate g_proj, bounded decay gate -5) and gated MLA + DSA indexer at 3
+// (q_lora 24, kv_lora 16, no RoPE, top-3 keys); layer 0 dense, the rest latent MoE (4 experts, top-2, sigmoid
+// + bias, renormalised, routed scale 1.5, 2 shared experts at full width, latent 32 -> 16 with its norm);
+// SiTU-GLU MLPs and experts (betas 2 and 3: small enough to differ from SwiGLU on these O(1) activations).
 // K3TextView: the same values under the text model's own names ("model.*", "lm_head.weight") with
 // text_config as the config, which is how the wrapper's language_model sees them; the reference
 // (hf_reference_forward.h) reads that view.
@@ -76,9 +76,9 @@ inline constexpr int64_t kK3Media = 60;  // media_placeholder_token_id
 // A tiny MoonViT: 2 blocks, hidden 16 (2 heads of 8), patch 2 (12 values per patch), a 4 x 6 position
 // grid, 2 x 2 merge into the text hidden h.
 inline nlohmann::json K3VisionConfig(int64_t h) {
-  return {{"model_type", "moonvit"},       {"depth", 2},         {"hidden_size", 16},
-          {"intermediate_size", 24},       {"num_heads", 2},     {"patch_size", 2},
-          {"merge_kernel_size", {2, 2}},   {"out_hidden_size", h}, {"init_pos_emb_height", 4},
+  return {{"model_type", "moonvit"},     {"depth", 2},           {"hidden_size", 16},
+          {"intermediate_size", 24},     {"num_heads", 2},       {"patch_size", 2},
+          {"merge_kernel_size", {2, 2}}, {"out_hidden_size", h}, {"init_pos_emb_height", 4},
           {"init_pos_emb_width", 6}};
 }
 
