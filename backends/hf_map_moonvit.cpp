@@ -22,10 +22,9 @@
 // scatter the image over the wrong tokens).
 #include <nlohmann/json.hpp>
 
+#include "backends/hf_glm4v_vision.h"
 #include "backends/hf_moonvit.h"
-#include "parsers/hf_config.h"
 #include "parsers/json_fields.h"
-#include "parsers/mapped_file.h"
 
 namespace onboard {
 namespace {
@@ -49,10 +48,7 @@ Expected<MoonVitBlock> MapBlock(const MoonVitConfig& v, int64_t i, HfWeightReade
 Expected<MoonVitConfig> ReadMoonVitConfig(const HfForwardConfig& c) {
   if (c.layout != HfLayout::kKimiK3)
     return BadInput(c.config_path, "model_type", "a MoonViT image input needs kimi_k3", c.ir.model_type);
-  ONBOARD_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(c.config_path, kHfConfigMaxBytes, "(document)"));
-  const nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
-  if (root.is_discarded() || !root.contains("vision_config"))
-    return BadInput(c.config_path, "vision_config", "required for an image input");
+  ONBOARD_ASSIGN_OR_RETURN(const nlohmann::json root, ReadVisionConfigRoot(c));
   JsonFields top(root, c.config_path);
   MoonVitConfig v;
   v.media_token = top.Int("media_placeholder_token_id", 0, c.ir.vocab - 1);
@@ -76,13 +72,7 @@ Expected<MoonVitConfig> ReadMoonVitConfig(const HfForwardConfig& c) {
                     std::to_string(mk.size()) + " value(s)");
   v.merge_h = mk[0];
   v.merge_w = mk[1];
-  if (v.hidden % v.heads != 0 || (v.hidden / v.heads) % 4 != 0)
-    return BadInput(c.config_path, "vision_config.num_heads", "head_dim must divide by 4 (2D RoPE)",
-                    std::to_string(v.heads));
-  if (v.out_hidden != c.ir.hidden)
-    return BadInput(c.config_path, "vision_config.out_hidden_size",
-                    "must equal the text hidden_size " + std::to_string(c.ir.hidden),
-                    std::to_string(v.out_hidden));
+  ONBOARD_RETURN_IF_ERROR(CheckVisionDims(c, v.hidden, v.heads, v.out_hidden));
   return v;
 }
 
