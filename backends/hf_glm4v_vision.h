@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "backends/hf_model.h"
 
@@ -68,7 +68,8 @@ struct Glm4vVisionWeights {
 [[nodiscard]] Expected<nlohmann::json> ReadVisionConfigRoot(const HfForwardConfig& c);
 
 // A 2D-RoPE tower's head_dim divides by 4 and its output width is the text hidden (else kBadInput).
-[[nodiscard]] Status CheckVisionDims(const HfForwardConfig& c, int64_t hidden, int64_t heads, int64_t out_hidden);
+[[nodiscard]] Status CheckVisionDims(const HfForwardConfig& c, int64_t hidden, int64_t heads,
+                                     int64_t out_hidden);
 
 // config.json's vision_config + the top-level token ids (glm4v_moe only; otherwise kBadInput).
 [[nodiscard]] Expected<Glm4vVisionConfig> ReadGlm4vVisionConfig(const HfForwardConfig& c);

@@ -51,7 +51,8 @@ Status CheckVisionDims(const HfForwardConfig& c, int64_t hidden, int64_t heads, 
                     std::to_string(heads));
   if (out_hidden != c.ir.hidden)
     return BadInput(c.config_path, "vision_config.out_hidden_size",
-                    "must equal the text hidden_size " + std::to_string(c.ir.hidden), std::to_string(out_hidden));
+                    "must equal the text hidden_size " + std::to_string(c.ir.hidden),
+                    std::to_string(out_hidden));
   return Status::Ok();
 }
 
