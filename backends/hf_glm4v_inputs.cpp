@@ -60,10 +60,10 @@ Expected<Glm4vVisual> LoadGlm4vVisual(const Glm4vVisualOptions& o, const HfForwa
                                       const SafetensorsCheckpoint& ckpt, torch::ScalarType dtype) {
   Glm4vVisual vis;
   if (o.pixel_values.empty() && o.pixel_values_videos.empty()) return vis;
-  if (c.layout == HfLayout::kKimiK3)  // its text model runs; vision_tower.* / mm_projector.* have no mapper
-    return BadInput(c.config_path, "vision_config",
-                    "kimi_k3's MoonViT vision weights are not mapped: text-only",
-                    o.pixel_values.empty() ? o.pixel_values_videos : o.pixel_values);
+  if (c.layout == HfLayout::kKimiK3) {  // the MoonViT tower (hf_moonvit_inputs.cpp)
+    ONBOARD_RETURN_IF_ERROR(LoadMoonVitVisual(o, c, ckpt, dtype, &vis));
+    return vis;
+  }
   if (!o.pixel_values.empty() && !o.pixel_values_videos.empty())
     return BadInput(
         "--pixel-values-videos", "(flag)",
@@ -89,6 +89,7 @@ Expected<Glm4vVisual> LoadGlm4vVisual(const Glm4vVisualOptions& o, const HfForwa
 Expected<torch::Tensor> Glm4vSequenceLogits(const HfForwardConfig& c, const HfModelWeights& w,
                                             const Glm4vVisual& vis, const std::vector<int64_t>& ids,
                                             Glm4vBatchCursor* at, const std::string& where) {
+  if (vis.is_moonvit) return MoonVitSequenceLogits(c, w, vis, ids, at, where);
   // Step 3: positions (grids in order), then the next feature rows over the placeholders.
   ONBOARD_ASSIGN_OR_RETURN(torch::Tensor pos, Glm4vRopeIndex(vis.v, ids, vis.grids, &at->grid, where));
   int64_t n = 0;
@@ -100,6 +101,7 @@ Expected<torch::Tensor> Glm4vSequenceLogits(const HfForwardConfig& c, const HfMo
 }
 
 Status Glm4vCheckGridsUsed(const Glm4vVisual& vis, const Glm4vBatchCursor& at) {
+  if (vis.is_moonvit) return MoonVitCheckFeaturesUsed(vis, at);
   const std::vector<std::array<int64_t, 3>>& grids = vis.video ? vis.grids.videos : vis.grids.images;
   const size_t used = vis.video ? at.grid.video : at.grid.image;
   if (used == grids.size() && at.grid.frame == 0) return Status::Ok();

@@ -16,6 +16,7 @@
 #include <string>
 
 #include "backends/hf_glm4v_vision.h"
+#include "backends/hf_moonvit.h"
 
 namespace onboard {
 
@@ -31,7 +32,9 @@ struct Glm4vVisual {
   Glm4vVisionConfig v;
   Glm4vGrids grids;
   torch::Tensor features;  // [sum t*h*w / merge^2, hidden] in grid order
-  int64_t tensors = 0;     // model.visual.* tensors read
+  int64_t tensors = 0;     // model.visual.* (or vision_tower.* + mm_projector.*) tensors read
+  bool is_moonvit = false;  // kimi_k3: MoonViT features, media_placeholder_token_id, no positions
+  MoonVitConfig moonvit;
 };
 
 // Where the batch stands: grids consumed and feature rows written so far.
@@ -54,5 +57,20 @@ struct Glm4vBatchCursor {
 
 // After the batch: every grid (and every temporal patch of the last video) was consumed.
 [[nodiscard]] Status Glm4vCheckGridsUsed(const Glm4vVisual& vis, const Glm4vBatchCursor& at);
+
+// kimi_k3 (hf_moonvit_inputs.cpp): images only, each grid 1,H,W (H, W multiples of
+// merge_kernel_size); pixel_values [sum H*W, C, P, P] or [sum H*W, C*P*P]; the tower per image.
+[[nodiscard]] Status LoadMoonVitVisual(const Glm4vVisualOptions& o, const HfForwardConfig& c,
+                                       const SafetensorsCheckpoint& ckpt, torch::ScalarType dtype,
+                                       Glm4vVisual* vis);
+
+// kimi_k3: the sequence's media_placeholder_token_id placeholders take the next feature rows.
+[[nodiscard]] Expected<torch::Tensor> MoonVitSequenceLogits(const HfForwardConfig& c, const HfModelWeights& w,
+                                                            const Glm4vVisual& vis,
+                                                            const std::vector<int64_t>& ids,
+                                                            Glm4vBatchCursor* at, const std::string& where);
+
+// kimi_k3: after the batch every feature row was taken.
+[[nodiscard]] Status MoonVitCheckFeaturesUsed(const Glm4vVisual& vis, const Glm4vBatchCursor& at);
 
 }  // namespace onboard

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include <torch/torch.h>
+#include <nlohmann/json.hpp>
 
 #include "backends/hf_model.h"
 
@@ -61,6 +62,14 @@ struct Glm4vVisionWeights {
   HfMlpWeights merger_mlp;                 // out_hidden -> intermediate -> out_hidden
   std::vector<std::string> used;
 };
+
+// config.json parsed, with its vision_config present (else kBadInput); shared by the vision mappers
+// (GLM-4.5V here, kimi_k3's MoonViT in hf_map_moonvit.cpp).
+[[nodiscard]] Expected<nlohmann::json> ReadVisionConfigRoot(const HfForwardConfig& c);
+
+// A 2D-RoPE tower's head_dim divides by 4 and its output width is the text hidden (else kBadInput).
+[[nodiscard]] Status CheckVisionDims(const HfForwardConfig& c, int64_t hidden, int64_t heads,
+                                     int64_t out_hidden);
 
 // config.json's vision_config + the top-level token ids (glm4v_moe only; otherwise kBadInput).
 [[nodiscard]] Expected<Glm4vVisionConfig> ReadGlm4vVisionConfig(const HfForwardConfig& c);

@@ -37,14 +37,30 @@ Expected<Glm4vVisionBlock> MapBlock(const Glm4vVisionConfig& v, int64_t i, HfWei
 
 }  // namespace
 
+Expected<nlohmann::json> ReadVisionConfigRoot(const HfForwardConfig& c) {
+  ONBOARD_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(c.config_path, kHfConfigMaxBytes, "(document)"));
+  nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
+  if (root.is_discarded() || !root.contains("vision_config"))
+    return BadInput(c.config_path, "vision_config", "required for an image input");
+  return root;
+}
+
+Status CheckVisionDims(const HfForwardConfig& c, int64_t hidden, int64_t heads, int64_t out_hidden) {
+  if (hidden % heads != 0 || (hidden / heads) % 4 != 0)
+    return BadInput(c.config_path, "vision_config.num_heads", "head_dim must divide by 4 (2D RoPE)",
+                    std::to_string(heads));
+  if (out_hidden != c.ir.hidden)
+    return BadInput(c.config_path, "vision_config.out_hidden_size",
+                    "must equal the text hidden_size " + std::to_string(c.ir.hidden),
+                    std::to_string(out_hidden));
+  return Status::Ok();
+}
+
 Expected<Glm4vVisionConfig> ReadGlm4vVisionConfig(const HfForwardConfig& c) {
   if (c.ir.model_type != "glm4v_moe")
     return BadInput(c.config_path, "model_type", "an image input needs glm4v_moe (GLM-4.5V)",
                     c.ir.model_type);
-  ONBOARD_ASSIGN_OR_RETURN(std::string text, ReadFileCapped(c.config_path, kHfConfigMaxBytes, "(document)"));
-  const nlohmann::json root = nlohmann::json::parse(text, nullptr, false);
-  if (root.is_discarded() || !root.contains("vision_config"))
-    return BadInput(c.config_path, "vision_config", "required for an image input");
+  ONBOARD_ASSIGN_OR_RETURN(const nlohmann::json root, ReadVisionConfigRoot(c));
   JsonFields top(root, c.config_path);
   Glm4vVisionConfig v;
   v.image_token_id = top.Int("image_token_id", 0, c.ir.vocab - 1);
@@ -65,13 +81,7 @@ Expected<Glm4vVisionConfig> ReadGlm4vVisionConfig(const HfForwardConfig& c) {
   v.eps = vc->DoubleOr("rms_norm_eps", 1e-5, 0.0, 1.0);
   v.qkv_bias = vc->BoolOr("attention_bias", false);
   if (!vc->ok()) return vc->status();
-  if (v.hidden % v.heads != 0 || (v.hidden / v.heads) % 4 != 0)
-    return BadInput(c.config_path, "vision_config.num_heads", "head_dim must divide by 4 (2D RoPE)",
-                    std::to_string(v.heads));
-  if (v.out_hidden != c.ir.hidden)
-    return BadInput(c.config_path, "vision_config.out_hidden_size",
-                    "must equal the text hidden_size " + std::to_string(c.ir.hidden),
-                    std::to_string(v.out_hidden));
+  ONBOARD_RETURN_IF_ERROR(CheckVisionDims(c, v.hidden, v.heads, v.out_hidden));
   std::optional<JsonFields> rope = tc ? tc->Sub("rope_scaling") : std::nullopt;
   if (rope && !rope->Has("mrope_section")) rope.reset();
   if (!rope && tc) rope = tc->Sub("rope_parameters");

@@ -19,7 +19,8 @@
 //     width L = routed_expert_hidden_size, shared_experts.* at full width) plus
 //     block_sparse_moe.routed_expert_down_proj [L, hidden], routed_expert_norm.weight [L]
 //     (latent_moe_use_norm), routed_expert_up_proj [hidden, L]
-//   vision_tower.*, mm_projector.*: not mapped (skipped on purpose; verify refuses pixel inputs)
+//   vision_tower.*, mm_projector.*: skipped here on purpose; the MoonViT tower + projector are mapped by
+//   hf_map_moonvit.cpp when verify gets images
 // A_log keeps Kimi-Linear's [1, 1, H, 1].
 #include "backends/hf_model.h"
 

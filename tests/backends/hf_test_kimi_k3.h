@@ -1,11 +1,11 @@
 // A small kimi_k3 (the flagship's layout, examples/flagship/config.json) checkpoint in HF layout:
-// KimiK3ForConditionalGeneration's names (language_model.model.*, language_model.lm_head.weight, a few
-// vision_tower.* / mm_projector.* tensors that are not mapped), config.json with text_config in
-// kimi_linear style and a MoonViT vision_config. Text model: 4 layers, 1-based KDA at 1, 2, 4 (full-rank
-// output gate g_proj, bounded decay gate -5) and gated MLA + DSA indexer at 3 (q_lora 24, kv_lora 16, no
-// RoPE, top-3 keys); layer 0 dense, the rest latent MoE (4 experts, top-2, sigmoid + bias, renormalised,
-// routed scale 1.5, 2 shared experts at full width, latent 32 -> 16 with its norm); SiTU-GLU MLPs and
-// experts (betas 2 and 3: small enough to differ from SwiGLU on these O(1) activations).
+// KimiK3ForConditionalGeneration's names (language_model.model.*, language_model.lm_head.weight, a tiny
+// MoonViT tower vision_tower.* + projector mm_projector.*, AddMoonVit), config.json with text_config in
+// kimi_linear style, a MoonViT vision_config and media_placeholder_token_id. Text model: 4 layers, 1-based
+// KDA at 1, 2, 4 (full-rank output gate g_proj, bounded decay gate -5) and gated MLA + DSA indexer at 3
+// (q_lora 24, kv_lora 16, no RoPE, top-3 keys); layer 0 dense, the rest latent MoE (4 experts, top-2, sigmoid
+// + bias, renormalised, routed scale 1.5, 2 shared experts at full width, latent 32 -> 16 with its norm);
+// SiTU-GLU MLPs and experts (betas 2 and 3: small enough to differ from SwiGLU on these O(1) activations).
 // K3TextView: the same values under the text model's own names ("model.*", "lm_head.weight") with
 // text_config as the config, which is how the wrapper's language_model sees them; the reference
 // (hf_reference_forward.h) reads that view.
@@ -71,6 +71,45 @@ inline nlohmann::json K3TextConfig(int64_t vocab, int64_t h, int64_t E, int64_t 
           {"topk_group", 1}};
 }
 
+inline constexpr int64_t kK3Media = 60;  // media_placeholder_token_id
+
+// A tiny MoonViT: 2 blocks, hidden 16 (2 heads of 8), patch 2 (12 values per patch), a 4 x 6 position
+// grid, 2 x 2 merge into the text hidden h.
+inline nlohmann::json K3VisionConfig(int64_t h) {
+  return {{"model_type", "moonvit"},     {"depth", 2},           {"hidden_size", 16},
+          {"intermediate_size", 24},     {"num_heads", 2},       {"patch_size", 2},
+          {"merge_kernel_size", {2, 2}}, {"out_hidden_size", h}, {"init_pos_emb_height", 4},
+          {"init_pos_emb_width", 6}};
+}
+
+// vision_tower.* (Kimi-VL's MoonVitPretrainedModel names) and mm_projector.* (Kimi-K2.5's PatchMergerMLP).
+inline void AddMoonVit(Checkpoint& c, const nlohmann::json& vc) {
+  const int64_t hd = vc["hidden_size"], I = vc["intermediate_size"], P = vc["patch_size"];
+  const int64_t out = vc["out_hidden_size"], m = 4 * hd, ph = vc["init_pos_emb_height"],
+                pw = vc["init_pos_emb_width"];
+  const std::string t = "vision_tower.";
+  c.Add(t + "patch_embed.proj.weight", {hd, 3, P, P}, 1.0 / std::sqrt(3.0 * double(P * P)));
+  c.Add(t + "patch_embed.proj.bias", {hd}, 0.1);
+  c.Add(t + "patch_embed.pos_emb.weight", {ph, pw, hd}, 1.0);
+  for (int64_t b = 0; b < int64_t(vc["depth"]); ++b) {
+    const std::string p = t + "encoder.blocks." + std::to_string(b) + ".";
+    for (const char* n : {"norm0", "norm1"}) {
+      c.Norm(p + n + ".weight", hd);
+      c.Add(p + n + ".bias", {hd}, 0.1);
+    }
+    c.Linear(p + "wqkv", 3 * hd, hd, true);
+    c.Linear(p + "wo", hd, hd, true);
+    c.Linear(p + "mlp.fc0", I, hd, true);
+    c.Linear(p + "mlp.fc1", hd, I, true);
+  }
+  c.Norm(t + "encoder.final_layernorm.weight", hd);
+  c.Add(t + "encoder.final_layernorm.bias", {hd}, 0.1);
+  c.Norm("mm_projector.pre_norm.weight", hd);
+  c.Add("mm_projector.pre_norm.bias", {hd}, 0.1);
+  c.Linear("mm_projector.proj.0", m, m, true);
+  c.Linear("mm_projector.proj.2", out, m, true);
+}
+
 // `vocab` >= 256 for the real-weights probe's byte tokens.
 inline Checkpoint MakeKimiK3(int64_t vocab = 64) {
   Checkpoint c;
@@ -79,15 +118,8 @@ inline Checkpoint MakeKimiK3(int64_t vocab = 64) {
               {"model_type", "kimi_k3"},
               {"torch_dtype", "bfloat16"},
               {"text_config", K3TextConfig(vocab, h, E, I, L, inter)},
-              {"vision_config",
-               {{"model_type", "moonvit"},
-                {"depth", 1},
-                {"hidden_size", 16},
-                {"intermediate_size", 32},
-                {"num_heads", 2},
-                {"patch_size", 14},
-                {"merge_kernel_size", {2, 2}},
-                {"out_hidden_size", h}}}};
+              {"media_placeholder_token_id", kK3Media},
+              {"vision_config", K3VisionConfig(h)}};
   c.Add(kK3Root + "embed_tokens.weight", {vocab, h}, 1.0);
   for (int i = 0; i < 4; ++i) {
     const std::string p = kK3Root + "layers." + std::to_string(i) + ".";
@@ -110,8 +142,7 @@ inline Checkpoint MakeKimiK3(int64_t vocab = 64) {
   }
   c.Norm(kK3Root + "norm.weight", h);
   c.Linear("language_model.lm_head", vocab, h);
-  c.Linear("vision_tower.patch_embed.proj", 16, 3 * 14 * 14, true);  // not mapped (text-only)
-  c.Linear("mm_projector.proj.0", h, 64);
+  AddMoonVit(c, c.config["vision_config"]);
   return c;
 }
 
