@@ -72,8 +72,8 @@ struct HfForwardConfig {
   std::string weights_root = "model.";
   std::string skipped_prefix;  // checkpoint tensors not loaded on purpose ("model.visual." for glm4v_moe)
   // kimi_k3 (KimiK3ForConditionalGeneration, Kimi-VL's wrapper): the head is "language_model.lm_head.weight"
-  // and the MoonViT tower + projector ("vision_tower.", "mm_projector.") are skipped by the text mapper and read by
-  // hf_map_moonvit.cpp when verify gets images.
+  // and the MoonViT tower + projector ("vision_tower.", "mm_projector.") are skipped by the text mapper and
+  // read by hf_map_moonvit.cpp when verify gets images.
   std::string head_name = "lm_head.weight";
   std::string skipped_prefix2;  // a second prefix not loaded on purpose ("mm_projector." for kimi_k3)
 };

@@ -31,8 +31,8 @@ struct Glm4vVisual {
   bool video = false;  // the features are the videos' (else the images')
   Glm4vVisionConfig v;
   Glm4vGrids grids;
-  torch::Tensor features;  // [sum t*h*w / merge^2, hidden] in grid order
-  int64_t tensors = 0;     // model.visual.* (or vision_tower.* + mm_projector.*) tensors read
+  torch::Tensor features;   // [sum t*h*w / merge^2, hidden] in grid order
+  int64_t tensors = 0;      // model.visual.* (or vision_tower.* + mm_projector.*) tensors read
   bool is_moonvit = false;  // kimi_k3: MoonViT features, media_placeholder_token_id, no positions
   MoonVitConfig moonvit;
 };
