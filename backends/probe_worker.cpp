@@ -149,24 +149,25 @@ Status RunBasePhase(WorkerState& st, ProbeGroups& g, json* base_phase) {
   if (bcfg.control == kControlFrozenLora) bcfg.control.clear();  // the base itself trains
   backends::ProbeData source(st.spec, bcfg, symbol_offset, backends::kLoraSourceTargetShare);
   ONBOARD_RETURN_IF_ERROR(source.status());
+  // One base step under `phase` (the main schedule or the cooldown), printed as `what`.
+  auto train = [&](const ProbeConfig& phase, int64_t step, const char* what) {
+    steps.push_back(backends::TrainStep(st, g, source, phase, step, 0.0));
+    PrintStep(st.rank, what, steps.back());
+    if (std::isfinite(steps.back().loss)) return Status::Ok();
+    return Status(ErrorCode::kInternal,
+                  std::string("LoRA base phase diverged at ") + what + " " + std::to_string(step));
+  };
   bool competent = false;
   for (int64_t step = 0; step < bcfg.steps; ++step) {
-    steps.push_back(backends::TrainStep(st, g, source, bcfg, step, 0.0));
-    PrintStep(st.rank, "base_step", steps.back());
-    if (!std::isfinite(steps.back().loss))
-      return Status(ErrorCode::kInternal, "LoRA base phase diverged at step " + std::to_string(step));
+    ONBOARD_RETURN_IF_ERROR(train(bcfg, step, "base_step"));
     competent = BaseCompetent(bcfg, steps);
     if (competent && step + 1 >= st.base_steps) break;  // trained as planned, and competent
   }
   // The base anneals before it is frozen (probe_schedule.h, kLoraBaseCooldownFraction).
   const int64_t stop = static_cast<int64_t>(steps.size()), cooldown = backends::LoraBaseCooldownSteps(st.cfg);
   const ProbeConfig cool = backends::BaseCooldownPhase(bcfg, stop, cooldown);
-  for (int64_t step = stop; step < stop + cooldown; ++step) {
-    steps.push_back(backends::TrainStep(st, g, source, cool, step, 0.0));
-    PrintStep(st.rank, "base_cooldown_step", steps.back());
-    if (!std::isfinite(steps.back().loss))
-      return Status(ErrorCode::kInternal, "LoRA base cooldown diverged at step " + std::to_string(step));
-  }
+  for (int64_t step = stop; step < stop + cooldown; ++step)
+    ONBOARD_RETURN_IF_ERROR(train(cool, step, "base_cooldown_step"));
   (*base_phase)["steps"] = StepsJson(steps);
   (*base_phase)["planned_steps"] = st.base_steps;
   (*base_phase)["cooldown_steps"] = cooldown;
