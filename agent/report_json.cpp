@@ -223,8 +223,13 @@ json ProbeRoundJson(const ProbeRound& pr, const std::string& out_dir) {
   j["task_floor"] = p.task_floor;
   j["baselines"] = {{"no_learning_nats", Num(p.baseline_nats)}, {"floor_nats", Num(p.floor_nats)},
                     {"loss_target_nats", Num(p.loss_target)}};
-  j["skill"] = {{"metric", p.skill_metric}, {"value", Num(p.skill)}, {"target", p.skill_target},
-                {"final_loss", Num(p.final_loss)}};
+  j["skill"] = {{"metric", p.skill_metric},
+                {"value", Num(p.skill)},
+                {"target", p.skill_target},
+                {"final_loss", Num(p.final_loss)},
+                {"held_out_accuracy", Num(p.held_out_accuracy)},
+                {"held_out_tokens", p.held_out_tokens},
+                {"last_steps_accuracy", Num(p.last_steps_accuracy)}};
   j["loss"] = loss;
   j["grad_norm"] = grad;
   j["loss_ratio"] = Num(t.ratio);

@@ -147,7 +147,7 @@ struct ProbeConfig {
   int64_t steps = 400;
   FinetuneMode mode = FinetuneMode::kFull;
   int64_t lora_rank = 4;
-  double lora_alpha = 8.0;           // adapter scale = alpha / rank
+  double lora_alpha = -1;            // adapter scale = alpha / rank; <= 0: DefaultLoraAlpha(rank)
   double lr = 1e-2;                  // peak learning rate
   int64_t warmup = 20;               // linear warm-up steps, then cosine to min_lr_ratio * lr
   double min_lr_ratio = 0.1;
@@ -472,6 +472,12 @@ struct ProbeResult {
   // bigram, which the held-out loss must be below (skill_metric "held_out_loss").
   double held_out_loss = std::numeric_limits<double>::quiet_NaN();
   double bigram_nats = std::numeric_limits<double>::quiet_NaN();
+  // Copy task (issue 12): the final weights' held-out evaluation (backends/probe_data.h
+  // kCopyEvalSequences), which the verdict judges; held_out_loss is its loss. last_steps_accuracy:
+  // the mean of the last LearningCriteria::window training steps' accuracies, shown beside it.
+  double held_out_accuracy = std::numeric_limits<double>::quiet_NaN();
+  int64_t held_out_tokens = 0;  // counted targets of the held-out evaluation
+  double last_steps_accuracy = std::numeric_limits<double>::quiet_NaN();
   ProbePrediction prediction;
   int64_t baseline_rss_bytes = 0;    // max over ranks of RSS before the model was built (runtime)
   std::vector<int64_t> rank_live_peak_bytes;  // per rank: max over steps of its live-tensor peak

@@ -1,6 +1,7 @@
 // Probe training data (see probe_data.h).
 #include "backends/probe_data.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -121,8 +122,22 @@ Batch ProbeData::Get(int64_t step, int64_t first, int64_t count) const {
           image ? images.to(dt) : images};
 }
 
+int64_t ProbeData::HeldOutWindows() const {
+  if (cfg_.task == ProbeTask::kText) return split_.held_windows;
+  return cfg_.task == ProbeTask::kCopy ? kCopyEvalSequences : 0;
+}
+
+int64_t ProbeData::HeldOutCountedTokens() const {
+  return HeldOutWindows() * (cfg_.task == ProbeTask::kCopy ? CopyHalf(cfg_.seq) : cfg_.seq);
+}
+
 Batch ProbeData::GetHeldOut(int64_t first, int64_t count, int64_t end) const {
   const int64_t T = cfg_.seq;
+  if (cfg_.task == ProbeTask::kCopy) {  // the evaluation sequences: step kCopyEvalStep, never trained on
+    Batch b = Get(kCopyEvalStep, first, count);
+    for (int64_t i = std::max<int64_t>(0, end - first); i < count; ++i) b.mask[i].zero_();
+    return b;
+  }
   at::Tensor seqs = at::zeros({count, T + 1}, at::kLong);
   at::Tensor mask = at::ones({count, T}, at::typeMetaToScalarType(at::get_default_dtype()));
   auto sa = seqs.accessor<int64_t, 2>();

@@ -174,8 +174,14 @@ std::string FormatProbeResult(const ProbeResult& r) {
        << F("%.4g", r.floor_nats) << " nats; converged needs final loss <= " << F("%.4g", r.loss_target)
        << " nats";
     os << " and " << r.skill_metric << " >= " << F("%.0f", 100 * r.skill_target) << "%\n";
-    os << "skill: " << r.skill_metric << " " << F("%.1f", 100 * r.skill) << "% (mean of the last steps), final loss "
-       << F("%.4g", r.final_loss) << " nats\n";
+    if (std::isfinite(r.held_out_accuracy))  // copy: the final weights on sequences never trained on
+      os << "skill: " << r.skill_metric << " " << F("%.2f", 100 * r.skill) << "% held out (final weights, "
+         << r.held_out_tokens << " tokens never trained on; last steps "
+         << F("%.1f", 100 * r.last_steps_accuracy) << "%), held-out loss " << F("%.4g", r.final_loss)
+         << " nats\n";
+    else
+      os << "skill: " << r.skill_metric << " " << F("%.1f", 100 * r.skill)
+         << "% (mean of the last steps), final loss " << F("%.4g", r.final_loss) << " nats\n";
   }
   os << "batch " << c.batch << " x seq " << c.seq << " (micro-batch " << c.micro_batch_size() << " x "
      << c.micro_steps() << " micro-steps per rank), lr " << c.lr << " (warm-up " << c.warmup

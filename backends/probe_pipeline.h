@@ -36,7 +36,7 @@ PipelineStepResult RunPipelineMicroSteps(WorkerState& st, ProbeGroups& g, const 
                                          const ProbeConfig& phase, int64_t step, double scale,
                                          const UnitInputs& inputs, Accumulators& acc);
 
-// Forward only of one batch through the stages (held-out loss, probe_train_step.cpp HeldOutLoss):
+// Forward only of one batch through the stages (held-out loss, probe_train_step.cpp HeldOutEval):
 // the model chunks in order, each stage running its chunks as their input arrives. Every rank
 // calls it for the same batches. Returns the batch's loss share on the last chunk's stage, else 0.
 double PipelineForwardLoss(WorkerState& st, ProbeGroups& g, Batch& batch, double scale, UnitInputs& inputs);

@@ -163,9 +163,14 @@ Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* r) {
   ONBOARD_RETURN_IF_ERROR(Get(p, pw, "lora", &r->params.lora));
   ONBOARD_RETURN_IF_ERROR(Get(p, pw, "trainable", &r->params.trainable));
   ONBOARD_RETURN_IF_ERROR(BasePhaseNote(r0, r));
-  json held;  // text task: {"loss", "windows"}; null otherwise
+  json held;  // text and copy tasks: {"loss", "accuracy", "windows", "counted_tokens"}; null otherwise
   ONBOARD_RETURN_IF_ERROR(Get(r0.j, r0.path, "held_out", &held));
-  if (!held.is_null()) ONBOARD_RETURN_IF_ERROR(Get(held, r0.path + " held_out", "loss", &r->held_out_loss));
+  if (!held.is_null()) {
+    const std::string hw = r0.path + " held_out";
+    ONBOARD_RETURN_IF_ERROR(Get(held, hw, "loss", &r->held_out_loss));
+    ONBOARD_RETURN_IF_ERROR(Get(held, hw, "accuracy", &r->held_out_accuracy));
+    ONBOARD_RETURN_IF_ERROR(Get(held, hw, "counted_tokens", &r->held_out_tokens));
+  }
   if (r0.j.contains("kda_calls")) {  // what the KDA layers ran (issue 12); absent in older rank files
     const json& kc = r0.j.at("kda_calls");
     const std::string kw = r0.path + " kda_calls";
@@ -375,7 +380,10 @@ void FinishProbeResult(ProbeResult* r) {
     base.bigram_nats = std::isfinite(r->bigram_nats) ? r->bigram_nats : -1.0;
     accuracies.clear();
   }
-  Expected<LearningReport> conv = CheckLearning(losses, accuracies, base, crit, r->held_out_loss);
+  const bool copy = r->config.task == ProbeTask::kCopy;  // judged on its held-out evaluation
+  Expected<LearningReport> conv = CheckLearning(losses, accuracies, base, crit, r->held_out_loss,
+                                                copy ? r->held_out_accuracy : std::nan(""));
+  if (conv.ok() && !text) r->last_steps_accuracy = conv->window_accuracy;
   r->convergence = conv.ok() ? ConvergenceVerdictName(conv->verdict) : "not_converged";
   r->checks.push_back(conv.ok() ? conv->message : conv.status().message());
   r->skill_metric = text                                   ? "held_out_loss"

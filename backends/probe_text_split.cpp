@@ -22,7 +22,7 @@ Expected<TextSplit> SplitText(const std::string& file, int64_t size, int64_t seq
                     "needs seq+2=" + std::to_string(seq + 2) + " training bytes before the held-out " +
                         std::to_string(held) + " (at least " + std::to_string(min_held) + " bytes: seq + 1)",
                     std::to_string(size) + " bytes");
-  // Step 2: whole windows of seq targets (the data ranks split them: HeldOutLoss).
+  // Step 2: whole windows of seq targets (the data ranks split them: HeldOutEval).
   s.held_windows = std::min<int64_t>(kTextMaxHeldOutWindows, (held - 1) / seq);
   return s;
 }

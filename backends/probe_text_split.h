@@ -8,7 +8,7 @@
 //             are its first seq bytes, targets the next seq (every target is counted once);
 //             W = every whole window of the tail, at most kTextMaxHeldOutWindows.
 //   Neither depends on the rank layout: every layout trains on the same split and evaluates the
-//   same W windows as one process (HeldOutLoss splits them over the data ranks, padding).
+//   same W windows as one process (HeldOutEval splits them over the data ranks, padding).
 //   unigram   no-learning baseline: cross-entropy on the held-out targets of the train split's
 //             byte frequencies (add-one smoothed over 256 bytes), or ln 256 when that is lower
 //   bigram    cross-entropy on the held-out targets of p(b | a) = lambda x c(a,b)/c(a) +

@@ -279,14 +279,18 @@ ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, cons
   return record;
 }
 
-double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, double scale) {
+HeldOutResult HeldOutEval(WorkerState& st, ProbeGroups& g, const ProbeData& data, double scale) {
   at::NoGradGuard no_grad;
-  // Step 1: data rank d's contiguous block [d*W/D, (d+1)*W/D) of the W held-out windows (W does
-  // not depend on the layout: probe_text_split.h; its TP ranks and pipeline stages run the same
-  // ones), padded to ceil(W/D) windows with uncounted rows and run in chunks of the micro-batch
-  // size: the same forwards and shapes on every rank, so the units' collectives and the stages'
-  // sends pair up.
-  const int64_t W = data.HeldOutWindows(), D = st.cfg.data_ranks(), mb = st.cfg.micro_batch_size();
+  // Step 1: data rank d's contiguous block [d*W/D, (d+1)*W/D) of the W held-out rows (W does not
+  // depend on the layout: probe_data.h; its TP ranks and pipeline stages run the same ones), padded
+  // to ceil(W/D) rows with uncounted rows and run in chunks of max(micro-batch, kHeldOutChunk) rows
+  // (forward only: no activations kept for a backward, so a chunk may exceed the micro-batch; fewer
+  // chunks = fewer FSDP gathers): the same forwards and shapes on every rank, so the units'
+  // collectives and the stages' sends pair up. The expert co-activation stays that of the training
+  // steps (the evaluation is not recorded).
+  constexpr int64_t kHeldOutChunk = 128;
+  const int64_t W = data.HeldOutWindows(), D = st.cfg.data_ranks();
+  const int64_t mb = std::max(st.cfg.micro_batch_size(), kHeldOutChunk);
   const int64_t first = st.dp_rank * W / D, end = (st.dp_rank + 1) * W / D, per_rank = (W + D - 1) / D;
   UnitInputs inputs;
   std::map<int64_t, double> indexer_kl;
@@ -294,8 +298,9 @@ double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, doubl
   inputs.indexer_kl = &indexer_kl;
   inputs.correct = &correct;
   inputs.tp = &st.tp;
-  inputs.inv_global_tokens = 1.0 / static_cast<double>(W * st.cfg.seq);
+  inputs.inv_global_tokens = 1.0 / static_cast<double>(data.HeldOutCountedTokens());
   std::vector<UnitRunner> runners(st.units.size());
+  const CoactivationRecorder training_coact = st.coact;
   double local = 0;
   for (int64_t start = 0; start < per_rank; start += mb) {
     ApplyControl(st.cfg, 0, st.cfg.steps, st.dp_rank, &inputs, &st.routing);  // a control removes it here too
@@ -303,11 +308,12 @@ double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, doubl
     local += st.cfg.pp_degree() > 1 ? PipelineForwardLoss(st, g, batch, scale, inputs)
                                     : ForwardLoss(st, g, batch, scale, inputs, runners).item<double>();
   }
-  if (st.tp.rank > 0) local = 0;  // TP: the data rank's loss counted once (TP rank 0)
-  // Step 2: the global mean (each rank's sum is already scaled by 1 / (W x seq)).
-  at::Tensor red = at::tensor({local}, at::kDouble).to(st.dev);
+  st.coact = training_coact;
+  if (st.tp.rank > 0) local = correct = 0;  // TP: the data rank's loss and hits counted once (TP rank 0)
+  // Step 2: the global mean loss (each rank's sum is already scaled by 1 / counted) and hit rate.
+  at::Tensor red = at::tensor({local, correct}, at::kDouble).to(st.dev);
   g.world.AllReduceSum(red);
-  return red[0].item<double>();
+  return {red[0].item<double>(), red[1].item<double>() / static_cast<double>(data.HeldOutCountedTokens())};
 }
 
 }  // namespace onboard::backends

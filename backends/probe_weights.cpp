@@ -177,7 +177,7 @@ Status WeightsProbeSpecFromJson(const std::string& text, const std::string& file
   o->batch = f.Int("batch", 1, 1 << 20);
   o->micro_batch = f.IntOr({"micro_batch"}, 0, 0, 1 << 20);
   o->lora_rank = f.Int("lora_rank", 1, 4096);
-  o->lora_alpha = f.DoubleOr("lora_alpha", 8.0, 1e-9, 1e9);
+  o->lora_alpha = f.DoubleOr("lora_alpha", DefaultLoraAlpha(o->lora_rank), 1e-9, 1e9);
   o->lr = f.DoubleOr("lr", 1e-2, 0.0, 1e3);
   o->warmup = f.IntOr({"warmup"}, 0, 0, 100000);
   o->seed = uint64_t(f.IntOr({"seed"}, 1234, 0, std::numeric_limits<int64_t>::max()));

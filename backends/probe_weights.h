@@ -40,6 +40,7 @@
 #include <vector>
 
 #include "backends/hf_layer_range.h"
+#include "core/lora_targets.h"
 #include "core/status.h"
 
 namespace onboard {
@@ -67,8 +68,8 @@ struct WeightsProbeOptions {
   int64_t data_ranks() const { return ranks / (tp * pp); }
   int64_t microbatches() const { return micro_batch > 0 ? batch / (data_ranks() * micro_batch) : 1; }
   int64_t lora_rank = 4;
-  double lora_alpha = 8.0;
-  double lr = 1e-2;  // peak, AdamW on the adapters
+  double lora_alpha = DefaultLoraAlpha(4);  // core/lora_targets.h: 2 x lora_rank
+  double lr = 1e-2;                         // peak, AdamW on the adapters
   int64_t warmup = 4;
   uint64_t seed = 1234;
   bool fp64 = false;  // compute dtype fp64 instead of fp32

@@ -240,11 +240,15 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
     ONBOARD_RETURN_IF_ERROR(stream.Append(steps.back()));
     if (!std::isfinite(steps.back().loss)) break;  // every rank sees the same reduced loss: all stop together
   }
-  // Step 4c (text): the loss on the held-out split, which no step trained on.
+  // Step 4c (text, copy): the final weights on the held-out rows, which no step trained on.
   json held_out = nullptr;
-  if (cfg.task == ProbeTask::kText)
-    held_out = {{"loss", backends::HeldOutLoss(st, g, data, st.lora_scale)},
-                {"windows", data.HeldOutWindows()}};
+  if (data.HeldOutWindows() > 0) {
+    const backends::HeldOutResult h = backends::HeldOutEval(st, g, data, st.lora_scale);
+    held_out = {{"loss", h.loss},
+                {"accuracy", h.accuracy},
+                {"windows", data.HeldOutWindows()},
+                {"counted_tokens", data.HeldOutCountedTokens()}};
+  }
   g.world.Barrier();  // nobody leaves (and tears down a store it serves) while others still talk
 
   // Step 5: result file.

@@ -8,6 +8,7 @@
 
 #include "backends/probe_replicas.h"
 #include "backends/probe_worker_state.h"
+#include "core/lora_targets.h"
 
 namespace onboard::backends {
 namespace {
@@ -216,7 +217,8 @@ void InitWorkerState(Group& ep, Group& tp, WorkerState* st) {
         if (b->tp_share.defined()) b->tp_share = b->tp_share.to(st->dev);
       }
   }
-  st->lora_scale = lora ? cfg.lora_alpha / static_cast<double>(cfg.lora_rank) : 0.0;
+  const double alpha = cfg.lora_alpha > 0 ? cfg.lora_alpha : DefaultLoraAlpha(cfg.lora_rank);
+  st->lora_scale = lora ? alpha / static_cast<double>(cfg.lora_rank) : 0.0;
 }
 
 void FreezeBaseForAdapters(WorkerState* st) {

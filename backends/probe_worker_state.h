@@ -142,9 +142,13 @@ void FreezeBaseForAdapters(WorkerState* st);
 ProbeStep TrainStep(WorkerState& st, ProbeGroups& g, const ProbeData& data, const ProbeConfig& phase,
                     int64_t step, double lora_scale);
 
-// Text task: mean loss (nats per target byte, global over the ranks) of the current weights on the
-// held-out windows (probe_text_split.h), forward only, never trained on. Every rank calls it.
-double HeldOutLoss(WorkerState& st, ProbeGroups& g, const ProbeData& data, double lora_scale);
+// Held-out evaluation of the current weights (ProbeData::GetHeldOut: text's held-out windows, the
+// copy task's evaluation sequences), forward only, never trained on. Every rank calls it.
+struct HeldOutResult {
+  double loss = 0;      // nats per counted target, global over the ranks
+  double accuracy = 0;  // exact-match fraction of the counted targets (argmax logit == target)
+};
+HeldOutResult HeldOutEval(WorkerState& st, ProbeGroups& g, const ProbeData& data, double lora_scale);
 
 // Gradient sums of the step: [unit][buffer index 0..3] (probe_train_step.cpp).
 using Accumulators = std::vector<std::array<TreeAccumulator, 4>>;

@@ -22,6 +22,7 @@
 #include "cli/command_registry.h"
 #include "cli/layer_range_flag.h"
 #include "core/float_dtype.h"
+#include "core/lora_targets.h"
 #include "core/probe_task.h"
 #include "parsers/load_model.h"
 
@@ -75,7 +76,7 @@ int RunWeightsProbeCommand(const ProbeOptions& o) {
   w.micro_batch = o.cfg.micro_batch;
   w.seed = o.cfg.seed;
   if (o.lora_rank != -1) w.lora_rank = o.lora_rank;
-  w.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : 2.0 * double(w.lora_rank);
+  w.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : DefaultLoraAlpha(w.lora_rank);
   Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
   if (!dtype.ok()) return ReportError("probe", dtype.status());
   w.fp64 = *dtype == FloatDtype::kFP64;

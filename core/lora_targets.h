@@ -1,7 +1,7 @@
 // Which weights a LoRA fine-tune adapts: the one home of that choice, read by the exports
 // (search/export_bridge.cpp: Megatron-Bridge target_modules; search/export_torchtitan.cpp: its LoRA
 // converter's target FQNs) and by the probe's proxy (backends/proxy_layout.cpp), so the LoRA probe
-// trains the adapter set the user's engine will train.
+// trains the adapter set the user's engine will train. Also the adapters' alpha (kLoraAlphaPerRank).
 //   attention       the mixer's input and output projections (q/k/v or MLA's q/kv down/up, o)
 //   dense_mlp       the dense layers' FFN (fc1 = gate+up, fc2 = down)
 //   shared_experts  the shared-expert FFN of MoE layers
@@ -11,6 +11,8 @@
 //   output_head     the LM head: frozen (no export targets Megatron's output_layer or torchtitan's
 //                   output; the real-weights probe's PEFT adapter holds q/k/v/o only).
 #pragma once
+
+#include <cstdint>
 
 namespace onboard {
 
@@ -23,5 +25,13 @@ struct LoraTargetSet {
 };
 
 inline constexpr LoraTargetSet kLoraTargets{};
+
+// LoRA alpha = kLoraAlphaPerRank x rank when the user gives none (adapter scale alpha / r = 2): the
+// exports' lora_alpha (Megatron-Bridge LoRA(dim, alpha), torchtitan, MindSpeed --lora-alpha), the
+// proxy probe's (ProbeConfig::lora_alpha <= 0) and the real-weights probe's (--lora-alpha). One home,
+// so the probe trains the scale the user's engine will (issue 12: the proxy kept alpha 8 when its
+// rank went from 4 to 16, a quarter of the exports' scale).
+inline constexpr int64_t kLoraAlphaPerRank = 2;
+inline double DefaultLoraAlpha(int64_t rank) { return static_cast<double>(kLoraAlphaPerRank * rank); }
 
 }  // namespace onboard

@@ -163,7 +163,8 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
                                ": the recipe keeps it in bf16 (Bridge has no " + PrecisionName(p.base_dtype) +
                                " base for LoRA here)");
   if (p.mode == FinetuneMode::kLoRA) {
-    c.approximations.push_back("LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)");
+    c.approximations.push_back("LoRA alpha = " + std::to_string(kLoraAlphaPerRank) +
+                               " * rank (the plan has no alpha; the probe's default ratio)");
     if (m.experts > 0) {
       std::string t;
       for (const std::string& x : LoraTargets(m)) t += (t.empty() ? "" : ", ") + x;
@@ -213,7 +214,7 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   ParallelismAndTraining(os, p, m, mex.args.Value("--pipeline-model-parallel-layout"));
   if (p.mode == FinetuneMode::kLoRA)
     os << "    cfg.peft = LoRA(target_modules=" << PyList(LoraTargets(m)) << ", dim=" << p.lora_rank
-       << ", alpha=" << 2 * p.lora_rank << ", dropout=0.0)\n";
+       << ", alpha=" << kLoraAlphaPerRank * p.lora_rank << ", dropout=0.0)\n";
   else
     os << "    cfg.peft = None\n";
   os << "    return cfg\n\n\n";

@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/lora_targets.h"
 #include "search/export_mindspeed_rules.h"
 #include "search/export_model.h"
 #include "search/plan_export.h"
@@ -196,10 +197,12 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
   }
   if (p.mode == FinetuneMode::kLoRA) {
     a.Add("--lora-r", S(p.lora_rank));
-    a.Add("--lora-alpha", S(2 * p.lora_rank));
+    a.Add("--lora-alpha", S(kLoraAlphaPerRank * p.lora_rank));
     a.Add("--lora-target-modules", "linear_qkv linear_proj linear_fc1 linear_fc2");
-    e->caveats.approximations.push_back("LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include "
-                                        "routed experts where MindSpeed applies them)");
+    e->caveats.approximations.push_back(
+        "LoRA alpha = " + std::to_string(kLoraAlphaPerRank) +
+        " * rank; targets MindSpeed's usual four projections (fc1/fc2 include "
+        "routed experts where MindSpeed applies them)");
     if (m.experts > 0) {  // features_manager/finetune/lora.py validate_args: LoRA on MoE needs alltoall_seq
       a.Remove("--moe-token-dispatcher-type");
       a.Add("--moe-token-dispatcher-type", "alltoall_seq");

@@ -241,7 +241,8 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
   if (!flex.empty()) spec_args += ", moe_comm_backend=" + Quoted(flex);
   if (p.mode == FinetuneMode::kLoRA)
     spec_args += ", converters=[LoRAConverter.Config(rank=" + S(p.lora_rank) +
-                 ", alpha=" + S(2 * p.lora_rank) + ".0, target_modules=" + List(LoraTargets(m)) + ")]";
+                 ", alpha=" + S(kLoraAlphaPerRank * p.lora_rank) +
+                 ".0, target_modules=" + List(LoraTargets(m)) + ")]";
   if (!spec_args.empty())
     os << "    config.model_spec = model_registry(\"" << f->flavor << "\"" << spec_args << ")\n";
   os << "    config.hf_assets_path = HF_MODEL_PATH\n";

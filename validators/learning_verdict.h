@@ -8,6 +8,9 @@
 //                            below the no-learning baseline is not one (then the rules below decide)
 //   converged                copy: final loss <= max_loss_over_baseline x no-learning baseline AND
 //                            the skill metric met (final exact-match accuracy >= min_accuracy);
+//                            "final" = the held-out evaluation of the final weights when given
+//                            (the probe's copy task: 1024 sequences never trained on), else the
+//                            mean of the last `window` training steps
 //                            text (a held-out bigram baseline given): the held-out loss strictly
 //                            below max_loss_over_bigram x the held-out bigram cross-entropy
 //   not_learned              the loss fell (curve converged, or final loss below the no-learning
@@ -54,19 +57,23 @@ struct LearningCriteria {
 struct LearningReport {
   ConvergenceVerdict verdict = ConvergenceVerdict::kNotConverged;
   int64_t step = -1;            // step that decided it
-  double final_loss = 0;        // mean of the last `window` losses (text: the held-out loss)
-  double final_accuracy = 0;    // mean of the last `window` accuracies (0 when none)
+  double final_loss = 0;        // mean of the last `window` losses (held-out loss when given)
+  double final_accuracy = 0;    // mean of the last `window` accuracies (held-out when given; 0 when none)
+  bool held_out = false;        // final_* are the held-out evaluation's
+  double window_accuracy = 0;   // mean of the last `window` accuracies, held out or not (0 when none)
   double loss_target = 0;       // max_loss_over_baseline x no_learning_nats (text: x bigram, strict)
   std::string message;          // one line with the numbers
 };
 
 // losses[step]; accuracies[step] (same length, or empty when !baselines.has_accuracy);
 // held_out_loss: the text task's loss on its held-out split (used when baselines.bigram_nats is
-// finite; NaN there = not measured, never converged). Errors: empty curve, mismatched lengths,
-// invalid criteria.
+// finite; NaN there = not measured, never converged). held_out_accuracy (tasks with accuracy): with
+// a finite held_out_loss, the final weights' held-out evaluation decides instead of the last steps'
+// means. Errors: empty curve, mismatched lengths, invalid criteria.
 Expected<LearningReport> CheckLearning(const std::vector<double>& losses,
                                        const std::vector<double>& accuracies, const TaskBaselines& baselines,
                                        const LearningCriteria& criteria,
-                                       double held_out_loss = std::numeric_limits<double>::quiet_NaN());
+                                       double held_out_loss = std::numeric_limits<double>::quiet_NaN(),
+                                       double held_out_accuracy = std::numeric_limits<double>::quiet_NaN());
 
 }  // namespace onboard

@@ -103,6 +103,33 @@ TEST(LearningVerdict, TextNeedsTheHeldOutLossBelowTheBigram) {
             ConvergenceVerdict::kPlateau);
 }
 
+// Copy with a held-out evaluation of the final weights: it decides, not the last steps' means.
+// Negative: last steps at 95% but the final weights at 85% held out is not_learned; and the
+// reverse (last steps 85%, held out 93%) converges. Without the held-out pair the window decides.
+TEST(LearningVerdict, CopyHeldOutEvaluationDecidesOverTheLastSteps) {
+  const std::vector<double> l = Decay(40, 5.5, 0.2);
+  const std::vector<double> high(40, 0.95), low(40, 0.85);
+  auto a = CheckLearning(l, high, kCopy32, {}, 0.3, 0.85);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->verdict, ConvergenceVerdict::kNotLearned) << a->message;
+  EXPECT_TRUE(a->held_out);
+  EXPECT_DOUBLE_EQ(a->final_accuracy, 0.85);
+  EXPECT_DOUBLE_EQ(a->window_accuracy, 0.95);
+  EXPECT_NE(a->message.find("held-out accuracy 85.00%"), std::string::npos) << a->message;
+  EXPECT_NE(a->message.find("last 5 steps 95.0%"), std::string::npos) << a->message;
+  auto b = CheckLearning(l, low, kCopy32, {}, 0.3, 0.93);
+  EXPECT_EQ(b->verdict, ConvergenceVerdict::kConverged) << b->message;
+  // The held-out loss is judged too: accurate but above 0.5 x ln 32 = 1.73 nats is not learned.
+  EXPECT_EQ(CheckLearning(l, high, kCopy32, {}, 1.9, 0.93)->verdict, ConvergenceVerdict::kNotLearned);
+  // 89.98% is under the bar and says so (no rounding up to 90.0%).
+  auto e = CheckLearning(l, high, kCopy32, {}, 0.3, 0.8998);
+  EXPECT_EQ(e->verdict, ConvergenceVerdict::kNotLearned) << e->message;
+  EXPECT_NE(e->message.find("held-out accuracy 89.98%"), std::string::npos) << e->message;
+  auto c = CheckLearning(l, high, kCopy32, {});  // no held-out evaluation: the window decides
+  EXPECT_FALSE(c->held_out);
+  EXPECT_EQ(c->verdict, ConvergenceVerdict::kConverged) << c->message;
+}
+
 TEST(LearningVerdict, BadInputNamesTheField) {
   EXPECT_EQ(CheckLearning({1.0, 0.5}, {1.0}, kCopy32, {}).status().code(), ErrorCode::kBadInput);
   LearningCriteria c;
