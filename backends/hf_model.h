@@ -326,6 +326,10 @@ torch::Tensor HfAttention(const HfForwardConfig& c, const LayerSpec& l, const Hf
                           const torch::Tensor& x, const HfMrope* mrope = nullptr);
 // Experts with no weights (another rank's) are skipped: the output is then this rank's share.
 torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w, const torch::Tensor& x);
+// HfMoe's routed part: the experts' weighted sum [T, L] at the latent width (latent MoE; else [T, hidden]),
+// before HfLatentOut; a rank holding some experts or their TP slices gets its partial sum.
+torch::Tensor HfMoeRouted(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
+                          const torch::Tensor& x);
 // The shared expert(s) of an MoE channel on x (sigmoid-gated for qwen2_moe); undefined without one.
 // One home for HfMoe and the EP path (hf_moe_ep.cpp).
 torch::Tensor HfSharedExperts(const HfForwardConfig& c, const HfMoeWeights& w, const torch::Tensor& x);

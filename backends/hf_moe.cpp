@@ -9,7 +9,9 @@
 //     xl = routed_expert_down_proj(x) [T, L]; their weighted sum u [T, L] -> routed_expert_up_proj(
 //     RMSNorm(u; routed_expert_norm, rms_norm_eps)) (norm when latent_moe_use_norm); shared experts on x
 //     at full width. The norm acts on the combined sum, before the up-projection (sglang's KimiK3MoE:
-//     "sum(RMSNorm(x_i)) != RMSNorm(sum(x_i))"; Megatron's K3MoELayer postprocess).
+//     "sum(RMSNorm(x_i)) != RMSNorm(sum(x_i))"; Megatron's K3MoELayer postprocess). Under TP (or EP)
+//     a rank's HfMoeRouted is a partial sum: the caller all-reduces it before HfLatentOut
+//     (probe_weights_model.cpp).
 //   gpt_oss: logits = router(x) + bias; top-k of the logits; weights = softmax over those k; experts
 //     with biases and the clamped SwiGLU (HfExpert).
 // Shapes: x [T, h]; router logits [T, E]; routing [T, k].
@@ -78,8 +80,8 @@ torch::Tensor HfLatentOut(const HfForwardConfig& c, const HfMoeWeights& w, const
   return HfApplyLinear(w.latent_norm.defined() ? HfRmsNorm(y, w.latent_norm, c.rms_eps) : y, w.latent_up);
 }
 
-torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
-                    const torch::Tensor& in) {
+torch::Tensor HfMoeRouted(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
+                          const torch::Tensor& in) {
   // Step 1: routing (on the full-width input).
   const HfRouting r = HfRoute(c, m, w, in);
   // Step 2: each expert on the tokens routed to it, weighted (latent MoE: at the latent width).
@@ -92,8 +94,14 @@ torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeigh
     const torch::Tensor weight = (r.weights * hit).sum(1).index_select(0, tokens).unsqueeze(1);
     out.index_add_(0, tokens, HfExpert(c, x.index_select(0, tokens), w.experts[size_t(e)]) * weight);
   }
-  // Step 3: back to hidden (latent MoE); shared expert(s) on the full-width input, gated for qwen2_moe.
-  out = HfLatentOut(c, w, out);
+  return out;
+}
+
+torch::Tensor HfMoe(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
+                    const torch::Tensor& in) {
+  // Steps 1-2: the routed experts' weighted sum; Step 3: back to hidden (latent MoE); shared expert(s)
+  // on the full-width input, gated for qwen2_moe.
+  torch::Tensor out = HfLatentOut(c, w, HfMoeRouted(c, m, w, in));
   if (w.has_shared) out = out + HfSharedExperts(c, w, in);
   return out;
 }

@@ -1,6 +1,6 @@
-// HfMoeEp: a Hugging Face MoE channel with the routed experts split over an EP group (hf_moe_ep.h).
-// Legend: T tokens of this rank, k = top_k, P = T*k (token, expert) pairs, E experts, el = E / ep
-// experts per EP rank (owner of expert e: e / el). Counts are rows.
+// HfMoeEpRouted: the routed part of a Hugging Face MoE channel with the routed experts split over an EP group
+// (hf_moe_ep.h). Legend: T tokens of this rank, k = top_k, P = T*k (token, expert) pairs, E experts, el = E /
+// ep experts per EP rank (owner of expert e: e / el). Counts are rows.
 #include "backends/hf_moe_ep.h"
 
 #include <vector>
@@ -9,8 +9,8 @@
 
 namespace onboard::backends {
 
-torch::Tensor HfMoeEp(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
-                      const torch::Tensor& x, Group& ep) {
+torch::Tensor HfMoeEpRouted(const HfForwardConfig& c, const MoESpec& m, const HfMoeWeights& w,
+                            const torch::Tensor& x, Group& ep) {
   const int64_t T = x.size(0), k = m.top_k, E = m.num_experts, R = ep.size(), el = E / R;
   ONBOARD_ASSERT(E % R == 0, "EP needs experts divisible by the group");
   // Step 1: routing on this rank's tokens (the router is replicated).
@@ -57,10 +57,7 @@ torch::Tensor HfMoeEp(const HfForwardConfig& c, const MoESpec& m, const HfMoeWei
     out.index_add_(0, tok.narrow(0, start, n), yb.narrow(0, start, n) * wpair.narrow(0, start, n));
     start += n;
   }
-  // Step 6: back to hidden (latent MoE), shared expert(s) on this rank's tokens (as HfMoe).
-  out = HfLatentOut(c, w, out);
-  if (w.has_shared) out = out + HfSharedExperts(c, w, x);
-  return out;
+  return out;  // the caller adds HfLatentOut and the shared expert(s) as HfMoe does
 }
 
 }  // namespace onboard::backends

@@ -10,7 +10,13 @@
 //     routed experts split the same way per expert under expert tensor parallel = tp (Megatron's
 //     default: --expert-tensor-parallel-size unset takes the TP size), or, with ETP = 1 and EP folded
 //     over the TP group, stay whole and each TP rank owns HfExpertRange(E, tp, rank) of them.
-//     Either way the ranks' MoE outputs sum to the full channel (the all-reduce / combine).
+//     Either way the ranks' routed sums add up to the full routed sum (the all-reduce / combine).
+//   Latent MoE (kimi_k3): routed_expert_down_proj / _norm / _up_proj replicated (Megatron's
+//     fc1_latent_proj / fc2_latent_proj are duplicated, not TP-split). The norm acts on the whole routed
+//     sum, so the ranks' partial latent sums are all-reduced [T, L] before it (Megatron's token combine
+//     over the expert-TP group; probe_weights_model.cpp's Channel) and every rank then computes the same
+//     latent_up(norm(sum)); only the shared experts' outputs are partial. So here, unlike the rest of the
+//     layer, the ranks' HfMoe outputs do NOT sum to the channel.
 //   KDA (Kimi-Linear), by KDA heads: q/k/v projections and their short convolutions (depthwise, one
 //     filter per channel: they split with their channels), dt_bias [H*d], the decay gate's f_b and the
 //     output gate's g_b (column-parallel after the replicated low-rank f_a / g_a), b_proj (beta) by
@@ -147,10 +153,6 @@ Status CheckTpDivides(const HfForwardConfig& c, const LayerSpec& l, int64_t tp, 
     return fail("num_key_value_heads", a.num_kv_heads);
   if (inter % tp != 0) return fail("intermediate_size", inter);
   if (l.channel != ChannelKind::kMoE) return Status::Ok();
-  // kimi_k3: the latent norm acts on the whole routed sum, which TP's partial sums are not.
-  if (l.moe.latent_dim > 0)
-    return BadInput(c.config_path, "routed_expert_hidden_size",
-                    "latent MoE under tp > 1 is not supported here", std::to_string(l.moe.latent_dim));
   if (expert_tp && l.moe.expert_intermediate % tp != 0)
     return fail("moe_intermediate_size", l.moe.expert_intermediate);
   if (!expert_tp && l.moe.num_experts % tp != 0)

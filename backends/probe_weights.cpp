@@ -120,10 +120,11 @@ Status WeightsProbeOptions::Validate() const {
   if (!control.empty() && control != "frozen_lora")
     return bad("--control", "must be frozen_lora or empty", control);
   if (!fault.empty() && fault != "wrong_expert_range" && fault != "wrong_fsdp_chunk" &&
-      fault != "wrong_expert_chunk" && fault != "wrong_stage_layers" && fault != "wrong_kda_heads")
+      fault != "wrong_expert_chunk" && fault != "wrong_stage_layers" && fault != "wrong_kda_heads" &&
+      fault != "no_latent_allreduce")
     return bad("fault",
                "must be wrong_expert_range, wrong_fsdp_chunk, wrong_expert_chunk, wrong_stage_layers, "
-               "wrong_kda_heads or empty",
+               "wrong_kda_heads, no_latent_allreduce or empty",
                fault);
   return Status::Ok();
 }

@@ -80,7 +80,8 @@ struct WeightsProbeOptions {
   // rank's experts and serves them as its own; "wrong_fsdp_chunk" = each FSDP rank loads the next
   // rank's chunk; "wrong_expert_chunk" = under EP x FSDP each rank loads the next expert-FSDP rank's
   // chunk of its experts; "wrong_kda_heads" = each TP rank's KDA decay gate (A_log, dt_bias) is the next TP
-  // rank's heads'. Each must move the held-out loss off the one-rank run's.
+  // rank's heads'; "no_latent_allreduce" = under TP each rank norms and up-projects its partial latent MoE
+  // sum (kimi_k3) instead of the all-reduced one. Each must move the held-out loss off the one-rank run's.
   std::string fault;
   std::string out_dir;        // rank logs + JSON, the PEFT adapter in <out_dir>/adapter; "" = a temp dir
   std::string worker_binary;  // `onboard` for the workers; "" = this executable

@@ -103,10 +103,31 @@ Status ShiftKdaGates(const HfRankSlice& own, torch::ScalarType dtype, RankModel*
   return Status::Ok();
 }
 
-torch::Tensor Channel(const RankModel& m, const HfLayerWeights& lw, const LayerSpec& l,
-                      const torch::Tensor& x) {
-  if (!lw.moe) return HfMlp(m.c, x, lw.mlp);
-  return m.ep != nullptr ? HfMoeEp(m.c, l.moe, lw.experts, x, *m.ep) : HfMoe(m.c, l.moe, lw.experts, x);
+// The channel's output on x (the TP region's input): `partial` is this TP rank's share, summed over TP
+// by the caller's g (TpReduceOut); `whole` (undefined but for the latent MoE under TP) is computed in
+// full on every TP rank and added as is.
+struct ChannelOut {
+  torch::Tensor partial, whole;
+};
+ChannelOut Channel(const RankModel& m, const TpContext& tp, const HfLayerWeights& lw, const LayerSpec& l,
+                   const torch::Tensor& x) {
+  if (!lw.moe) return {HfMlp(m.c, x, lw.mlp), {}};
+  const HfMoeWeights& w = lw.experts;
+  // Step 1: the routed experts' weighted sum (kimi_k3: at the latent width); under TP this rank's
+  // partial sum (its slice of every expert, or its experts).
+  const torch::Tensor routed =
+      m.ep != nullptr ? HfMoeEpRouted(m.c, l.moe, w, x, *m.ep) : HfMoeRouted(m.c, l.moe, w, x);
+  const torch::Tensor shared = HfSharedExperts(m.c, w, x);
+  // Step 2: latent MoE under TP (Megatron's layout: latent projections and norm replicated): the norm
+  // needs the whole sum, so the partials are all-reduced at the latent width first (TpSum: identity
+  // backward, as every rank's norm and up-projection then see the whole gradient); only the shared
+  // experts' row-parallel partials go through g. `no_latent_allreduce` (the negative control) norms
+  // each rank's partial sum instead.
+  if (w.latent_up.w.defined() && tp.active() && !m.skip_latent_allreduce)
+    return {shared, HfLatentOut(m.c, w, TpSum(&tp, routed))};
+  // Step 3: otherwise the ranks' outputs sum to the channel (HfMoe's ops in HfMoe's order).
+  const torch::Tensor out = HfLatentOut(m.c, w, routed);
+  return {shared.defined() ? out + shared : out, {}};
 }
 
 // Decoder layer li over the rank's windows h [b, S, hidden], one window at a time (the HF decoder,
@@ -119,7 +140,9 @@ torch::Tensor LayerForward(const RankModel& m, const TpContext& tp, size_t li, c
   for (int64_t i = 0; i < h.size(0); ++i) {
     torch::Tensor x = h[i];
     x = x + TpReduceOut(&tp, HfAttention(m.c, l, lw.attn, TpCopyIn(&tp, HfRmsNorm(x, lw.input_norm, eps))));
-    x = x + TpReduceOut(&tp, Channel(m, lw, l, TpCopyIn(&tp, HfRmsNorm(x, lw.post_norm, eps))));
+    const ChannelOut ch = Channel(m, tp, lw, l, TpCopyIn(&tp, HfRmsNorm(x, lw.post_norm, eps)));
+    if (ch.partial.defined()) x = x + TpReduceOut(&tp, ch.partial);
+    if (ch.whole.defined()) x = x + ch.whole;
     out.push_back(x);
   }
   return torch::stack(out);
@@ -185,6 +208,7 @@ Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel
   const torch::ScalarType dtype = o.fp64 ? torch::kDouble : torch::kFloat;
   ONBOARD_ASSIGN_OR_RETURN(m->w, MapHfSlice(m->c, ckpt, s, dtype));
   m->place = p;
+  m->skip_latent_allreduce = o.fault == "no_latent_allreduce";
   if (p.ep > 1 && o.fault == "wrong_expert_range") ShiftExperts(m);
   m->bytes_read = ckpt.touched_bytes();
   if (p.tp > 1 && o.fault == "wrong_kda_heads") ONBOARD_RETURN_IF_ERROR(ShiftKdaGates(s, dtype, m));

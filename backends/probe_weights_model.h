@@ -67,6 +67,7 @@ struct RankModel {
   HfFsdpRun fsdp_head;                       // the final norm + head (the last stage)
   int64_t fsdp_embed = -1;                   // the embedding's unit (the first stage), else -1
   bool frozen = false;                       // adapters off (B A not added) in the next forward
+  bool skip_latent_allreduce = false;        // the `no_latent_allreduce` control (probe_weights.h)
 };
 
 // Step 3 of the worker: the rank's slice of the checkpoint (its TP rows / columns, EP experts, FSDP

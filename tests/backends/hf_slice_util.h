@@ -46,7 +46,11 @@ inline std::vector<torch::Tensor> LayerTensors(const HfLayerWeights& l) {
                                   a.v_conv,
                                   a.a_log,
                                   a.dt_bias,
-                                  a.o_norm};
+                                  a.o_norm,
+                                  a.g.w,  // kimi_k3: the MLA output gate
+                                  l.experts.latent_down.w,
+                                  l.experts.latent_up.w,
+                                  l.experts.latent_norm};
   for (const HfLinear* x : {&a.f_a, &a.f_b, &a.beta, &a.g_a, &a.g_b}) t.insert(t.end(), {x->w, x->b});
   auto mlp = [&](const HfMlpWeights& m) {
     for (const HfLinear* x : {&m.gate, &m.up, &m.down}) t.insert(t.end(), {x->w, x->b});

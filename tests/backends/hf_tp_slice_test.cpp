@@ -11,6 +11,7 @@
 #include "tests/backends/hf_compare.h"
 #include "tests/backends/hf_slice_util.h"
 #include "tests/backends/hf_test_families.h"
+#include "tests/backends/hf_test_kimi_k3.h"
 
 namespace onboard {
 namespace {
@@ -281,6 +282,9 @@ TEST(HfTpLoad, MoeRanksReadOnlyTheirExpertSlices) {
   // (gate_up's interleaved column pairs, down's rows; MXFP4 by whole 32-value blocks: I = 64 at tp 2).
   CheckRanksReadOnlyTheirSlice({hftest::MakeGptOss(false), {2}, true});
   CheckRanksReadOnlyTheirSlice({hftest::MakeGptOss(true, 64), {2}, true, true});
+  // kimi_k3: Kimi's experts split or owned, the latent projections and norm whole on every rank.
+  CheckRanksReadOnlyTheirSlice({hftest::MakeKimiK3(), {2}});
+  CheckRanksReadOnlyTheirSlice({hftest::MakeKimiK3(), {2}, false});
 }
 
 // MXFP4 down_proj packs the intermediate in 32-value blocks: I = 32 over tp = 2 is half a block per

@@ -134,6 +134,28 @@ TEST(ProbeWeightsCombos, PipelineMicroBatchesRunOneFOneBAndReportTheBubble) {
   ExpectFaultMovesHeldOut(o, "wrong_stage_layers", one);
 }
 
+TEST(ProbeWeightsCombos, TensorParallelWithExpertFsdpAndPipelineMatchesOneRank) {
+  // mixtral, 4 ranks: (a) tp 2 x 2 data ranks, each data pair an EP group (2 of the 4 experts each,
+  // sliced by TP) and an FSDP group (fsdp / ep = 1: experts whole on their EP rank, the rest chunked);
+  // (b) pp 2 x tp 2: one MoE layer per stage, each stage's TP pair. (kimi_k3's latent MoE under the same
+  // layouts: ProbeWeightsLatentTp.*.)
+  const std::string ckpt = Write(hftest::MakeMixtral(256));
+  WeightsProbeOptions a = LayoutOptions(ckpt, 4, 8), b = LayoutOptions(ckpt, 4, 8);
+  a.tp = b.tp = 2;
+  a.ep = a.fsdp = 2;
+  b.pp = 2;
+  const auto [one, ra] = CompareWithOneRank(a, "tp2 x ep2 x fsdp2");
+  const WeightsProbeResult rb = Launch(b);
+  ASSERT_EQ(rb.rank_bytes.size(), 4u);
+  PrintBytes("pp2 x tp2", rb, one);
+  EXPECT_LT(Worst(rb, one), kLayoutTol);
+  for (uint64_t x : ra.rank_bytes) EXPECT_LT(2 * x, one.rank_bytes[0]);
+  for (uint64_t x : rb.rank_bytes) EXPECT_LT(2 * x, one.rank_bytes[0]);
+
+  // Negative control: each EP rank of each TP rank serves the other EP rank's experts.
+  ExpectFaultMovesHeldOut(a, "wrong_expert_range", one);
+}
+
 // gpt-oss (MXFP4 fused experts, sinks, biases) with a 256-token vocabulary (the text's bytes).
 hftest::Checkpoint GptOssBytes() {
   hftest::Checkpoint c = hftest::MakeGptOss(/*mxfp4=*/true);

@@ -1,5 +1,6 @@
 // `onboard probe CKPT --weights --json` with the layout flags, end to end through the real binary:
-// --ep with --fsdp, --pp with --ep and --micro-batch (1F1B, the bubble in the JSON), --pp with --fsdp.
+// --ep with --fsdp, --pp with --ep and --micro-batch (1F1B, the bubble in the JSON), --pp with --fsdp,
+// --tp over kimi_k3's latent MoE (alone and with --ep x --fsdp).
 // The JSON's held-out loss falls below the frozen checkpoint's and every rank reads less than the
 // checkpoint (what one rank reads); factors that do not fit exit 2 with one line naming the flag and value.
 #include <gtest/gtest.h>
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "tests/backends/hf_test_checkpoint.h"
+#include "tests/backends/hf_test_kimi_k3.h"
 #include "tests/cli/onboard_runner.h"
 
 namespace onboard {
@@ -63,6 +65,17 @@ TEST(ProbeWeightsLayoutCli, ExpertParallelWithFsdpAndPipelineCombinations) {
   EXPECT_DOUBLE_EQ(j["pp_bubble"]["theory"].get<double>(), 1.0 / 5.0);
   j = RunLayout(dense, "--ranks 4 --pp 2 --fsdp 2", 4);
   EXPECT_EQ(j.value("pp", 0), 2);
+}
+
+// kimi_k3's latent MoE under --tp (layers 1-2: KDA and gated MLA, both with the latent MoE): alone, and
+// with --ep x --fsdp on 4 ranks; the JSON reports the layout and each rank's bytes (below the model's).
+TEST(ProbeWeightsLayoutCli, KimiK3LatentMoeUnderTensorParallelism) {
+  const std::string k3 = Checkpoint(hftest::MakeKimiK3(256));
+  json j = RunLayout(k3, "--layers 1-2 --ranks 2 --tp 2", 2);
+  EXPECT_EQ(j.value("tp", 0), 2);
+  j = RunLayout(k3, "--layers 1-2 --ranks 4 --tp 2 --ep 2 --fsdp 2", 4);
+  EXPECT_EQ(j.value("tp", 0), 2);
+  EXPECT_EQ(j.value("ep", 0), 2);
 }
 
 // Exit 2 and one line naming the flag and its value.
