@@ -15,6 +15,9 @@
 //   permute+unpermute: permute_passes * R * w * 2 bytes / HBM fwd, 2x bwd     (memory-bound)
 //   sort chunks      : all-to-all dispatcher with E/e > 1 local experts: + sort_chunks_passes * R * w * 2
 //                      bytes / HBM fwd, 2x bwd (flex dispatchers: none)
+//   fp8 row padding  : (req.fp8_expert_padding, fp8, dispatcher not HybridEP) Megatron-Core TEGroupedMLP's
+//                      Fp8Padding / Fp8Unpadding: 2 * Rg * (w * dispatch bytes + h * 2) bytes / HBM fwd
+//                      (copy the permuted input rows and the fc2 output rows, read + write), 1x bwd
 //   attention core   : T * core_flops / t / (Pa * eff_kind)  fused kernels (bwd = attn_bwd_ratio x fwd);
 //                      sliding window / sinks / GQA / DSA top-k are in core_flops (core/model_stats.cpp);
 //                      MLA trains un-absorbed (K,V up-projected), so its core is softmax at d_qk/d_v
@@ -358,7 +361,7 @@ class TimeModel {
     const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
     const double cflops = T_ * (lp.dense_gemm_flops - lp.mixer_gemm_flops) / t_;
     const double cg = Gemm(cflops, T_, cflops / (2 * T_ * h), h, cflops / T_, 1.0);
-    double routed = 0, routed_wgrad = 0, moe_mem = 0, a2a_f = 0, a2a_b = 0,
+    double routed = 0, routed_wgrad = 0, moe_mem = 0, pad = 0, a2a_f = 0, a2a_b = 0,
            quant = Quant(T_ * lp.channel_gemm_inputs / t_);
     if (lp.top_k > 0 && lp.experts > 0) {
       const double imb = c_.req->expert_imbalance;
@@ -383,6 +386,7 @@ class TimeModel {
           (k.router_passes * T_ / t_ * static_cast<double>(lp.experts) +
            (k.permute_passes + sort) * R * lp.dispatch_width * 2 + sort * (Rg - R) * lp.dispatch_width * 2) /
           hbm_;  // permute before the dispatch (R copies), the sort after the ETP gather (Rg)
+      pad = Fp8RowPadding(Rg, lp);
       const double routed_quant = Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
       quant += routed_quant;
       ch->expert_launch = ExpertLaunchExposed(per_rank, routed + routed_quant);
@@ -406,8 +410,8 @@ class TimeModel {
                             RoutedActBytes(lp, p_.deg.etp) * c_.req->expert_imbalance / t_;
     const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
     const double store = SwiGluStore(lp);
-    ch->fwd = cg + routed + cel + moe_mem + quant + store;
-    ch->bwd = bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + quant + store;
+    ch->fwd = cg + routed + cel + moe_mem + pad + quant + store;
+    ch->bwd = bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + pad + quant + store;
     if (rc == Recompute::kFull) ch->rc = ch->fwd;
     else if (rc == Recompute::kSelective)  // expert activation functions (moe_act)
       ch->rc = GatedRoutedExperts(lp) ? SwiGluRecompute(lp) : cel;
@@ -415,6 +419,18 @@ class TimeModel {
     ch->tp = TpExposed(cg) + TpExposed(bwd_gemm * cg) + (rc == Recompute::kFull ? TpExposed(cg) : 0);
     ch->tp_total = (2 + (rc == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
     ch->a2a = a2a_f + a2a_b + (rc == Recompute::kFull ? a2a_f : 0);
+  }
+
+  // Seconds of one pass of Megatron-Core TEGroupedMLP's fp8 row padding for `rows` expert rows: TE
+  // grouped GEMMs need each expert's rows aligned (16, MXFP8 32), so where neither the router
+  // (moe_router_padding_for_quantization) nor HybridEP's fused permute padded them, Fp8Padding copies the
+  // permuted input into an aligned buffer and Fp8Unpadding copies the fc2 output back (Megatron-LM
+  // experts.py, skip_routed_expert_padding in moe_utils.py). Forward: both copies, read + write; backward:
+  // their autograd twins move the same bytes (dY padded, dX unpadded). Uniform-random counts are almost
+  // never all aligned, so TE's early return (m_splits already aligned) is not counted.
+  double Fp8RowPadding(double rows, const LayerProfile& lp) const {
+    if (!c_.fp8 || !c_.req->fp8_expert_padding || p_.ep_dispatcher == EpDispatcher::kHybridEP) return 0;
+    return 2 * rows * (lp.dispatch_width * dispatch_bytes_ + lp.hidden * c_.k.combine_bytes) / hbm_;
   }
 
   // Host time of the per-expert launches of one forward (TE GroupedLinear, fc1 and fc2: one cuBLAS

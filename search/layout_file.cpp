@@ -263,6 +263,7 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     ONBOARD_RETURN_IF_ERROR(layout::ReadPlan(j, f, &run.plan, &run.layout_layers));
     ONBOARD_RETURN_IF_ERROR(f.Bool("recompute_norms", &run.recompute_norms));
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_act_input_store", &run.fp8_act_input_store));
+    ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_expert_padding", &run.fp8_expert_padding));
     ONBOARD_RETURN_IF_ERROR(layout::ReadExpertRouting(f, &run));
     out.push_back(run);
     return out;
@@ -323,6 +324,7 @@ void ApplyRunOptions(const LayoutRun& run, PlanRequest* req) {
   req->overlap_pp_p2p = run.overlap_pp_p2p;
   req->recompute_norms = run.recompute_norms;
   req->fp8_act_input_store = run.fp8_act_input_store;
+  req->fp8_expert_padding = run.fp8_expert_padding;
   req->expert_nodes_per_token = run.expert_nodes_per_token;
   req->max_route_nodes = run.max_route_nodes;
 }

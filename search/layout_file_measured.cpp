@@ -56,6 +56,13 @@
 //                       cuda_graph_scope, or "cuda_graphs=1" in the recipe note = layers; else none.
 //   dispatcher        : recipe.preset_fields.moe_flex_dispatcher_backend (deepep | hybridep), else "DeepEP"
 //                       in kernel_optimizations (NeMo AutoModel's column), else all-to-all.
+//   fp8 row padding   : a Megatron-Core framework, a dropless run (the source says "token-dropless") and no
+//                       "padding_for_fp8=True" / "padding_for_quantization=True" in its recipe =
+//                       fp8_expert_padding (Megatron-Bridge's Qwen3 / DeepSeek-V3 recipes leave router
+//                       padding off: recipes/deepseek/deepseek_v3.py moe_router_padding_for_fp8 = False,
+//                       qwen3_moe.py sets none; NeMo 2's Mixtral drop-and-pad runs hand the experts
+//                       capacity-sized, aligned rows). The cost model charges it to fp8 plans whose
+//                       dispatcher is not HybridEP.
 //   fp8 storage       : a run whose source is the DeepSeek-V3 report (arXiv 2412.19437) in fp8: its sec.
 //                       3.3.3 "we cache the inputs of the SwiGLU operator and recompute its output in the
 //                       backward pass. These activations are also stored in FP8" = fp8_act_input_store and
@@ -420,6 +427,11 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   run.overlap_pp_p2p = run.plan.deg.pp > 1 && run.plan.deg.interleave > 1 &&
                        r.value("framework", std::string()).find("Megatron-Core") != std::string::npos;
   ReadLaunchSettings(r, &run);
+  const std::string text = r.dump();
+  run.fp8_expert_padding = r.value("framework", std::string()).find("Megatron-Core") != std::string::npos &&
+                           text.find("token-dropless") != std::string::npos &&
+                           text.find("padding_for_fp8=True") == std::string::npos &&
+                           text.find("padding_for_quantization=True") == std::string::npos;
   // Step 3: what was measured.
   ONBOARD_RETURN_IF_ERROR(ReadMeasured(r, f, &run));
   return run;

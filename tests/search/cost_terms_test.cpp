@@ -254,6 +254,40 @@ TEST(CostTerms, EagerExpertLaunchesAreExposedAfterTheDispatcherSync) {
   EXPECT_FALSE(PerExpertGemmLaunches("Ascend-950DT"));  // npu_grouped_matmul: one launch
 }
 
+// Megatron-Core's grouped experts pad fp8 rows themselves (TE Fp8Padding / Fp8Unpadding) where neither
+// the router nor HybridEP did: one copy of the permuted input and one of the fc2 output, forward and
+// backward. Qwen3-235B in MXFP8 on 8 B200s per node, ep 8: the all-to-all dispatcher (bf16 input rows) and
+// DeepEP (fp8 input rows: (1 + 2) / (2 + 2) of the bytes) pay it, HybridEP and bf16 do not. Without the
+// term the first check fails.
+TEST(CostTerms, Fp8RowPaddingWhereNeitherRouterNorHybridEpPadded) {
+  auto moe = [](EpDispatcher disp, Precision prec, bool padding) {
+    PlanRequest req;
+    auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/qwen3-235b-a22b.config.json");
+    EXPECT_TRUE(m.ok()) << m.status().ToString();
+    if (!m.ok()) return -1.0;
+    req.model = *m;
+    req.topology = test::ShippedTopology("b200-32x8");
+    req.compute_dtype = prec;
+    req.fp8_expert_padding = padding;
+    Plan p = test::MakePlan(ParallelDegrees{1, 32, 1, 8, 8, 4, 1, false, 1}, 4096, 1, 8);
+    p.compute_dtype = prec;
+    p.ep_dispatcher = disp;
+    auto e = EvaluatePlan(req, p);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? Term(*e, "compute.MoE")->exposed_s : -1.0;
+  };
+  const double a2a = moe(EpDispatcher::kAllToAll, Precision::kMXFP8, true) -
+                     moe(EpDispatcher::kAllToAll, Precision::kMXFP8, false);
+  const double deepep = moe(EpDispatcher::kDeepEP, Precision::kMXFP8, true) -
+                        moe(EpDispatcher::kDeepEP, Precision::kMXFP8, false);
+  EXPECT_GT(a2a, 0.0);
+  EXPECT_NEAR(deepep / a2a, 0.75, 1e-9);
+  EXPECT_DOUBLE_EQ(moe(EpDispatcher::kHybridEP, Precision::kMXFP8, true),
+                   moe(EpDispatcher::kHybridEP, Precision::kMXFP8, false));
+  EXPECT_DOUBLE_EQ(moe(EpDispatcher::kAllToAll, Precision::kBF16, true),
+                   moe(EpDispatcher::kAllToAll, Precision::kBF16, false));
+}
+
 TEST(CostTerms, PlanRejectsCpThatDoesNotSplitTheSequence) {
   Plan p = test::MakePlan(ParallelDegrees{1, 2, 1, 1, 1, 1, 1, false, 3}, 4096, 1, 1);
   Status st = ValidatePlan(p, 6, 0, 32, 8);
@@ -320,6 +354,23 @@ TEST(MeasuredRunsReader, LabelWithoutMtpAndInterleavedP2pOverlap) {
   EXPECT_TRUE((*without)[0].overlap_pp_p2p);  // pp 2, vp 8, Megatron-Core
   EXPECT_FALSE((*with)[0].overlap_pp_p2p);    // not a Megatron-Core framework
   EXPECT_TRUE(RequestForRun((*without)[0]).overlap_pp_p2p);
+}
+
+// Dropless Megatron-Core runs without router padding read as fp8_expert_padding; router padding in the
+// recipe text, a token-dropping run or another framework do not.
+TEST(MeasuredRunsReader, Fp8RowPaddingForDroplessMegatronCoreRuns) {
+  const std::string mcore =
+      R"x(,"framework":"Megatron-Bridge / Megatron-Core","notes":["all benchmarks are token-dropless"])x";
+  auto plain = ParseOne(mcore);
+  auto padded = ParseOne(mcore + R"x(,"recipe":{"file":"x (moe_router_padding_for_fp8=True)"})x");
+  auto dropping = ParseOne(R"x(,"framework":"NeMo 2.0 (Megatron-Core)","notes":["token dropping"])x");
+  auto other = ParseOne(R"x(,"framework":"HAI-LLM","notes":["token-dropless"])x");
+  ASSERT_TRUE(plain.ok() && padded.ok() && dropping.ok() && other.ok()) << plain.status().ToString();
+  EXPECT_TRUE((*plain)[0].fp8_expert_padding);
+  EXPECT_TRUE(RequestForRun((*plain)[0]).fp8_expert_padding);
+  EXPECT_FALSE((*padded)[0].fp8_expert_padding);
+  EXPECT_FALSE((*dropping)[0].fp8_expert_padding);
+  EXPECT_FALSE((*other)[0].fp8_expert_padding);
 }
 
 TEST(MeasuredRunsReader, BadInputsNameTheField) {

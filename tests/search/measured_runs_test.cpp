@@ -54,11 +54,13 @@ TEST(MeasuredRuns, TableMatchesGolden) {
 // in is pinned on its own below, so adding a run can neither hide nor excuse a regression on the others.
 // The fifth pass moved two pins the wrong way, reported, not fitted: max 44.9% -> 46.3% (the mtp run's
 // dense DP ring now crosses IB over 8 NICs) and 28 -> 27 within 20% (nemo2502-mixtral8x22b-b200-fp8
-// +13.0% -> +23.0%: its interleaved PP sends are now hidden).
-constexpr double kMeanAbsErrReached = 0.099;  // target 0.10 (reached 9.85%)
+// +13.0% -> +23.0%: its interleaved PP sends are now hidden). The seventh pass (fp8 row padding of
+// Megatron-Core's grouped experts where neither the router nor HybridEP padded: 9.78% -> 9.76%, max 45.9% ->
+// 41.9%, 27 -> 28 within 20%: mb2604-qwen3-235b-b200-mxfp8 +23.2% -> +19.2%) tightened the last three.
+constexpr double kMeanAbsErrReached = 0.098;  // target 0.10 (reached 9.76%)
 constexpr double kMaxAbsErrReached =
-    0.464;                             // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +46.3%, recipe not pinned)
-constexpr int kWithin20Reached = 27;   // of 30; target 30
+    0.420;                             // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +41.9%, recipe not pinned)
+constexpr int kWithin20Reached = 28;   // of 30; target 30
 constexpr int kNotFittingReached = 0;  // target 0: met on these 30
 const char* const kAddedRun = "dsv3-report-h800-2048";  // micro-batch not in its source: 1 assumed
 
