@@ -182,7 +182,7 @@ ProxySpec ProxyFromModel(const ModelIR& model, int64_t blocks) {
     s.notes.push_back("model has " + std::to_string(model.layers.size()) +
                       " layers; proxy padded with the KDA,KDA,KDA,MLA pattern");
   // Step 2: features of the first MoE / MLA / KDA layer that the proxy keeps.
-  bool has_dsa = false, has_latent = false, has_shared = false;
+  bool has_dsa = false, has_latent = false, has_shared = false, any_gate = false;
   for (const LayerSpec& l : model.layers) {
     if (l.attn.kind == MixerKind::kDSA || l.attn.index_topk > 0) has_dsa = true;
     if (l.channel == ChannelKind::kMoE) {
@@ -196,8 +196,11 @@ ProxySpec ProxyFromModel(const ModelIR& model, int64_t blocks) {
     }
     if (l.attn.kind == MixerKind::kKDA && l.attn.gate_lower_bound < 0)
       s.gate_lower_bound = std::max(-5.0, l.attn.gate_lower_bound);
-    if (IsSoftmaxAttention(l.attn.kind)) s.mla_output_gate = l.attn.output_gate || s.mla_output_gate;
+    if (IsSoftmaxAttention(l.attn.kind)) any_gate = any_gate || l.attn.output_gate;
   }
+  // The MLA output gate only where the source model's softmax attention has one (issue 12: every
+  // proxy used to carry it, ProxySpec's default, e.g. Kimi-Linear's ungated MLA and Llama's GQA).
+  s.mla_output_gate = any_gate;
   if (!has_dsa) {
     s.index_topk = 0;
     s.index_heads = 0;

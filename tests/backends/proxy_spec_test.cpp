@@ -61,6 +61,18 @@ TEST(ProxyFromModel, RopeFollowsTheSourceAttention) {
   EXPECT_EQ(cback.control, kControlNoLookback);
 }
 
+// The MLA output gate follows the source model (issue 12): only the flagship's gated MLA
+// (mla_use_output_gate) has one; Kimi-Linear's MLA and the softmax models' attention do not. Before,
+// ProxySpec's default (true) gave every proxy a gate.
+TEST(ProxyFromModel, OutputGateFollowsTheSourceAttention) {
+  for (const char* f : {"flagship", "kimi-linear-48b-a3b-instruct", "llama-3.1-8b", "mixtral-8x7b-v0.1",
+                        "qwen3-30b-a3b", "deepseek-v3"}) {
+    Expected<ModelIR> m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/" + f + ".config.json");
+    ASSERT_TRUE(m.ok()) << m.status().ToString();
+    EXPECT_EQ(ProxyFromModel(*m).mla_output_gate, std::string(f) == "flagship") << f;
+  }
+}
+
 TEST(ProxyFromModel, SoftmaxModelMapsToMla) {
   Expected<ModelIR> m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/mixtral-8x7b-v0.1.config.json");
   ASSERT_TRUE(m.ok()) << m.status().ToString();
