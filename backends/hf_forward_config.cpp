@@ -108,15 +108,20 @@ Expected<HfForwardConfig> ReadHfForwardConfig(const std::string& dir) {
   if (row == nullptr)
     return BadInput(c.config_path, "model_type", "no weight mapping / forward for this family yet", c.ir.model_type);
   c.layout = row->layout;
+  // The vision tower is skipped on purpose only when the config declares one (a text-only verify of
+  // a multimodal checkpoint); a text-only config's vision tensors stay unmapped (hf_map.cpp).
+  c.has_vision_config = root.contains("vision_config");
   if (c.ir.model_type == "glm4v_moe") {
     c.weights_root = "model.language_model.";
-    c.skipped_prefix = "model.visual.";
+    if (c.has_vision_config) c.skipped_prefix = "model.visual.";
   }
   if (c.ir.model_type == "kimi_k3") {  // hf_map_kimi_k3.cpp: the names' source
     c.weights_root = "language_model.model.";
     c.head_name = "language_model.lm_head.weight";
-    c.skipped_prefix = "vision_tower.";
-    c.skipped_prefix2 = "mm_projector.";
+    if (c.has_vision_config) {
+      c.skipped_prefix = "vision_tower.";
+      c.skipped_prefix2 = "mm_projector.";
+    }
   }
   if (c.ir.layers.empty()) return BadInput(c.config_path, "num_hidden_layers", "no layers");
   const std::string act = t.StrOr("hidden_act", "silu");

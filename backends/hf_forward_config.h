@@ -76,6 +76,10 @@ struct HfForwardConfig {
   // read by hf_map_moonvit.cpp when verify gets images.
   std::string head_name = "lm_head.weight";
   std::string skipped_prefix2;  // a second prefix not loaded on purpose ("mm_projector." for kimi_k3)
+  // config.json has a vision_config: only then is the vision tower skipped on purpose (a text-only
+  // verify of a multimodal checkpoint; the prefixes above). Without one, a vision tensor in the
+  // checkpoint is unmapped (hf_map.cpp CheckAllMapped: kBadInput naming file and tensor).
+  bool has_vision_config = false;
 };
 
 // Reads DIR/config.json. A model_type without a forward here is kBadInput naming it.

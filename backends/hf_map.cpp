@@ -20,6 +20,18 @@ int64_t LayerOf(const std::string& name, const std::string& root) {
   return n;
 }
 
+// Why a tensor is unmapped, when its name says more: a vision tower's tensor in a checkpoint whose
+// config.json declares no vision_config (a text-only model: nothing reads the tower).
+std::string UnmappedWhy(const HfForwardConfig& c, const std::string& name) {
+  static const char* const kVisionPrefixes[] = {"model.visual.",       "visual.",
+                                                "vision_tower.",       "mm_projector.",
+                                                "model.vision_tower.", "model.mm_projector."};
+  if (c.has_vision_config) return "";
+  for (const char* p : kVisionPrefixes)
+    if (name.rfind(p, 0) == 0) return " (a vision tensor, but " + c.config_path + " has no vision_config)";
+  return "";
+}
+
 // Step 3: tensors the checkpoint holds that no module took. Layers outside the range and MTP layers
 // (index >= num_hidden_layers when the config declares them) are skipped on purpose.
 Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt, const std::vector<std::string>& names,
@@ -36,7 +48,8 @@ Status CheckAllMapped(const HfForwardConfig& c, const SafetensorsCheckpoint& ckp
     if (layer >= 0 && (layer < first || layer > last) && layer < n) continue;
     if (layer >= n && c.ir.mtp_layers > 0 && layer < n + c.ir.mtp_layers) continue;
     if (t.name.size() > 9 && t.name.compare(t.name.size() - 9, 9, "inv_freq") == 0) continue;  // rotary buffers
-    return BadInput(t.file, t.name, "tensor is not mapped to any module of " + c.ir.model_type);
+    return BadInput(t.file, t.name,
+                    "tensor is not mapped to any module of " + c.ir.model_type + UnmappedWhy(c, t.name));
   }
   return Status::Ok();
 }

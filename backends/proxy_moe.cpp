@@ -204,12 +204,9 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     row.resize(static_cast<size_t>(E), 0);
     for (int64_t e = 0; e < E; ++e) row[static_cast<size_t>(e)] += cnt[e].item<int64_t>();
   }
-  // Step 2: latent down-projection; routed experts run at latent width.
-  at::Tensor xl = x;
-  if (s.latent_dim > 0) {
-    xl = W.Lin("lat_down", x);
-    if (s.latent_norm) xl = Rms(xl, W["lat_norm"]);
-  }
+  // Step 2: latent down-projection; routed experts run at latent width (the latent norm acts on
+  // their weighted sum, Step 7).
+  const at::Tensor xl = s.latent_dim > 0 ? W.Lin("lat_down", x) : x;
   // Step 3: order (token, expert) pairs by destination rank, then expert (ordinal = position in
   // the list "experts of EP rank 0 ascending, of rank 1 ascending, ...").
   // Redundant experts (R.log2phy, probe_replicas.h): the ordinal is this source's physical slot.
@@ -308,7 +305,9 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
     at::Tensor ypair = at::empty_like(yb).index_copy(0, perm, yb).view({b * T, k, yb.size(1)});
     y = (ypair * wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);  // [n, d]
   }
-  if (s.latent_dim > 0) y = W.Lin("lat_up", y);
+  // Step 7: latent MoE: the experts' weighted sum is RMSNorm'd, then up-projected, as the K3 model
+  // computes it (hf_moe.cpp; the norm does not commute with the sum).
+  if (s.latent_dim > 0) y = W.Lin("lat_up", s.latent_norm ? Rms(y, W["lat_norm"]) : y);
   if (s.num_shared > 0) y = y + sh_y;
   return y.view({b, T, D});
 }

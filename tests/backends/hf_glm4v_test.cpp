@@ -3,7 +3,8 @@
 // ids, for which M-RoPE's three position rows coincide: 1-D RoPE on the partial rotary dims).
 // Checked: the same weights renamed into GLM-4.5V's layout give bit-equal fp64 logits to the glm4_moe
 // checkpoint (itself matched against the independent reference, anchored here too); a missing
-// language-model tensor is named by its GLM-4.5V name; a stray language-model tensor is unmapped.
+// language-model tensor is named by its GLM-4.5V name; a stray language-model tensor is unmapped; the
+// vision tower is skipped only when the config has a vision_config.
 #include <gtest/gtest.h>
 
 #include "tests/backends/hf_compare.h"
@@ -96,6 +97,27 @@ TEST(HfGlm4v, MissingAndStrayLanguageModelTensorsAreNamed) {
   EXPECT_NE(x.status().message().find("model.language_model.layers.0.self_attn.extra"), std::string::npos)
       << x.status().message();
   EXPECT_NE(x.status().message().find("not mapped"), std::string::npos) << x.status().message();
+}
+
+// The vision tower is skipped only when config.json declares one: the same checkpoint without its
+// vision_config (a text-only model) refuses the tower's tensor, naming the file, the tensor and why;
+// with it, the mapping succeeds (control).
+TEST(HfGlm4v, VisionTensorWithoutVisionConfigIsUnmapped) {
+  hftest::Checkpoint v = MakeGlm4vMoe();
+  Load with = Open(v);
+  ASSERT_TRUE(with.cfg.ok() && with.ck.ok());
+  EXPECT_TRUE(MapHfWeights(*with.cfg, *with.ck, {}, torch::kDouble).ok());
+  v.config.erase("vision_config");
+  Load l = Open(v);
+  ASSERT_TRUE(l.cfg.ok()) << l.cfg.status().message();
+  ASSERT_TRUE(l.ck.ok());
+  Expected<HfModelWeights> w = MapHfWeights(*l.cfg, *l.ck, {}, torch::kDouble);
+  ASSERT_FALSE(w.ok());
+  const std::string m = w.status().message();
+  EXPECT_EQ(w.status().code(), ErrorCode::kBadInput) << m;
+  EXPECT_NE(m.find("model.safetensors"), std::string::npos) << m;
+  EXPECT_NE(m.find("model.visual.blocks.0.attn.qkv.weight"), std::string::npos) << m;
+  EXPECT_NE(m.find("has no vision_config"), std::string::npos) << m;
 }
 
 }  // namespace

@@ -3,8 +3,9 @@
 // against the loop-style reference on the text model's view (hf_reference_k3.h, hf_reference_kda.h).
 // Negative controls: a reference without the latent norm, with the norm before the experts, without the
 // MLA output gate, with the softplus decay in place of the bounded one, or SwiGLU in place of SiTU must
-// disagree. A missing tensor is named with its shape; verify runs text (images: hf_kimi_k3_image_test.cpp);
-// the real-weights LoRA probe on layers 1-2 (KDA + latent MoE, gated MLA + latent MoE) over 2 ranks learns.
+// disagree. A missing tensor is named with its shape; verify runs text (images: hf_kimi_k3_image_test.cpp),
+// and refuses vision tensors when the config has no vision_config; the real-weights LoRA probe on layers 1-2
+// (KDA + latent MoE, gated MLA + latent MoE) over 2 ranks learns.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -159,6 +160,33 @@ TEST(HfKimiK3, VerifyRunsText) {
   Expected<HfVerifyResult> s = RunHfVerify(o);
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("extra.weight"), std::string::npos) << s.status().message();
+}
+
+// A text-only kimi_k3 config (no vision_config) whose checkpoint still holds the MoonViT tower and
+// projector: verify refuses it (kBadInput: exit 2) naming the file, a vision tensor and why. The
+// same checkpoint with its vision_config verifies text (the tower skipped on purpose: control).
+TEST(HfKimiK3, VisionTensorsWithoutVisionConfigAreUnmapped) {
+  hftest::Checkpoint c = hftest::MakeKimiK3();
+  const std::string dir = hftest::TempDir();
+  c.Write(dir);
+  std::ofstream(dir + "/ids.json") << nlohmann::json({hftest::kIds}).dump();
+  HfVerifyOptions o;
+  o.checkpoint = dir;
+  o.ids_path = dir + "/ids.json";
+  Expected<HfVerifyResult> with = RunHfVerify(o);
+  ASSERT_TRUE(with.ok()) << with.status().message();
+  c.config.erase("vision_config");
+  const std::string tdir = hftest::TempDir();
+  c.Write(tdir);
+  o.checkpoint = tdir;
+  Expected<HfVerifyResult> r = RunHfVerify(o);
+  ASSERT_FALSE(r.ok());
+  const std::string m = r.status().message();
+  EXPECT_EQ(r.status().code(), ErrorCode::kBadInput) << m;
+  EXPECT_NE(m.find("model.safetensors"), std::string::npos) << m;
+  EXPECT_TRUE(m.find("vision_tower.") != std::string::npos || m.find("mm_projector.") != std::string::npos)
+      << m;
+  EXPECT_NE(m.find("has no vision_config"), std::string::npos) << m;
 }
 
 // `onboard probe CKPT --weights --layers 1-2 --mode lora --ranks 2` with the shared recipe
