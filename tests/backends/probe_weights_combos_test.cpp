@@ -174,6 +174,9 @@ TEST(ProbeWeightsCombos, InterleavedPipelineMatchesOneRankAndLoadsMegatronsChunk
   EXPECT_EQ(Sum(r.rank_bytes), one.rank_bytes[0]);  // the stages tile the model
   for (uint64_t x : r.rank_bytes) EXPECT_LT(double(x), 0.6 * double(one.rank_bytes[0]));
   EXPECT_DOUBLE_EQ(r.pp_bubble_theory, 1.0 / 9.0);
+  ASSERT_EQ(r.pp_bubble_by_stage.size(), 2u);
+  std::printf("bubble measured %.3f %.3f, theory %.3f; checkpoint %s\n", r.pp_bubble_by_stage[0],
+              r.pp_bubble_by_stage[1], r.pp_bubble_theory, ckpt.c_str());
   std::vector<std::string> want = one.targets;  // q/k/v/o of 4 layers, both stages' merged
   std::sort(want.begin(), want.end());
   EXPECT_EQ(r.targets, want);
