@@ -151,7 +151,7 @@ std::vector<std::string> PipelineLayoutProblems(int64_t pp, int64_t interleave, 
   if (interleave > 1 && pp == 1) out.push_back("interleave=" + Str(interleave) + " needs pp > 1");
   const int64_t chunks = pp * interleave;
   if (layers < chunks)
-    out.push_back("pp*interleave=" + Str(chunks) + " must be <= the proxy's layers=" + Str(layers) +
+    out.push_back("pp*interleave=" + Str(chunks) + " must be <= the model's layers=" + Str(layers) +
                   " (every model chunk holds at least one layer)");
   if (interleave > 1 && micro_batches % pp != 0)
     out.push_back("interleaved 1F1B needs the micro-batches per data rank (" + Str(micro_batches) +

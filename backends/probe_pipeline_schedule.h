@@ -63,9 +63,9 @@ struct UnitRange {
 UnitRange ChunkUnits(const std::vector<int64_t>& starts, int64_t layers, int64_t q);
 
 // Problems of a pipeline layout apart from the ranks (probe_layout_check.cpp checks those), one
-// message each ("interleave=2 needs pp > 1"); empty = fine. layers: proxy layers; micro_batches:
-// the schedule's m (micro-steps per data rank); starts: ProbeConfig::stage_layer_starts (empty =
-// balanced).
+// message each ("interleave=2 needs pp > 1"); empty = fine. layers: the proxy's (or the real-weights
+// probe's loaded) layers; micro_batches: the schedule's m (micro-steps per data rank); starts:
+// ProbeConfig::stage_layer_starts (empty = balanced).
 std::vector<std::string> PipelineLayoutProblems(int64_t pp, int64_t interleave, int64_t layers,
                                                 int64_t micro_batches, const std::vector<int64_t>& starts);
 

@@ -56,8 +56,9 @@ Status MergeRanks(const WeightsProbeOptions& o, const std::string& dir, WeightsP
     for (int64_t s = 0; s < o.pp; ++s) {
       const json j = json::parse(Slurp(dir + "/rank" + std::to_string(s * o.data_ranks() * o.tp) + ".json"));
       r->pp_bubble_by_stage.push_back(j.value("pp_bubble", 0.0));
+      r->pp_stage_layers.push_back(j.value("stage_layers", std::vector<int64_t>{}));
     }
-    r->pp_bubble_theory = PpBubbleTheory(o.pp, o.microbatches());
+    r->pp_bubble_theory = PpBubbleTheory(o.pp, o.microbatches(), o.interleave);
   }
   return Status::Ok();
 }
@@ -97,6 +98,7 @@ Status WeightsProbeOptions::Validate() const {
   if (pp < 1 || (ranks / tp) % pp != 0)
     return bad("--pp", "must be >= 1 and divide ranks/tp=" + std::to_string(ranks / tp), pp);
   const int64_t D = ranks / (tp * pp);
+  if (interleave < 1 || interleave > 64) return bad("--interleave", "must be in [1, 64]", interleave);
   if (ep < 1) return bad("--ep", "must be >= 1", ep);
   if (D % ep != 0) return bad("--ep", "must divide ranks/(tp*pp)=" + std::to_string(D), ep);
   if (fsdp < 1) return bad("--fsdp", "must be >= 1", fsdp);
@@ -121,10 +123,10 @@ Status WeightsProbeOptions::Validate() const {
     return bad("--control", "must be frozen_lora or empty", control);
   if (!fault.empty() && fault != "wrong_expert_range" && fault != "wrong_fsdp_chunk" &&
       fault != "wrong_expert_chunk" && fault != "wrong_stage_layers" && fault != "wrong_kda_heads" &&
-      fault != "no_latent_allreduce")
+      fault != "no_latent_allreduce" && fault != "wrong_chunk_order")
     return bad("fault",
                "must be wrong_expert_range, wrong_fsdp_chunk, wrong_expert_chunk, wrong_stage_layers, "
-               "wrong_kda_heads, no_latent_allreduce or empty",
+               "wrong_kda_heads, no_latent_allreduce, wrong_chunk_order or empty",
                fault);
   return Status::Ok();
 }
@@ -141,6 +143,7 @@ std::string WeightsProbeSpecToJson(const WeightsProbeOptions& o) {
                   {"ep", o.ep},
                   {"fsdp", o.fsdp},
                   {"pp", o.pp},
+                  {"interleave", o.interleave},
                   {"fault", o.fault},
                   {"steps", o.steps},
                   {"seq", o.seq},
@@ -172,6 +175,7 @@ Status WeightsProbeSpecFromJson(const std::string& text, const std::string& file
   o->ep = f.IntOr({"ep"}, 1, 1, 64);
   o->fsdp = f.IntOr({"fsdp"}, 1, 1, 64);
   o->pp = f.IntOr({"pp"}, 1, 1, 64);
+  o->interleave = f.IntOr({"interleave"}, 1, 1, 64);
   o->fault = f.StrOr("fault", "");
   o->steps = f.Int("steps", 1, 100000);
   o->seq = f.Int("seq", 2, 65536);
@@ -264,8 +268,8 @@ std::string FormatWeightsProbe(const WeightsProbeResult& r) {
       std::snprintf(buf, sizeof(buf), " %.1f%%", 100 * b);
       os << buf;
     }
-    std::snprintf(buf, sizeof(buf), "; 1F1B theory (P-1)/(M+P-1) = %.1f%% (M %lld)\n",
-                  100 * r.pp_bubble_theory, (long long)o.microbatches());
+    std::snprintf(buf, sizeof(buf), "; 1F1B theory (P-1)/(V*M+P-1) = %.1f%% (M %lld, V %lld)\n",
+                  100 * r.pp_bubble_theory, (long long)o.microbatches(), (long long)o.interleave);
     os << buf;
   }
   os << "verdict        " << r.verdict << "\n";
@@ -273,8 +277,8 @@ std::string FormatWeightsProbe(const WeightsProbeResult& r) {
   return os.str();
 }
 
-double PpBubbleTheory(int64_t stages, int64_t microbatches) {
-  return double(stages - 1) / double(microbatches + stages - 1);
+double PpBubbleTheory(int64_t stages, int64_t microbatches, int64_t interleave) {
+  return double(stages - 1) / double(interleave * microbatches + stages - 1);
 }
 
 std::string WeightsProbeToJson(const WeightsProbeResult& r) {
@@ -287,6 +291,7 @@ std::string WeightsProbeToJson(const WeightsProbeResult& r) {
             {"ep", o.ep},
             {"fsdp", o.fsdp},
             {"pp", o.pp},
+            {"interleave", o.interleave},
             {"microbatches", o.microbatches()},
             {"tensors_used", r.tensors_used},
             {"dtypes", r.dtypes},
@@ -303,7 +308,9 @@ std::string WeightsProbeToJson(const WeightsProbeResult& r) {
             {"adapter_dir", r.adapter_dir},
             {"wall_s", r.wall_s}};
   if (o.pp > 1)
-    j["pp_bubble"] = {{"measured_by_stage", r.pp_bubble_by_stage}, {"theory", r.pp_bubble_theory}};
+    j["pp_bubble"] = {{"measured_by_stage", r.pp_bubble_by_stage},
+                      {"theory", r.pp_bubble_theory},
+                      {"stage_layers", r.pp_stage_layers}};
   return j.dump(2);
 }
 

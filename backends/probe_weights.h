@@ -20,8 +20,10 @@
 // * T + t (D = ranks / (T * P)); stage s loads only its contiguous share of the layers (the embedding
 // on stage 0, the final norm + head on the last); activations go forward and their gradients back over
 // c10d send / recv in 1F1B order over `micro_batch`-window micro-batches (probe_weights_pp.h, the
-// measured bubble beside (P-1)/(M+P-1)); the EP / FSDP groups are a stage's own data ranks. All
-// compute the one-rank run's function: the held-out losses agree.
+// measured bubble beside (P-1)/(M+P-1)); the EP / FSDP groups are a stage's own data ranks. `--pp P
+// --interleave V` (Megatron's virtual pipeline): the layers cut into P*V contiguous model chunks, chunk q
+// on stage q % P (stage s holds chunks s, P + s, ...: only their layers), run in the interleaved 1F1B
+// order (M a multiple of P). All compute the one-rank run's function: the held-out losses agree.
 // LoRA (PEFT, no rslora): W_eff = W + (alpha / r) B A, A ~ U(+-1/sqrt(in)) seeded, B = 0; every rank holds
 // the whole A and B and uses the rows (column-parallel) / columns (row-parallel) of its shard, so the
 // world sum of the ranks' gradients (each loss scaled by 1 / D) is the gradient of the global mean loss.
@@ -59,6 +61,7 @@ struct WeightsProbeOptions {
   int64_t ep = 1;    // EP degree over the data ranks: each loads routed experts E/ep (divides ranks/tp, E)
   int64_t fsdp = 1;  // FSDP degree over the data ranks: each loads 1/fsdp of every frozen tensor's rows
   int64_t pp = 1;    // pipeline stages (outermost): each loads its contiguous share of the layers
+  int64_t interleave = 1;  // model chunks per stage (virtual pipeline): chunk q = v * pp + stage
   int64_t steps = 40;
   int64_t seq = 32;   // tokens per window
   int64_t batch = 8;  // global windows per step; divides by ranks / tp
@@ -76,12 +79,13 @@ struct WeightsProbeOptions {
   // Negative control: "frozen_lora" = the adapters get no update (must not pass).
   std::string control;
   // Layout negative controls (spec JSON only): "wrong_stage_layers" = each stage loads the next
-  // stage's layers; "wrong_expert_range" = each EP rank loads the next
-  // rank's experts and serves them as its own; "wrong_fsdp_chunk" = each FSDP rank loads the next
-  // rank's chunk; "wrong_expert_chunk" = under EP x FSDP each rank loads the next expert-FSDP rank's
-  // chunk of its experts; "wrong_kda_heads" = each TP rank's KDA decay gate (A_log, dt_bias) is the next TP
-  // rank's heads'; "no_latent_allreduce" = under TP each rank norms and up-projects its partial latent MoE
-  // sum (kimi_k3) instead of the all-reduced one. Each must move the held-out loss off the one-rank run's.
+  // stage's layers; "wrong_chunk_order" = under --interleave each stage loads the chunks s * V + v
+  // (the contiguous order) instead of Megatron's v * P + s; "wrong_expert_range" = each EP rank loads the
+  // next rank's experts and serves them as its own; "wrong_fsdp_chunk" = each FSDP rank loads the next rank's
+  // chunk; "wrong_expert_chunk" = under EP x FSDP each rank loads the next expert-FSDP rank's chunk of its
+  // experts; "wrong_kda_heads" = each TP rank's KDA decay gate (A_log, dt_bias) is the next TP rank's heads';
+  // "no_latent_allreduce" = under TP each rank norms and up-projects its partial latent MoE sum (kimi_k3)
+  // instead of the all-reduced one. Each must move the held-out loss off the one-rank run's.
   std::string fault;
   std::string out_dir;        // rank logs + JSON, the PEFT adapter in <out_dir>/adapter; "" = a temp dir
   std::string worker_binary;  // `onboard` for the workers; "" = this executable
@@ -106,8 +110,10 @@ struct WeightsProbeResult {
   int64_t held_out_windows = 0;
   double unigram_nats = 0, bigram_nats = 0;  // byte baselines of the held-out split (context only)
   // --pp: the bubble per stage measured on its first rank (mean over the steps after the first), and
-  // (P - 1) / (M + P - 1) for M micro-batches.
+  // (P - 1) / (V M + P - 1) for M micro-batches and V chunks per stage; the decoder layers each stage
+  // loaded (its first rank's, ascending).
   std::vector<double> pp_bubble_by_stage;
+  std::vector<std::vector<int64_t>> pp_stage_layers;
   double pp_bubble_theory = 0;
   bool learned = false;
   std::string verdict;      // one line
@@ -120,8 +126,9 @@ struct WeightsProbeResult {
 // (kBadInput, the worker's message: a missing tensor is named with its expected shape), a rank died.
 [[nodiscard]] Expected<WeightsProbeResult> RunWeightsProbe(const WeightsProbeOptions& o);
 
-// (P - 1) / (M + P - 1): the 1F1B bubble share of a step with P stages of equal time, M micro-batches.
-double PpBubbleTheory(int64_t stages, int64_t microbatches);
+// (P - 1) / (V M + P - 1): the 1F1B bubble share of a step with P stages of equal time, M
+// micro-batches, V model chunks per stage (interleaved: each stage's V chunk passes shrink the bubble).
+double PpBubbleTheory(int64_t stages, int64_t microbatches, int64_t interleave = 1);
 
 // The `onboard probe --weights` text report.
 std::string FormatWeightsProbe(const WeightsProbeResult& r);

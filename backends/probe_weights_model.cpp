@@ -7,48 +7,62 @@
 #include <cmath>
 
 #include "backends/hf_moe_ep.h"
+#include "backends/probe_pipeline_schedule.h"
 
 namespace onboard::backends {
 namespace {
+
+// Step 3 helper: draws (and drops) the A of layer i's q/k/v/o_proj, a layer another stage holds.
+void DropLayerA(const WeightsProbeOptions& o, RankModel* m, int64_t i) {
+  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
+  for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+    const TensorInfo* info = m->ckpt->inventory().Find(m->c.weights_root + "layers." + std::to_string(i) +
+                                                       ".self_attn." + name + ".weight");
+    if (info != nullptr && info->shape.size() == 2) (void)torch::rand({o.lora_rank, info->shape[1]}, dtype);
+  }
+}
+
+// Step 3 helper: adapters on q/k/v/o_proj of loaded layer li where it has them.
+void AddLayerAdapters(const WeightsProbeOptions& o, RankModel* m, size_t li) {
+  HfLayerWeights& l = m->w.layers[li];
+  // "model.layers.N.self_attn.X" (the split rule's name); the module as the checkpoint names it.
+  const std::string p = HfLayerPrefix(m->c.ir.layers[size_t(l.index)]) + "self_attn.";
+  const std::pair<const char*, HfLinear*> targets[] = {
+      {"q_proj", &l.attn.q}, {"k_proj", &l.attn.k}, {"v_proj", &l.attn.v}, {"o_proj", &l.attn.o}};
+  for (const auto& [name, lin] : targets) {
+    if (!lin->w.defined()) continue;
+    Adapter ad;
+    ad.module = m->c.weights_root + (p + name).substr(std::string("model.").size());
+    ad.target = lin;
+    ad.base = lin->w;
+    ad.layer = li;
+    ad.cols = HfTpSplitOf(p + name + ".weight") == HfTpSplit::kCols;
+    // A and B cover the whole weight: its shape in the checkpoint's header.
+    const TensorInfo* info = m->ckpt->inventory().Find(ad.module + ".weight");
+    ONBOARD_ASSERT(info != nullptr && info->shape.size() == 2,
+                   "adapted weight not in the header: " + ad.module);
+    const int64_t out = info->shape[0], in = info->shape[1];
+    const double bound = 1.0 / std::sqrt(double(in));
+    ad.a = (torch::rand({o.lora_rank, in}, ad.base.options()) * 2 - 1).mul_(bound).requires_grad_(true);
+    ad.b = torch::zeros({out, o.lora_rank}, ad.base.options()).requires_grad_(true);
+    m->adapters.push_back(std::move(ad));
+  }
+}
 
 // Step 3 helper: adapters on q/k/v/o_proj of every loaded layer that has them (GQA, MLA with a
 // full-rank q, KDA); A ~ U(+-1/sqrt(in)) (PEFT's kaiming-uniform bound), B = 0. With FSDP the base
 // is a dim-0 chunk: the whole shape is the chunk's with the rows of the TP shard.
 void AddAdapters(const WeightsProbeOptions& o, RankModel* m) {
   torch::manual_seed(o.seed);  // the same A on every rank
-  // A pipeline stage draws (and drops) the A of the loaded layers before its own first: every A has
-  // the one-rank run's values.
-  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
-  for (int64_t i = o.layers.first; !m->w.layers.empty() && i < m->w.layers.front().index; ++i)
-    for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
-      const TensorInfo* info = m->ckpt->inventory().Find(m->c.weights_root + "layers." + std::to_string(i) +
-                                                         ".self_attn." + name + ".weight");
-      if (info != nullptr && info->shape.size() == 2) (void)torch::rand({o.lora_rank, info->shape[1]}, dtype);
-    }
-  for (size_t li = 0; li < m->w.layers.size(); ++li) {
-    HfLayerWeights& l = m->w.layers[li];
-    // "model.layers.N.self_attn.X" (the split rule's name); the module as the checkpoint names it.
-    const std::string p = HfLayerPrefix(m->c.ir.layers[size_t(l.index)]) + "self_attn.";
-    const std::pair<const char*, HfLinear*> targets[] = {
-        {"q_proj", &l.attn.q}, {"k_proj", &l.attn.k}, {"v_proj", &l.attn.v}, {"o_proj", &l.attn.o}};
-    for (const auto& [name, lin] : targets) {
-      if (!lin->w.defined()) continue;
-      Adapter ad;
-      ad.module = m->c.weights_root + (p + name).substr(std::string("model.").size());
-      ad.target = lin;
-      ad.base = lin->w;
-      ad.layer = li;
-      ad.cols = HfTpSplitOf(p + name + ".weight") == HfTpSplit::kCols;
-      // A and B cover the whole weight: its shape in the checkpoint's header.
-      const TensorInfo* info = m->ckpt->inventory().Find(ad.module + ".weight");
-      ONBOARD_ASSERT(info != nullptr && info->shape.size() == 2,
-                     "adapted weight not in the header: " + ad.module);
-      const int64_t out = info->shape[0], in = info->shape[1];
-      const double bound = 1.0 / std::sqrt(double(in));
-      ad.a = (torch::rand({o.lora_rank, in}, ad.base.options()) * 2 - 1).mul_(bound).requires_grad_(true);
-      ad.b = torch::zeros({out, o.lora_rank}, ad.base.options()).requires_grad_(true);
-      m->adapters.push_back(std::move(ad));
-    }
+  // Layer by layer from the first of the range (the loaded layers ascend): a layer this pipeline
+  // stage does not hold (an earlier stage's, or between its interleaved chunks) has its A drawn and
+  // dropped, so that every A has the one-rank run's values.
+  size_t li = 0;
+  for (int64_t i = o.layers.first; li < m->w.layers.size(); ++i) {
+    if (m->w.layers[li].index == i)
+      AddLayerAdapters(o, m, li++);
+    else
+      DropLayerA(o, m, i);
   }
 }
 
@@ -63,6 +77,11 @@ Status CheckLayout(const WeightsProbeOptions& o, const HfForwardConfig& c, int64
     return BadInput(c.config_path, "--pp",
                     "must be <= the layers loaded (" + std::to_string(last - o.layers.first + 1) + ")",
                     std::to_string(o.pp));
+  // --interleave: the proxy probe's rule (one home): a layer per model chunk, M a multiple of P.
+  const std::vector<std::string> pipe =
+      PipelineLayoutProblems(o.pp, o.interleave, last - o.layers.first + 1, o.microbatches(), {});
+  if (!pipe.empty())
+    return BadInput(c.config_path, "--interleave", pipe.front(), std::to_string(o.interleave));
   const int64_t E = HfRoutedExperts(c);
   if (o.ep > 1 && (E == 0 || E % o.ep != 0))
     return BadInput(c.config_path, "--ep",
@@ -87,13 +106,53 @@ void ShiftExperts(RankModel* m) {
       std::rotate(l.experts.experts.begin(), l.experts.experts.begin() + el, l.experts.experts.end());
 }
 
+// Step 2 helper: the slices of the rank's model chunks (one unless --interleave) as one model: the
+// layers in chunk order, the embedding / head from the chunk that has them.
+Expected<HfModelWeights> MapChunks(const HfForwardConfig& c, const SafetensorsCheckpoint& ckpt,
+                                   const std::vector<HfRankSlice>& slices, torch::ScalarType dtype) {
+  HfModelWeights all;
+  for (const HfRankSlice& s : slices) {
+    ONBOARD_ASSIGN_OR_RETURN(HfModelWeights w, MapHfSlice(c, ckpt, s, dtype));
+    if (w.embed.defined()) all.embed = w.embed;
+    if (w.lm_head.defined()) all.lm_head = w.lm_head;
+    if (w.final_norm.defined()) all.final_norm = w.final_norm;
+    for (HfLayerWeights& l : w.layers) all.layers.push_back(std::move(l));
+    all.used.insert(all.used.end(), w.used.begin(), w.used.end());
+    for (const HfWeightDtype& d : w.dtypes_seen)
+      if (std::find(all.dtypes_seen.begin(), all.dtypes_seen.end(), d) == all.dtypes_seen.end())
+        all.dtypes_seen.push_back(d);
+  }
+  return all;
+}
+
+// Step 2 helper: the slices of the rank's model chunks, `s` with each chunk's layers (--pp: stage s
+// holds chunks v * P + s, v < V, Megatron's order; the embedding on chunk 0, the head on the last).
+// The controls: `wrong_stage_layers` loads the next stage's chunks, `wrong_chunk_order` the chunks
+// s * V + v (the contiguous order: the same as Megatron's when V = 1).
+std::vector<HfRankSlice> ChunkSlices(const WeightsProbeOptions& o, const RankPlace& p, int64_t last,
+                                     const HfRankSlice& s) {
+  if (p.pp == 1) return {s};
+  const int64_t V = p.interleave, own = o.fault == "wrong_stage_layers" ? (p.stage + 1) % p.pp : p.stage;
+  std::vector<HfRankSlice> out;
+  for (int64_t v = 0; v < V; ++v) {
+    const int64_t q = o.fault == "wrong_chunk_order" ? own * V + v : v * p.pp + own;
+    HfRankSlice c = s;
+    c.layers = PpStageLayers(o.layers.first, last, p.pp * V, q);
+    c.embedding = p.stage == 0 && v == 0;
+    c.head = p.stage == p.pp - 1 && v == V - 1;
+    out.push_back(c);
+  }
+  return out;
+}
+
 // The `wrong_kda_heads` control: each KDA layer's A_log and dt_bias replaced by the next TP rank's
 // heads' (read from a second mapping of that rank's slice, after this rank's bytes were counted).
-Status ShiftKdaGates(const HfRankSlice& own, torch::ScalarType dtype, RankModel* m) {
-  HfRankSlice next = own;
-  next.tp_rank = (own.tp_rank + 1) % own.tp;
-  next.embedding = next.head = false;
-  ONBOARD_ASSIGN_OR_RETURN(HfModelWeights w, MapHfSlice(m->c, *m->ckpt, next, dtype));
+Status ShiftKdaGates(std::vector<HfRankSlice> own, torch::ScalarType dtype, RankModel* m) {
+  for (HfRankSlice& next : own) {
+    next.tp_rank = (next.tp_rank + 1) % next.tp;
+    next.embedding = next.head = false;
+  }
+  ONBOARD_ASSIGN_OR_RETURN(HfModelWeights w, MapChunks(m->c, *m->ckpt, own, dtype));
   for (size_t i = 0; i < m->w.layers.size(); ++i) {
     HfAttentionWeights& a = m->w.layers[i].attn;
     if (!a.dt_bias.defined()) continue;
@@ -186,12 +245,6 @@ Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel
   // Step 2: the slice this rank owns (the controls load another rank's experts / FSDP chunk).
   HfRankSlice s;
   s.layers = o.layers;
-  if (p.pp > 1) {  // the stage's layers (the control: the next stage's), embedding first, head last
-    const int64_t own = o.fault == "wrong_stage_layers" ? (p.stage + 1) % p.pp : p.stage;
-    s.layers = PpStageLayers(o.layers.first, last, p.pp, own);
-    s.embedding = p.stage == 0;
-    s.head = p.stage == p.pp - 1;
-  }
   s.tp = p.tp;
   s.tp_rank = p.tp_rank;
   if (p.ep > 1) {
@@ -206,12 +259,16 @@ Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel
   s.expert_fsdp_rank =
       o.fault == "wrong_expert_chunk" ? (p.expert_fsdp_rank + 1) % p.expert_fsdp : p.expert_fsdp_rank;
   const torch::ScalarType dtype = o.fp64 ? torch::kDouble : torch::kFloat;
-  ONBOARD_ASSIGN_OR_RETURN(m->w, MapHfSlice(m->c, ckpt, s, dtype));
+  const std::vector<HfRankSlice> slices = ChunkSlices(o, p, last, s);
+  ONBOARD_ASSIGN_OR_RETURN(m->w, MapChunks(m->c, ckpt, slices, dtype));
+  m->chunk_begin = {0};
+  for (const HfRankSlice& c : slices)
+    m->chunk_begin.push_back(m->chunk_begin.back() + size_t(c.layers.last - c.layers.first + 1));
   m->place = p;
   m->skip_latent_allreduce = o.fault == "no_latent_allreduce";
   if (p.ep > 1 && o.fault == "wrong_expert_range") ShiftExperts(m);
   m->bytes_read = ckpt.touched_bytes();
-  if (p.tp > 1 && o.fault == "wrong_kda_heads") ONBOARD_RETURN_IF_ERROR(ShiftKdaGates(s, dtype, m));
+  if (p.tp > 1 && o.fault == "wrong_kda_heads") ONBOARD_RETURN_IF_ERROR(ShiftKdaGates(slices, dtype, m));
   m->checkpoint_bytes = ckpt.data_bytes();
   // Step 3: per-layer specs and the adapters.
   for (const HfLayerWeights& l : m->w.layers)
@@ -271,8 +328,10 @@ void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts) {
   m->fsdp_head.run = [m](const torch::Tensor& h) { return HeadLogits(*m, h); };
 }
 
-void ApplyAdapters(RankModel& m, bool frozen) {
-  for (size_t li = 0; li < m.w.layers.size(); ++li) ApplyLayerAdapters(m, li, frozen);
+void ApplyAdapters(RankModel& m, bool frozen, int64_t chunk) {
+  const size_t begin = chunk < 0 ? 0 : m.chunk_begin[size_t(chunk)];
+  const size_t end = chunk < 0 ? m.w.layers.size() : m.chunk_begin[size_t(chunk) + 1];
+  for (size_t li = begin; li < end; ++li) ApplyLayerAdapters(m, li, frozen);
 }
 
 torch::Tensor EmbedRows(RankModel& m, const Batch& b) {
@@ -284,9 +343,11 @@ torch::Tensor EmbedRows(RankModel& m, const Batch& b) {
   return h;
 }
 
-torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h) {
+torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h, int64_t chunk) {
   // FSDP: each layer an autograd unit gathered around use.
-  for (size_t li = 0; li < m.w.layers.size(); ++li)
+  const size_t begin = chunk < 0 ? 0 : m.chunk_begin[size_t(chunk)];
+  const size_t end = chunk < 0 ? m.w.layers.size() : m.chunk_begin[size_t(chunk) + 1];
+  for (size_t li = begin; li < end; ++li)
     h = m.fsdp ? HfFsdpUnit(m.fsdp_runs[li], h) : LayerForward(m, tp, li, h);
   return h;
 }

@@ -43,10 +43,12 @@ struct RankPlace {
   // dp_shard_mod_ep) over the fsdp / ep ranks of the FSDP group with this EP rank (1 when fsdp <= ep).
   int64_t expert_fsdp = 1, expert_fsdp_rank = 0;
   int64_t pp = 1, stage = 0;  // --pp: the stage's layers (PpStageLayers), embedding / head
+  int64_t interleave = 1;     // --interleave: model chunks per stage (chunk q = v * pp + stage)
 };
 
 // --pp: the decoder layers [first, last] of `stage` when the loaded layers [a, b] are cut into `pp`
 // contiguous stages of (b - a + 1) / pp layers (the last ones one more when it does not divide).
+// --interleave V: the same over pp * V model chunks, chunk q in place of the stage.
 HfLayerRange PpStageLayers(int64_t a, int64_t b, int64_t pp, int64_t stage);
 
 struct RankModel {
@@ -54,6 +56,9 @@ struct RankModel {
   HfForwardConfig c;
   HfModelWeights w;              // the rank's slice (TP shard, own experts, FSDP chunks)
   std::vector<LayerSpec> specs;  // per loaded layer: the shard's spec
+  // Local model chunk v's layers are w.layers[chunk_begin[v], chunk_begin[v + 1]) (--interleave;
+  // else one chunk: all of them).
+  std::vector<size_t> chunk_begin;
   std::vector<Adapter> adapters;
   double scale = 0;  // alpha / r
   RankPlace place;
@@ -76,15 +81,17 @@ struct RankModel {
 // FSDP (place.fsdp > 1): the units over `group` (the routed experts over `experts` when given: EP x
 // FSDP), one all-gather of the shards' row counts per group.
 void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts);
-// Every adapted weight = base + scale x (B A) on this rank's rows / columns (`frozen`: base).
-void ApplyAdapters(RankModel& m, bool frozen);
+// Every adapted weight = base + scale x (B A) on this rank's rows / columns (`frozen`: base);
+// `chunk` >= 0: only local model chunk `chunk`'s layers.
+void ApplyAdapters(RankModel& m, bool frozen, int64_t chunk = -1);
 // This rank's summed next-token NLL over the first `counted` windows of b (the rest is padding that
 // keeps the EP / FSDP group's collectives in step), times `inv_tokens`.
 torch::Tensor BatchLoss(RankModel& m, TpContext& tp, const Batch& b, int64_t counted, double inv_tokens);
 // BatchLoss's pieces (a pipeline stage runs some of them, probe_weights_pp.h): the embedding rows of
-// the windows [b, S, hidden]; the rank's layers over h; the head's summed NLL of the counted windows.
+// the windows [b, S, hidden]; the rank's layers over h (`chunk` >= 0: only local model chunk
+// `chunk`'s); the head's summed NLL of the counted windows.
 torch::Tensor EmbedRows(RankModel& m, const Batch& b);
-torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h);
+torch::Tensor RunLayers(RankModel& m, TpContext& tp, torch::Tensor h, int64_t chunk = -1);
 torch::Tensor HeadNll(RankModel& m, const torch::Tensor& h, const Batch& b, int64_t counted,
                       double inv_tokens);
 

@@ -29,11 +29,12 @@ Batch MicroBatch(const Batch& b, int64_t i, int64_t bm) {
 
 PpStepResult PpStageStep(RankModel& m, TpContext& tp, PpContext& pp, const Batch& b, int64_t counted,
                          double inv_tokens, bool backward, int64_t microbatches) {
-  const int64_t M = microbatches, bm = b.tokens.size(0) / M;
+  const int64_t M = microbatches, bm = b.tokens.size(0) / M, V = pp.chunks, P = pp.stages;
   ONBOARD_ASSERT(M >= 1 && bm * M == b.tokens.size(0), "micro-batches must divide the rank's windows");
   const std::vector<int64_t> shape{bm, b.tokens.size(1), m.c.ir.hidden};
   const auto opts = torch::TensorOptions().dtype(m.w.layers.front().input_norm.scalar_type());
-  std::vector<torch::Tensor> in(static_cast<size_t>(M)), out(static_cast<size_t>(M));  // per micro-batch
+  // Per (local chunk v, micro-batch i) at v * M + i: the chunk's input and output.
+  std::vector<torch::Tensor> in(size_t(V * M)), out(size_t(V * M));
   torch::Tensor loss = torch::zeros({}, opts);
   double wait = 0;
   auto recv = [&](int64_t peer, int64_t tag) {
@@ -42,42 +43,52 @@ PpStepResult PpStageStep(RankModel& m, TpContext& tp, PpContext& pp, const Batch
     wait += Since(t);
     return x;
   };
+  // Model chunk q = v * P + stage: chunk 0 embeds, the last one has the head; chunk q's neighbours
+  // live on the previous / next stage (wrapping around: stage P - 1's chunk v feeds stage 0's v + 1).
+  const int64_t prev = (pp.index + P - 1) % P, next = (pp.index + 1) % P;
+  auto first = [&](int64_t v) { return v == 0 && pp.first(); };
+  auto last = [&](int64_t v) { return v == V - 1 && pp.last(); };
   const Clock::time_point t0 = Clock::now();
-  // Step 1: a forward: the embedding rows or the previous stage's activations, the stage's layers,
-  // then the loss (last stage) or the activations out.
-  auto forward = [&](int64_t i) {
+  // Step 1: a forward of local chunk v on micro-batch i: the embedding rows or the previous chunk's
+  // activations, the chunk's layers, then the loss (the last chunk) or the activations out.
+  auto forward = [&](int64_t v, int64_t i) {
     const Batch mb = MicroBatch(b, i, bm);
-    // W + scale B A anew per micro-batch: each backward frees its own graph (FSDP: inside the unit).
-    if (backward && !m.fsdp) ApplyAdapters(m, false);
-    if (!pp.first()) {
-      in[size_t(i)] = recv(pp.index - 1, 0);
-      if (backward) in[size_t(i)].requires_grad_(true);
+    const size_t k = size_t(v * M + i);
+    // The chunk's W + scale B A anew per forward: each backward frees its own graph (FSDP: inside
+    // the unit).
+    if (backward && !m.fsdp) ApplyAdapters(m, false, v);
+    if (!first(v)) {
+      in[k] = recv(prev, 0);
+      if (backward) in[k].requires_grad_(true);
     }
-    torch::Tensor h = RunLayers(m, tp, pp.first() ? EmbedRows(m, mb) : in[size_t(i)]);
-    if (pp.last()) {
+    torch::Tensor h = RunLayers(m, tp, first(v) ? EmbedRows(m, mb) : in[k], v);
+    if (last(v)) {
       h = HeadNll(m, h, mb, std::clamp<int64_t>(counted - i * bm, 0, bm), inv_tokens);
       loss = loss + h.detach();
     } else {
-      pp.pair->Send(h.detach().contiguous(), pp.index + 1, 0);
+      pp.pair->Send(h.detach().contiguous(), next, 0);
     }
-    out[size_t(i)] = backward ? h : torch::Tensor();
+    out[k] = backward ? h : torch::Tensor();
   };
-  // Step 2: a backward: the loss's, or the gradient the next stage sent; the input's gradient back.
-  auto backward_op = [&](int64_t i) {
-    if (pp.last())
-      out[size_t(i)].backward();
+  // Step 2: a backward: the loss's, or the gradient the next chunk sent; the input's gradient back.
+  auto backward_op = [&](int64_t v, int64_t i) {
+    const size_t k = size_t(v * M + i);
+    if (last(v))
+      out[k].backward();
     else
-      out[size_t(i)].backward(recv(pp.index + 1, 1));
-    if (!pp.first()) pp.pair->Send(in[size_t(i)].grad().contiguous(), pp.index - 1, 1);
-    out[size_t(i)] = in[size_t(i)] = torch::Tensor();
+      out[k].backward(recv(next, 1));
+    if (!first(v)) pp.pair->Send(in[k].grad().contiguous(), prev, 1);
+    out[k] = in[k] = torch::Tensor();
   };
-  // Step 3: the ops in 1F1B order (forward only: the micro-batches in order); then every stage's
-  // sends done and the pair group met: the step's span.
+  // Step 3: the ops in (interleaved) 1F1B order; forward only: per micro-batch the chunks in order.
+  // Then every stage's sends done and the pair group met: the step's span.
   if (backward) {
-    for (const PipeOp& op : PipelineSchedule(pp.stages, 1, M, pp.index))
-      op.kind == PipeOpKind::kForward ? forward(op.micro_batch) : backward_op(op.micro_batch);
+    for (const PipeOp& op : PipelineSchedule(P, V, M, pp.index))
+      op.kind == PipeOpKind::kForward ? forward(op.chunk, op.micro_batch)
+                                      : backward_op(op.chunk, op.micro_batch);
   } else {
-    for (int64_t i = 0; i < M; ++i) forward(i);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t v = 0; v < V; ++v) forward(v, i);
   }
   const Clock::time_point t1 = Clock::now();
   pp.pair->WaitSends();

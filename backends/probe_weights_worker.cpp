@@ -146,6 +146,8 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
       targets.push_back(x.module);
     }
   }
+  std::vector<int64_t> stage_layers;  // the decoder layers this rank holds (its chunks')
+  for (const HfLayerWeights& l : m.w.layers) stage_layers.push_back(l.index);
   return {{"rank", a.rank},
           {"model_type", m.c.ir.model_type},
           {"bytes_read", m.bytes_read},
@@ -158,6 +160,7 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"layers", layers},
           {"pp", m.place.pp},
           {"pp_bubble", bubble},
+          {"stage_layers", stage_layers},
           {"targets", targets},
           {"lora_params", lora},
           {"train_loss", losses},
@@ -176,6 +179,7 @@ RankPlace PlaceOf(const WeightsProbeOptions& o, int64_t rank) {
   p.tp_rank = rank % p.tp;
   p.pp = o.pp;
   p.stage = rank / (p.tp * p.data);
+  p.interleave = o.interleave;
   p.ep = o.ep;
   p.ep_rank = p.data_rank % o.ep;
   p.fsdp = o.fsdp;
@@ -243,7 +247,7 @@ void MakeGroups(Rendezvous& store, const ProbeWorkerArgs& a, const WeightsProbeO
     g->pair = std::make_unique<Group>(store, "pp.d" + d + tname, p.stage, o.pp, to, a.master_addr);
     g->stage = std::make_unique<Group>(store, "stage" + std::to_string(p.stage),
                                        p.data_rank * p.tp + p.tp_rank, p.data * p.tp, to, a.master_addr);
-    g->ppc = {g->pair.get(), g->stage.get(), p.stage, o.pp};
+    g->ppc = {g->pair.get(), g->stage.get(), p.stage, o.pp, o.interleave};
     g->pp = &g->ppc;
   }
 }

@@ -69,6 +69,7 @@ int RunWeightsProbeCommand(const ProbeOptions& o) {
   w.ep = o.cfg.ep == 0 ? 1 : o.cfg.ep;  // --weights: 0 (the flag's default) = no EP; bad values are refused
   w.fsdp = o.cfg.fsdp == 0 ? 1 : o.cfg.fsdp;
   w.pp = o.cfg.pp;
+  w.interleave = o.cfg.interleave;
   if (o.steps != -1) w.steps = o.steps;
   if (o.lr != -1) w.lr = o.lr;
   w.seq = o.cfg.seq;

@@ -114,7 +114,7 @@ TEST(PipelineSchedule, ValidateNamesEveryBadFactor) {
   c.ep = 0;
   s = c.Validate(spec);
   ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("must be <= the proxy's layers=4"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("must be <= the model's layers=4"), std::string::npos) << s.message();
   c = ProbeConfig();
   c.ranks = 4;
   c.batch = 8;

@@ -1,9 +1,10 @@
 // The real-weights probe's combined layouts (backends/probe_weights.h): EP x FSDP (the routed experts
 // owned by their EP rank and chunked over the expert-data-parallel ranks, the rest chunked over the FSDP
 // group), PP x EP and PP x FSDP (each stage's data ranks form its EP / FSDP groups), and PP's 1F1B
-// micro-batch schedule with its measured bubble. Each against one rank on small HF-layout checkpoints:
-// the same train curve and held-out losses, fewer bytes read per rank; each with a negative control (the
-// wrong expert chunk / experts / FSDP chunk / stage layers) that moves the held-out loss off one rank's.
+// micro-batch schedule with its measured bubble, and its interleaved order (--interleave). Each against
+// one rank on small HF-layout checkpoints: the same train curve and held-out losses, fewer bytes read per
+// rank; each with a negative control (the wrong expert chunk / experts / FSDP chunk / stage layers /
+// chunk order) that moves the held-out loss off one rank's.
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -154,6 +155,59 @@ TEST(ProbeWeightsCombos, TensorParallelWithExpertFsdpAndPipelineMatchesOneRank) 
 
   // Negative control: each EP rank of each TP rank serves the other EP rank's experts.
   ExpectFaultMovesHeldOut(a, "wrong_expert_range", one);
+}
+
+TEST(ProbeWeightsCombos, InterleavedPipelineMatchesOneRankAndLoadsMegatronsChunks) {
+  // qwen2, 4 layers, pp 2 x interleave 2 on 2 ranks: model chunk q = v * 2 + s is layer q, so stage 0
+  // holds layers 0 and 2 (and the embedding), stage 1 layers 1 and 3 (and the final norm + head); 8
+  // windows in M = 4 micro-batches of 2, Megatron's interleaved 1F1B order; activations wrap from
+  // stage 1's chunk 1 to stage 0's chunk 2. Theory bubble (P - 1) / (V M + P - 1) = 1/9.
+  const std::string ckpt = Write(hftest::MakeDense("qwen2", 4, 256));
+  WeightsProbeOptions o = LayoutOptions(ckpt, 2, 8);
+  o.pp = o.interleave = 2;
+  o.micro_batch = 2;
+  ASSERT_EQ(o.microbatches(), 4);
+  const auto [one, r] = CompareWithOneRank(o, "pp2 x interleave2 M4");
+  ASSERT_EQ(r.pp_stage_layers.size(), 2u);
+  EXPECT_EQ(r.pp_stage_layers[0], (std::vector<int64_t>{0, 2}));
+  EXPECT_EQ(r.pp_stage_layers[1], (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(Sum(r.rank_bytes), one.rank_bytes[0]);  // the stages tile the model
+  for (uint64_t x : r.rank_bytes) EXPECT_LT(double(x), 0.6 * double(one.rank_bytes[0]));
+  EXPECT_DOUBLE_EQ(r.pp_bubble_theory, 1.0 / 9.0);
+  ASSERT_EQ(r.pp_bubble_by_stage.size(), 2u);
+  std::printf("bubble measured %.3f %.3f, theory %.3f; checkpoint %s\n", r.pp_bubble_by_stage[0],
+              r.pp_bubble_by_stage[1], r.pp_bubble_theory, ckpt.c_str());
+  std::vector<std::string> want = one.targets;  // q/k/v/o of 4 layers, both stages' merged
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(r.targets, want);
+
+  // Negative control: each stage loads the contiguous order's chunks (stage 0 layers 0 and 1) and
+  // runs them as chunks 0 and 2: the model runs its layers out of order.
+  ExpectFaultMovesHeldOut(o, "wrong_chunk_order", one);
+}
+
+TEST(ProbeWeightsCombos, InterleaveThatDoesNotSplitIsRefusedNamingTheFlag) {
+  // Megatron's rule, the proxy probe's (PipelineLayoutProblems): a layer per model chunk, M a
+  // multiple of P; interleave needs pp > 1.
+  const std::string ckpt = Write(hftest::MakeDense("qwen2", 4, 256));
+  auto refused = [](const WeightsProbeOptions& o, const char* why) {
+    Expected<WeightsProbeResult> r = RunWeightsProbe(o);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), ErrorCode::kBadInput) << r.status().message();
+    EXPECT_NE(r.status().message().find("--interleave"), std::string::npos) << r.status().message();
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status().message();
+  };
+  WeightsProbeOptions o = LayoutOptions(ckpt, 2, 8);
+  o.pp = 2;
+  o.interleave = 3;  // 6 chunks of 4 layers
+  o.micro_batch = 2;
+  refused(o, "pp*interleave=6 must be <=");
+  o.interleave = 2;
+  o.micro_batch = 8;  // M = 1
+  refused(o, "multiple of pp=2");
+  WeightsProbeOptions one = LayoutOptions(ckpt, 1, 8);
+  one.interleave = 2;
+  refused(one, "needs pp > 1");
 }
 
 // gpt-oss (MXFP4 fused experts, sinks, biases) with a 256-token vocabulary (the text's bytes).
