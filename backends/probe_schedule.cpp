@@ -60,7 +60,7 @@ namespace onboard {
 //         32 sequences of 16 tokens (7 copied symbols of 32)
 //   lora  a base phase of the full recipe's length on the source task (a competent base), then
 //         kLoraSteps adapter steps at kLoraLrScale x the full lr (adapters start at B = 0 and move
-//         ~lr per Adam step: they need a larger rate, as PEFT practice uses 1e-4..1e-3 vs 1e-5..1e-4)
+//         ~lr per Adam step, times the adapter scale alpha / r = 2: probe_schedule.h)
 ProbeConfig DefaultProbeConfig(FinetuneMode mode) {
   ProbeConfig c;
   c.mode = mode;

@@ -13,9 +13,14 @@ namespace onboard::backends {
 
 // LoRA recipe (DefaultProbeConfig(kLoRA)): adapter steps after the base phase, and the adapters'
 // peak lr over the full-mode rate (the base phase trains at lr / kLoraLrScale). Measured, see
-// backends/README.md "Probe defaults".
+// backends/README.md "Probe defaults". kLoraLrScale: lr x adapter scale = 0.75e-2 x 2 = 1.5e-2, the
+// product every LoRA row converged at (3e-2 at alpha 8, rank 16: scale 0.5) before the scale became
+// the exports' 2 (kLoraAlphaPerRank, core/lora_targets.h). With Adam the adapters' per-step change of
+// a layer is ~ scale x lr, so that product is what the recipe validated; 3e-2 at scale 2 collapsed
+// the qwen3-30b-a3b and mixtral proxies' adapters mid-phase (accuracy 94% -> 6%, grad norms up to
+// 248; bench/README.md, 2026-12-06). An lr change made after that failure, for that invariant only.
 inline constexpr int64_t kLoraSteps = 150;
-inline constexpr double kLoraLrScale = 3.0;
+inline constexpr double kLoraLrScale = 0.75;
 // The adapters' rank: 16, the rank `onboard run` trains by default (RunRequest::lora_rank; the loop's
 // probe takes the run's own rank, agent/probe_recipe.cpp). Measured (flagship proxy, hidden 64, 2
 // ranks, the same 283-step base, 150 adapter steps): rank 4 ended not_learned at 86.5% copy accuracy,
