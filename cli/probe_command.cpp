@@ -235,9 +235,12 @@ OnboardCommand kProbe{
       sub.add_option("--base-steps", o->base_steps,
                      "lora: full-training steps of the base on the source task before the adapter "
                      "steps (default: the full recipe's 400 steps)");
-      sub.add_option("--lr", o->lr,
-                     "peak learning rate (default: full 1e-2; lora adapters 3e-2, base "
-                     "phase lr/3)");
+      const double full_lr = DefaultProbeConfig(FinetuneMode::kFull).lr,
+                   lora_lr = DefaultProbeConfig(FinetuneMode::kLoRA).lr;
+      std::ostringstream lr_help;  // the recipe's own numbers (backends/probe_schedule.h)
+      lr_help << "peak learning rate (default: full " << full_lr << "; lora adapters " << lora_lr
+              << ", base phase lr x " << full_lr / lora_lr << ")";
+      sub.add_option("--lr", o->lr, lr_help.str());
       sub.add_option("--warmup", o->cfg.warmup, "warm-up steps")->capture_default_str();
       sub.add_option("--clip", o->cfg.clip, "grad-norm clip (0 = off)")->capture_default_str();
       sub.add_option("--seed", o->cfg.seed, "seed")->capture_default_str();
