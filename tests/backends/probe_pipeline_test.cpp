@@ -29,6 +29,7 @@
 #include <string>
 #include <utility>
 
+#include "backends/probe_data.h"
 #include "core/float_dtype.h"
 #include "tests/backends/probe_test_util.h"
 
@@ -230,6 +231,23 @@ TEST_F(ProbePipeline, FourProcessesTp2Pp2SequenceParallelExpertTpMatchOneProcess
   EXPECT_GT(r->steps.back().comm.pp_recv_s, 0.0);
 }
 
+// One held-out layout run (copy task when `text_file` is empty): 4 steps, micro-batch 2.
+ProbeResult HeldOutRun(const std::string& text_file, int64_t ranks, int64_t tp, int64_t pp,
+                       const std::string& dir) {
+  ProbeConfig c = SmallConfig(ranks, TempDir(dir));
+  if (!text_file.empty()) {
+    c.task = ProbeTask::kText;
+    c.text_file = text_file;
+  }
+  c.steps = 4;
+  c.micro_batch = 2;
+  c.tp = tp;
+  c.pp = pp;
+  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : ProbeResult{};
+}
+
 // Text task, held-out loss: every layout evaluates the one process's held-out windows. The file
 // is the first 10000 bytes of the test prose: a 1000-byte tail, W = 62 windows of 16, which is no
 // multiple of 4 (the held-out set used to be rounded down to a multiple of the ranks: 60 windows
@@ -244,25 +262,38 @@ TEST(ProbePipelineHeldOut, TextHeldOutLossMatchesOneProcessOnEveryLayout) {
     ASSERT_GE(text.size(), 10000u);
     std::ofstream(file, std::ios::binary) << text.substr(0, 10000);
   }
-  auto run = [&](int64_t ranks, int64_t tp, int64_t pp, const std::string& dir) {
-    ProbeConfig c = SmallConfig(ranks, TempDir(dir));
-    c.task = ProbeTask::kText;
-    c.text_file = file;
-    c.steps = 4;
-    c.micro_batch = 2;
-    c.tp = tp;
-    c.pp = pp;
-    Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
-    EXPECT_TRUE(r.ok()) << r.status().ToString();
-    return r.ok() ? r->held_out_loss : std::nan("");
-  };
-  const double one = run(1, 1, 1, "heldout-one"), tppp = run(4, 2, 2, "heldout-tp2pp2"),
-               dp4 = run(4, 1, 1, "heldout-dp4");
+  const double one = HeldOutRun(file, 1, 1, 1, "heldout-one").held_out_loss,
+               tppp = HeldOutRun(file, 4, 2, 2, "heldout-tp2pp2").held_out_loss,
+               dp4 = HeldOutRun(file, 4, 1, 1, "heldout-dp4").held_out_loss;
   std::printf("held-out loss after 4 steps: 1 process %.6f, tp=2 x pp=2 %.6f, 4 data ranks %.6f\n", one, tppp,
               dp4);
   ASSERT_TRUE(std::isfinite(one));
   EXPECT_LT(std::abs(tppp - one) / one, kRelTolerance);
   EXPECT_LT(std::abs(dp4 - one) / one, kRelTolerance);
+}
+
+// Copy task (backends/probe_data.h kCopyEvalSequences): every layout evaluates the one process's
+// 1024 held-out sequences (4 data ranks: 256 rows each; tp=2 x pp=2: one data rank, the stages'
+// sends): the same held-out loss and accuracy, and the verdict's skill is that held-out accuracy.
+TEST(ProbePipelineHeldOut, CopyHeldOutAccuracyMatchesOneProcessOnEveryLayout) {
+  const ProbeResult one = HeldOutRun("", 1, 1, 1, "copy-eval-one"),
+                    tppp = HeldOutRun("", 4, 2, 2, "copy-eval-tp2pp2"),
+                    dp4 = HeldOutRun("", 4, 1, 1, "copy-eval-dp4");
+  std::printf(
+      "copy held-out after 4 steps: 1 process loss %.6f acc %.4f, tp=2 x pp=2 %.6f %.4f, 4 data ranks %.6f "
+      "%.4f\n",
+      one.held_out_loss, one.held_out_accuracy, tppp.held_out_loss, tppp.held_out_accuracy, dp4.held_out_loss,
+      dp4.held_out_accuracy);
+  ASSERT_TRUE(std::isfinite(one.held_out_loss));
+  EXPECT_EQ(one.held_out_tokens, backends::kCopyEvalSequences * backends::CopyHalf(16));
+  const double one_hit = 1.0 / static_cast<double>(one.held_out_tokens);
+  for (const ProbeResult* r : {&tppp, &dp4}) {
+    EXPECT_LT(std::abs(r->held_out_loss - one.held_out_loss) / one.held_out_loss, kRelTolerance);
+    EXPECT_NEAR(r->held_out_accuracy, one.held_out_accuracy, 2 * one_hit);  // an argmax tie at most
+  }
+  EXPECT_DOUBLE_EQ(one.skill, one.held_out_accuracy);
+  EXPECT_DOUBLE_EQ(one.final_loss, one.held_out_loss);
+  EXPECT_TRUE(std::isfinite(one.last_steps_accuracy));
 }
 
 // Negatives of the two tests above: the same layouts with a wrong schedule leave the curve.
