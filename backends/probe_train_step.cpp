@@ -300,7 +300,8 @@ HeldOutResult HeldOutEval(WorkerState& st, ProbeGroups& g, const ProbeData& data
   inputs.tp = &st.tp;
   inputs.inv_global_tokens = 1.0 / static_cast<double>(data.HeldOutCountedTokens());
   std::vector<UnitRunner> runners(st.units.size());
-  const CoactivationRecorder training_coact = st.coact;
+  CoactivationRecorder* const recorder = st.routing.coact;
+  st.routing.coact = nullptr;  // not recorded: the co-activation stays the training steps'
   double local = 0;
   for (int64_t start = 0; start < per_rank; start += mb) {
     ApplyControl(st.cfg, 0, st.cfg.steps, st.dp_rank, &inputs, &st.routing);  // a control removes it here too
@@ -308,7 +309,7 @@ HeldOutResult HeldOutEval(WorkerState& st, ProbeGroups& g, const ProbeData& data
     local += st.cfg.pp_degree() > 1 ? PipelineForwardLoss(st, g, batch, scale, inputs)
                                     : ForwardLoss(st, g, batch, scale, inputs, runners).item<double>();
   }
-  st.coact = training_coact;
+  st.routing.coact = recorder;
   if (st.tp.rank > 0) local = correct = 0;  // TP: the data rank's loss and hits counted once (TP rank 0)
   // Step 2: the global mean loss (each rank's sum is already scaled by 1 / counted) and hit rate.
   at::Tensor red = at::tensor({local, correct}, at::kDouble).to(st.dev);

@@ -71,7 +71,7 @@ struct WeightsProbeOptions {
   int64_t data_ranks() const { return ranks / (tp * pp); }
   int64_t microbatches() const { return micro_batch > 0 ? batch / (data_ranks() * micro_batch) : 1; }
   int64_t lora_rank = 4;
-  double lora_alpha = DefaultLoraAlpha(4);  // core/lora_targets.h: 2 x lora_rank
+  double lora_alpha = DefaultLoraAlpha(lora_rank);  // core/lora_targets.h: 2 x lora_rank
   double lr = 1e-2;                         // peak, AdamW on the adapters
   int64_t warmup = 4;
   uint64_t seed = 1234;
