@@ -79,9 +79,10 @@ void AddMoe(UnitLayout& u, const ProxySpec& s, const ProbeConfig& c) {
     if (s.latent_norm) Norm(u.dense, "lat_norm", d);
     Linear(u, "lat_up", s.hidden, d, false, c);
   }
-  Linear(u, "w1", s.expert_inter, d, kLoraTargets.routed_experts, c, /*expert=*/true);
-  Linear(u, "w3", s.expert_inter, d, kLoraTargets.routed_experts, c, true);
-  Linear(u, "w2", d, s.expert_inter, kLoraTargets.routed_experts, c, true);
+  const bool adapted = AdaptsRoutedExperts(s.num_shared);  // one adapter per expert
+  Linear(u, "w1", s.expert_inter, d, adapted, c, /*expert=*/true);
+  Linear(u, "w3", s.expert_inter, d, adapted, c, true);
+  Linear(u, "w2", d, s.expert_inter, adapted, c, true);
 }
 
 }  // namespace

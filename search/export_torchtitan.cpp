@@ -56,8 +56,9 @@ std::string S(int64_t v) { return std::to_string(v); }
 // kLoraTargets names (core/lora_targets.h).
 std::vector<std::string> LoraTargets(const ExportModel& m) {
   static_assert(kLoraTargets.attention && kLoraTargets.dense_mlp && kLoraTargets.shared_experts &&
-                    !kLoraTargets.routed_experts && !kLoraTargets.output_head,
-                "torchtitan's targets below are this set: attention (wq..wo) + dense/shared FFN (w1..w3)");
+                    kLoraTargets.routed_experts_without_shared && !kLoraTargets.output_head,
+                "torchtitan's targets below are this set: attention (wq..wo) + dense/shared FFN (w1..w3); "
+                "its converter cannot wrap routed experts (grouped parameters)");
   if (m.mla) return {"wq", "wq_a", "wq_b", "wkv_a", "wkv_b", "wo", "w1", "w2", "w3"};
   return {"wq", "wk", "wv", "wqkv", "wo", "w1", "w2", "w3"};
 }
