@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "backends/proxy_model.h"
 #include "tests/backends/probe_test_util.h"
 
 namespace onboard {
@@ -151,11 +152,10 @@ TEST(ProbeEquivalence, WeightDecayShardedMatchesOneProcessAndActs) {
   EXPECT_NE(Losses(*none).back(), Losses(*one).back());
 }
 
-TEST(ProbeEquivalence, HybridShardingAndPlacementMatch) {
-  // 4 ranks: HSDP (fsdp=2 x 2 replicas), ep=2 with a non-contiguous expert placement; LoRA mode.
-  // fp32, micro_batch 2: the 4 ranks each run one micro-step, the single process four.
-  const ProxySpec spec = SmallSpec();
-  ProbeConfig base = SmallConfig(1, TempDir("lora1"));
+// 4 ranks: HSDP (fsdp=2 x 2 replicas), ep=2 with a non-contiguous expert placement; LoRA mode.
+// fp32, micro_batch 2: the 4 ranks each run one micro-step, the single process four.
+void ExpectHybridLoraMatchesOneProcess(const ProxySpec& spec, const std::string& tag) {
+  ProbeConfig base = SmallConfig(1, TempDir(tag + "1"));
   base.micro_batch = 2;
   base.mode = FinetuneMode::kLoRA;
   base.steps = 8;
@@ -167,16 +167,39 @@ TEST(ProbeEquivalence, HybridShardingAndPlacementMatch) {
   hs.fsdp = 2;
   hs.ep = 2;
   hs.expert_placement = {1, 0, 1, 0, 0, 1, 1, 0};
-  hs.out_dir = TempDir("lora4");
+  hs.out_dir = TempDir(tag + "4");
   Expected<ProbeResult> r = RunProbeSpec(spec, hs);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ExpectSameCurve(Losses(*r), Losses(*one), "4 ranks hsdp 2x2 ep=2 lora fp32 micro_batch=2");
-  EXPECT_EQ(MaxRelDiff(Losses(*r), Losses(*one)), 0.0) << "expected bit-identical curves";
+  ExpectSameCurve(Losses(*r), Losses(*one), tag + ": 4 ranks hsdp 2x2 ep=2 lora fp32 micro_batch=2");
+  EXPECT_EQ(MaxRelDiff(Losses(*r), Losses(*one)), 0.0) << tag << ": expected bit-identical curves";
   EXPECT_EQ(EquivalenceGradNorms(*r), EquivalenceGradNorms(*one))
-      << "HSDP replicas and the placement changed the grad norm";
+      << tag << ": HSDP replicas and the placement changed the grad norm";
   EXPECT_GT(r->params.lora, 0);
   EXPECT_EQ(r->params.trainable, r->params.lora);
+  EXPECT_EQ(r->params.lora, one->params.lora);
 }
 
+TEST(ProbeEquivalence, HybridShardingAndPlacementMatch) {
+  ExpectHybridLoraMatchesOneProcess(SmallSpec(), "lora");
+}
+
+// Without a shared expert the routed experts carry adapters, one per expert (core/lora_targets.h
+// AdaptsRoutedExperts); they shard with their experts (EP placement, expert HSDP) and must give the
+// same curve as one process. With the shared expert they stay frozen.
+TEST(ProbeEquivalence, RoutedExpertAdaptersShardLikeTheirExperts) {
+  ProxySpec routed_only = SmallSpec();
+  routed_only.num_shared = 0;
+  ProbeConfig c = SmallConfig(1, "");
+  c.mode = FinetuneMode::kLoRA;
+  auto expert_adapters = [&](const ProxySpec& s) {
+    int64_t n = 0;
+    for (const backends::UnitLayout& u : backends::BuildLayout(s, c)) n += u.expert_lora.numel;
+    return n;
+  };
+  EXPECT_EQ(expert_adapters(SmallSpec()), 0) << "a shared expert is the MoE layers' adapted path";
+  // 3 MoE layers x (w1, w3: r x (latent 16 + inter 16); w2: r x (inter 16 + latent 16)).
+  EXPECT_EQ(expert_adapters(routed_only), 3 * 3 * c.lora_rank * (16 + 16));
+  ExpectHybridLoraMatchesOneProcess(routed_only, "lora-routed");
+}
 }  // namespace
 }  // namespace onboard
