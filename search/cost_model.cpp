@@ -426,7 +426,8 @@ class TimeModel {
     const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
     const double store = SwiGluStore(lp);
     ch->fwd = cg + routed + cel + moe_mem + pad + quant + store + routed_lora_f;
-    ch->bwd = bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + pad + quant + store + routed_lora_b;
+    ch->bwd =
+        bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + pad + quant + store + routed_lora_b;
     if (rc == Recompute::kFull) ch->rc = ch->fwd;
     else if (rc == Recompute::kSelective)  // expert activation functions (moe_act)
       ch->rc = GatedRoutedExperts(lp) ? SwiGluRecompute(lp) : cel;
@@ -626,7 +627,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       s.dense += lp.dense_params / t;
       s.expert += lp.expert_params / ep;
       s.lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
-      s.lora_expert += static_cast<double>(p.lora_rank) * lp.lora_expert_params_per_rank / ep;  // like experts
+      s.lora_expert +=
+          static_cast<double>(p.lora_rank) * lp.lora_expert_params_per_rank / ep;  // like experts
       ++s.layers;
     }
   }
@@ -780,7 +782,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   // Step 4: optimizer step (memory-bound).
   const double opt_dp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? static_cast<double>(d.dp_shard) : static_cast<double>(dcp)) : 1.0;
   const double opt_edp = p.zero_stage >= 1 ? static_cast<double>(p.zero_stage >= 3 ? d.expert_fsdp : d.expert_fsdp * d.dp_replicate) : 1.0;
-  const double local_params = (lora ? cs.lora : cs.dense) / opt_dp + (lora ? cs.lora_expert : cs.expert) / opt_edp;
+  const double local_params =
+      (lora ? cs.lora : cs.dense) / opt_dp + (lora ? cs.lora_expert : cs.expert) / opt_edp;
   const double moment_bytes = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;
   const double adam_bytes = 2 * (4 + moment_bytes) + gb + 2;
   const double optimizer = local_params * adam_bytes / (c.hbm_bps * c.k.hbm_eff);

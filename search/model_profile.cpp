@@ -44,12 +44,13 @@ void MixerExtras(const AttentionSpec& a, double h, LayerProfile* lp) {
 auto CostFields(const LayerProfile& x) {
   return std::tie(x.mixer, x.channel, x.mixer_kind, x.channel_kind, x.mixer_kind_id, x.channel_kind_id,
                   x.softmax, x.heads, x.params, x.dense_params, x.expert_params, x.expert_params_each,
-                  x.lora_params_per_rank, x.lora_expert_params_per_rank, x.dense_gemm_flops, x.mixer_gemm_flops, x.core_flops,
-                  x.routed_flops, x.experts, x.top_k, x.dispatch_width, x.expert_inter, x.cross_node_fraction,
-                  x.act_norms, x.act_inputs, x.act_mixer, x.act_mixer_selective, x.act_channel, x.act_routed,
-                  x.scores_bytes_per_key, x.dropout_mask_bytes, x.hidden, x.mla_up_flops, x.mixer_gemm_inputs,
-                  x.channel_gemm_inputs, x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems,
-                  x.kda_state_elems, x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches);
+                  x.lora_params_per_rank, x.lora_expert_params_per_rank, x.dense_gemm_flops,
+                  x.mixer_gemm_flops, x.core_flops, x.routed_flops, x.experts, x.top_k, x.dispatch_width,
+                  x.expert_inter, x.cross_node_fraction, x.act_norms, x.act_inputs, x.act_mixer,
+                  x.act_mixer_selective, x.act_channel, x.act_routed, x.scores_bytes_per_key,
+                  x.dropout_mask_bytes, x.hidden, x.mla_up_flops, x.mixer_gemm_inputs, x.channel_gemm_inputs,
+                  x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems, x.kda_state_elems,
+                  x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches);
 }
 // 4 enums + bool (+ 7 padding) + 3 int64 + 3 size_t + 32 doubles = 328 bytes on LP64: a new
 // field changes the size; add it to CostFields, then update this number.

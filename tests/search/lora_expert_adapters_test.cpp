@@ -47,12 +47,7 @@ TEST(LoraExpertAdapters, ProfileCountsRoutedExpertAdaptersOnlyWhereNoSharedExper
 
 // Qwen3-30B-A3B LoRA r=16 on 8 H800s: fsdp group 8, ep 8, ZeRO-1, fp32 grads and Adam moments.
 PlanRequest QwenLora(int64_t rank) {
-  PlanRequest req;
-  req.model = test::HfModel("qwen3-30b-a3b");
-  auto t = TopologyForHardware("H800", 8, 400, "test");
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
-  req.topology = *t;
-  req.seq = 4096;
+  PlanRequest req = test::HfRequestOn("qwen3-30b-a3b", "H800", 8);
   req.mode = FinetuneMode::kLoRA;
   req.lora_rank = rank;
   return req;
@@ -95,7 +90,8 @@ TEST(LoraExpertAdapters, StepTimePaysTheExpertAdaptersOnTheRoutedPathAndTheirOpt
   // P x eff x lora_gemm_eff, forward lora_fwd_share of it again: (1 + share) x that, x 48 layers x 2
   // micro-batches. Rank 32 - rank 16 = the rank-16 term.
   const double rg = 4096 * kQwenTopK * r16.expert_imbalance;
-  const double rate = c.peak_flops * c.k.gemm_eff_max * r16.calibration.compute_efficiency * c.k.lora_gemm_eff;
+  const double rate =
+      c.peak_flops * c.k.gemm_eff_max * r16.calibration.compute_efficiency * c.k.lora_gemm_eff;
   const double per_layer = (1 + c.k.lora_fwd_share) * 2 * rg * 16 * 3 * (kQwenH + kQwenI) / rate;
   const double moe_a = test::Term(*a, "compute.MoE")->total_s, moe_b = test::Term(*b, "compute.MoE")->total_s;
   EXPECT_NEAR(moe_b - moe_a, 2 * kQwenLayers * per_layer, 1e-9 * moe_b);
@@ -105,11 +101,11 @@ TEST(LoraExpertAdapters, StepTimePaysTheExpertAdaptersOnTheRoutedPathAndTheirOpt
   const double local = 16 * kQwenLayers * (kQwenDensePerRank / 8 + kQwenExpertPerRank / 8);
   EXPECT_NEAR(test::Term(*a, "optimizer")->total_s, local * 30 / (c.hbm_bps * c.k.hbm_eff), 1e-12);
 
-  PlanRequest d16 = QwenLora(16), d32 = QwenLora(32);
-  d16.model = d32.model = test::HfModel("deepseek-v3");
-  auto topo = TopologyForHardware("H800", 64, 400, "test");
-  ASSERT_TRUE(topo.ok());
-  d16.topology = d32.topology = *topo;
+  PlanRequest d16 = test::HfRequestOn("deepseek-v3", "H800", 64);
+  d16.mode = FinetuneMode::kLoRA;
+  d16.lora_rank = 16;
+  PlanRequest d32 = d16;
+  d32.lora_rank = 32;
   auto plan = [](int64_t r) {
     Plan p = test::MakePlan({1, 64, 1, 1, 64, 1, 1, false, 1}, 4096, 1, 2);
     p.mode = FinetuneMode::kLoRA;
@@ -125,8 +121,12 @@ TEST(LoraExpertAdapters, ExportsCarryOrStateTheRoutedExpertAdapters) {
   const test::ExportCase qwen = test::FindCase("qwen3-30b-a3b-lora");
   const test::ExportCase ds = test::FindCase("deepseek-v3-lora");
   const test::ExportCase llama = test::FindCase("llama-3.1-8b-lora");
-  auto bridge = [](const test::ExportCase& c) { return ToMegatronBridgeRecipe(c.plan, c.model, ShapeFor(c.plan, 8)); };
-  auto titan = [](const test::ExportCase& c) { return ToTorchtitanConfig(c.plan, c.model, ShapeFor(c.plan, 8)); };
+  auto bridge = [](const test::ExportCase& c) {
+    return ToMegatronBridgeRecipe(c.plan, c.model, ShapeFor(c.plan, 8));
+  };
+  auto titan = [](const test::ExportCase& c) {
+    return ToTorchtitanConfig(c.plan, c.model, ShapeFor(c.plan, 8));
+  };
   auto ms = [](const test::ExportCase& c) { return ToMindSpeedScript(c.plan, c.model, ShapeFor(c.plan, 8)); };
   // Megatron-Bridge: the grouped experts' linears, one adapter per expert.
   const std::string bq = bridge(qwen), bd = bridge(ds);
