@@ -30,6 +30,11 @@
 //   elementwise      : elementwise_passes * kept activation bytes / HBM   (bwd = 2x)
 //   fp8 quantisation : fp8_quant_bytes * GEMM input elements / HBM, fwd (inputs) and bwd (output grads)
 //   backward GEMMs   : 2x forward (full fine-tuning), 1x (LoRA: no weight grads for the frozen base)
+//   LoRA adapters    : dense (attention, dense / shared MLP): 2 * T * r * lora_params_per_rank / t FLOPs
+//                      fwd+bwd at P * eff * lora_gemm_eff, forward lora_fwd_share of it (in the mixer);
+//                      routed experts' (core/lora_targets.h AdaptsRoutedExperts, one adapter per expert):
+//                      the same form over the rank's Rg copies, each through one expert's adapters,
+//                      2 * Rg * r * lora_expert_params_per_rank / E / etp (in the channel)
 //   routed wgrad     : max(flops / (P * eff), E/e * expert params * 2 * g / HBM), g = main-grad bytes
 //                      (4 fp32, 2 bf16: grad_dtype): the wgrad GEMM accumulates into main_grad, read +
 //                      write (TE GroupedLinear fuse_wgrad_accumulation, accumulate=True; DeepGEMM issue
@@ -94,6 +99,8 @@
 //   DP sync per step = replica all-reduce (HSDP) / DDP all-reduce / ZeRO-1 (distributed optimizer)
 //                      RS of grads (fp32; bf16 with grad_dtype bf16) + AG
 //                      of bf16 params over dp*c, overlapped with the last micro-batch's backward
+//                      (experts: over the expert-DP group); LoRA: the adapters' grads only, the routed
+//                      experts' adapters over the expert-DP group, RS over expert-FSDP, like the experts
 //   optimizer        = local params * (2 * (4 + moments) + grad + 2) / HBM: fp32 master and the m, v moments
 //                      (8 B fp32, 4 B bf16: optimizer_dtype) read and written, the grad read (4 B, 2 B with
 //                      grad_dtype bf16), the bf16 weight written: 30 B all fp32, 20 B Bridge's precision-
@@ -361,8 +368,8 @@ class TimeModel {
     const double rep_div = p_.deg.sequence_parallel ? t_ : 1.0;
     const double cflops = T_ * (lp.dense_gemm_flops - lp.mixer_gemm_flops) / t_;
     const double cg = Gemm(cflops, T_, cflops / (2 * T_ * h), h, cflops / T_, 1.0);
-    double routed = 0, routed_wgrad = 0, moe_mem = 0, pad = 0, a2a_f = 0, a2a_b = 0,
-           quant = Quant(T_ * lp.channel_gemm_inputs / t_);
+    double routed = 0, routed_wgrad = 0, moe_mem = 0, pad = 0, a2a_f = 0, a2a_b = 0, routed_lora_f = 0,
+           routed_lora_b = 0, quant = Quant(T_ * lp.channel_gemm_inputs / t_);
     if (lp.top_k > 0 && lp.experts > 0) {
       const double imb = c_.req->expert_imbalance;
       const double R = T_ / t_ * static_cast<double>(lp.top_k) * imb;
@@ -387,6 +394,14 @@ class TimeModel {
            (k.permute_passes + sort) * R * lp.dispatch_width * 2 + sort * (Rg - R) * lp.dispatch_width * 2) /
           hbm_;  // permute before the dispatch (R copies), the sort after the ETP gather (Rg)
       pad = Fp8RowPadding(Rg, lp);
+      // The routed experts' adapters (LoRA, layers without a shared expert): every copy passes one
+      // expert's adapters, r * (in + out) per adapted matrix, split over etp like the expert.
+      const double adapters = lora_ ? 2 * Rg * static_cast<double>(p_.lora_rank) *
+                                          lp.lora_expert_params_per_rank / static_cast<double>(lp.experts) /
+                                          etp / (c_.peak_flops * eff_ * k.lora_gemm_eff)
+                                    : 0;
+      routed_lora_f = adapters * k.lora_fwd_share;  // fwd+bwd seconds split as the dense adapters'
+      routed_lora_b = adapters;
       const double routed_quant = Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
       quant += routed_quant;
       ch->expert_launch = ExpertLaunchExposed(per_rank, routed + routed_quant);
@@ -410,8 +425,9 @@ class TimeModel {
                             RoutedActBytes(lp, p_.deg.etp) * c_.req->expert_imbalance / t_;
     const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
     const double store = SwiGluStore(lp);
-    ch->fwd = cg + routed + cel + moe_mem + pad + quant + store;
-    ch->bwd = bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + pad + quant + store;
+    ch->fwd = cg + routed + cel + moe_mem + pad + quant + store + routed_lora_f;
+    ch->bwd =
+        bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + pad + quant + store + routed_lora_b;
     if (rc == Recompute::kFull) ch->rc = ch->fwd;
     else if (rc == Recompute::kSelective)  // expert activation functions (moe_act)
       ch->rc = GatedRoutedExperts(lp) ? SwiGluRecompute(lp) : cel;
@@ -580,7 +596,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     double compute = 0, rc = 0, tp = 0, tp_total = 0, a2a = 0, a2a_exposed = 0, fsdp = 0, fsdp_exposed = 0,
            bwd = 0;
     double cp = 0, cp_total = 0, host = 0, fwd = 0;
-    double dense = 0, expert = 0, lora = 0;
+    double dense = 0, expert = 0, lora = 0, lora_expert = 0;
     int64_t layers = 0;
     std::map<std::string, double> by_kind;
     std::vector<double> kind_s;  // fwd+bwd seconds per ModelProfile::kinds entry (< 0: none)
@@ -611,6 +627,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
       s.dense += lp.dense_params / t;
       s.expert += lp.expert_params / ep;
       s.lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
+      s.lora_expert +=
+          static_cast<double>(p.lora_rank) * lp.lora_expert_params_per_rank / ep;  // like experts
       ++s.layers;
     }
   }
@@ -663,10 +681,11 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
     if (p.zero_stage >= 3 && d.expert_fsdp > 1 && s.expert > 0) {
       const CommCost ag =
           CollectiveCost(topo, cal, Collective::kAllGather, d.expert_fsdp, d.ep * d.etp, s.expert * gbytes);
-      const double rs = lora ? 0
-                             : CollectiveCost(topo, cal, Collective::kReduceScatter, d.expert_fsdp,
-                                              d.ep * d.etp, s.expert * 4)
-                                   .seconds;
+      const double rs_bytes = lora ? s.lora_expert * 4 : s.expert * 4;  // LoRA: the experts' adapters
+      const double rs = rs_bytes <= 0 ? 0
+                                      : CollectiveCost(topo, cal, Collective::kReduceScatter, d.expert_fsdp,
+                                                       d.ep * d.etp, rs_bytes)
+                                            .seconds;
       s.fsdp += fsdp_per_mb * (fsdp_ags * ag.seconds + rs);
       efsdp_tier = ag.tier;
     }
@@ -690,7 +709,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
                      &Stage::a2a_exposed, &Stage::fsdp, &Stage::fsdp_exposed, &Stage::bwd, &Stage::cp,
                      &Stage::cp_total, &Stage::host, &Stage::fwd})
         x.*f = (a.*f + b.*f) / 2;
-      for (auto f : {&Stage::dense, &Stage::expert, &Stage::lora}) x.*f = a.*f + b.*f;
+      for (auto f : {&Stage::dense, &Stage::expert, &Stage::lora, &Stage::lora_expert}) x.*f = a.*f + b.*f;
       x.layers = a.layers + b.layers;
       for (const Stage* y : {&a, &b})
         for (const auto& [kind, secs] : y->by_kind) x.by_kind[kind] += secs / 2;
@@ -733,7 +752,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   // distributed optimizer's parameter all-gather overlaps the next step's first forward.
   double sync = 0, gather = 0;
   std::string sync_tier;
-  const double grad_dense = lora ? cs.lora : cs.dense, grad_exp = lora ? 0 : cs.expert;
+  const double grad_dense = lora ? cs.lora : cs.dense, grad_exp = lora ? cs.lora_expert : cs.expert;
   const int64_t dp = d.dp_replicate * d.dp_shard;
   const int64_t dcp = dp * d.cp;                     // dense grads are reduced over dp x cp (Megatron)
   const bool bf16_grads = p.grad_dtype == Precision::kBF16;
@@ -763,7 +782,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   // Step 4: optimizer step (memory-bound).
   const double opt_dp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? static_cast<double>(d.dp_shard) : static_cast<double>(dcp)) : 1.0;
   const double opt_edp = p.zero_stage >= 1 ? static_cast<double>(p.zero_stage >= 3 ? d.expert_fsdp : d.expert_fsdp * d.dp_replicate) : 1.0;
-  const double local_params = lora ? cs.lora / opt_dp : cs.dense / opt_dp + cs.expert / opt_edp;
+  const double local_params =
+      (lora ? cs.lora : cs.dense) / opt_dp + (lora ? cs.lora_expert : cs.expert) / opt_edp;
   const double moment_bytes = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;
   const double adam_bytes = 2 * (4 + moment_bytes) + gb + 2;
   const double optimizer = local_params * adam_bytes / (c.hbm_bps * c.k.hbm_eff);

@@ -4,7 +4,7 @@
 // launchable path for LoRA plans. Names used (Megatron-Bridge main @ 067f987d, 2026-08-22):
 //   megatron.bridge.AutoBridge.{from_hf_pretrained, to_megatron_provider, import_ckpt}
 //   megatron.bridge.recipes.common.{_peft_common, _sft_common}   (ConfigContainer templates)
-//   megatron.bridge.peft.lora.LoRA(target_modules, dim, alpha)
+//   megatron.bridge.peft.lora.LoRA(target_modules, dim, alpha, dropout, share_expert_adapters)
 //   megatron.bridge.training.finetune.finetune(config, forward_step_func)
 //   megatron.bridge.training.gpt_step.forward_step
 //   megatron.bridge.training.mixed_precision.{bf16_mixed, fp16_mixed, bf16_with_fp8_current_scaling_mixed,
@@ -31,12 +31,25 @@ bool HasDenseMlp(const ExportModel& m) {
   return std::find(m.moe_layer.begin(), m.moe_layer.end(), false) != m.moe_layer.end();
 }
 
-// LoRA targets in Megatron-Core module names: attention projections and the dense / shared-expert
-// MLPs (the plan's adapters, kLoraTargets in core/lora_targets.h), not the routed experts. A dense-MLP
-// pattern only where the model has a dense layer: Bridge's matcher (PEFT.__call__) only warns on a target
-// that matches no module, and LoRA then silently adapts less
-// (scripts/engine_checks/megatron_bridge_validate.py, Step 4, found
-// "*.mlp.linear_fc1" matching nothing on Qwen3-30B-A3B, whose every layer is MoE).
+// LoRA targets in Megatron-Core module names: the plan's adapters (kLoraTargets and
+// AdaptsRoutedExperts, core/lora_targets.h): attention projections, the dense / shared-expert MLPs,
+// and the routed experts of MoE layers without a shared expert. A dense-MLP pattern only where the
+// model has a dense layer: Bridge's matcher (PEFT.__call__) only warns on a target that matches no
+// module, and LoRA then silently adapts less (scripts/engine_checks/megatron_bridge_validate.py,
+// Step 4, found "*.mlp.linear_fc1" matching nothing on Qwen3-30B-A3B, whose every layer is MoE).
+// Routed experts: Bridge's grouped experts (TEGroupedMLP, moe_grouped_gemm, which the Qwen3-MoE and
+// DeepSeek bridges set) are the modules decoder.layers.N.mlp.experts.linear_fc1/2. Bridge @067f987d
+// matches a target by `name == pattern or wildcard_match(pattern, full_name)` (module_matcher.py),
+// wildcard_match = re.match("^" + pattern.replace("*", "(.*)") + "$") (peft/utils.py; '.' is left
+// unescaped, any one character). So "*.mlp.experts.linear_fc1" = ^(.*).mlp.experts.linear_fc1$:
+//   decoder.layers.3.mlp.experts.linear_fc1                  matches (grouped routed experts)
+//   decoder.layers.3.mlp.shared_experts.linear_fc1           no: "mlp" + 1 char + "experts" absent
+//   decoder.layers.3.mlp.linear_fc1                          no: "experts" absent
+//   decoder.layers.3.mlp.experts.local_experts.0.linear_fc1  no (SequentialMLP; not built here)
+// and "*.mlp.linear_fc1" matches none of the expert names ("mlp" + 1 char + "linear_fc1" at the end).
+// These are is_grouped_expert_linear names (".*mlp\..*experts.*\.linear_fc[1-2]$", no
+// ".shared_experts.", no ".local_experts."), so share_expert_adapters=False gives each expert its own
+// adapter (GroupedExpertLinearAdapter), as the probe trains (backends/proxy_layout.cpp).
 std::vector<std::string> LoraTargets(const ExportModel& m) {
   std::vector<std::string> t;
   if (m.mla) {
@@ -53,6 +66,10 @@ std::vector<std::string> LoraTargets(const ExportModel& m) {
   if (kLoraTargets.shared_experts && m.shared_experts > 0) {
     t.push_back("*.mlp.shared_experts.linear_fc1");
     t.push_back("*.mlp.shared_experts.linear_fc2");
+  }
+  if (m.lora_adapts_routed_experts()) {
+    t.push_back("*.mlp.experts.linear_fc1");
+    t.push_back("*.mlp.experts.linear_fc2");
   }
   return t;
 }
@@ -165,12 +182,12 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   if (p.mode == FinetuneMode::kLoRA) {
     c.approximations.push_back("LoRA alpha = " + std::to_string(kLoraAlphaPerRank) +
                                " * rank (the plan has no alpha; the probe's default ratio)");
-    if (m.experts > 0) {
+    if (m.experts > 0 && !m.lora_adapts_routed_experts()) {
       std::string t;
       for (const std::string& x : LoraTargets(m)) t += (t.empty() ? "" : ", ") + x;
-      c.approximations.push_back(
-          "LoRA targets " + t + ": the routed experts are not adapted" +
-          (HasDenseMlp(m) || m.shared_experts > 0 ? "" : " (no dense or shared MLP: attention only)"));
+      c.approximations.push_back("LoRA targets " + t +
+                                 ": the routed experts are not adapted (the shared experts are the MoE "
+                                 "layers' trainable path, core/lora_targets.h)");
     }
     if (p.zero_stage >= 3 && p.deg.dp_shard > 1)
       c.approximations.push_back(
@@ -214,7 +231,8 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   ParallelismAndTraining(os, p, m, mex.args.Value("--pipeline-model-parallel-layout"));
   if (p.mode == FinetuneMode::kLoRA)
     os << "    cfg.peft = LoRA(target_modules=" << PyList(LoraTargets(m)) << ", dim=" << p.lora_rank
-       << ", alpha=" << kLoraAlphaPerRank * p.lora_rank << ", dropout=0.0)\n";
+       << ", alpha=" << kLoraAlphaPerRank * p.lora_rank << ", dropout=0.0"
+       << (m.lora_adapts_routed_experts() ? ", share_expert_adapters=False" : "") << ")\n";
   else
     os << "    cfg.peft = None\n";
   os << "    return cfg\n\n\n";

@@ -199,10 +199,20 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
     a.Add("--lora-r", S(p.lora_rank));
     a.Add("--lora-alpha", S(kLoraAlphaPerRank * p.lora_rank));
     a.Add("--lora-target-modules", "linear_qkv linear_proj linear_fc1 linear_fc2");
-    e->caveats.approximations.push_back(
-        "LoRA alpha = " + std::to_string(kLoraAlphaPerRank) +
-        " * rank; targets MindSpeed's usual four projections (fc1/fc2 include "
-        "routed experts where MindSpeed applies them)");
+    e->caveats.approximations.push_back("LoRA alpha = " + std::to_string(kLoraAlphaPerRank) +
+                                        " * rank; targets MindSpeed's usual four projections");
+    // MindSpeed-LLM @c77308a1 with LoRA on: MoELayer.__init__ is lora_moe_layer_init
+    // (features_manager/finetune/lora.py), which builds the routed experts as LoraParallelGroupedMLP
+    // (tasks/posttrain/lora/moe/experts.py: per-expert weight1/2_lora_a/b) whenever moe_grouped_gemm is
+    // on (this export sets --moe-grouped-gemm), whatever --lora-target-modules names; the list reaches
+    // the other modules through PEFT's LoraConfig (suffix match). So the routed experts are always
+    // adapted, one adapter per expert: the plan's rule (core/lora_targets.h) where the MoE layers have
+    // no shared expert, a difference where they have one.
+    if (m.first_moe_layer() >= 0 && !m.lora_adapts_routed_experts())
+      e->caveats.approximations.push_back(
+          "LoRA adapts the routed experts too (MindSpeed-LLM's LoRA builds them as LoraParallelGroupedMLP "
+          "with grouped GEMM; no target list excludes them): the plan adapts only the shared experts of "
+          "these MoE layers (core/lora_targets.h), so adapter memory and FLOPs exceed the plan's");
     if (m.experts > 0) {  // features_manager/finetune/lora.py validate_args: LoRA on MoE needs alltoall_seq
       a.Remove("--moe-token-dispatcher-type");
       a.Add("--moe-token-dispatcher-type", "alltoall_seq");

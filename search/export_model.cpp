@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "core/lora_targets.h"
 #include "search/cost_model.h"
 
 namespace onboard {
@@ -152,6 +153,10 @@ int64_t ExportModel::first_moe_layer() const {
   for (size_t i = 0; i < moe_layer.size(); ++i)
     if (moe_layer[i]) return static_cast<int64_t>(i);
   return -1;
+}
+
+bool ExportModel::lora_adapts_routed_experts() const {
+  return first_moe_layer() >= 0 && AdaptsRoutedExperts(shared_experts);
 }
 
 ExportModel DescribeModel(const ModelIR& ir, std::vector<std::string>* notes) {

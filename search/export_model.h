@@ -52,6 +52,9 @@ struct ExportModel {
   // Engine-independent gaps: layer kinds the usual engines cannot build.
   bool has_unusual_mixer() const { return n_kda + n_gdn + n_linear + n_window > 0; }
   int64_t first_moe_layer() const;   // -1 = no MoE
+  // LoRA adapts the routed experts: the model has MoE layers and they have no shared expert
+  // (core/lora_targets.h AdaptsRoutedExperts, the one home of the rule).
+  bool lora_adapts_routed_experts() const;
 };
 
 // Fills ExportModel from the IR; rope / eps come from the config.json at model.source when it is

@@ -52,8 +52,8 @@ const TitanFlavor* FindFlavor(const ExportModel& m) {
 std::string S(int64_t v) { return std::to_string(v); }
 
 // LoRA targets: last FQN segments of torchtitan's Linear configs for attention and dense /
-// shared-expert FFNs (routed experts are grouped parameters, not Linear configs): the set
-// kLoraTargets names (core/lora_targets.h).
+// shared-expert FFNs: the set kLoraTargets names (core/lora_targets.h) but the routed experts, which
+// are grouped parameters, not Linear configs (TitanCaveats states it where the plan adapts them).
 std::vector<std::string> LoraTargets(const ExportModel& m) {
   static_assert(kLoraTargets.attention && kLoraTargets.dense_mlp && kLoraTargets.shared_experts &&
                     kLoraTargets.routed_experts_without_shared && !kLoraTargets.output_head,
@@ -120,6 +120,12 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
     c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
                                ": exported as bf16");
+  if (p.mode == FinetuneMode::kLoRA && !v02 && m.lora_adapts_routed_experts())
+    c.approximations.push_back(
+        "LoRA leaves the routed experts frozen: LoRAConverter wraps Linear configs only and the experts "
+        "are grouped parameters (GroupedExperts); the plan adapts them, one adapter per expert, in MoE "
+        "layers without a shared expert (core/lora_targets.h), so these MoE layers train no FFN weight "
+        "here");
   if (v02 && PlanFlexDispatcher(p) == "hybridep")
     c.approximations.push_back(
         "dispatcher hybridep: v0.2.2 has standard|deepep (expert_parallel_comm_backend); standard exported");

@@ -16,7 +16,9 @@
 //   zero 0 (DDP):     weights 2 + grads 4 + optimizer 12 (master + m + v)           (= 18, Megatron)
 //   dense parameters are divided by t, routed-expert parameters by e.
 // LoRA: base weights at base_dtype bytes (bf16 2, fp8 1, mxfp4 0.53125), sharded as above, no grads;
-//   adapters r * (in + out) per adapted matrix carry the full-fine-tuning bytes.
+//   adapters r * (in + out) per adapted matrix carry the full-fine-tuning bytes: the dense adapters
+//   (lora_params_per_rank) / t like dense weights, the routed experts' adapters (one per expert,
+//   lora_expert_params_per_rank, core/lora_targets.h) / (e * etp) and / f_e, optimizer as experts.
 // Activations per micro-batch (Korthikanti et al. 2022, generalised per block kind):
 //   T * sum over the stage's layers of LayerActBytesPerToken (replicated parts / t only with SP,
 //   split parts / t, unfused scores H*s*(2+3*dropout)/t only without recompute, routed parts on
@@ -156,7 +158,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   // Per class of equal layers (ModelProfile::class_first), computed once: parameters on a device,
   // kept activation bytes per token, the largest gathered layer and the dispatch buffer.
   struct PerClass {
-    double dense, expert, lora, act, routed, gathered, dispatch, dropped;
+    double dense, expert, lora, lora_expert, act, routed, gathered, dispatch, dropped;
   };
   std::vector<PerClass> cls(prof.class_first.size());
   const std::vector<Recompute> none(pol.size(), Recompute::kNone);
@@ -166,6 +168,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     x.dense = lp.dense_params / t;
     x.expert = lp.expert_params / ep;
     x.lora = static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
+    x.lora_expert = static_cast<double>(p.lora_rank) * lp.lora_expert_params_per_rank / ep;  // like experts
     x.act = LayerActBytesPerToken(c, p, prof.class_first[k], &x.routed, &pol);
     double routed_none = 0;
     const double act_none = LayerActBytesPerToken(c, p, prof.class_first[k], &routed_none, &none);
@@ -178,7 +181,8 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
   }
   // Step 1: parameters and per-chunk activations of each pipeline stage (dense / t, experts / ep).
   struct StageParts {
-    double dense = 0, expert = 0, lora = 0, largest_layer = 0, dispatch = 0, mtp = 0, recompute_working = 0;
+    double dense = 0, expert = 0, lora = 0, lora_expert = 0, largest_layer = 0, dispatch = 0, mtp = 0,
+           recompute_working = 0;
     bool last = false;
     std::vector<double> chunk_act;  // activation bytes per token one micro-batch leaves on each chunk
   };
@@ -195,6 +199,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
         sp.dense += x.dense;
         sp.expert += x.expert;
         sp.lora += x.lora;
+        sp.lora_expert += x.lora_expert;
         sp.chunk_act.back() += x.act + x.routed;
         sp.largest_layer = std::max(sp.largest_layer, x.gathered);
         sp.dispatch = std::max(sp.dispatch, x.dispatch);
@@ -227,6 +232,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       sp.dense += mirror.dense;
       sp.expert += mirror.expert;
       sp.lora += mirror.lora;
+      sp.lora_expert += mirror.lora_expert;
       sp.largest_layer = std::max(sp.largest_layer, mirror.largest_layer);
       sp.dispatch = std::max(sp.dispatch, mirror.dispatch);
       sp.recompute_working = std::max(sp.recompute_working, mirror.recompute_working);
@@ -234,6 +240,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       sp.last = sp.last || mirror.last;
     }
     const double dense = sp.dense, expert = sp.expert, lora = sp.lora, largest_layer = sp.largest_layer;
+    const double lora_e = sp.lora_expert;
     const double dispatch = sp.dispatch, mtp = sp.mtp;
     const bool last = sp.last;
     const std::vector<double>& chunk_act = sp.chunk_act;
@@ -251,8 +258,11 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     if (p.mode == FinetuneMode::kLoRA) {
       const double b = LoraBytes(c);
       mb.weights = b * (dense / dense_shard + expert / exp_shard) + wbytes * lora / dense_shard;
+      mb.weights += wbytes * lora_e / exp_shard;  // the routed experts' adapters, sharded like them
       mb.grads = 4 * lora / dense_shard;
+      mb.grads += 4 * lora_e / exp_shard;
       mb.optimizer = master * lora / opt_dense;
+      mb.optimizer += master * lora_e / opt_exp;
     } else {
       mb.weights = wbytes * (dense / dense_shard + expert / exp_shard);
       mb.grads = gbytes * (dense / dense_shard + expert / exp_shard);

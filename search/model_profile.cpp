@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <tuple>
 
+#include "core/lora_targets.h"
 #include "search/fusion_cost.h"
 
 namespace onboard {
@@ -43,16 +44,17 @@ void MixerExtras(const AttentionSpec& a, double h, LayerProfile* lp) {
 auto CostFields(const LayerProfile& x) {
   return std::tie(x.mixer, x.channel, x.mixer_kind, x.channel_kind, x.mixer_kind_id, x.channel_kind_id,
                   x.softmax, x.heads, x.params, x.dense_params, x.expert_params, x.expert_params_each,
-                  x.lora_params_per_rank, x.dense_gemm_flops, x.mixer_gemm_flops, x.core_flops,
-                  x.routed_flops, x.experts, x.top_k, x.dispatch_width, x.expert_inter, x.cross_node_fraction,
-                  x.act_norms, x.act_inputs, x.act_mixer, x.act_mixer_selective, x.act_channel, x.act_routed,
-                  x.scores_bytes_per_key, x.dropout_mask_bytes, x.hidden, x.mla_up_flops, x.mixer_gemm_inputs,
-                  x.channel_gemm_inputs, x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems,
-                  x.kda_state_elems, x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches);
+                  x.lora_params_per_rank, x.lora_expert_params_per_rank, x.dense_gemm_flops,
+                  x.mixer_gemm_flops, x.core_flops, x.routed_flops, x.experts, x.top_k, x.dispatch_width,
+                  x.expert_inter, x.cross_node_fraction, x.act_norms, x.act_inputs, x.act_mixer,
+                  x.act_mixer_selective, x.act_channel, x.act_routed, x.scores_bytes_per_key,
+                  x.dropout_mask_bytes, x.hidden, x.mla_up_flops, x.mixer_gemm_inputs, x.channel_gemm_inputs,
+                  x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems, x.kda_state_elems,
+                  x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches);
 }
-// 4 enums + bool (+ 7 padding) + 3 int64 + 3 size_t + 31 doubles = 320 bytes on LP64: a new
+// 4 enums + bool (+ 7 padding) + 3 int64 + 3 size_t + 32 doubles = 328 bytes on LP64: a new
 // field changes the size; add it to CostFields, then update this number.
-static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 320,
+static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 328,
               "LayerProfile changed: update CostFields and this size");
 
 }  // namespace
@@ -95,7 +97,9 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     const double HV = static_cast<double>(l.attn.num_v_heads > 0 ? l.attn.num_v_heads : l.attn.num_heads);
     const double dv = static_cast<double>(l.attn.v_head_dim > 0 ? l.attn.v_head_dim : l.attn.head_dim);
     // Step 1: channel split (formulas as in core/model_stats.cpp ActivationBytes).
-    double lora_per_rank = 8 * h;  // ~4 attention projections, (in + out) ~ 2h each
+    // LoRA adapters per unit rank, sum of (in + out) over the matrices kLoraTargets adapts
+    // (core/lora_targets.h), one term per adapted set:
+    double lora_per_rank = kLoraTargets.attention ? 8 * h : 0;  // ~4 attention projections, ~2h each
     if (l.channel == ChannelKind::kMoE) {
       const MoESpec& m = l.moe;
       lp.experts = m.num_experts;
@@ -112,14 +116,21 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
       lp.routed_gemm_inputs = static_cast<double>(m.top_k) * (lp.dispatch_width + I);
       lp.channel_gemm_inputs = static_cast<double>(m.num_shared) * (h + Is) + (m.latent_dim > 0 ? 2 * h : 0);
       if (m.latent_dim > 0) lp.act_channel += 2 * (h + static_cast<double>(m.latent_dim));
-      lora_per_rank += static_cast<double>(m.num_shared) * 3 * (h + Is);
+      if (kLoraTargets.shared_experts)  // shared experts: gate, up, down of width Is each
+        lora_per_rank += static_cast<double>(m.num_shared) * 3 * (h + Is);
+      // Routed experts where the layer has no shared expert: per expert (gated ? gate, up, down :
+      // fc1, fc2) x (dispatch width + expert width), the matrices the probe's proxy adapts
+      // (backends/proxy_layout.cpp), times the experts.
+      if (AdaptsRoutedExperts(m.num_shared))
+        lp.lora_expert_params_per_rank =
+            static_cast<double>(m.num_experts) * (m.gated ? 3 : 2) * (lp.dispatch_width + I);
       lp.mixer_kind_id = add_kind(lp.mixer_kind);
       lp.channel_kind_id = add_kind(lp.channel_kind);
     } else {
       const double I = static_cast<double>(l.mlp.intermediate);
       lp.act_channel = (l.mlp.gated ? 6 : 4) * I;
       lp.channel_gemm_inputs = h + I;
-      lora_per_rank += (l.mlp.gated ? 3 : 2) * (h + I);
+      if (kLoraTargets.dense_mlp) lora_per_rank += (l.mlp.gated ? 3 : 2) * (h + I);  // dense MLP
       lp.mixer_kind_id = add_kind(lp.mixer_kind);
       lp.channel_kind_id = add_kind(lp.channel_kind);
     }

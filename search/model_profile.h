@@ -29,8 +29,11 @@ struct LayerProfile {
   double dense_params = 0;          // parameters outside routed experts (TP/FSDP sharded)
   double expert_params = 0;         // all routed-expert parameters (EP/expert-FSDP sharded)
   double expert_params_each = 0;
-  double lora_params_per_rank = 0;  // LoRA adapter params per unit rank r: sum over adapted
-                                    // matrices (attention + dense/shared MLP) of (in + out)
+  double lora_params_per_rank = 0;         // LoRA adapter params per unit rank r: sum over adapted
+                                           // matrices (attention + dense/shared MLP) of (in + out), TP-split
+  double lora_expert_params_per_rank = 0;  // the routed experts' adapters per unit rank, all experts
+                                           // (MoE layers without a shared expert, core/lora_targets.h
+                                           // AdaptsRoutedExperts); EP / expert-FSDP sharded like them
   // Forward FLOPs per token.
   double dense_gemm_flops = 0;      // 2 * dense matmul params (attention projections, MLP, shared, latent, router)
   double mixer_gemm_flops = 0;      // of which the mixer's projections (2 * attention params)

@@ -20,7 +20,10 @@ the src/ folders of HF transformers and huggingface_hub. What runs, unchanged, f
           read as data from the family bridge's mapping_registry() (every megatron_param it maps to an
           HF weight, "*" as 0, the parameter name dropped): building the model itself needs CUDA and
           Transformer Engine. Bridge only warns on a target that matches nothing (LoRA then silently
-          skips it); this check refuses it, labelled [onboard: Bridge's matcher].
+          skips it); this check refuses it, labelled [onboard: Bridge's matcher]. The routed experts'
+          targets (*.mlp.experts.linear_fc1/2, models without shared experts) match the grouped
+          experts' names (mapping "decoder.layers.*.mlp.experts.linear_fc1.weight*" gives
+          decoder.layers.0.mlp.experts.linear_fc1); share_expert_adapters is printed with the counts.
 WORLD_SIZE is the export's NNODES x GPUS_PER_NODE (get_world_size_safe reads WORLD_SIZE); RANK 0.
 MEGATRON_CHECKPOINT_DIR is an empty temporary folder (CheckpointConfig checks it exists).
 Not run: model build and LoRA's transform (they need CUDA and Transformer Engine), so a target
@@ -100,7 +103,8 @@ def main():
             ("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
             ("vp", "virtual_pipeline_model_parallel_size"), ("cp", "context_parallel_size"),
             ("ep", "expert_model_parallel_size"), ("etp", "expert_tensor_parallel_size")))
-        lora = f"LoRA dim {peft.dim} alpha {peft.alpha} {lora_targets_matched(peft)}" if peft else "no PEFT"  # Step 4
+        lora = (f"LoRA dim {peft.dim} alpha {peft.alpha} share_expert_adapters {peft.share_expert_adapters} "
+                f"{lora_targets_matched(peft)}" if peft else "no PEFT")  # Step 4
         return (f"world {world}, {type(m).__name__}, layers {m.num_layers}, {sizes} dp {cfg.data_parallel_size}, "
                 f"micro {cfg.train.micro_batch_size} global {cfg.train.global_batch_size}, {lora}" + bridge_env.gate_suffix())
     return engine_env.print_verdict(root, check)

@@ -16,12 +16,7 @@ using test::Term;
 
 // DeepSeek-V3 (MLA + 256 gated routed experts, top 8) on 64 H800s at seq 4096.
 PlanRequest DeepSeekRequest(Precision prec) {
-  PlanRequest req;
-  req.model = test::HfModel("deepseek-v3");
-  auto t = TopologyForHardware("H800", 64, 400, "test");
-  EXPECT_TRUE(t.ok()) << t.status().ToString();
-  req.topology = *t;
-  req.seq = 4096;
+  PlanRequest req = test::HfRequestOn("deepseek-v3", "H800", 64);
   req.compute_dtype = prec;
   return req;
 }

@@ -42,6 +42,18 @@ inline PlanRequest SeedRequest(FinetuneMode mode) {
   return req;
 }
 
+// A tests/data/hf/ model on `devices` of a known device type (TopologyForHardware, 400 Gb/s NICs),
+// seq 4096.
+inline PlanRequest HfRequestOn(const std::string& model, const std::string& hardware, int64_t devices) {
+  PlanRequest req;
+  req.model = HfModel(model);
+  auto t = TopologyForHardware(hardware, devices, 400, "test");
+  EXPECT_TRUE(t.ok()) << t.status().ToString();
+  if (t.ok()) req.topology = *t;
+  req.seq = 4096;
+  return req;
+}
+
 inline std::vector<LayoutRun> PublishedRuns() {
   auto runs = LoadLayoutFile(std::string(ONBOARD_TEST_DATA) + "/published_runs.json");
   EXPECT_TRUE(runs.ok()) << runs.status().ToString();

@@ -6,7 +6,8 @@
 # Exported differently from the plan:
 #   - virtual pipeline (interleave 3): --num-layer-list cannot express it; one stage per rank exported
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
-#   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
+#   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections
+#   - LoRA adapts the routed experts too (MindSpeed-LLM's LoRA builds them as LoraParallelGroupedMLP with grouped GEMM; no target list excludes them): the plan adapts only the shared experts of these MoE layers (core/lora_targets.h), so adapter memory and FLOPs exceed the plan's
 #   - token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)

@@ -5,7 +5,7 @@
 # Exported differently from the plan:
 #   - model architecture comes from the HF config via AutoBridge (not from onboard's IR)
 #   - LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)
-#   - LoRA targets linear_q_down_proj, linear_q_up_proj, linear_kv_down_proj, linear_kv_up_proj, linear_proj, *.mlp.linear_fc1, *.mlp.linear_fc2, *.mlp.shared_experts.linear_fc1, *.mlp.shared_experts.linear_fc2: the routed experts are not adapted
+#   - LoRA targets linear_q_down_proj, linear_q_up_proj, linear_kv_down_proj, linear_kv_up_proj, linear_proj, *.mlp.linear_fc1, *.mlp.linear_fc2, *.mlp.shared_experts.linear_fc1, *.mlp.shared_experts.linear_fc2: the routed experts are not adapted (the shared experts are the MoE layers' trainable path, core/lora_targets.h)
 #   - the plan FSDP-shards the frozen base over dp_shard=4; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights are replicated over data-parallel ranks: check per-device memory
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model id or folder

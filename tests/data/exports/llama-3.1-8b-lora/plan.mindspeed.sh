@@ -5,7 +5,7 @@
 # (plan.torchrun.sh / plan.sbatch launch it on every node).
 # Exported differently from the plan:
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
-#   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
+#   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)
 #   - MEGATRON_CHECKPOINT_DIR - the HF weights converted to a Megatron checkpoint at this TP/PP/EP (e.g. Megatron-Bridge AutoBridge.import_ckpt)

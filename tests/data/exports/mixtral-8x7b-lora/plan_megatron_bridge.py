@@ -7,7 +7,6 @@
 # Exported differently from the plan:
 #   - model architecture comes from the HF config via AutoBridge (not from onboard's IR)
 #   - LoRA alpha = 2 * rank (the plan has no alpha; the probe's default ratio)
-#   - LoRA targets linear_qkv, linear_proj: the routed experts are not adapted (no dense or shared MLP: attention only)
 #   - the plan FSDP-shards the frozen base over dp_shard=2; this recipe uses the distributed optimizer (Bridge's PEFT recipes do), so base weights are replicated over data-parallel ranks: check per-device memory
 #   - offline sequence packing (the templates' default) is off: Bridge packs only with micro-batch 1, and the plan's micro-batch is 2
 # You must supply:
@@ -58,7 +57,7 @@ def plan_config():
     cfg.mixed_precision = mixed_precision.bf16_mixed()
     cfg.ddp.use_distributed_optimizer = True
     cfg.optimizer.use_distributed_optimizer = True
-    cfg.peft = LoRA(target_modules=["linear_qkv", "linear_proj"], dim=16, alpha=32, dropout=0.0)
+    cfg.peft = LoRA(target_modules=["linear_qkv", "linear_proj", "*.mlp.experts.linear_fc1", "*.mlp.experts.linear_fc2"], dim=16, alpha=32, dropout=0.0, share_expert_adapters=False)
     return cfg
 
 

@@ -6,7 +6,7 @@
 # Exported differently from the plan:
 #   - aux-loss coefficient 1e-3 is a training choice, not from the config
 #   - Megatron-FSDP is not used on MindSpeed-LLM here: the distributed optimizer (ZeRO-1) shards only optimizer state, so weights and gradients take more memory per device than the plan's FSDP
-#   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections (fc1/fc2 include routed experts where MindSpeed applies them)
+#   - LoRA alpha = 2 * rank; targets MindSpeed's usual four projections
 #   - token dispatcher alltoall_seq: MindSpeed-LLM's LoRA on MoE layers takes only that one
 # You must supply:
 #   - HF_MODEL_PATH - Hugging Face model folder (config, tokenizer, safetensors)

@@ -1,5 +1,7 @@
 # torchtitan config for this plan, written by `onboard plan --export`.
 # Target: pytorch/torchtitan main @ b5bcd76c (2026-08-21).
+# Exported differently from the plan:
+#   - LoRA leaves the routed experts frozen: LoRAConverter wraps Linear configs only and the experts are grouped parameters (GroupedExperts); the plan adapts them, one adapter per expert, in MoE layers without a shared expert (core/lora_targets.h), so these MoE layers train no FFN weight here
 # You must supply:
 #   - HF_MODEL_PATH - absolute path of the Hugging Face model folder (tokenizer + safetensors)
 #   - dataset: the baseline's (c4 through HF datasets); replace it for your data
