@@ -31,7 +31,8 @@
 //   fp8 quantisation : fp8_quant_bytes * GEMM input elements / HBM, fwd (inputs) and bwd (output grads)
 //   backward GEMMs   : 2x forward (full fine-tuning), 1x (LoRA: no weight grads for the frozen base)
 //   LoRA adapters    : dense (attention, dense / shared MLP): 2 * T * r * lora_params_per_rank / t FLOPs
-//                      fwd+bwd at P * eff * lora_gemm_eff, forward lora_fwd_share of it (in the mixer);
+//                      forward at P * eff * lora_gemm_eff, backward lora_bwd_ratio (2) x that: the adapters
+//                      train, dX and dA, dB (LoRA, Hu et al. 2021, arXiv 2106.09685) (in the mixer);
 //                      routed experts' (core/lora_targets.h AdaptsRoutedExperts, one adapter per expert):
 //                      the same form over the rank's Rg copies, each through one expert's adapters,
 //                      2 * Rg * r * lora_expert_params_per_rank / E / etp (in the channel)
@@ -293,8 +294,8 @@ class TimeModel {
     const double lora_f = lora_ ? 2 * T_ * static_cast<double>(p_.lora_rank) * lp.lora_params_per_rank / t_ /
                                       (c_.peak_flops * eff_ * k.lora_gemm_eff)
                                 : 0;
-    mx->fwd = mg + core_f + mel + quant + lora_f * k.lora_fwd_share;
-    mx->bwd = bwd_gemm * mg + core_b + 2 * mel + quant + lora_f;
+    mx->fwd = mg + core_f + mel + quant + lora_f;
+    mx->bwd = bwd_gemm * mg + core_b + 2 * mel + quant + k.lora_bwd_ratio * lora_f;
     if (rm == Recompute::kFull) {
       mx->rc = mx->fwd;
     } else if (rm == Recompute::kSelective) {
@@ -400,8 +401,8 @@ class TimeModel {
                                           lp.lora_expert_params_per_rank / static_cast<double>(lp.experts) /
                                           etp / (c_.peak_flops * eff_ * k.lora_gemm_eff)
                                     : 0;
-      routed_lora_f = adapters * k.lora_fwd_share;  // fwd+bwd seconds split as the dense adapters'
-      routed_lora_b = adapters;
+      routed_lora_f = adapters;  // forward seconds; backward as the dense adapters'
+      routed_lora_b = k.lora_bwd_ratio * adapters;
       const double routed_quant = Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
       quant += routed_quant;
       ch->expert_launch = ExpertLaunchExposed(per_rank, routed + routed_quant);

@@ -39,7 +39,8 @@ struct CostConstants {
   double unfused_dropout_passes = 5.0;  // + with dropout: write 1 B mask, write+read dropped probs (Korthikanti 2022)
   double kda_selective_share = 0.5;  // KDA selective recompute redoes the conv + gates: half the mixer's elementwise work
   double lora_gemm_eff = 0.5;        // LoRA adapter GEMMs (rank r << h) reach half the big-GEMM efficiency
-  double lora_fwd_share = 0.5;       // of the adapters' fwd+bwd FLOPs, forward is half (bwd: dX only, no frozen dW)
+  double lora_bwd_ratio = 2.0;       // adapter backward / forward FLOPs: the adapters train, so backward is
+                                     // dh = dy B, dB = dy^T h, dx = dh A, dA = dh^T x: twice y = (x A^T) B^T
   // MoE token handling (memory-bound; Megatron-Core MoE token dispatcher, TE fused permute).
   double permute_passes = 4.0;       // HBM bytes per dispatched element fwd: permute read+write, unpermute read+write
   double sort_chunks_passes = 4.0;   // HBM bytes per dispatched element fwd, all-to-all dispatcher, > 1 local

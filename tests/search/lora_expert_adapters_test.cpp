@@ -86,13 +86,13 @@ TEST(LoraExpertAdapters, StepTimePaysTheExpertAdaptersOnTheRoutedPathAndTheirOpt
   ASSERT_TRUE(a.ok() && b.ok()) << b.status().ToString();
   const CostContext c = MakeCostContext(r16);
   // Per MoE layer and micro-batch: Rg = T x top_k x imbalance = 4096 x 8 x 1 copies (tp 1, etp 1),
-  // each through one expert's adapters, 2 x Rg x r x 3 x (h + I) FLOPs fwd+bwd at
-  // P x eff x lora_gemm_eff, forward lora_fwd_share of it again: (1 + share) x that, x 48 layers x 2
+  // each through one expert's adapters, 2 x Rg x r x 3 x (h + I) FLOPs forward at
+  // P x eff x lora_gemm_eff, backward lora_bwd_ratio x that: (1 + ratio) x that, x 48 layers x 2
   // micro-batches. Rank 32 - rank 16 = the rank-16 term.
   const double rg = 4096 * kQwenTopK * r16.expert_imbalance;
   const double rate =
       c.peak_flops * c.k.gemm_eff_max * r16.calibration.compute_efficiency * c.k.lora_gemm_eff;
-  const double per_layer = (1 + c.k.lora_fwd_share) * 2 * rg * 16 * 3 * (kQwenH + kQwenI) / rate;
+  const double per_layer = (1 + c.k.lora_bwd_ratio) * 2 * rg * 16 * 3 * (kQwenH + kQwenI) / rate;
   const double moe_a = test::Term(*a, "compute.MoE")->total_s, moe_b = test::Term(*b, "compute.MoE")->total_s;
   EXPECT_NEAR(moe_b - moe_a, 2 * kQwenLayers * per_layer, 1e-9 * moe_b);
   EXPECT_GT(per_layer, 0);
