@@ -102,6 +102,10 @@ enum class HfTpSplit { kWhole, kRows, kCols, kRank0 };
 HfTpSplit HfTpSplitOf(const std::string& name, bool expert_tp = true);
 // True when `name` is one routed expert's tensor ("model.layers.N.mlp.experts.E...").
 bool HfIsRoutedExpert(const std::string& name);
+// The shared-expert MLPs' module prefixes after "model.layers.N." (the names HfTpSplitOf splits):
+// "mlp.shared_experts." (DeepSeek, GLM), Qwen's "mlp.shared_expert.", Kimi's
+// "block_sparse_moe.shared_experts.".
+std::vector<std::string> HfSharedExpertPrefixes();
 
 // hf_plan_slice.cpp: experts [begin, end) of group `index` when `num_experts` are split over `parts`
 // groups of num_experts / parts (the last takes the remainder). One home for EP and for EP folded over

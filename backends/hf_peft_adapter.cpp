@@ -46,8 +46,16 @@ Expected<torch::Tensor> ReadTensor(const SafetensorsCheckpoint& ck, const std::s
 }  // namespace
 
 std::vector<std::string> PeftLoraAdapter::TargetModules() const {
+  // PEFT matches a target on a module path that is it or ends in "." + it: the path past the layer's
+  // "layers.N." names the adapted projections only ("mlp.gate_proj" is not a routed expert's
+  // "mlp.experts.E.gate_proj", nor a shared expert's).
   std::set<std::string> out;
-  for (const LoraModule& m : modules) out.insert(m.module.substr(m.module.find_last_of('.') + 1));
+  for (const LoraModule& m : modules) {
+    const size_t at = m.module.rfind("layers.");
+    const size_t dot = at == std::string::npos ? at : m.module.find('.', at + 7);
+    out.insert(dot == std::string::npos ? m.module.substr(m.module.find_last_of('.') + 1)
+                                        : m.module.substr(dot + 1));
+  }
   return {out.begin(), out.end()};
 }
 

@@ -29,7 +29,9 @@ struct PeftLoraAdapter {
   double alpha = 0;
   std::string base_model;            // base_model_name_or_path
   std::vector<LoraModule> modules;   // sorted by module path
-  std::vector<std::string> TargetModules() const;  // distinct last path parts ("q_proj", "v_proj")
+  // Distinct module paths past "layers.N." ("self_attn.q_proj", "mlp.gate_proj",
+  // "mlp.shared_experts.down_proj"); a module outside the layers: its last path part.
+  std::vector<std::string> TargetModules() const;
 };
 
 // Writes adapter_config.json + adapter_model.safetensors (F32) into `dir` (created if missing).

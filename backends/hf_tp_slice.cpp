@@ -28,6 +28,7 @@
 //   mapping (HfWeightReader::OwnTpSlice); HfTpLoad.* checks the two agree bit for bit.
 // Shapes: linears [out, in]; H heads, KV groups, d head dim, I intermediate. Units: rows/columns.
 #include <cctype>
+#include <iterator>
 
 #include "backends/hf_model.h"
 
@@ -129,6 +130,10 @@ HfTpSplit HfTpSplitOf(const std::string& name, bool expert_tp) {
   }
   const std::string rest = RoutedExpertRest(tail);
   return expert_tp && !rest.empty() ? ExpertSplit(rest) : HfTpSplit::kWhole;
+}
+
+std::vector<std::string> HfSharedExpertPrefixes() {
+  return {std::begin(kSharedPrefixes), std::end(kSharedPrefixes)};
 }
 
 bool HfIsRoutedExpert(const std::string& name) {

@@ -1,7 +1,8 @@
 // Layer-slice probe on real weights (issue 16, `onboard probe CKPT_DIR --weights [--layers A-B] --text
 // FILE --mode lora --ranks N [--tp T]`): every rank loads the checkpoint's real embedding, the chosen
 // decoder layers and the head (MapHfSlice: mmap, only its own TP rows / columns), trains LoRA adapters on
-// the attention projections (q/k/v/o_proj where the family has them) over c10d, and the held-out loss of
+// kLoraTargets (core/lora_targets.h: q/k/v/o_proj where the family has them, the dense MLP, the shared
+// experts; not yet the routed experts) over c10d, and the held-out loss of
 // the text must fall below the frozen model's own (the no-learning baseline: adapters at B = 0 compute
 // exactly the loaded checkpoint). The adapters are written in PEFT's format (hf_peft_adapter.h).
 //

@@ -8,50 +8,91 @@
 
 #include "backends/hf_moe_ep.h"
 #include "backends/probe_pipeline_schedule.h"
+#include "core/lora_targets.h"
 
 namespace onboard::backends {
 namespace {
 
-// Step 3 helper: draws (and drops) the A of layer i's q/k/v/o_proj, a layer another stage holds.
-void DropLayerA(const WeightsProbeOptions& o, RankModel* m, int64_t i) {
-  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
-  for (const char* name : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
-    const TensorInfo* info = m->ckpt->inventory().Find(m->c.weights_root + "layers." + std::to_string(i) +
-                                                       ".self_attn." + name + ".weight");
-    if (info != nullptr && info->shape.size() == 2) (void)torch::rand({o.lora_rank, info->shape[1]}, dtype);
+// One projection LoRA adapts in decoder layer i: its split-rule name ("model.layers.N.mlp.gate_proj"),
+// its whole shape in the checkpoint's header, and (a loaded layer) the weights it adapts.
+struct Target {
+  std::string name;
+  int64_t out = 0, in = 0;
+  HfLinear* lin = nullptr;
+};
+
+// Step 3 helper: the projections of layer i that kLoraTargets (core/lora_targets.h) adapts, in the
+// order their A are drawn on every rank: q/k/v/o_proj where the mixer has them, then the dense MLP's
+// gate/up/down_proj, or the shared experts' (the checkpoint's prefix: HfSharedExpertPrefixes). `l`:
+// the loaded layer, or nullptr for a layer another stage holds (only the names and shapes then).
+// The routed experts (AdaptsRoutedExperts) stay frozen here (backends/README.md).
+std::vector<Target> LayerTargets(const RankModel& m, int64_t i, HfLayerWeights* l) {
+  const LayerSpec& spec = m.c.ir.layers[size_t(i)];
+  const std::string p = HfLayerPrefix(spec);
+  const TensorInventory& inv = m.ckpt->inventory();
+  auto find = [&](const std::string& name) {
+    return inv.Find(m.c.weights_root + name.substr(std::string("model.").size()) + ".weight");
+  };
+  std::vector<Target> out;
+  auto add = [&](const std::string& name, HfLinear* lin) {
+    if (l != nullptr && !lin->w.defined()) return;
+    const TensorInfo* info = find(name);
+    if (l == nullptr && (info == nullptr || info->shape.size() != 2)) return;
+    ONBOARD_ASSERT(info != nullptr && info->shape.size() == 2, "adapted weight not in the header: " + name);
+    out.push_back({name, info->shape[0], info->shape[1], lin});
+  };
+  HfLayerWeights none;  // the pointers' source when l is nullptr (never dereferenced for weights)
+  HfLayerWeights& w = l != nullptr ? *l : none;
+  using Named = std::pair<const char*, HfLinear*>;
+  const Named attn[] = {
+      {"q_proj", &w.attn.q}, {"k_proj", &w.attn.k}, {"v_proj", &w.attn.v}, {"o_proj", &w.attn.o}};
+  for (const auto& [name, lin] : attn)
+    if (kLoraTargets.attention) add(p + "self_attn." + name, lin);
+  // The FFN: the dense layer's MLP, or the MoE layer's shared experts (found by their prefix).
+  std::string ffn;
+  HfMlpWeights* mlp = nullptr;
+  if (spec.channel != ChannelKind::kMoE && kLoraTargets.dense_mlp) {
+    ffn = p + "mlp.";
+    mlp = &w.mlp;
+  } else if (spec.channel == ChannelKind::kMoE && spec.moe.num_shared > 0 && kLoraTargets.shared_experts) {
+    for (const std::string& s : HfSharedExpertPrefixes())
+      if (ffn.empty() && find(p + s + "gate_proj") != nullptr) ffn = p + s;
+    mlp = &w.experts.shared;
   }
+  if (ffn.empty()) return out;
+  const Named fc[] = {{"gate_proj", &mlp->gate}, {"up_proj", &mlp->up}, {"down_proj", &mlp->down}};
+  for (const auto& [name, lin] : fc) add(ffn + name, lin);
+  return out;
 }
 
-// Step 3 helper: adapters on q/k/v/o_proj of loaded layer li where it has them.
+// Step 3 helper: draws (and drops) the A of layer i's targets, a layer another stage holds.
+void DropLayerA(const WeightsProbeOptions& o, const RankModel& m, int64_t i) {
+  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
+  for (const Target& t : LayerTargets(m, i, nullptr)) (void)torch::rand({o.lora_rank, t.in}, dtype);
+}
+
+// Step 3 helper: adapters on the targets of loaded layer li.
 void AddLayerAdapters(const WeightsProbeOptions& o, RankModel* m, size_t li) {
   HfLayerWeights& l = m->w.layers[li];
-  // "model.layers.N.self_attn.X" (the split rule's name); the module as the checkpoint names it.
-  const std::string p = HfLayerPrefix(m->c.ir.layers[size_t(l.index)]) + "self_attn.";
-  const std::pair<const char*, HfLinear*> targets[] = {
-      {"q_proj", &l.attn.q}, {"k_proj", &l.attn.k}, {"v_proj", &l.attn.v}, {"o_proj", &l.attn.o}};
-  for (const auto& [name, lin] : targets) {
-    if (!lin->w.defined()) continue;
+  for (const Target& t : LayerTargets(*m, l.index, &l)) {
     Adapter ad;
-    ad.module = m->c.weights_root + (p + name).substr(std::string("model.").size());
-    ad.target = lin;
-    ad.base = lin->w;
+    // The module as the checkpoint names it; the split rule reads the "model.layers.N." name.
+    ad.module = m->c.weights_root + t.name.substr(std::string("model.").size());
+    ad.target = t.lin;
+    ad.base = t.lin->w;
     ad.layer = li;
-    ad.cols = HfTpSplitOf(p + name + ".weight") == HfTpSplit::kCols;
+    ad.cols = HfTpSplitOf(t.name + ".weight") == HfTpSplit::kCols;
     // A and B cover the whole weight: its shape in the checkpoint's header.
-    const TensorInfo* info = m->ckpt->inventory().Find(ad.module + ".weight");
-    ONBOARD_ASSERT(info != nullptr && info->shape.size() == 2,
-                   "adapted weight not in the header: " + ad.module);
-    const int64_t out = info->shape[0], in = info->shape[1];
-    const double bound = 1.0 / std::sqrt(double(in));
-    ad.a = (torch::rand({o.lora_rank, in}, ad.base.options()) * 2 - 1).mul_(bound).requires_grad_(true);
-    ad.b = torch::zeros({out, o.lora_rank}, ad.base.options()).requires_grad_(true);
+    const double bound = 1.0 / std::sqrt(double(t.in));
+    ad.a = (torch::rand({o.lora_rank, t.in}, ad.base.options()) * 2 - 1).mul_(bound).requires_grad_(true);
+    ad.b = torch::zeros({t.out, o.lora_rank}, ad.base.options()).requires_grad_(true);
     m->adapters.push_back(std::move(ad));
   }
 }
 
-// Step 3 helper: adapters on q/k/v/o_proj of every loaded layer that has them (GQA, MLA with a
-// full-rank q, KDA); A ~ U(+-1/sqrt(in)) (PEFT's kaiming-uniform bound), B = 0. With FSDP the base
-// is a dim-0 chunk: the whole shape is the chunk's with the rows of the TP shard.
+// Step 3 helper: adapters on the LayerTargets of every loaded layer (q/k/v/o_proj of GQA, MLA with a
+// full-rank q, KDA; the dense MLP; the shared experts); A ~ U(+-1/sqrt(in)) (PEFT's kaiming-uniform bound), B
+// = 0. With FSDP the base is a dim-0 chunk: the whole shape is the chunk's with the rows of the TP shard.
 void AddAdapters(const WeightsProbeOptions& o, RankModel* m) {
   torch::manual_seed(o.seed);  // the same A on every rank
   // Layer by layer from the first of the range (the loaded layers ascend): a layer this pipeline
@@ -62,7 +103,7 @@ void AddAdapters(const WeightsProbeOptions& o, RankModel* m) {
     if (m->w.layers[li].index == i)
       AddLayerAdapters(o, m, li++);
     else
-      DropLayerA(o, m, i);
+      DropLayerA(o, *m, i);
   }
 }
 

@@ -53,7 +53,7 @@ struct ProbeOptions {
 };
 
 // --weights (backends/probe_weights.h): the real embedding, layers and head of the checkpoint, LoRA on
-// the attention projections, judged against the frozen checkpoint's held-out loss.
+// kLoraTargets (attention, dense MLP, shared experts), judged against the frozen checkpoint's held-out loss.
 int RunWeightsProbeCommand(const ProbeOptions& o) {
   Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
   if (!mode.ok()) return ReportError("probe", mode.status());

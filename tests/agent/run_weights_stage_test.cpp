@@ -94,7 +94,7 @@ TEST(RunWeights, RealWeightsLoraProbeRunsAndTheReportRecordsItsWeights) {
   const nlohmann::json& p = rep["weights"]["lora_probe"];
   ASSERT_TRUE(p["ran"].get<bool>()) << p.dump();
   EXPECT_EQ(p["layers"], nlohmann::json::array({0, 1}));
-  EXPECT_EQ(p["targets"].size(), 8u);
+  EXPECT_EQ(p["targets"].size(), 14u);  // q/k/v/o and the MLP gate/up/down of both layers
   EXPECT_EQ(p["verdict"], "learned") << p.dump();
   EXPECT_LT(p["held_out_final"].get<double>(), p["held_out_frozen"].get<double>());
   EXPECT_TRUE(fs::exists(fs::path(p["adapter"].get<std::string>()) / "adapter_model.safetensors"));

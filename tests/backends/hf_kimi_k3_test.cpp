@@ -199,7 +199,8 @@ TEST(HfKimiK3, LoraProbeOnRealLayersLowersHeldOutLoss) {
   ASSERT_TRUE(r.ok()) << r.status().message();
   EXPECT_TRUE(r->learned) << r->verdict;
   EXPECT_LT(r->held_out_final, (1 - kWeightsProbeMinFall) * r->held_out_frozen);
-  EXPECT_EQ(r->targets.size(), 5u);  // KDA q/k/v/o of layer 1, the MLA's o_proj of layer 2
+  // KDA q/k/v/o of layer 1, the MLA's o_proj of layer 2, both MoE layers' shared-expert gate/up/down
+  EXPECT_EQ(r->targets.size(), 11u);
 }
 
 }  // namespace

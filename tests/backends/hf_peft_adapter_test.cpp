@@ -40,7 +40,7 @@ TEST(HfPeftAdapter, WritesPeftKeysAndConfig) {
   EXPECT_EQ(cfg["peft_type"], "LORA");
   EXPECT_EQ(cfg["r"], 4);
   EXPECT_EQ(cfg["lora_alpha"], 8.0);
-  EXPECT_EQ(cfg["target_modules"], nlohmann::json({"q_proj", "v_proj"}));
+  EXPECT_EQ(cfg["target_modules"], nlohmann::json({"self_attn.q_proj", "self_attn.v_proj"}));
   EXPECT_EQ(cfg["base_model_name_or_path"], "test/tiny-llama");
   Expected<TensorInventory> inv = ReadSafetensorsFile(dir + "/adapter_model.safetensors");
   ASSERT_TRUE(inv.ok());
@@ -51,6 +51,30 @@ TEST(HfPeftAdapter, WritesPeftKeysAndConfig) {
   EXPECT_EQ(a->shape, (std::vector<int64_t>{4, 32}));
   EXPECT_EQ(b->shape, (std::vector<int64_t>{16, 4}));
   EXPECT_EQ(inv->tensors.size(), 8u);
+}
+
+TEST(HfPeftAdapter, TargetModulesMatchOnlyTheAdaptedModulesUnderPeftsSuffixRule) {
+  // A MoE layer with its shared experts adapted, its routed experts frozen, and a dense layer's MLP.
+  PeftLoraAdapter a;
+  a.r = 2;
+  for (const char* m : {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.down_proj",
+                        "model.layers.1.mlp.shared_experts.gate_proj", "model.layers.1.self_attn.q_proj"})
+    a.modules.push_back({m, torch::zeros({2, 8}), torch::zeros({8, 2})});
+  const std::vector<std::string> targets = a.TargetModules();
+  // PEFT (tuners_utils check_target_module_exists): a list entry matches a module path equal to it or
+  // ending in "." + it.
+  auto matched = [&](const std::string& module) {
+    for (const std::string& t : targets)
+      if (module == t || (module.size() > t.size() &&
+                          module.compare(module.size() - t.size() - 1, t.size() + 1, "." + t) == 0))
+        return true;
+    return false;
+  };
+  for (const LoraModule& m : a.modules) EXPECT_TRUE(matched(m.module)) << m.module;
+  for (const char* frozen :
+       {"model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.3.down_proj",
+        "model.layers.1.mlp.gate", "model.layers.1.self_attn.q_a_proj"})
+    EXPECT_FALSE(matched(frozen)) << frozen;
 }
 
 TEST(HfPeftAdapter, RoundTripsExactly) {

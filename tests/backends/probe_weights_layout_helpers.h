@@ -20,6 +20,8 @@ namespace onboard::hftest {
 // and, with micro-batches, in the order they accumulate: rounding-level differences, as the TP
 // test's bound.
 inline constexpr double kLayoutTol = 1e-5;
+// The same bound in fp64: scaled by the ratio of the two machine epsilons (2^-52 / 2^-23).
+inline constexpr double kLayoutTolFp64 = kLayoutTol * 0x1p-52 / 0x1p-23;
 // The wrong experts / chunk / stage must miss that bound by far.
 inline constexpr double kLayoutWrongAtLeast = 1e-3;
 
