@@ -30,11 +30,7 @@ ProbeConfig ControlConfig(const std::string& name, FinetuneMode mode) {
   return c;
 }
 
-ProbeResult RunControl(const ProbeConfig& c) {
-  Expected<ProbeResult> r = RunProbeSpec(ControlSpec(), c);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : ProbeResult{};
-}
+ProbeResult RunControl(const ProbeConfig& c) { return testing_probe::RunExpectingOk(ControlSpec(), c); }
 
 TEST(ProbeControls, NormalRunConverges) {
   ProbeResult r = RunControl(ControlConfig("normal", FinetuneMode::kFull));
@@ -72,9 +68,7 @@ ProbeResult RunRouterLookup(const std::string& name, const std::string& control)
   c.worker_binary = small.worker_binary;
   c.timeout_s = 300;
   c.control = control;
-  Expected<ProbeResult> r = RunProbeSpec(testing_probe::RouterLearnerSpec(), c);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : ProbeResult{};
+  return testing_probe::RunExpectingOk(testing_probe::RouterLearnerSpec(), c);
 }
 
 TEST(ProbeControls, RouterLearnsTheLookupTable) {

@@ -42,9 +42,7 @@ ProbeResult ProbeWithParity(const std::string& name, const std::string& control)
   ProbeConfig c = ParityConfig(name, ProbeKernel::kGenerated, control);
   c.steps = 2;
   c.loss_parity_steps = 50;
-  Expected<ProbeResult> r = RunProbeSpec(ParitySpec(), c);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : ProbeResult{};
+  return testing_probe::RunExpectingOk(ParitySpec(), c);
 }
 
 // The generated KDA kernel against the reference ops over 50 fp32 steps passes; the perturbed gate

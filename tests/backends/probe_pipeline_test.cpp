@@ -243,9 +243,7 @@ ProbeResult HeldOutRun(const std::string& text_file, int64_t ranks, int64_t tp, 
   c.micro_batch = 2;
   c.tp = tp;
   c.pp = pp;
-  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : ProbeResult{};
+  return testing_probe::RunExpectingOk(SmallSpec(), c);
 }
 
 // Text task, held-out loss: every layout evaluates the one process's held-out windows. The file

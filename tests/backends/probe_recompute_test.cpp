@@ -29,9 +29,7 @@ ProbeResult RunWith(const std::map<std::string, Recompute>& rc, const std::strin
   c.steps = 6;
   c.recompute = rc;
   c.micro_batch = micro_batch;
-  Expected<ProbeResult> r = RunProbeSpec(SmallSpec(), c);
-  EXPECT_TRUE(r.ok()) << r.status().ToString();
-  return r.ok() ? *r : ProbeResult{};
+  return testing_probe::RunExpectingOk(SmallSpec(), c);
 }
 
 // Steps whose loss or grad norm differ in any bit.

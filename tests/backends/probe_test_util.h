@@ -1,6 +1,7 @@
 // Shared settings of the multi-process probe tests: a small proxy and the `onboard` worker binary.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -70,6 +71,14 @@ inline ProbeConfig SmallConfig(int64_t ranks, const std::string& out) {
 // length (the learning-rate schedule depends on the step count, so a prefix of a longer curve is
 // not the same run).
 constexpr int64_t kNegativeControlSteps = 3;
+
+// One probe run that the test expects to start and finish: its result, or (after a non-fatal
+// failure naming the status) an empty result, so the caller's checks fail instead of crashing.
+inline ProbeResult RunExpectingOk(const ProxySpec& spec, const ProbeConfig& config) {
+  Expected<ProbeResult> r = RunProbeSpec(spec, config);
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
+  return r.ok() ? *r : ProbeResult{};
+}
 
 // The recorded loss curve of a probe (one value per step, nats).
 inline std::vector<double> Losses(const ProbeResult& r) {
