@@ -57,9 +57,12 @@ TEST(MeasuredRuns, TableMatchesGolden) {
 // +13.0% -> +23.0%: its interleaved PP sends are now hidden). The seventh pass (fp8 row padding of
 // Megatron-Core's grouped experts where neither the router nor HybridEP padded: 9.78% -> 9.76%, max 45.9% ->
 // 41.9%, 27 -> 28 within 20%: mb2604-qwen3-235b-b200-mxfp8 +23.2% -> +19.2%) tightened the last three.
-constexpr double kMeanAbsErrReached = 0.098;  // target 0.10 (reached 9.76%)
-constexpr double kMaxAbsErrReached =
-    0.420;                             // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +41.9%, recipe not pinned)
+// The ninth pass pinned the mtp run's recipe in the layout data (Megatron-Bridge@5776a6d9
+// DEEPSEEK_V3_PRETRAIN_CONFIG_B200_BASE_CONFIG, every column of the row): a sourced input beats the
+// unknown-recipe default even though it moves these two the wrong way (bf16 main grads from
+// grad_reduce_in_fp32=False: +41.9% -> +45.1%, mean 9.76% -> 9.87%); loosened, reported, not fitted.
+constexpr double kMeanAbsErrReached = 0.099;  // target 0.10 (reached 9.87%)
+constexpr double kMaxAbsErrReached = 0.452;  // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +45.1%, recipe pinned)
 constexpr int kWithin20Reached = 28;   // of 30; target 30
 constexpr int kNotFittingReached = 0;  // target 0: met on these 30
 const char* const kAddedRun = "dsv3-report-h800-2048";  // micro-batch not in its source: 1 assumed
