@@ -1,0 +1,134 @@
+// The real-weights probe's routed-expert adapters (core/lora_targets.h AdaptsRoutedExperts: an MoE
+// layer without a shared expert adapts each routed expert, one adapter per expert): on Mixtral and
+// Qwen3-MoE checkpoints the adapters are the hand-counted set under the checkpoint's names; tp 2, ep 2
+// and ep 2 over 4 ranks (the expert-data-parallel gradient sum) train the one-rank curve in fp64; the
+// PEFT file holds every expert's adapter (gathered from the EP owners), equal to the one-rank run's.
+// gpt-oss (fused experts) is refused naming the reason.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+#include "backends/hf_peft_adapter.h"
+#include "backends/probe_weights.h"
+#include "tests/backends/hf_test_checkpoint.h"
+#include "tests/backends/hf_test_families.h"
+#include "tests/backends/probe_weights_layout_helpers.h"
+
+namespace onboard {
+namespace weights_experts {  // a unity batch shares the anonymous namespace with other test files
+namespace {
+
+using hftest::Launch;
+using hftest::LayoutOptions;
+using hftest::Worst;
+using hftest::Write;
+
+// The adapted modules of `layers` MoE layers by hand: q/k/v/o, then each expert's three projections.
+std::vector<std::string> ByHand(int layers, const std::string& experts, int n,
+                                const std::vector<std::string>& fc) {
+  std::vector<std::string> want;
+  for (int l = 0; l < layers; ++l) {
+    const std::string p = "model.layers." + std::to_string(l) + ".";
+    for (const char* a : {"q_proj", "k_proj", "v_proj", "o_proj"}) want.push_back(p + "self_attn." + a);
+    for (int e = 0; e < n; ++e)
+      for (const std::string& f : fc) want.push_back(p + experts + std::to_string(e) + "." + f);
+  }
+  return want;
+}
+
+// Largest |x - y| / max|y| over every module's A and B of two PEFT adapters (the same modules).
+double AdapterDiff(const PeftLoraAdapter& x, const PeftLoraAdapter& y) {
+  EXPECT_EQ(x.modules.size(), y.modules.size());
+  double worst = 0;
+  for (size_t i = 0; i < std::min(x.modules.size(), y.modules.size()); ++i) {
+    EXPECT_EQ(x.modules[i].module, y.modules[i].module);
+    for (auto [a, b] : {std::pair{x.modules[i].a, y.modules[i].a}, std::pair{x.modules[i].b, y.modules[i].b}})
+      worst = std::max(worst, (a - b).abs().max().item<double>() / b.abs().max().item<double>());
+  }
+  return worst;
+}
+
+TEST(ProbeWeightsExperts, MoeWithoutSharedExpertAdaptsEachRoutedExpert) {
+  // mixtral: 2 MoE layers of 4 experts (w1 / w3 / w2), no shared expert: 2 x (4 + 4 x 3) = 32 adapters.
+  WeightsProbeOptions o = LayoutOptions(Write(hftest::MakeMixtral(256)), 1, 8);
+  const WeightsProbeResult r = Launch(o);
+  const std::vector<std::string> want = ByHand(2, "block_sparse_moe.experts.", 4, {"w1", "w3", "w2"});
+  ASSERT_EQ(want.size(), 32u);
+  EXPECT_EQ(r.targets, want);
+  // The PEFT file: every expert's adapter, trained (B off zero: every expert got tokens), and its
+  // target_modules exactly the adapted paths past "layers.N.".
+  Expected<PeftLoraAdapter> pa = ReadPeftAdapter(r.adapter_dir);
+  ASSERT_TRUE(pa.ok()) << pa.status().message();
+  ASSERT_EQ(pa->modules.size(), 32u);
+  for (const LoraModule& m : pa->modules) EXPECT_GT(m.b.abs().max().item<double>(), 0.0) << m.module;
+  std::vector<std::string> targets;
+  for (const char* a : {"q_proj", "k_proj", "v_proj", "o_proj"})
+    targets.push_back(std::string("self_attn.") + a);
+  for (int e = 0; e < 4; ++e)
+    for (const char* f : {"w1", "w2", "w3"})
+      targets.push_back("block_sparse_moe.experts." + std::to_string(e) + "." + f);
+  std::sort(targets.begin(), targets.end());
+  EXPECT_EQ(pa->TargetModules(), targets);
+
+  // qwen3_moe: mlp.experts.E.gate_proj / up_proj / down_proj, 8 experts: 2 x (4 + 8 x 3) = 56.
+  hftest::Checkpoint q = hftest::MakeQwen3Moe();
+  q.config["vocab_size"] = 256;
+  q.Add("model.embed_tokens.weight", {256, 32}, 1.0);
+  q.Linear("lm_head", 256, 32);
+  WeightsProbeOptions oq = LayoutOptions(Write(q), 1, 8);
+  oq.steps = 2;
+  const WeightsProbeResult rq = Launch(oq);
+  EXPECT_EQ(rq.targets, ByHand(2, "mlp.experts.", 8, {"gate_proj", "up_proj", "down_proj"}));
+  EXPECT_EQ(rq.targets.size(), 56u);
+}
+
+TEST(ProbeWeightsExperts, TensorAndExpertParallelTrainTheOneRankExpertAdapters) {
+  // fp64, 8 steps: tp 2 (each expert's rows / columns split, adapters whole), ep 2 on 2 ranks (each
+  // owns 2 experts and their adapters), ep 2 on 4 ranks (2 EP groups: each expert's adapter on 2
+  // owners, its gradient summed over them) against 1 rank: the train curve, both held-out losses and
+  // the PEFT file's every A and B (gathered from the owners).
+  const std::string ckpt = Write(hftest::MakeMixtral(256));
+  WeightsProbeOptions one = LayoutOptions(ckpt, 1, 8), tp = LayoutOptions(ckpt, 2, 8),
+                      ep = LayoutOptions(ckpt, 2, 8), ep4 = LayoutOptions(ckpt, 4, 8);
+  one.fp64 = tp.fp64 = ep.fp64 = ep4.fp64 = true;
+  tp.tp = 2;
+  ep.ep = ep4.ep = 2;
+  const WeightsProbeResult r1 = Launch(one), rt = Launch(tp), re = Launch(ep), r4 = Launch(ep4);
+  Expected<PeftLoraAdapter> a1 = ReadPeftAdapter(r1.adapter_dir), at = ReadPeftAdapter(rt.adapter_dir),
+                            ae = ReadPeftAdapter(re.adapter_dir), a4 = ReadPeftAdapter(r4.adapter_dir);
+  ASSERT_TRUE(a1.ok() && at.ok() && ae.ok() && a4.ok());
+  ASSERT_EQ(a1->modules.size(), 32u);
+  std::printf(
+      "mixtral fp64 vs 1 rank, worst relative (curve, held-out; PEFT A/B): tp2 %.3g, %.3g; ep2 %.3g, "
+      "%.3g; ep2 on 4 ranks %.3g, %.3g; held-out %.6g -> %.6g\n",
+      Worst(rt, r1), AdapterDiff(*at, *a1), Worst(re, r1), AdapterDiff(*ae, *a1), Worst(r4, r1),
+      AdapterDiff(*a4, *a1), r1.held_out_frozen, r1.held_out_final);
+  for (const WeightsProbeResult* r : {&rt, &re, &r4}) EXPECT_LT(Worst(*r, r1), hftest::kLayoutTolFp64);
+  // The files hold F32 copies of the fp64 adapters: equal to F32 rounding.
+  for (const PeftLoraAdapter* a : {&*at, &*ae, &*a4}) EXPECT_LT(AdapterDiff(*a, *a1), hftest::kLayoutTol);
+  std::vector<std::string> names;  // the one-rank file's modules (sorted): the EP runs' merged targets
+  for (const LoraModule& m : a1->modules) names.push_back(m.module);
+  EXPECT_EQ(re.targets, names);
+  EXPECT_EQ(r4.targets, names);
+  EXPECT_GT(hftest::Rel(r1.held_out_final, r1.held_out_frozen), hftest::kLayoutWrongAtLeast);  // it trained
+}
+
+TEST(ProbeWeightsExperts, GptOssIsRefusedNamingItsFusedExperts) {
+  // gpt-oss's routed experts (no shared expert) are fused parameters: LoRA on them needs PEFT's
+  // target_parameters, which the probe does not write: bad input naming model_type and the reason.
+  hftest::Checkpoint c = hftest::MakeGptOss(/*mxfp4=*/true);
+  c.config["vocab_size"] = 256;
+  c.Add("model.embed_tokens.weight", {256, 32}, 1.0);
+  c.Linear("lm_head", 256, 32);
+  Expected<WeightsProbeResult> r = RunWeightsProbe(LayoutOptions(Write(c), 1, 8));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), ErrorCode::kBadInput) << r.status().message();
+  EXPECT_NE(r.status().message().find("model_type"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("target_parameters"), std::string::npos) << r.status().message();
+}
+
+}  // namespace
+}  // namespace weights_experts
+}  // namespace onboard
