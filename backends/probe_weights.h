@@ -2,7 +2,8 @@
 // FILE --mode lora --ranks N [--tp T]`): every rank loads the checkpoint's real embedding, the chosen
 // decoder layers and the head (MapHfSlice: mmap, only its own TP rows / columns), trains LoRA adapters on
 // kLoraTargets (core/lora_targets.h: q/k/v/o_proj where the family has them, the dense MLP, the shared
-// experts; not yet the routed experts) over c10d, and the held-out loss of
+// experts, or each routed expert where an MoE layer has no shared expert; gpt-oss's fused experts are
+// refused) over c10d, and the held-out loss of
 // the text must fall below the frozen model's own (the no-learning baseline: adapters at B = 0 compute
 // exactly the loaded checkpoint). The adapters are written in PEFT's format (hf_peft_adapter.h).
 //
@@ -12,7 +13,8 @@
 // outputs all-reduced over the TP group (probe_tp.h's f / g). Embedding, norms and head are replicated.
 // `--ep E` (MoE checkpoints): groups of E consecutive data ranks (same TP rank) split the routed experts
 // (rank d % E loads HfExpertRange(experts, E, d % E) only); each MoE layer sends a token's rows to its
-// experts' owners and back (hf_moe_ep.h, all-to-all). `--fsdp F`: groups of F consecutive data ranks
+// experts' owners and back (hf_moe_ep.h, all-to-all); a routed expert's adapter lives on its owners, its
+// gradient summed over them (the expert-data-parallel ranks). `--fsdp F`: groups of F consecutive data ranks
 // each load only their dim-0 chunk of every frozen tensor (HfFsdpRows) and all-gather a unit (embedding,
 // one layer, head) just before it runs, releasing it after (probe_weights_fsdp.h). EP x FSDP (ep divides
 // fsdp or fsdp divides ep): the non-expert weights chunked over the FSDP group, the routed experts owned

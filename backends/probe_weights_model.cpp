@@ -34,8 +34,8 @@ const TensorInfo* HeaderWeight(const RankModel& m, const std::string& name) {
 constexpr const char* kExpertProjections[][3] = {{"gate_proj", "up_proj", "down_proj"}, {"w1", "w3", "w2"}};
 
 // Step 3 helper: layer i's routed experts as targets, expert by expert (gate, up, down), under the
-// prefix (HfRoutedExpertPrefixes) and names the header has for expert 0. None when it has no
-// per-expert weights (gpt-oss's fused experts: refused by CheckLayout).
+// prefix (HfRoutedExpertPrefixes) and names the header has for expert 0. A layer without per-expert
+// weights is an internal error (gpt-oss's fused experts are refused earlier, by CheckLayout).
 void AddRoutedTargets(const RankModel& m, const LayerSpec& spec, HfLayerWeights* l,
                       std::vector<Target>* out) {
   const std::string p = HfLayerPrefix(spec);
@@ -56,6 +56,7 @@ void AddRoutedTargets(const RankModel& m, const LayerSpec& spec, HfLayerWeights*
       }
       return;
     }
+  ONBOARD_ASSERT(false, "no per-expert weights for the routed experts of " + p);
 }
 
 // Step 3 helper: the projections of layer i that kLoraTargets (core/lora_targets.h) adapts, in the
