@@ -93,7 +93,8 @@ TEST(ProbeWeightsExperts, TensorAndExpertParallelTrainTheOneRankExpertAdapters) 
   // and B (gathered from the owners). tp 2: each expert's rows / columns split, adapters whole; ep 2
   // on 2 ranks: each owns 2 experts and their adapters; ep 2 on 4 ranks: 2 EP groups, each expert's
   // adapter on 2 owners, its gradient summed over them; ep 2 x fsdp 2; pp 2 x ep 2 on 4 ranks: each
-  // stage's EP ranks write their parts of the file.
+  // stage's EP ranks write their parts of the file; tp 2 x ep 2 on 4 ranks: each expert's adapter
+  // gradient summed over its owner's 2 TP ranks.
   const std::string ckpt = Write(hftest::MakeMixtral(256));
   WeightsProbeOptions one = LayoutOptions(ckpt, 1, 8);
   one.fp64 = true;
@@ -107,9 +108,9 @@ TEST(ProbeWeightsExperts, TensorAndExpertParallelTrainTheOneRankExpertAdapters) 
     const char* name;
     int64_t ranks, tp, ep, fsdp, pp;
   };
-  for (const Layout& l :
-       {Layout{"tp2", 2, 2, 1, 1, 1}, Layout{"ep2", 2, 1, 2, 1, 1}, Layout{"ep2 on 4 ranks", 4, 1, 2, 1, 1},
-        Layout{"ep2 x fsdp2", 2, 1, 2, 2, 1}, Layout{"pp2 x ep2", 4, 1, 2, 1, 2}}) {
+  for (const Layout& l : {Layout{"tp2", 2, 2, 1, 1, 1}, Layout{"ep2", 2, 1, 2, 1, 1},
+                          Layout{"ep2 on 4 ranks", 4, 1, 2, 1, 1}, Layout{"ep2 x fsdp2", 2, 1, 2, 2, 1},
+                          Layout{"pp2 x ep2", 4, 1, 2, 1, 2}, Layout{"tp2 x ep2", 4, 2, 2, 1, 1}}) {
     WeightsProbeOptions o = LayoutOptions(ckpt, l.ranks, 8);
     o.fp64 = true;
     o.tp = l.tp;
