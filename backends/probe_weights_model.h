@@ -84,6 +84,13 @@ struct RankModel {
 // Step 3 of the worker: the rank's slice of the checkpoint (its TP rows / columns, EP experts, FSDP
 // chunks), specs and adapters. `fault` (WeightsProbeOptions::fault) is the layouts' negative control.
 [[nodiscard]] Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel* m);
+// probe_weights_adapters.cpp: the adapters on kLoraTargets of every loaded layer (LoadRankModel's
+// step 3), and W_eff = base + scale x (B A) of layer li's (`frozen`: base).
+void AddAdapters(const WeightsProbeOptions& o, RankModel* m);
+void ApplyLayerAdapters(RankModel& m, size_t li, bool frozen);
+// The one-line caveat when kLoraTargets adapts weights this probe leaves frozen (gpt-oss's fused
+// routed experts), else "".
+std::string FusedExpertsFrozen(const RankModel& m);
 // FSDP (place.fsdp > 1): the units over `group` (the routed experts over `experts` when given: EP x
 // FSDP), one all-gather of the shards' row counts per group.
 void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts);

@@ -184,6 +184,7 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"pp_bubble", bubble},
           {"stage_layers", stage_layers},
           {"targets", targets},
+          {"caveat", FusedExpertsFrozen(m)},
           {"lora_params", lora},
           {"train_loss", losses},
           {"held_out_frozen", frozen},

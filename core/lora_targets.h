@@ -19,7 +19,8 @@
 //                   not_learned at 88.2% held-out copy accuracy.
 //   output_head     the LM head: frozen (no export targets Megatron's output_layer or torchtitan's
 //                   output; the real-weights probe's PEFT adapter holds attention, dense MLP, shared
-//                   experts and the routed experts above, and refuses gpt-oss's fused experts).
+//                   experts and the routed experts above; gpt-oss's fused experts stay frozen there,
+//                   with a caveat in its result).
 #pragma once
 
 #include <cstdint>

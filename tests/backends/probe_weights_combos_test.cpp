@@ -210,6 +210,34 @@ TEST(ProbeWeightsCombos, InterleaveThatDoesNotSplitIsRefusedNamingTheFlag) {
   refused(one, "needs pp > 1");
 }
 
+// gpt-oss (MXFP4 fused experts, sinks, biases) with a 256-token vocabulary (the text's bytes).
+hftest::Checkpoint GptOssBytes() {
+  hftest::Checkpoint c = hftest::MakeGptOss(/*mxfp4=*/true);
+  c.config["vocab_size"] = 256;
+  c.Add("model.embed_tokens.weight", {256, 32}, 1.0);
+  c.Linear("lm_head", 256, 32);
+  return c;
+}
+
+TEST(ProbeWeightsCombos, GptOssUnderFsdpMatchesOneRankAndTilesTheModel) {
+  // gpt-oss's fused experts are FSDP2-chunked by expert (2 of its 4 per rank), gathered as stacks;
+  // sinks, attention and expert biases and the router are chunked by rows like any tensor.
+  WeightsProbeOptions o = LayoutOptions(Write(GptOssBytes()), 2, 8);
+  o.fsdp = 2;
+  const auto [one, r] = CompareWithOneRank(o, "gpt_oss fsdp2");
+  ASSERT_EQ(r.rank_bytes.size(), 2u);
+  EXPECT_LT(one.train_loss.back(), one.train_loss.front() - 0.05);
+  // Its routed experts stay frozen (fused parameters: PEFT's target_parameters, not written), and the
+  // result says so; no expert is among the adapted modules.
+  EXPECT_NE(r.caveat.find("target_parameters"), std::string::npos) << r.caveat;
+  for (const std::string& t : r.targets) EXPECT_EQ(t.find("experts"), std::string::npos) << t;
+  EXPECT_EQ(Sum(r.rank_bytes), one.rank_bytes[0]);
+  for (uint64_t x : r.rank_bytes) EXPECT_LT(double(x), 0.55 * double(one.rank_bytes[0]));
+
+  // Negative control: each rank loads the other rank's experts (and stacks them as its own).
+  ExpectFaultMovesHeldOut(o, "wrong_expert_chunk", one);
+}
+
 }  // namespace
 }  // namespace weights_combos
 }  // namespace onboard
