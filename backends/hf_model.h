@@ -106,6 +106,9 @@ bool HfIsRoutedExpert(const std::string& name);
 // "mlp.shared_experts." (DeepSeek, GLM), Qwen's "mlp.shared_expert.", Kimi's
 // "block_sparse_moe.shared_experts.".
 std::vector<std::string> HfSharedExpertPrefixes();
+// The routed experts' prefixes after "model.layers.N." (expert E's MLP is prefix + "E."): "mlp.experts."
+// (Qwen, DeepSeek, GLM), "block_sparse_moe.experts." (Mixtral, Kimi).
+std::vector<std::string> HfRoutedExpertPrefixes();
 
 // hf_plan_slice.cpp: experts [begin, end) of group `index` when `num_experts` are split over `parts`
 // groups of num_experts / parts (the last takes the remainder). One home for EP and for EP folded over

@@ -48,7 +48,8 @@ Expected<torch::Tensor> ReadTensor(const SafetensorsCheckpoint& ck, const std::s
 std::vector<std::string> PeftLoraAdapter::TargetModules() const {
   // PEFT matches a target on a module path that is it or ends in "." + it: the path past the layer's
   // "layers.N." names the adapted projections only ("mlp.gate_proj" is not a routed expert's
-  // "mlp.experts.E.gate_proj", nor a shared expert's).
+  // "mlp.experts.E.gate_proj", nor a shared expert's); an adapted routed expert is named with its
+  // index ("block_sparse_moe.experts.1.w1", which "...experts.11.w1" does not end in).
   std::set<std::string> out;
   for (const LoraModule& m : modules) {
     const size_t at = m.module.rfind("layers.");

@@ -30,7 +30,8 @@ struct PeftLoraAdapter {
   std::string base_model;            // base_model_name_or_path
   std::vector<LoraModule> modules;   // sorted by module path
   // Distinct module paths past "layers.N." ("self_attn.q_proj", "mlp.gate_proj",
-  // "mlp.shared_experts.down_proj"); a module outside the layers: its last path part.
+  // "mlp.shared_experts.down_proj", a routed expert's "block_sparse_moe.experts.3.w1"); a module outside
+  // the layers: its last path part.
   std::vector<std::string> TargetModules() const;
 };
 

@@ -136,6 +136,10 @@ std::vector<std::string> HfSharedExpertPrefixes() {
   return {std::begin(kSharedPrefixes), std::end(kSharedPrefixes)};
 }
 
+std::vector<std::string> HfRoutedExpertPrefixes() {
+  return {std::begin(kRoutedPrefixes), std::end(kRoutedPrefixes)};
+}
+
 bool HfIsRoutedExpert(const std::string& name) {
   const std::string layers = "model.layers.";
   if (name.compare(0, layers.size(), layers) != 0) return false;

@@ -46,6 +46,7 @@ Status MergeRanks(const WeightsProbeOptions& o, const std::string& dir, WeightsP
     r->dtypes = j["dtypes"].get<std::vector<std::string>>();
     r->targets = j["targets"].get<std::vector<std::string>>();
     r->lora_params = j["lora_params"].get<int64_t>();
+    r->caveat = j.value("caveat", std::string());
     r->train_loss = j["train_loss"].get<std::vector<double>>();
     r->held_out_frozen = j["held_out_frozen"].get<double>();
     r->held_out_final = j["held_out_final"].get<double>();
@@ -272,6 +273,7 @@ std::string FormatWeightsProbe(const WeightsProbeResult& r) {
                   100 * r.pp_bubble_theory, (long long)o.microbatches(), (long long)o.interleave);
     os << buf;
   }
+  if (!r.caveat.empty()) os << "caveat         " << r.caveat << "\n";
   os << "verdict        " << r.verdict << "\n";
   os << "adapter        " << r.adapter_dir << " (PEFT)\n";
   return os.str();
@@ -299,6 +301,7 @@ std::string WeightsProbeToJson(const WeightsProbeResult& r) {
             {"rank_bytes", r.rank_bytes},
             {"targets", r.targets},
             {"lora_params", r.lora_params},
+            {"caveat", r.caveat},
             {"train_loss", r.train_loss},
             {"held_out_frozen", r.held_out_frozen},
             {"held_out_final", r.held_out_final},

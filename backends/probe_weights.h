@@ -2,7 +2,8 @@
 // FILE --mode lora --ranks N [--tp T]`): every rank loads the checkpoint's real embedding, the chosen
 // decoder layers and the head (MapHfSlice: mmap, only its own TP rows / columns), trains LoRA adapters on
 // kLoraTargets (core/lora_targets.h: q/k/v/o_proj where the family has them, the dense MLP, the shared
-// experts; not yet the routed experts) over c10d, and the held-out loss of
+// experts, or each routed expert where an MoE layer has no shared expert; gpt-oss's fused experts stay
+// frozen, said in WeightsProbeResult::caveat) over c10d, and the held-out loss of
 // the text must fall below the frozen model's own (the no-learning baseline: adapters at B = 0 compute
 // exactly the loaded checkpoint). The adapters are written in PEFT's format (hf_peft_adapter.h).
 //
@@ -12,7 +13,8 @@
 // outputs all-reduced over the TP group (probe_tp.h's f / g). Embedding, norms and head are replicated.
 // `--ep E` (MoE checkpoints): groups of E consecutive data ranks (same TP rank) split the routed experts
 // (rank d % E loads HfExpertRange(experts, E, d % E) only); each MoE layer sends a token's rows to its
-// experts' owners and back (hf_moe_ep.h, all-to-all). `--fsdp F`: groups of F consecutive data ranks
+// experts' owners and back (hf_moe_ep.h, all-to-all); a routed expert's adapter lives on its owners, its
+// gradient summed over them (the expert-data-parallel ranks). `--fsdp F`: groups of F consecutive data ranks
 // each load only their dim-0 chunk of every frozen tensor (HfFsdpRows) and all-gather a unit (embedding,
 // one layer, head) just before it runs, releasing it after (probe_weights_fsdp.h). EP x FSDP (ep divides
 // fsdp or fsdp divides ep): the non-expert weights chunked over the FSDP group, the routed experts owned
@@ -105,6 +107,7 @@ struct WeightsProbeResult {
   uint64_t checkpoint_bytes = 0;
   std::vector<std::string> targets;  // adapted module names ("model.layers.0.self_attn.q_proj")
   int64_t lora_params = 0;
+  std::string caveat;              // weights kLoraTargets adapts that this probe leaves frozen ("" when none)
   std::vector<double> train_loss;  // per step, global mean
   double held_out_frozen = 0;      // frozen model (adapters B = 0): the no-learning baseline
   double held_out_final = 0;       // after the adapter steps

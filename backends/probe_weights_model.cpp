@@ -1,6 +1,6 @@
-// One rank's model in the real-weights probe (probe_weights_model.h): loading its slice, the LoRA
-// adapters, and the forward of its windows (TP regions between f and g, the EP exchange of the MoE
-// channel, FSDP units gathered around use). Shapes and units: see the header.
+// One rank's model in the real-weights probe (probe_weights_model.h): loading its slice (the LoRA
+// adapters: probe_weights_adapters.cpp), and the forward of its windows (TP regions between f and g, the EP
+// exchange of the MoE channel, FSDP units gathered around use). Shapes and units: see the header.
 #include "backends/probe_weights_model.h"
 
 #include <algorithm>
@@ -8,104 +8,9 @@
 
 #include "backends/hf_moe_ep.h"
 #include "backends/probe_pipeline_schedule.h"
-#include "core/lora_targets.h"
 
 namespace onboard::backends {
 namespace {
-
-// One projection LoRA adapts in decoder layer i: its split-rule name ("model.layers.N.mlp.gate_proj"),
-// its whole shape in the checkpoint's header, and (a loaded layer) the weights it adapts.
-struct Target {
-  std::string name;
-  int64_t out = 0, in = 0;
-  HfLinear* lin = nullptr;
-};
-
-// Step 3 helper: the projections of layer i that kLoraTargets (core/lora_targets.h) adapts, in the
-// order their A are drawn on every rank: q/k/v/o_proj where the mixer has them, then the dense MLP's
-// gate/up/down_proj, or the shared experts' (the checkpoint's prefix: HfSharedExpertPrefixes). `l`:
-// the loaded layer, or nullptr for a layer another stage holds (only the names and shapes then).
-// The routed experts (AdaptsRoutedExperts) stay frozen here (backends/README.md).
-std::vector<Target> LayerTargets(const RankModel& m, int64_t i, HfLayerWeights* l) {
-  const LayerSpec& spec = m.c.ir.layers[size_t(i)];
-  const std::string p = HfLayerPrefix(spec);
-  const TensorInventory& inv = m.ckpt->inventory();
-  auto find = [&](const std::string& name) {
-    return inv.Find(m.c.weights_root + name.substr(std::string("model.").size()) + ".weight");
-  };
-  std::vector<Target> out;
-  auto add = [&](const std::string& name, HfLinear* lin) {
-    if (l != nullptr && !lin->w.defined()) return;
-    const TensorInfo* info = find(name);
-    if (l == nullptr && (info == nullptr || info->shape.size() != 2)) return;
-    ONBOARD_ASSERT(info != nullptr && info->shape.size() == 2, "adapted weight not in the header: " + name);
-    out.push_back({name, info->shape[0], info->shape[1], lin});
-  };
-  HfLayerWeights none;  // the pointers' source when l is nullptr (never dereferenced for weights)
-  HfLayerWeights& w = l != nullptr ? *l : none;
-  using Named = std::pair<const char*, HfLinear*>;
-  const Named attn[] = {
-      {"q_proj", &w.attn.q}, {"k_proj", &w.attn.k}, {"v_proj", &w.attn.v}, {"o_proj", &w.attn.o}};
-  for (const auto& [name, lin] : attn)
-    if (kLoraTargets.attention) add(p + "self_attn." + name, lin);
-  // The FFN: the dense layer's MLP, or the MoE layer's shared experts (found by their prefix).
-  std::string ffn;
-  HfMlpWeights* mlp = nullptr;
-  if (spec.channel != ChannelKind::kMoE && kLoraTargets.dense_mlp) {
-    ffn = p + "mlp.";
-    mlp = &w.mlp;
-  } else if (spec.channel == ChannelKind::kMoE && spec.moe.num_shared > 0 && kLoraTargets.shared_experts) {
-    for (const std::string& s : HfSharedExpertPrefixes())
-      if (ffn.empty() && find(p + s + "gate_proj") != nullptr) ffn = p + s;
-    mlp = &w.experts.shared;
-  }
-  if (ffn.empty()) return out;
-  const Named fc[] = {{"gate_proj", &mlp->gate}, {"up_proj", &mlp->up}, {"down_proj", &mlp->down}};
-  for (const auto& [name, lin] : fc) add(ffn + name, lin);
-  return out;
-}
-
-// Step 3 helper: draws (and drops) the A of layer i's targets, a layer another stage holds.
-void DropLayerA(const WeightsProbeOptions& o, const RankModel& m, int64_t i) {
-  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
-  for (const Target& t : LayerTargets(m, i, nullptr)) (void)torch::rand({o.lora_rank, t.in}, dtype);
-}
-
-// Step 3 helper: adapters on the targets of loaded layer li.
-void AddLayerAdapters(const WeightsProbeOptions& o, RankModel* m, size_t li) {
-  HfLayerWeights& l = m->w.layers[li];
-  for (const Target& t : LayerTargets(*m, l.index, &l)) {
-    Adapter ad;
-    // The module as the checkpoint names it; the split rule reads the "model.layers.N." name.
-    ad.module = m->c.weights_root + t.name.substr(std::string("model.").size());
-    ad.target = t.lin;
-    ad.base = t.lin->w;
-    ad.layer = li;
-    ad.cols = HfTpSplitOf(t.name + ".weight") == HfTpSplit::kCols;
-    // A and B cover the whole weight: its shape in the checkpoint's header.
-    const double bound = 1.0 / std::sqrt(double(t.in));
-    ad.a = (torch::rand({o.lora_rank, t.in}, ad.base.options()) * 2 - 1).mul_(bound).requires_grad_(true);
-    ad.b = torch::zeros({t.out, o.lora_rank}, ad.base.options()).requires_grad_(true);
-    m->adapters.push_back(std::move(ad));
-  }
-}
-
-// Step 3 helper: adapters on the LayerTargets of every loaded layer (q/k/v/o_proj of GQA, MLA with a
-// full-rank q, KDA; the dense MLP; the shared experts); A ~ U(+-1/sqrt(in)) (PEFT's kaiming-uniform bound), B
-// = 0. With FSDP the base is a dim-0 chunk: the whole shape is the chunk's with the rows of the TP shard.
-void AddAdapters(const WeightsProbeOptions& o, RankModel* m) {
-  torch::manual_seed(o.seed);  // the same A on every rank
-  // Layer by layer from the first of the range (the loaded layers ascend): a layer this pipeline
-  // stage does not hold (an earlier stage's, or between its interleaved chunks) has its A drawn and
-  // dropped, so that every A has the one-rank run's values.
-  size_t li = 0;
-  for (int64_t i = o.layers.first; li < m->w.layers.size(); ++i) {
-    if (m->w.layers[li].index == i)
-      AddLayerAdapters(o, m, li++);
-    else
-      DropLayerA(o, *m, i);
-  }
-}
 
 // Step 2 helper: the layouts' checks against the checkpoint (kBadInput naming the flag and factor).
 Status CheckLayout(const WeightsProbeOptions& o, const HfForwardConfig& c, int64_t last) {
@@ -256,21 +161,6 @@ torch::Tensor HeadLogits(const RankModel& m, const torch::Tensor& h) {
   return torch::stack(out);
 }
 
-void ApplyLayerAdapters(RankModel& m, size_t li, bool frozen) {
-  for (Adapter& ad : m.adapters) {
-    if (ad.layer != li) continue;
-    if (frozen) {
-      ad.target->w = ad.base;
-      continue;
-    }
-    const int64_t t = m.place.tp_rank;
-    const torch::Tensor delta =
-        ad.cols ? torch::matmul(ad.b, ad.a.narrow(1, t * ad.base.size(1), ad.base.size(1)))
-                : torch::matmul(ad.b.narrow(0, t * ad.base.size(0), ad.base.size(0)), ad.a);
-    ad.target->w = ad.base + m.scale * delta;
-  }
-}
-
 }  // namespace
 
 Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel* m) {
@@ -335,11 +225,13 @@ void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts) {
   for (size_t li = 0; li < m->w.layers.size(); ++li) {
     HfLayerWeights& l = m->w.layers[li];
     std::vector<torch::Tensor*> slots = HfLayerTensors(l, /*routed=*/!ep && !stacked);
-    for (Adapter& ad : m->adapters)
-      if (ad.layer == li) std::replace(slots.begin(), slots.end(), &ad.target->w, &ad.base);
     if (stacked) m->expert_stacks[li] = StackOwnedExperts(l, e0);
     std::vector<torch::Tensor*> routed =
         stacked ? HfExpertStackSlots(m->expert_stacks[li]) : HfRoutedExpertTensors(l);
+    for (Adapter& ad : m->adapters)
+      if (ad.layer == li)
+        for (std::vector<torch::Tensor*>* v : {&slots, &routed})
+          std::replace(v->begin(), v->end(), &ad.target->w, &ad.base);
     if (!ep && stacked) slots.insert(slots.end(), routed.begin(), routed.end());  // else already in
     m->fsdp_runs[li].units.push_back({f, f->AddUnit(slots)});
     if (m->expert_fsdp && !routed.empty())
@@ -367,12 +259,6 @@ void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts) {
       if (ad.layer == li) r.params.insert(r.params.end(), {ad.a, ad.b});
   }
   m->fsdp_head.run = [m](const torch::Tensor& h) { return HeadLogits(*m, h); };
-}
-
-void ApplyAdapters(RankModel& m, bool frozen, int64_t chunk) {
-  const size_t begin = chunk < 0 ? 0 : m.chunk_begin[size_t(chunk)];
-  const size_t end = chunk < 0 ? m.w.layers.size() : m.chunk_begin[size_t(chunk) + 1];
-  for (size_t li = begin; li < end; ++li) ApplyLayerAdapters(m, li, frozen);
 }
 
 torch::Tensor EmbedRows(RankModel& m, const Batch& b) {

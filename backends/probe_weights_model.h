@@ -31,6 +31,9 @@ struct Adapter {
   bool cols = false;   // row-parallel (o_proj): the shard holds columns of W, so A's columns
   torch::Tensor a, b;  // [r, in], [out, r], trainable
   size_t layer = 0;    // index into RankModel::w.layers
+  // A routed expert's (core/lora_targets.h AdaptsRoutedExperts): under EP only on its owner, its
+  // gradient summed over RankModel::expert_dp.
+  bool routed = false;
 };
 
 // Where this rank sits: rank r = d * T + t; EP and FSDP groups are consecutive data ranks.
@@ -64,6 +67,9 @@ struct RankModel {
   RankPlace place;
   uint64_t bytes_read = 0, checkpoint_bytes = 0;
   Group* ep = nullptr;           // EP group when place.ep > 1
+  // EP: the stage's ranks of this EP rank (every TP rank, every EP group): the holders of this rank's
+  // routed experts, over which their adapters' gradients are summed.
+  Group* expert_dp = nullptr;
   std::unique_ptr<HfFsdp> fsdp;  // FSDP units (embed, each layer, head) when place.fsdp > 1
   // EP x FSDP with expert_fsdp > 1: each layer's routed experts, over the expert-data-parallel group.
   std::unique_ptr<HfFsdp> expert_fsdp;
@@ -78,6 +84,13 @@ struct RankModel {
 // Step 3 of the worker: the rank's slice of the checkpoint (its TP rows / columns, EP experts, FSDP
 // chunks), specs and adapters. `fault` (WeightsProbeOptions::fault) is the layouts' negative control.
 [[nodiscard]] Status LoadRankModel(const WeightsProbeOptions& o, const RankPlace& p, RankModel* m);
+// probe_weights_adapters.cpp: the adapters on kLoraTargets of every loaded layer (LoadRankModel's
+// step 3), and W_eff = base + scale x (B A) of layer li's (`frozen`: base).
+void AddAdapters(const WeightsProbeOptions& o, RankModel* m);
+void ApplyLayerAdapters(RankModel& m, size_t li, bool frozen);
+// The one-line caveat when kLoraTargets adapts weights this probe leaves frozen (gpt-oss's fused
+// routed experts), else "".
+std::string FusedExpertsFrozen(const RankModel& m);
 // FSDP (place.fsdp > 1): the units over `group` (the routed experts over `experts` when given: EP x
 // FSDP), one all-gather of the shards' row counts per group.
 void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts);

@@ -98,10 +98,11 @@ PpStepResult PpStageStep(RankModel& m, TpContext& tp, PpContext& pp, const Batch
   return {loss, span > 0 ? wait / span : 0.0};
 }
 
-void PpClipGradients(const std::vector<torch::Tensor>& params, Group& world, bool owner) {
+void ClipToGlobalNorm(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& counted,
+                      Group& world) {
   double sq = 0;
-  for (const torch::Tensor& p : params) sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
-  torch::Tensor total = torch::tensor({owner ? sq : 0.0}, torch::kDouble);
+  for (const torch::Tensor& p : counted) sq += p.grad().to(torch::kDouble).pow(2).sum().item<double>();
+  torch::Tensor total = torch::tensor({sq}, torch::kDouble);
   world.AllReduceSum(total);
   const double coef = 1.0 / (std::sqrt(total[0].item<double>()) + 1e-6);
   if (coef >= 1.0) return;

@@ -44,11 +44,15 @@ struct PpStepResult {
 PpStepResult PpStageStep(RankModel& m, TpContext& tp, PpContext& pp, const Batch& b, int64_t counted,
                          double inv_tokens, bool backward, int64_t microbatches = 1);
 
-// Clips the (stage-summed) adapter gradients `params` to global norm 1 (torch's clip_grad_norm_ rule:
-// x 1 / (norm + 1e-6) when that is < 1); `owner`: this rank adds its stage's squares to the world sum.
-void PpClipGradients(const std::vector<torch::Tensor>& params, Group& world, bool owner);
+// Clips the (summed) adapter gradients `params` to global norm 1 (torch's clip_grad_norm_ rule:
+// x 1 / (norm + 1e-6) when that is < 1); the squared norm is the world sum of each rank's `counted`
+// gradients' squares, each adapter counted on one rank (--pp: each stage's; --ep: each routed expert's
+// on one EP group).
+void ClipToGlobalNorm(const std::vector<torch::Tensor>& params, const std::vector<torch::Tensor>& counted,
+                      Group& world);
 
-// Rank 0: the stages' adapters (`dirs`, PEFT folders) as one PEFT adapter in `out`, modules sorted.
+// Rank 0: the parts' adapters (`dirs`, PEFT folders: the stages' and, under --ep, the EP ranks'
+// routed experts) as one PEFT adapter in `out`, modules sorted.
 [[nodiscard]] Status MergeStageAdapters(const std::vector<std::string>& dirs, const std::string& out);
 
 }  // namespace onboard::backends

@@ -1,7 +1,8 @@
 // RunWeightsProbeWorker: one rank of the real-weights LoRA probe (probe_weights.h has the layout, the
-// adapter maths and the verdict): load the rank's slice of the checkpoint, put LoRA adapters on the
-// attention projections, train them over c10d, measure the held-out loss before and after. The
-// rank's model and its forward: probe_weights_model.h. Units: nats per target token, bytes.
+// adapter maths and the verdict): load the rank's slice of the checkpoint, put LoRA adapters on
+// kLoraTargets' projections (probe_weights_model.cpp LayerTargets), train them over c10d, measure the
+// held-out loss before and after. The rank's model and its forward: probe_weights_model.h. Units: nats per
+// target token, bytes.
 #include "backends/probe_weights_worker.h"
 
 #include <algorithm>
@@ -74,6 +75,26 @@ torch::Tensor StepLoss(RankModel& m, TpContext& tp, PpContext* pp, const Batch& 
   return loss;
 }
 
+// Step 4b helper: the gradients of the adapters with routed == `routed` (all of them without EP),
+// summed over `g`.
+void SumGradients(RankModel& m, Group& g, bool routed) {
+  auto part = [&](const Adapter& ad) { return (m.expert_dp != nullptr && ad.routed) == routed; };
+  std::vector<torch::Tensor> grads;
+  for (Adapter& ad : m.adapters)
+    if (part(ad))
+      for (torch::Tensor* p : {&ad.a, &ad.b}) grads.push_back(p->grad().flatten());
+  if (grads.empty()) return;
+  torch::Tensor flat = torch::cat(grads);
+  g.AllReduceSum(flat);
+  int64_t off = 0;
+  for (Adapter& ad : m.adapters)
+    if (part(ad))
+      for (torch::Tensor* p : {&ad.a, &ad.b}) {
+        p->mutable_grad().copy_(flat.narrow(0, off, p->numel()).view_as(*p));
+        off += p->numel();
+      }
+}
+
 // Step 4b: one AdamW step of the adapters on the global batch.
 double TrainStep(Group& world, RankModel& m, TpContext& tp, PpContext* pp, const ProbeData& data,
                  torch::optim::AdamW& opt, const ProbeConfig& sched, int64_t step, int64_t d, int64_t D,
@@ -85,22 +106,19 @@ double TrainStep(Group& world, RankModel& m, TpContext& tp, PpContext* pp, const
   const double inv = 1.0 / double(sched.batch * sched.seq);
   const torch::Tensor loss = StepLoss(m, tp, pp, b, per, M, inv, bubble);
   // Every rank's gradient is its shard's / data rank's part: the world sum (PP: the stage's) is the
-  // whole gradient.
-  std::vector<torch::Tensor> grads;
-  for (Adapter& ad : m.adapters)
-    for (torch::Tensor* p : {&ad.a, &ad.b}) grads.push_back(p->grad().flatten());
-  torch::Tensor flat = torch::cat(grads);
-  (pp ? *pp->stage : world).AllReduceSum(flat);
-  int64_t off = 0;
-  for (Adapter& ad : m.adapters)
-    for (torch::Tensor* p : {&ad.a, &ad.b}) {
-      p->mutable_grad().copy_(flat.narrow(0, off, p->numel()).view_as(*p));
-      off += p->numel();
-    }
-  std::vector<torch::Tensor> params;
-  for (Adapter& ad : m.adapters) params.insert(params.end(), {ad.a, ad.b});
-  if (pp)
-    PpClipGradients(params, world, d == 0 && m.place.tp_rank == 0);
+  // whole gradient; under EP a routed expert's adapter is on its owners only: summed over them.
+  SumGradients(m, pp ? *pp->stage : world, false);
+  if (m.expert_dp != nullptr) SumGradients(m, *m.expert_dp, true);
+  std::vector<torch::Tensor> params, counted;
+  for (Adapter& ad : m.adapters) {
+    params.insert(params.end(), {ad.a, ad.b});
+    // The global norm counts each adapter once: on data rank 0 (a routed expert's under EP: on the
+    // first EP group) and TP rank 0 of its stage.
+    const bool own = m.place.tp_rank == 0 && (m.expert_dp != nullptr && ad.routed ? d < m.place.ep : d == 0);
+    if (own) counted.insert(counted.end(), {ad.a, ad.b});
+  }
+  if (pp || m.expert_dp != nullptr)
+    ClipToGlobalNorm(params, counted, world);
   else
     torch::nn::utils::clip_grad_norm_(params, 1.0);
   for (auto& group : opt.param_groups())
@@ -109,14 +127,17 @@ double TrainStep(Group& world, RankModel& m, TpContext& tp, PpContext* pp, const
   return GlobalLoss(world, m, loss.detach());
 }
 
-// Step 5 (rank 0; PP: each stage's first rank): the adapters in PEFT's format into `dir`.
-Status ExportAdapter(const WeightsProbeOptions& o, const RankModel& m, const std::string& dir) {
+// Step 5 (rank 0; PP / EP: each part's writer): the adapters (`routed_only`: the routed experts') in
+// PEFT's format into `dir`.
+Status ExportAdapter(const WeightsProbeOptions& o, const RankModel& m, const std::string& dir,
+                     bool routed_only = false) {
   PeftLoraAdapter pa;
   pa.r = o.lora_rank;
   pa.alpha = o.lora_alpha;
   pa.base_model = o.checkpoint;
   for (const Adapter& ad : m.adapters)
-    pa.modules.push_back({ad.module, ad.a.detach().to(torch::kFloat), ad.b.detach().to(torch::kFloat)});
+    if (ad.routed || !routed_only)
+      pa.modules.push_back({ad.module, ad.a.detach().to(torch::kFloat), ad.b.detach().to(torch::kFloat)});
   std::sort(pa.modules.begin(), pa.modules.end(),
             [](const LoraModule& x, const LoraModule& y) { return x.module < y.module; });
   return WritePeftAdapter(dir, pa);
@@ -128,7 +149,8 @@ std::vector<std::string> DtypeNames(const std::vector<HfWeightDtype>& dtypes) {
   return out;
 }
 
-// `merged` (PP, rank 0): the whole model's adapter, for the targets and counts; `layers`: the loaded range.
+// `merged` (PP / EP, rank 0): the whole model's adapter, for the targets and counts; `layers`: the loaded
+// range.
 json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<double>& losses, double frozen,
               double final_loss, int64_t windows, const std::vector<int64_t>& layers,
               const PeftLoraAdapter* merged, double bubble) {
@@ -162,6 +184,7 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"pp_bubble", bubble},
           {"stage_layers", stage_layers},
           {"targets", targets},
+          {"caveat", FusedExpertsFrozen(m)},
           {"lora_params", lora},
           {"train_loss", losses},
           {"held_out_frozen", frozen},
@@ -210,7 +233,7 @@ ProbeConfig TextSchedule(const WeightsProbeOptions& o, int64_t data_ranks) {
 
 // The rank's process groups beside the world: TP, and EP / FSDP / the pipeline pair + stage groups.
 struct RankGroups {
-  std::unique_ptr<Group> tp, ep, fsdp, expert_fsdp, pair, stage;
+  std::unique_ptr<Group> tp, ep, expert_dp, fsdp, expert_fsdp, pair, stage;
   TpContext tpc;
   PpContext ppc;
   PpContext* pp = nullptr;  // --pp > 1
@@ -233,6 +256,11 @@ void MakeGroups(Rendezvous& store, const ProbeWorkerArgs& a, const WeightsProbeO
     g->ep = std::make_unique<Group>(store, "ep" + sname + std::to_string(p.data_rank / o.ep), p.ep_rank, o.ep,
                                     to, a.master_addr);
     m->ep = g->ep.get();
+    // The holders of this EP rank's experts: the stage's data ranks d with d % ep = ep_rank, every TP rank.
+    g->expert_dp = std::make_unique<Group>(
+        store, "edp.s" + std::to_string(p.stage) + ".e" + std::to_string(p.ep_rank),
+        (p.data_rank / o.ep) * p.tp + p.tp_rank, (p.data / o.ep) * p.tp, to, a.master_addr);
+    m->expert_dp = g->expert_dp.get();
   }
   if (o.fsdp > 1) {
     const std::string block = std::to_string(p.data_rank / o.fsdp);
@@ -252,19 +280,27 @@ void MakeGroups(Rendezvous& store, const ProbeWorkerArgs& a, const WeightsProbeO
   }
 }
 
-// Step 5 helper: the PEFT adapter (rank 0; PP: each stage's first rank writes its part, rank 0 merges
-// them and gets the whole adapter back in `merged`).
+// Step 5 helper: the PEFT adapter (rank 0; PP / EP: parts, which rank 0 merges and gets back whole in
+// `merged`). Each stage's first rank writes its part; under EP the other ranks of its EP group (TP rank
+// 0) write their routed experts' adapters, where they hold any: every expert's adapter is in the file.
 Status WriteAdapter(const ProbeWorkerArgs& a, const WeightsProbeOptions& o, const RankModel& m, Group& world,
                     std::optional<PeftLoraAdapter>* merged) {
   const std::string adapter = o.out_dir + "/adapter";
-  if (o.pp == 1) return a.rank == 0 ? ExportAdapter(o, m, adapter) : Status::Ok();
-  auto part = [&](int64_t s) { return adapter + "_stage" + std::to_string(s); };
-  if (m.place.data_rank == 0 && m.place.tp_rank == 0)
-    ONBOARD_RETURN_IF_ERROR(ExportAdapter(o, m, part(m.place.stage)));
+  if (o.pp == 1 && o.ep == 1) return a.rank == 0 ? ExportAdapter(o, m, adapter) : Status::Ok();
+  auto part = [&](int64_t s, int64_t e) {
+    return adapter + "_stage" + std::to_string(s) + (e > 0 ? "_ep" + std::to_string(e) : "");
+  };
+  const bool routed =
+      std::any_of(m.adapters.begin(), m.adapters.end(), [](const Adapter& x) { return x.routed; });
+  const int64_t d = m.place.data_rank;
+  if (m.place.tp_rank == 0 && (d == 0 || (d < o.ep && routed)))
+    ONBOARD_RETURN_IF_ERROR(ExportAdapter(o, m, part(m.place.stage, d), /*routed_only=*/d > 0));
   world.Barrier();
   if (a.rank != 0) return Status::Ok();
   std::vector<std::string> parts;
-  for (int64_t s = 0; s < o.pp; ++s) parts.push_back(part(s));
+  for (int64_t s = 0; s < o.pp; ++s)
+    for (int64_t e = 0; e < o.ep; ++e)
+      if (e == 0 || std::ifstream(part(s, e) + "/adapter_config.json").good()) parts.push_back(part(s, e));
   ONBOARD_RETURN_IF_ERROR(MergeStageAdapters(parts, adapter));
   ONBOARD_ASSIGN_OR_RETURN(*merged, ReadPeftAdapter(adapter));
   return Status::Ok();

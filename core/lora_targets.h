@@ -18,8 +18,9 @@
 //                   (issue 12): the qwen3-30b-a3b / mixtral proxies' attention-only adapters ended
 //                   not_learned at 88.2% held-out copy accuracy.
 //   output_head     the LM head: frozen (no export targets Megatron's output_layer or torchtitan's
-//                   output; the real-weights probe's PEFT adapter holds attention, dense MLP and
-//                   shared experts, not yet the routed experts).
+//                   output; the real-weights probe's PEFT adapter holds attention, dense MLP, shared
+//                   experts and the routed experts above; gpt-oss's fused experts stay frozen there,
+//                   with a caveat in its result).
 #pragma once
 
 #include <cstdint>

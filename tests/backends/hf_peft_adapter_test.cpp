@@ -3,6 +3,7 @@
 // into the test checkpoint) computes under the independent reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 
@@ -54,13 +55,22 @@ TEST(HfPeftAdapter, WritesPeftKeysAndConfig) {
 }
 
 TEST(HfPeftAdapter, TargetModulesMatchOnlyTheAdaptedModulesUnderPeftsSuffixRule) {
-  // A MoE layer with its shared experts adapted, its routed experts frozen, and a dense layer's MLP.
+  // A MoE layer with its shared experts adapted, its routed experts frozen, a dense layer's MLP, and
+  // (core/lora_targets.h AdaptsRoutedExperts) a Mixtral-style MoE layer without a shared expert with
+  // every one of its 12 routed experts adapted.
   PeftLoraAdapter a;
   a.r = 2;
   for (const char* m : {"model.layers.0.mlp.gate_proj", "model.layers.0.mlp.down_proj",
                         "model.layers.1.mlp.shared_experts.gate_proj", "model.layers.1.self_attn.q_proj"})
     a.modules.push_back({m, torch::zeros({2, 8}), torch::zeros({8, 2})});
+  for (int e = 0; e < 12; ++e)
+    for (const char* f : {"w1", "w2", "w3"})
+      a.modules.push_back({"model.layers.2.block_sparse_moe.experts." + std::to_string(e) + "." + f,
+                           torch::zeros({2, 8}), torch::zeros({8, 2})});
   const std::vector<std::string> targets = a.TargetModules();
+  // Exactly the adapted paths past "layers.N.": 3 + 1 + 12 x 3.
+  EXPECT_EQ(targets.size(), 40u);
+  EXPECT_NE(std::find(targets.begin(), targets.end(), "block_sparse_moe.experts.11.w3"), targets.end());
   // PEFT (tuners_utils check_target_module_exists): a list entry matches a module path equal to it or
   // ending in "." + it.
   auto matched = [&](const std::string& module) {
@@ -73,7 +83,9 @@ TEST(HfPeftAdapter, TargetModulesMatchOnlyTheAdaptedModulesUnderPeftsSuffixRule)
   for (const LoraModule& m : a.modules) EXPECT_TRUE(matched(m.module)) << m.module;
   for (const char* frozen :
        {"model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.3.down_proj",
-        "model.layers.1.mlp.gate", "model.layers.1.self_attn.q_a_proj"})
+        "model.layers.1.mlp.gate", "model.layers.1.self_attn.q_a_proj",
+        "model.layers.2.block_sparse_moe.gate", "model.layers.2.block_sparse_moe.experts.12.w1",
+        "model.layers.2.block_sparse_moe.experts.1"})
     EXPECT_FALSE(matched(frozen)) << frozen;
 }
 

@@ -227,6 +227,10 @@ TEST(ProbeWeightsCombos, GptOssUnderFsdpMatchesOneRankAndTilesTheModel) {
   const auto [one, r] = CompareWithOneRank(o, "gpt_oss fsdp2");
   ASSERT_EQ(r.rank_bytes.size(), 2u);
   EXPECT_LT(one.train_loss.back(), one.train_loss.front() - 0.05);
+  // Its routed experts stay frozen (fused parameters: PEFT's target_parameters, not written), and the
+  // result says so; no expert is among the adapted modules.
+  EXPECT_NE(r.caveat.find("target_parameters"), std::string::npos) << r.caveat;
+  for (const std::string& t : r.targets) EXPECT_EQ(t.find("experts"), std::string::npos) << t;
   EXPECT_EQ(Sum(r.rank_bytes), one.rank_bytes[0]);
   for (uint64_t x : r.rank_bytes) EXPECT_LT(double(x), 0.55 * double(one.rank_bytes[0]));
 
