@@ -223,15 +223,15 @@ inline void DenseToExperts(Checkpoint& c, const std::string& moe, int experts, i
 }
 
 // qwen3_moe: every layer MoE (decoder_sparse_step 1), 8 experts top-2, norm_topk_prob true.
-inline Checkpoint MakeQwen3Moe() {
-  Checkpoint c = MakeDense("qwen3");
+inline Checkpoint MakeQwen3Moe(int64_t vocab = 64) {
+  Checkpoint c = MakeDense("qwen3", 2, vocab);
   c.config["model_type"] = "qwen3_moe";
   c.config["num_experts"] = 8;
   c.config["num_experts_per_tok"] = 2;
   c.config["moe_intermediate_size"] = 16;
   c.config["norm_topk_prob"] = true;
   c.config["tie_word_embeddings"] = false;
-  c.Linear("lm_head", 64, 32);
+  c.Linear("lm_head", vocab, 32);
   DenseToExperts(c, "mlp", 8, 16);
   return c;
 }

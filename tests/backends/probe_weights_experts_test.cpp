@@ -78,11 +78,7 @@ TEST(ProbeWeightsExperts, MoeWithoutSharedExpertAdaptsEachRoutedExpert) {
   EXPECT_EQ(pa->TargetModules(), targets);
 
   // qwen3_moe: mlp.experts.E.gate_proj / up_proj / down_proj, 8 experts: 2 x (4 + 8 x 3) = 56.
-  hftest::Checkpoint q = hftest::MakeQwen3Moe();
-  q.config["vocab_size"] = 256;
-  q.Add("model.embed_tokens.weight", {256, 32}, 1.0);
-  q.Linear("lm_head", 256, 32);
-  WeightsProbeOptions oq = LayoutOptions(Write(q), 1, 8);
+  WeightsProbeOptions oq = LayoutOptions(Write(hftest::MakeQwen3Moe(256)), 1, 8);
   oq.steps = 2;
   const WeightsProbeResult rq = Launch(oq);
   EXPECT_EQ(rq.targets, ByHand(2, "mlp.experts.", 8, {"gate_proj", "up_proj", "down_proj"}));
