@@ -44,6 +44,8 @@ struct AttentionSpec {
   bool output_gate = false;     // sigmoid output gate (gated attention / gated MLA)
   int64_t window = 0;           // sliding window length in tokens (kSlidingWindow), 0 = none
   bool sinks = false;           // learned per-head attention sink (gpt-oss)
+  double rope_attention_factor = 1.0;  // YaRN attention factor scaling RoPE's cos/sin (HF rope_scaling
+                                       // rope_type yarn); 1 = none
   // MLA
   int64_t q_lora_rank = 0;      // 0 = full-rank q projection
   int64_t kv_lora_rank = 0;
@@ -100,6 +102,7 @@ struct MoESpec {
   bool renormalize = true;
   Activation act = Activation::kSwiGLU;
   bool expert_bias = false;           // biases inside expert FFNs (gpt-oss)
+  double act_clamp = 0;  // clamped GLU (gpt-oss swiglu_limit): gate <= c, -c <= up <= c; 0 = none
   bool gated = true;                  // experts are gate+up+down (3 matrices) vs up+down (2)
 };
 

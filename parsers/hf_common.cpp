@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 
 namespace onboard {
 
@@ -75,6 +76,26 @@ void ReadHfCommon(HfContext& c) {
   if (!known) Guess(c, "hidden_act '" + act + "' unknown: assumed a gated SiLU (SwiGLU) MLP");
 }
 
+// YaRN's attention factor, the scale on RoPE's cos/sin (transformers _compute_yarn_parameters, Megatron-LM
+// yarn_rotary_pos_embedding.py _yarn_get_concentration_factor): attention_factor when given, else
+// mscale(factor, mscale) / mscale(factor, mscale_all_dim) when both are given, else mscale(factor, 1),
+// with mscale(s, m) = 0.1 m ln s + 1 for s > 1 (1 otherwise). rope_scaling (transformers 4.x) or
+// rope_parameters (5.x); any other rope_type: 1.
+double ReadYarnAttentionFactor(JsonFields& t) {
+  const char* key = t.Has("rope_scaling") ? "rope_scaling" : "rope_parameters";
+  std::optional<JsonFields> r = t.Sub(key);
+  if (!r) return 1.0;
+  const std::string type = r->Has("rope_type") ? r->StrOr("rope_type", "") : r->StrOr("type", "");
+  if (type != "yarn") return 1.0;
+  if (r->Has("attention_factor")) return r->DoubleOr("attention_factor", 1.0, 1e-6, 1e6);
+  const double factor = r->DoubleOr("factor", 1.0, 1e-6, 1e6);
+  auto mscale = [factor](double m) { return factor <= 1 ? 1.0 : 0.1 * m * std::log(factor) + 1.0; };
+  if (r->Has("mscale") && r->Has("mscale_all_dim"))
+    return mscale(r->DoubleOr("mscale", 1.0, 0.0, 1e6)) /
+           mscale(r->DoubleOr("mscale_all_dim", 1.0, 0.0, 1e6));
+  return mscale(1.0);
+}
+
 AttentionSpec ReadHfAttention(HfContext& c) {
   JsonFields& t = c.text;
   AttentionSpec a;
@@ -96,6 +117,7 @@ AttentionSpec ReadHfAttention(HfContext& c) {
   const bool bias = t.BoolOr("attention_bias", false);
   a.qkv_bias = bias;
   a.o_bias = bias;
+  a.rope_attention_factor = ReadYarnAttentionFactor(t);
   return a;
 }
 

@@ -113,6 +113,7 @@ Status ReadGptOss(HfContext& c) {
   if (m.num_experts == 0) c.text.Fail("num_local_experts", "required for gpt_oss", "");
   m.router_bias = true;                        // router is nn.Linear(hidden, E, bias=True)
   m.expert_bias = true;                        // gate_up_proj_bias [E, 2I], down_proj_bias [E, h]
+  m.act_clamp = c.text.DoubleOr("swiglu_limit", 7.0, 0.0, 1e6);  // GptOssConfig default 7.0
   m.num_shared = 0;
   // layer_types: "sliding_attention" / "full_attention"; absent -> alternating from sliding (config default).
   const std::vector<std::string> types = c.text.StrList("layer_types");

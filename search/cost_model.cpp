@@ -73,6 +73,11 @@
 //                      3 bytes per element each (read 2 + write 1, read 1 + write 2) / HBM;
 //                      MoE selective (moe_act): recompute = read the input (2I x 2 B, or 1 B stored
 //                      in fp8) + write the output (I x 2 B) per copy / HBM
+//   eager passes     : Megatron-Core's elementwise ops outside fused kernels, bytes / HBM (gpt-oss):
+//                      unfused RoPE (YaRN attention factor != 1): T * (H + KV) * d / t x (20 fwd, 16 bwd) B;
+//                      GLU clamp: copies x I x (16 fwd, 20 bwd; + 16 under moe_act recompute) B;
+//                      prob-weighted fc2 bias: R x dispatch width x (12 fwd, 12 bwd) B, (28, 36) B with
+//                      HybridEP's fp32 probs (Megatron-LM rope_utils.py, fused_bias_geglu.py, experts.py)
 //   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch, + 2 x
 //                      unfused_mixer_launches x launch_s_per_kernel (the unfused KDA prologue / DSA
 //                      indexer kernels, fwd + bwd: search/fusion_cost.h)
@@ -234,10 +239,11 @@ class TimeModel {
     const double launch = c_.host_fed && p_.cuda_graph == CudaGraph::kNone
                               ? k.launch_s_per_layer + 2 * lp.unfused_mixer_launches * k.launch_s_per_kernel
                               : 0;
+    // Both repeat per forward pass of the MoE block: a recomputed forward dispatches again.
+    const double forwards = pol_[lp.channel_kind_id] == Recompute::kFull ? 2 : 1;
     const double sync =
         c_.host_fed && lp.top_k > 0 && p_.cuda_graph != CudaGraph::kFull ? k.moe_sync_s_per_layer : 0;
-    const double experts = b.expert_launch * (pol_[lp.channel_kind_id] == Recompute::kFull ? 2 : 1);
-    out.channel.host = std::max(0.0, launch - gpu) + sync + experts;
+    out.channel.host = std::max(0.0, launch - gpu) + forwards * (sync + b.expert_launch);
     return out;
   }
 
@@ -294,8 +300,10 @@ class TimeModel {
     const double lora_f = lora_ ? 2 * T_ * static_cast<double>(p_.lora_rank) * lp.lora_params_per_rank / t_ /
                                       (c_.peak_flops * eff_ * k.lora_gemm_eff)
                                 : 0;
-    mx->fwd = mg + core_f + mel + quant + lora_f;
-    mx->bwd = bwd_gemm * mg + core_b + 2 * mel + quant + k.lora_bwd_ratio * lora_f;
+    const double rope_elems = T_ * lp.rope_unfused_elems / t_;  // unfused RoPE (0 when TE fuses it)
+    mx->fwd = mg + core_f + mel + quant + lora_f + rope_elems * k.rope_unfused_fwd_bytes / hbm_;
+    mx->bwd = bwd_gemm * mg + core_b + 2 * mel + quant + k.lora_bwd_ratio * lora_f +
+              rope_elems * k.rope_unfused_bwd_bytes / hbm_;
     if (rm == Recompute::kFull) {
       mx->rc = mx->fwd;
     } else if (rm == Recompute::kSelective) {
@@ -371,6 +379,7 @@ class TimeModel {
     const double cg = Gemm(cflops, T_, cflops / (2 * T_ * h), h, cflops / T_, 1.0);
     double routed = 0, routed_wgrad = 0, moe_mem = 0, pad = 0, a2a_f = 0, a2a_b = 0, routed_lora_f = 0,
            routed_lora_b = 0, quant = Quant(T_ * lp.channel_gemm_inputs / t_);
+    EagerPasses eager;
     if (lp.top_k > 0 && lp.experts > 0) {
       const double imb = c_.req->expert_imbalance;
       const double R = T_ / t_ * static_cast<double>(lp.top_k) * imb;
@@ -406,6 +415,7 @@ class TimeModel {
       const double routed_quant = Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
       quant += routed_quant;
       ch->expert_launch = ExpertLaunchExposed(per_rank, routed + routed_quant);
+      eager = EagerExpertPasses(lp, R, Rg / etp * lp.clamp_elems);
       const double elems = R * lp.dispatch_width;
       if (p_.deg.ep > 1) {
         const double f = CrossNodeFactor(lp);
@@ -426,12 +436,12 @@ class TimeModel {
                             RoutedActBytes(lp, p_.deg.etp) * c_.req->expert_imbalance / t_;
     const double cel = k.elementwise_passes * T_ * ch_bytes / hbm_;
     const double store = SwiGluStore(lp);
-    ch->fwd = cg + routed + cel + moe_mem + pad + quant + store + routed_lora_f;
-    ch->bwd =
-        bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + pad + quant + store + routed_lora_b;
+    ch->fwd = cg + routed + cel + moe_mem + pad + quant + store + routed_lora_f + eager.fwd;
+    ch->bwd = bwd_gemm * cg + routed + routed_wgrad + 2 * (cel + moe_mem) + pad + quant + store +
+              routed_lora_b + eager.bwd;
     if (rc == Recompute::kFull) ch->rc = ch->fwd;
-    else if (rc == Recompute::kSelective)  // expert activation functions (moe_act)
-      ch->rc = GatedRoutedExperts(lp) ? SwiGluRecompute(lp) : cel;
+    else if (rc == Recompute::kSelective)  // expert activation functions (moe_act), the clamp with them
+      ch->rc = GatedRoutedExperts(lp) ? SwiGluRecompute(lp) + eager.clamp_fwd : cel;
     if (rc != Recompute::kFull) ch->rc += NormRecompute(lp);
     ch->tp = TpExposed(cg) + TpExposed(bwd_gemm * cg) + (rc == Recompute::kFull ? TpExposed(cg) : 0);
     ch->tp_total = (2 + (rc == Recompute::kFull ? 1 : 0)) * tp_ar_.seconds;
@@ -458,6 +468,24 @@ class TimeModel {
     if (!c_.host_fed || !c_.per_expert_launches || p_.cuda_graph == CudaGraph::kFull) return 0;
     const double kernels = 2 * (1 + (c_.fp8 ? 1 : 0)) * local_experts;
     return std::max(0.0, kernels * c_.k.launch_s_per_kernel - gpu);
+  }
+
+  // Seconds of the eager elementwise passes around the routed experts (Megatron-Core TEGroupedMLP outside
+  // its fused kernels): the GLU clamp over `clamp_elems` (copies x I on this rank) and the prob-weighted
+  // fc2 bias over R copies x the dispatch width, in fp32 where HybridEP hands fp32 probs over.
+  struct EagerPasses {
+    double fwd = 0, bwd = 0, clamp_fwd = 0;
+  };
+  EagerPasses EagerExpertPasses(const LayerProfile& lp, double R, double clamp_elems) const {
+    const CostConstants& k = c_.k;
+    const bool fp32_probs = p_.ep_dispatcher == EpDispatcher::kHybridEP;
+    const double bias = R * lp.expert_bias_elems / hbm_;
+    EagerPasses e;
+    e.clamp_fwd = clamp_elems * k.clamp_fwd_bytes / hbm_;
+    e.fwd = e.clamp_fwd + bias * (fp32_probs ? k.expert_bias_fp32_fwd_bytes : k.expert_bias_fwd_bytes);
+    e.bwd = clamp_elems * k.clamp_bwd_bytes / hbm_ +
+            bias * (fp32_probs ? k.expert_bias_fp32_bwd_bytes : k.expert_bias_bwd_bytes);
+    return e;
   }
 
   // Bytes per element of the main-grad buffer the weight-grad GEMMs accumulate into (Megatron DDP:

@@ -49,6 +49,22 @@ struct CostConstants {
                                      // HybridEP hand tokens over already grouped: none)
   double router_passes = 12.0;       // HBM bytes per (token, expert) score fwd: fp32 logits write, softmax/sigmoid
                                      // read+write, top-k read (4 B each)
+  // Eager elementwise passes Megatron-Core runs outside its fused kernels for some model features
+  // (gpt-oss), HBM bytes per element (2 B per bf16 access), counted from Megatron-LM@d98e8a64dd:
+  double rope_unfused_fwd_bytes = 20.0;  // per Q/K element beyond TE's fused RoPE (read + write): the unfused
+                                         // t*cos, rotate_half (neg, cat), *sin, add, cat make ~12 accesses
+                                         // for 2: 10 x 2 B (rope_utils.py: mscale != 1 -> unfused)
+  double rope_unfused_bwd_bytes = 16.0;  // their autograd twins: ~10 accesses for 2 fused: 8 x 2 B
+  double clamp_fwd_bytes = 16.0;  // per routed copy x I: clamp(gate) r+w, clamp(up) r+w, cat of both r+w:
+                                  // 8 accesses per I (fused_bias_geglu.py weighted_bias_quick_geglu_impl)
+  double clamp_bwd_bytes = 20.0;  // two clamp backwards (grad, input, out: 3 each) + the chunk's cat r+w:
+                                  // 10 accesses per I
+  double expert_bias_fwd_bytes = 12.0;       // per routed copy x fc2 width, bf16 router probs: b*p written,
+                                             // t + bp (r, r, w), torch.cat r+w (experts.py _apply_bias)
+  double expert_bias_bwd_bytes = 12.0;       // dbias = sum(dy p) and dprob = sum(dy b): each r + w + reduce r
+  double expert_bias_fp32_fwd_bytes = 28.0;  // fp32 probs (HybridEP casts them, token_dispatcher.py): bp 4,
+                                             // t + bp 2+4+4, cat 4+4, .to(bf16) 4+2
+  double expert_bias_fp32_bwd_bytes = 36.0;  // .to 2+4, dbias and dprob 12 each in fp32, dt back to bf16 4+2
   // Context-parallel ring attention (Transformer Engine AttnFuncWithCPAndKVP2P).
   double cp_correction_passes = 3.0;  // HBM passes per output element per ring step fwd, x 2 B (bf16): read
                                       // the running output, read the step's, write the rescaled sum (TE
@@ -65,9 +81,9 @@ struct CostConstants {
   double launch_s_per_kernel = 1.0e-5;  // one more eager launch (the upper end of the ~5-10 us above):
                                         // charged per kernel an unfused KDA prologue / DSA indexer adds,
                                         // and per expert GEMM / quantise of eager grouped GEMMs
-  double moe_sync_s_per_layer = 2.0e-3; // per MoE layer: the dispatcher's device-to-host sync of token
-                                        // counts stalls the GPU while the host launches what follows
-                                        // (removed by full-iteration graphs; calibrated)
+  double moe_sync_s_per_layer = 2.0e-3;  // per MoE layer forward: the dispatcher's device-to-host sync of
+                                         // token counts stalls the GPU while the host launches what follows
+                                         // (removed by full-iteration graphs; calibrated)
   double tp_overlap_sm_tax = 0.10;  // tp_comm_overlap: the GEMM a TP collective overlaps loses this share of
                                     // the overlapped time: TE userbuffers pipeline the reduce-scatter on
                                     // 16-32 of 132-148 SMs (PipelineOverlapCfg num_sm in Megatron-Bridge's

@@ -50,11 +50,12 @@ auto CostFields(const LayerProfile& x) {
                   x.act_mixer_selective, x.act_channel, x.act_routed, x.scores_bytes_per_key,
                   x.dropout_mask_bytes, x.hidden, x.mla_up_flops, x.mixer_gemm_inputs, x.channel_gemm_inputs,
                   x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems, x.kda_state_elems,
-                  x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches);
+                  x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches, x.rope_unfused_elems,
+                  x.clamp_elems, x.expert_bias_elems);
 }
-// 4 enums + bool (+ 7 padding) + 3 int64 + 3 size_t + 32 doubles = 328 bytes on LP64: a new
+// 4 enums + bool (+ 7 padding) + 3 int64 + 3 size_t + 35 doubles = 352 bytes on LP64: a new
 // field changes the size; add it to CostFields, then update this number.
-static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 328,
+static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 352,
               "LayerProfile changed: update CostFields and this size");
 
 }  // namespace
@@ -114,6 +115,8 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
       lp.act_routed = static_cast<double>(m.top_k) * (2 * lp.dispatch_width + (m.gated ? 6 : 4) * I);
       lp.act_channel = 4.0 * static_cast<double>(m.num_experts) + static_cast<double>(m.num_shared) * 6 * Is;
       lp.routed_gemm_inputs = static_cast<double>(m.top_k) * (lp.dispatch_width + I);
+      lp.clamp_elems = m.act_clamp > 0 && m.gated ? I : 0;
+      lp.expert_bias_elems = m.expert_bias ? lp.dispatch_width : 0;
       lp.channel_gemm_inputs = static_cast<double>(m.num_shared) * (h + Is) + (m.latent_dim > 0 ? 2 * h : 0);
       if (m.latent_dim > 0) lp.act_channel += 2 * (h + static_cast<double>(m.latent_dim));
       if (kLoraTargets.shared_experts)  // shared experts: gate, up, down of width Is each
@@ -160,6 +163,8 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     }
     lp.dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
     MixerExtras(l.attn, h, &lp);
+    if (lp.softmax && l.attn.rope_attention_factor != 1.0)  // rotary on full q/k heads (GQA/MHA families)
+      lp.rope_unfused_elems = (H + static_cast<double>(l.attn.num_kv_heads)) * d;
     ApplyMixerFusion(model, l, seq, unfused_attention, &lp, unfused_framework);
     p.min_heads = p.min_heads == 0 ? lp.heads : std::min(p.min_heads, lp.heads);
     p.experts = std::max(p.experts, lp.experts);

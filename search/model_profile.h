@@ -70,6 +70,13 @@ struct LayerProfile {
                                  // chip (search/fusion_cost.h); charged in act_mixer only when unfused
   double unfused_mixer_launches = 0;  // kernel launches per layer forward the unfused KDA prologue / DSA
                                       // indexer adds (search/fusion_cost.h); 0 with fused kernels
+  // Eager (unfused) elementwise work Megatron-Core runs for some model features (gpt-oss):
+  double rope_unfused_elems = 0;  // Q and K elements per token RoPE rotates unfused: a YaRN attention
+                                  // factor != 1 bypasses TE's fused RoPE (Megatron-LM rope_utils.py); 0 fused
+  double clamp_elems = 0;         // per routed copy: the expert width I whose GLU input is clamped by eager
+                                  // torch ops before the fused activation (fused_bias_geglu.py); 0 = no clamp
+  double expert_bias_elems = 0;   // per routed copy: fc2 output elements the prob-weighted expert bias is
+                                  // added to eagerly (experts.py _apply_bias); 0 = no expert bias
   // Layers whose profiles are equal in every field above cost the same under any plan: the cost model
   // computes one per class (ModelProfile::class_first) and copies it (BuildProfile fills these).
   size_t class_id = 0;  // index into ModelProfile::class_first

@@ -2,6 +2,10 @@
 // layer-layout traps of the real families.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "core/model_ir.h"
 #include "parsers/hf_config.h"
 
@@ -88,6 +92,9 @@ TEST(HfLayouts, GptOssSlidingFullSinksBiases) {
   EXPECT_TRUE(m.layers[1].attn.o_bias);
   EXPECT_TRUE(m.layers[1].moe.router_bias);
   EXPECT_TRUE(m.layers[1].moe.expert_bias);
+  EXPECT_DOUBLE_EQ(m.layers[1].moe.act_clamp, 7.0);  // swiglu_limit
+  // rope_scaling yarn, factor 32, no attention_factor / mscale: 0.1 ln 32 + 1.
+  EXPECT_NEAR(m.layers[0].attn.rope_attention_factor, 1.3465736, 1e-6);
   EXPECT_EQ(m.expert_dtype, DType::kMXFP4);
   EXPECT_EQ(m.dtype, DType::kBF16);
   // MXFP4 experts: 0.53125 bytes per parameter, the U8 bytes of the real index (EXPECTED.json note).
@@ -96,6 +103,36 @@ TEST(HfLayouts, GptOssSlidingFullSinksBiases) {
   for (const auto& [dt, b] : s.weight_bytes_by_dtype)
     if (dt == DType::kMXFP4) mx = b;
   EXPECT_DOUBLE_EQ(mx, 60914073600.0);
+}
+
+// YaRN's attention factor (transformers _compute_yarn_parameters): attention_factor when given, else the
+// mscale / mscale_all_dim ratio when both are given, else 0.1 ln(factor) + 1; other rope types: 1. The
+// transformers 5 spelling rope_parameters reads the same.
+TEST(HfLayouts, YarnAttentionFactor) {
+  std::ifstream in(std::string(ONBOARD_TEST_DATA) + "/hf/llama-3.1-8b.config.json");
+  const nlohmann::json base = nlohmann::json::parse(in);
+  auto factor = [&](const nlohmann::json& rope, const char* key) {
+    nlohmann::json j = base;
+    j.erase("rope_scaling");
+    j[key] = rope;
+    auto ir = ParseHfConfigText(j.dump(), "cfg.json");
+    EXPECT_TRUE(ir.ok()) << ir.status().ToString();
+    return ir.ok() ? ir->layers[0].attn.rope_attention_factor : -1.0;
+  };
+  EXPECT_DOUBLE_EQ(factor({{"rope_type", "llama3"}, {"factor", 8.0}}, "rope_scaling"), 1.0);
+  EXPECT_NEAR(factor({{"rope_type", "yarn"}, {"factor", 4.0}}, "rope_scaling"), 0.1 * std::log(4.0) + 1,
+              1e-12);
+  EXPECT_NEAR(factor({{"type", "yarn"}, {"factor", 4.0}}, "rope_parameters"), 0.1 * std::log(4.0) + 1, 1e-12);
+  EXPECT_DOUBLE_EQ(factor({{"rope_type", "yarn"}, {"factor", 40.0}, {"mscale", 1.0}, {"mscale_all_dim", 1.0}},
+                          "rope_scaling"),
+                   1.0);
+  EXPECT_DOUBLE_EQ(
+      factor({{"rope_type", "yarn"}, {"factor", 4.0}, {"attention_factor", 1.25}}, "rope_scaling"), 1.25);
+  nlohmann::json bad = base;
+  bad["rope_scaling"] = {{"rope_type", "yarn"}, {"factor", "x"}};
+  auto ir = ParseHfConfigText(bad.dump(), "cfg.json");
+  ASSERT_FALSE(ir.ok());
+  EXPECT_NE(ir.status().message().find("rope_scaling.factor"), std::string::npos) << ir.status().ToString();
 }
 
 TEST(HfLayouts, DeepSeekDenseFirstLayersAndMtp) {

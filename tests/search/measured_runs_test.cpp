@@ -61,9 +61,13 @@ TEST(MeasuredRuns, TableMatchesGolden) {
 // DEEPSEEK_V3_PRETRAIN_CONFIG_B200_BASE_CONFIG, every column of the row): a sourced input beats the
 // unknown-recipe default even though it moves these two the wrong way (bf16 main grads from
 // grad_reduce_in_fp32=False: +41.9% -> +45.1%, mean 9.76% -> 9.87%); loosened, reported, not fitted.
-constexpr double kMeanAbsErrReached = 0.099;  // target 0.10 (reached 9.87%)
+// The tenth pass charges the dispatcher's device-to-host sync once per forward of the MoE block, so twice
+// under full recompute (Megatron-LM token_dispatcher.py: the sync sits in token_dispatch, which a
+// recomputed forward runs again). mb2511-dsv3-gb200-bf16, whose unstated recompute is read as full,
+// -17.9% -> -24.1%: mean 9.87% -> 10.06%, 28 -> 27 within 20%; loosened, reported, not fitted.
+constexpr double kMeanAbsErrReached = 0.101;  // target 0.10 (reached 10.06%)
 constexpr double kMaxAbsErrReached = 0.452;  // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +45.1%, recipe pinned)
-constexpr int kWithin20Reached = 28;   // of 30; target 30
+constexpr int kWithin20Reached = 27;         // of 30; target 30
 constexpr int kNotFittingReached = 0;  // target 0: met on these 30
 const char* const kAddedRun = "dsv3-report-h800-2048";  // micro-batch not in its source: 1 assumed
 
