@@ -3,7 +3,7 @@
 // Qwen3-MoE checkpoints the adapters are the hand-counted set under the checkpoint's names; tp 2, ep 2
 // and ep 2 over 4 ranks (the expert-data-parallel gradient sum) train the one-rank curve in fp64; the
 // PEFT file holds every expert's adapter (gathered from the EP owners), equal to the one-rank run's.
-// gpt-oss (fused experts) is refused naming the reason.
+// gpt-oss's fused experts: probe_weights_fused_test.cpp.
 #include <gtest/gtest.h>
 
 #include <algorithm>
