@@ -167,7 +167,7 @@ std::string FrozenPlannedExperts(const RankModel& m) {
     bool held = false;
     for (const HfMlpWeights& x : m.w.layers[li].experts.experts) held |= x.down.w.defined();
     if (!adapted && held)
-      return "the routed experts of " + HfLayerPrefix(l) +
+      return "the routed experts of " + HfLayerPrefix(l).substr(0, HfLayerPrefix(l).size() - 1) +
              " stay frozen here although core/lora_targets.h and the exports adapt them";
   }
   return "";
