@@ -167,14 +167,14 @@ TEST(ProbeWeightsFused, LayoutsTrainTheOneRankFusedExpertAdapters) {
   // expert's intermediate units split (gate_up columns [2 i0, 2 (i0 + I/2))), the adapters whole; ep 2:
   // each rank runs 2 experts (zero gradient on the others'), the world sum; fsdp 2: the experts
   // gathered as stacks, the deltas added to the bound views; ep 2 x fsdp 2; pp 2: a layer per stage,
-  // rank 0 merging the stages' files (target_parameters with them).
+  // rank 0 merging the stages' files (target_parameters with them); tp 2 x ep 2 on 4 ranks.
   const std::string ckpt = Write(GptOssDense());
   const WeightsProbeResult r1 = Launch(Fp64(ckpt, 1));
   Expected<PeftLoraAdapter> a1 = ReadPeftAdapter(r1.adapter_dir);
   ASSERT_TRUE(a1.ok()) << a1.status().message();
   using L = hftest::ProbeLayout;
   for (const L& l : {L{"tp2", 2, 2, 1, 1, 1}, L{"ep2", 2, 1, 2, 1, 1}, L{"fsdp2", 2, 1, 1, 2, 1},
-                     L{"ep2 x fsdp2", 2, 1, 2, 2, 1}, L{"pp2", 2, 1, 1, 1, 2}})
+                     L{"ep2 x fsdp2", 2, 1, 2, 2, 1}, L{"pp2", 2, 1, 1, 1, 2}, L{"tp2 x ep2", 4, 2, 2, 1, 1}})
     EXPECT_EQ(hftest::ExpectLayoutMatchesOneRank(ckpt, l, "gpt_oss", r1, *a1).caveat, "") << l.name;
 }
 
