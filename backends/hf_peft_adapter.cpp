@@ -52,6 +52,7 @@ std::vector<std::string> PeftLoraAdapter::TargetModules() const {
   // index ("block_sparse_moe.experts.1.w1", which "...experts.11.w1" does not end in).
   std::set<std::string> out;
   for (const LoraModule& m : modules) {
+    if (m.a.size(0) != r) continue;  // a fused parameter's: in target_parameters
     const size_t at = m.module.rfind("layers.");
     const size_t dot = at == std::string::npos ? at : m.module.find('.', at + 7);
     out.insert(dot == std::string::npos ? m.module.substr(m.module.find_last_of('.') + 1)
@@ -62,12 +63,20 @@ std::vector<std::string> PeftLoraAdapter::TargetModules() const {
 
 Status WritePeftAdapter(const std::string& dir, const PeftLoraAdapter& a) {
   ::mkdir(dir.c_str(), 0755);
-  const nlohmann::json cfg = {{"peft_type", "LORA"},        {"task_type", "CAUSAL_LM"},
-                              {"r", a.r},                   {"lora_alpha", a.alpha},
-                              {"target_modules", a.TargetModules()},
-                              {"base_model_name_or_path", a.base_model},
-                              {"lora_dropout", 0.0},        {"bias", "none"},
-                              {"fan_in_fan_out", false},    {"inference_mode", true}};
+  nlohmann::json cfg = {{"peft_type", "LORA"},
+                        {"task_type", "CAUSAL_LM"},
+                        {"r", a.r},
+                        {"lora_alpha", a.alpha},
+                        {"target_modules", a.TargetModules()},
+                        {"base_model_name_or_path", a.base_model},
+                        {"lora_dropout", 0.0},
+                        {"bias", "none"},
+                        {"fan_in_fan_out", false},
+                        {"inference_mode", true}};
+  // Fused parameters (ParamWrapper): lora_dropout 0, fan_in_fan_out false and bias "none" above are
+  // what it requires (PEFT lora/layer.py ParamWrapper.__init__ raises otherwise).
+  std::set<std::string> params(a.target_parameters.begin(), a.target_parameters.end());
+  if (!params.empty()) cfg["target_parameters"] = std::vector<std::string>(params.begin(), params.end());
   std::ofstream out(dir + "/adapter_config.json");
   out << cfg.dump(2) << "\n";
   if (!out) return IoError(dir + "/adapter_config.json: write failed");
@@ -92,7 +101,10 @@ Expected<PeftLoraAdapter> ReadPeftAdapter(const std::string& dir) {
   a.alpha = f.DoubleOr("lora_alpha", double(a.r), 0.0, 1e9);
   a.base_model = f.StrOr("base_model_name_or_path", "");
   if (!f.ok()) return f.status();
-  // Step 2: the A/B pairs, shapes [r, in] and [out, r].
+  if (j.contains("target_parameters") && j["target_parameters"].is_array())
+    for (const nlohmann::json& t : j["target_parameters"])
+      if (t.is_string()) a.target_parameters.push_back(t.get<std::string>());
+  // Step 2: the A/B pairs, shapes [k r, in] and [out, k r] (k = E of a fused parameter, else 1).
   const std::string st_dir = dir;
   ONBOARD_ASSIGN_OR_RETURN(SafetensorsCheckpoint ck, SafetensorsCheckpoint::Open(st_dir));
   std::map<std::string, LoraModule> mods;
@@ -100,8 +112,10 @@ Expected<PeftLoraAdapter> ReadPeftAdapter(const std::string& dir) {
     std::string module;
     char which = 0;
     if (!SplitKey(t.name, &module, &which)) return BadInput(t.file, t.name, "not a PEFT LoRA key");
-    if (t.shape.size() != 2 || (which == 'A' ? t.shape[0] : t.shape[1]) != a.r)
-      return BadInput(t.file, t.name + ".shape", "expected rank r=" + std::to_string(a.r), ShapeText(t.shape));
+    if (t.shape.size() != 2 || (which == 'A' ? t.shape[0] : t.shape[1]) % a.r != 0 ||
+        (which == 'A' ? t.shape[0] : t.shape[1]) == 0)
+      return BadInput(t.file, t.name + ".shape",
+                      "expected rank r=" + std::to_string(a.r) + " (or r x experts)", ShapeText(t.shape));
     ONBOARD_ASSIGN_OR_RETURN(torch::Tensor v, ReadTensor(ck, t.name));
     LoraModule& m = mods[module];
     m.module = module;
@@ -110,6 +124,10 @@ Expected<PeftLoraAdapter> ReadPeftAdapter(const std::string& dir) {
   for (auto& [name, m] : mods) {
     if (!m.a.defined() || !m.b.defined())
       return BadInput(dir + "/adapter_model.safetensors", kPrefix + name, "lora_A and lora_B must come in pairs");
+    if (m.a.size(0) != m.b.size(1))
+      return BadInput(dir + "/adapter_model.safetensors", kPrefix + name + kB,
+                      "lora_B's columns must equal lora_A's rows (" + std::to_string(m.a.size(0)) + ")",
+                      std::to_string(m.b.size(1)));
     a.modules.push_back(m);
   }
   return a;

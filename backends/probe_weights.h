@@ -2,8 +2,8 @@
 // FILE --mode lora --ranks N [--tp T]`): every rank loads the checkpoint's real embedding, the chosen
 // decoder layers and the head (MapHfSlice: mmap, only its own TP rows / columns), trains LoRA adapters on
 // kLoraTargets (core/lora_targets.h: q/k/v/o_proj where the family has them, the dense MLP, the shared
-// experts, or each routed expert where an MoE layer has no shared expert; gpt-oss's fused experts stay
-// frozen, said in WeightsProbeResult::caveat) over c10d, and the held-out loss of
+// experts, or each routed expert where an MoE layer has no shared expert; gpt-oss's fused experts as
+// PEFT's target_parameters: probe_weights_fused_adapters.cpp) over c10d, and the held-out loss of
 // the text must fall below the frozen model's own (the no-learning baseline: adapters at B = 0 compute
 // exactly the loaded checkpoint). The adapters are written in PEFT's format (hf_peft_adapter.h).
 //
@@ -107,7 +107,7 @@ struct WeightsProbeResult {
   uint64_t checkpoint_bytes = 0;
   std::vector<std::string> targets;  // adapted module names ("model.layers.0.self_attn.q_proj")
   int64_t lora_params = 0;
-  std::string caveat;              // weights kLoraTargets adapts that this probe leaves frozen ("" when none)
+  std::string caveat;  // routed experts kLoraTargets adapts that this probe leaves frozen ("" when none)
   std::vector<double> train_loss;  // per step, global mean
   double held_out_frozen = 0;      // frozen model (adapters B = 0): the no-learning baseline
   double held_out_final = 0;       // after the adapter steps

@@ -34,7 +34,7 @@ constexpr const char* kExpertProjections[][3] = {{"gate_proj", "up_proj", "down_
 
 // Step 3 helper: layer i's routed experts as targets, expert by expert (gate, up, down), under the
 // prefix (HfRoutedExpertPrefixes) and names the header has for expert 0. A layer without per-expert
-// weights is an internal error (gpt-oss's fused experts never get here: FusedExpertsFrozen).
+// weights is an internal error (gpt-oss's fused experts never get here: AddFusedExpertAdapters).
 void AddRoutedTargets(const RankModel& m, const LayerSpec& spec, HfLayerWeights* l,
                       std::vector<Target>* out) {
   const std::string p = HfLayerPrefix(spec);
@@ -94,7 +94,7 @@ std::vector<Target> LayerTargets(const RankModel& m, int64_t i, HfLayerWeights* 
       if (ffn.empty() && HeaderWeight(m, p + s + "gate_proj") != nullptr) ffn = p + s;
     mlp = &w.experts.shared;
   } else if (spec.channel == ChannelKind::kMoE && AdaptsRoutedExperts(spec.moe.num_shared) &&
-             m.c.layout != HfLayout::kGptOss) {  // gpt-oss: frozen (FusedExpertsFrozen)
+             m.c.layout != HfLayout::kGptOss) {  // gpt-oss: fused parameters (AddFusedExpertAdapters)
     AddRoutedTargets(m, spec, l, &out);
   }
   if (ffn.empty()) return out;
@@ -107,6 +107,7 @@ std::vector<Target> LayerTargets(const RankModel& m, int64_t i, HfLayerWeights* 
 void DropLayerA(const WeightsProbeOptions& o, const RankModel& m, int64_t i) {
   const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
   for (const Target& t : LayerTargets(m, i, nullptr)) (void)torch::rand({o.lora_rank, t.in}, dtype);
+  AddFusedExpertAdapters(o, nullptr, m.c, i, -1);
 }
 
 // Step 3 helper: adapters on the targets of loaded layer li.
@@ -130,6 +131,7 @@ void AddLayerAdapters(const WeightsProbeOptions& o, RankModel* m, size_t li) {
     ad.b = torch::zeros({t.out, o.lora_rank}, ad.base.options()).requires_grad_(true);
     m->adapters.push_back(std::move(ad));
   }
+  AddFusedExpertAdapters(o, m, m->c, l.index, int64_t(li));  // gpt-oss's fused experts, after the rest
 }
 
 }  // namespace
@@ -152,24 +154,32 @@ void AddAdapters(const WeightsProbeOptions& o, RankModel* m) {
   }
 }
 
-// gpt-oss's routed experts are fused parameters (mlp.experts.gate_up_proj [E, in, 2I] with gate / up
-// interleaved, down_proj [E, I, in]); PEFT adapts those only through target_parameters (ParamWrapper:
-// one lora_A [r*E, in] / lora_B [out, r*E] per fused tensor, one factor shared by gate and up), which
-// this probe does not write yet. So they stay frozen here although kLoraTargets adapts them
-// (AdaptsRoutedExperts) and the exports do; the result says so.
-std::string FusedExpertsFrozen(const RankModel& m) {
-  if (m.c.layout != HfLayout::kGptOss) return "";
-  for (const LayerSpec& l : m.c.ir.layers)
-    if (l.channel == ChannelKind::kMoE && AdaptsRoutedExperts(l.moe.num_shared))
-      return "gpt-oss's routed experts stay frozen here (fused mlp.experts.gate_up_proj / down_proj: PEFT "
-             "adapts them only through target_parameters, not written yet); core/lora_targets.h and the "
-             "exports adapt them, so this probe trains fewer weights than the plan";
+// Every loaded MoE layer whose routed experts kLoraTargets adapts (AdaptsRoutedExperts) has an expert
+// adapter (per expert, or gpt-oss's fused ones); the caveat names the first that has none.
+std::string FrozenPlannedExperts(const RankModel& m) {
+  for (size_t li = 0; li < m.w.layers.size(); ++li) {
+    const LayerSpec& l = m.c.ir.layers[size_t(m.w.layers[li].index)];
+    if (l.channel != ChannelKind::kMoE || !AdaptsRoutedExperts(l.moe.num_shared)) continue;
+    bool adapted = false;
+    for (const Adapter& ad : m.adapters)
+      adapted |= ad.layer == li && (ad.routed || ad.fused != FusedParam::kNone);
+    // Under EP a rank may hold none of a layer's experts' adapters only if it holds none of its experts.
+    bool held = false;
+    for (const HfMlpWeights& x : m.w.layers[li].experts.experts) held |= x.down.w.defined();
+    if (!adapted && held)
+      return "the routed experts of " + HfLayerPrefix(l).substr(0, HfLayerPrefix(l).size() - 1) +
+             " stay frozen here although core/lora_targets.h and the exports adapt them";
+  }
   return "";
 }
 
 void ApplyLayerAdapters(RankModel& m, size_t li, bool frozen) {
   for (Adapter& ad : m.adapters) {
     if (ad.layer != li) continue;
+    if (ad.fused != FusedParam::kNone) {
+      ApplyFusedAdapter(m, ad, frozen);
+      continue;
+    }
     if (frozen) {
       ad.target->w = ad.base;
       continue;

@@ -229,7 +229,7 @@ void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts) {
     std::vector<torch::Tensor*> routed =
         stacked ? HfExpertStackSlots(m->expert_stacks[li]) : HfRoutedExpertTensors(l);
     for (Adapter& ad : m->adapters)
-      if (ad.layer == li)
+      if (ad.layer == li && ad.target != nullptr)  // a fused adapter's bases are the bound experts
         for (std::vector<torch::Tensor*>* v : {&slots, &routed})
           std::replace(v->begin(), v->end(), &ad.target->w, &ad.base);
     if (!ep && stacked) slots.insert(slots.end(), routed.begin(), routed.end());  // else already in
@@ -246,13 +246,14 @@ void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts) {
   for (size_t li = 0; li < m->w.layers.size(); ++li) {
     HfFsdpRun& r = m->fsdp_runs[li];
     r.run = [m, tp, li](const torch::Tensor& h) {
-      ApplyLayerAdapters(*m, li, m->frozen);
+      // The experts bound first: gpt-oss's fused adapters add their deltas to the bound views.
       if (m->expert_stacks[li].n > 0) BindStackedExperts(m->w.layers[li], m->expert_stacks[li]);
+      ApplyLayerAdapters(*m, li, m->frozen);
       return LayerForward(*m, *tp, li, h);
     };
     r.release = [m, li] {
       for (Adapter& ad : m->adapters)
-        if (ad.layer == li) ad.target->w = ad.base;
+        if (ad.layer == li && ad.target != nullptr) ad.target->w = ad.base;
       if (m->expert_stacks[li].n > 0) BindStackedExperts(m->w.layers[li], m->expert_stacks[li]);
     };
     for (Adapter& ad : m->adapters)

@@ -22,6 +22,9 @@
 
 namespace onboard::backends {
 
+// Which of gpt-oss's fused expert parameters an adapter wraps (kNone: a projection's weight).
+enum class FusedParam { kNone, kGateUp, kDown };
+
 // One adapted projection. `target` points into the rank's loaded layers; its weight is replaced by
 // base + scale x (B A restricted to the shard) before the layer runs.
 struct Adapter {
@@ -34,6 +37,12 @@ struct Adapter {
   // A routed expert's (core/lora_targets.h AdaptsRoutedExperts): under EP only on its owner, its
   // gradient summed over RankModel::expert_dp.
   bool routed = false;
+  // gpt-oss's fused experts (probe_weights_fused_adapters.cpp): one adapter per fused parameter in
+  // PEFT's ParamWrapper form, A [r*E, in] / B [out, r*E], `target` nullptr; `parameter` its PEFT
+  // target_parameters entry ("mlp.experts.gate_up_proj"), `module` its saved key path.
+  FusedParam fused = FusedParam::kNone;
+  std::string parameter;
+  std::vector<torch::Tensor> expert_base;  // per expert e: gate e, up e (kGateUp: 2E) or down e (kDown: E)
 };
 
 // Where this rank sits: rank r = d * T + t; EP and FSDP groups are consecutive data ranks.
@@ -88,9 +97,17 @@ struct RankModel {
 // step 3), and W_eff = base + scale x (B A) of layer li's (`frozen`: base).
 void AddAdapters(const WeightsProbeOptions& o, RankModel* m);
 void ApplyLayerAdapters(RankModel& m, size_t li, bool frozen);
-// The one-line caveat when kLoraTargets adapts weights this probe leaves frozen (gpt-oss's fused
-// routed experts), else "".
-std::string FusedExpertsFrozen(const RankModel& m);
+// The one-line caveat when kLoraTargets adapts routed experts this probe leaves frozen (an MoE layer
+// with AdaptsRoutedExperts but no expert adapter), else "".
+std::string FrozenPlannedExperts(const RankModel& m);
+// probe_weights_fused_adapters.cpp: gpt-oss's fused experts as PEFT's target_parameters adapt them.
+// The A of layer i's two fused parameters drawn in order (gate_up_proj, then down_proj; `m` nullptr
+// or a layer another stage holds: drawn and dropped), their adapters added to m when `li` >= 0.
+void AddFusedExpertAdapters(const WeightsProbeOptions& o, RankModel* m, const HfForwardConfig& c, int64_t i,
+                            int64_t li);
+// W_e = base_e + scale x (PEFT's delta of expert e) on this rank's experts and TP slice (`frozen`:
+// base_e). Under FSDP the bases are the experts as bound now (BindStackedExperts).
+void ApplyFusedAdapter(RankModel& m, Adapter& ad, bool frozen);
 // FSDP (place.fsdp > 1): the units over `group` (the routed experts over `experts` when given: EP x
 // FSDP), one all-gather of the shards' row counts per group.
 void SetUpFsdp(RankModel* m, TpContext* tp, Group& group, Group* experts);

@@ -135,9 +135,14 @@ Status ExportAdapter(const WeightsProbeOptions& o, const RankModel& m, const std
   pa.r = o.lora_rank;
   pa.alpha = o.lora_alpha;
   pa.base_model = o.checkpoint;
-  for (const Adapter& ad : m.adapters)
-    if (ad.routed || !routed_only)
-      pa.modules.push_back({ad.module, ad.a.detach().to(torch::kFloat), ad.b.detach().to(torch::kFloat)});
+  for (const Adapter& ad : m.adapters) {
+    if (!ad.routed && routed_only) continue;
+    pa.modules.push_back({ad.module, ad.a.detach().to(torch::kFloat), ad.b.detach().to(torch::kFloat)});
+    // gpt-oss's fused experts: PEFT's target_parameters entries (probe_weights_fused_adapters.cpp).
+    if (!ad.parameter.empty() && std::find(pa.target_parameters.begin(), pa.target_parameters.end(),
+                                           ad.parameter) == pa.target_parameters.end())
+      pa.target_parameters.push_back(ad.parameter);
+  }
   std::sort(pa.modules.begin(), pa.modules.end(),
             [](const LoraModule& x, const LoraModule& y) { return x.module < y.module; });
   return WritePeftAdapter(dir, pa);
@@ -184,7 +189,7 @@ json RankJson(const ProbeWorkerArgs& a, const RankModel& m, const std::vector<do
           {"pp_bubble", bubble},
           {"stage_layers", stage_layers},
           {"targets", targets},
-          {"caveat", FusedExpertsFrozen(m)},
+          {"caveat", FrozenPlannedExperts(m)},
           {"lora_params", lora},
           {"train_loss", losses},
           {"held_out_frozen", frozen},

@@ -19,8 +19,8 @@
 //                   not_learned at 88.2% held-out copy accuracy.
 //   output_head     the LM head: frozen (no export targets Megatron's output_layer or torchtitan's
 //                   output; the real-weights probe's PEFT adapter holds attention, dense MLP, shared
-//                   experts and the routed experts above; gpt-oss's fused experts stay frozen there,
-//                   with a caveat in its result).
+//                   experts and the routed experts above; gpt-oss's fused experts as PEFT's
+//                   target_parameters, one lora_A [r*E, in] / lora_B [out, r*E] per fused parameter).
 #pragma once
 
 #include <cstdint>

@@ -162,5 +162,34 @@ TEST(HfPeftAdapter, WrongRankIsRefused) {
   EXPECT_NE(back.status().message().find("lora_A.weight.shape"), std::string::npos) << back.status().message();
 }
 
+TEST(HfPeftAdapter, FusedParametersRoundTripAsTargetParameters) {
+  // A fused parameter's wrapper (A [r*E, in], B [out, r*E], E = 2) beside a module: the config lists
+  // it in target_parameters, not target_modules; the file reads back with both; a file without one
+  // has no target_parameters; B whose columns are not A's rows is refused naming its key.
+  const std::string dir = TempDir(), plain = TempDir(), bad = TempDir();
+  ASSERT_TRUE(WritePeftAdapter(plain, RandomAdapter()).ok());
+  EXPECT_FALSE(
+      nlohmann::json::parse(std::ifstream(plain + "/adapter_config.json")).contains("target_parameters"));
+  PeftLoraAdapter a = RandomAdapter();
+  a.modules.push_back({"model.layers.0.mlp.experts", torch::randn({8, 16}), torch::randn({32, 8})});
+  a.target_parameters = {"mlp.experts.down_proj"};
+  ASSERT_TRUE(WritePeftAdapter(dir, a).ok());
+  const nlohmann::json cfg = nlohmann::json::parse(std::ifstream(dir + "/adapter_config.json"));
+  EXPECT_EQ(cfg["target_parameters"], nlohmann::json({"mlp.experts.down_proj"}));
+  EXPECT_EQ(cfg["target_modules"], nlohmann::json({"self_attn.q_proj", "self_attn.v_proj"}));
+  Expected<PeftLoraAdapter> back = ReadPeftAdapter(dir);
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->target_parameters, a.target_parameters);
+  ASSERT_EQ(back->modules.size(), 5u);
+  EXPECT_EQ(back->modules[0].module, "model.layers.0.mlp.experts");
+  EXPECT_TRUE(back->modules[0].b.equal(a.modules.back().b));
+  a.modules.back().b = torch::randn({32, 12});
+  ASSERT_TRUE(WritePeftAdapter(bad, a).ok());
+  Expected<PeftLoraAdapter> refused = ReadPeftAdapter(bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("mlp.experts.lora_B.weight"), std::string::npos)
+      << refused.status().message();
+}
+
 }  // namespace
 }  // namespace onboard

@@ -7,6 +7,7 @@
 // chunk order) that moves the held-out loss off one rank's.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <numeric>
@@ -220,17 +221,24 @@ hftest::Checkpoint GptOssBytes() {
 }
 
 TEST(ProbeWeightsCombos, GptOssUnderFsdpMatchesOneRankAndTilesTheModel) {
-  // gpt-oss's fused experts are FSDP2-chunked by expert (2 of its 4 per rank), gathered as stacks;
-  // sinks, attention and expert biases and the router are chunked by rows like any tensor.
+  // gpt-oss's fused experts are FSDP2-chunked by expert (2 of its 4 per rank), gathered as stacks, their
+  // LoRA deltas added to the gathered views; sinks, attention and expert biases and the router are
+  // chunked by rows like any tensor.
   WeightsProbeOptions o = LayoutOptions(Write(GptOssBytes()), 2, 8);
   o.fsdp = 2;
   const auto [one, r] = CompareWithOneRank(o, "gpt_oss fsdp2");
   ASSERT_EQ(r.rank_bytes.size(), 2u);
   EXPECT_LT(one.train_loss.back(), one.train_loss.front() - 0.05);
-  // Its routed experts stay frozen (fused parameters: PEFT's target_parameters, not written), and the
-  // result says so; no expert is among the adapted modules.
-  EXPECT_NE(r.caveat.find("target_parameters"), std::string::npos) << r.caveat;
-  for (const std::string& t : r.targets) EXPECT_EQ(t.find("experts"), std::string::npos) << t;
+  // Its routed experts are adapted as PEFT's target_parameters (one wrapper per fused parameter:
+  // gate_up_proj's the inner "experts.base_layer", down_proj's "experts"), so no caveat.
+  EXPECT_EQ(r.caveat, "");
+  std::vector<std::string> experts;
+  for (const std::string& t : r.targets)
+    if (t.find("experts") != std::string::npos) experts.push_back(t);
+  std::sort(experts.begin(), experts.end());
+  EXPECT_EQ(experts, (std::vector<std::string>{
+                         "model.layers.0.mlp.experts", "model.layers.0.mlp.experts.base_layer",
+                         "model.layers.1.mlp.experts", "model.layers.1.mlp.experts.base_layer"}));
   EXPECT_EQ(Sum(r.rank_bytes), one.rank_bytes[0]);
   for (uint64_t x : r.rank_bytes) EXPECT_LT(double(x), 0.55 * double(one.rank_bytes[0]));
 

@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 
+#include "backends/hf_peft_adapter.h"
 #include "backends/probe_weights.h"
 #include "tests/backends/probe_weights_options.h"
 
@@ -61,6 +63,52 @@ inline void ExpectFaultMovesHeldOut(WeightsProbeOptions o, const char* fault, co
   const WeightsProbeResult wrong = Launch(o);
   std::printf("%s: frozen held-out %.6g vs %.6g\n", fault, wrong.held_out_frozen, one.held_out_frozen);
   EXPECT_GT(Rel(wrong.held_out_frozen, one.held_out_frozen), kLayoutWrongAtLeast);
+}
+
+// Largest |x - y| / max|y| over every module's A and B of two PEFT adapters (infinite when their
+// modules or target_parameters differ).
+inline double AdapterDiff(const PeftLoraAdapter& x, const PeftLoraAdapter& y) {
+  EXPECT_EQ(x.modules.size(), y.modules.size());
+  EXPECT_EQ(x.target_parameters, y.target_parameters);
+  if (x.modules.size() != y.modules.size() || x.target_parameters != y.target_parameters) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < x.modules.size(); ++i) {
+    EXPECT_EQ(x.modules[i].module, y.modules[i].module);
+    if (x.modules[i].module != y.modules[i].module) return INFINITY;
+    for (auto [a, b] : {std::pair{x.modules[i].a, y.modules[i].a}, std::pair{x.modules[i].b, y.modules[i].b}})
+      worst = std::max(worst, (a - b).abs().max().item<double>() / b.abs().max().item<double>());
+  }
+  return worst;
+}
+
+// A layout of the real-weights probe: ranks and degrees.
+struct ProbeLayout {
+  const char* name;
+  int64_t ranks, tp, ep, fsdp, pp;
+};
+
+// `l` on `ckpt` (8 steps of 8 windows, fp64) against the one-rank run r1 and its PEFT file a1: the
+// curve and both held-out losses within kLayoutTolFp64, every A / B of the file within kLayoutTol
+// (F32 copies of the fp64 adapters). `family` labels the printed line.
+inline WeightsProbeResult ExpectLayoutMatchesOneRank(const std::string& ckpt, const ProbeLayout& l,
+                                                     const char* family, const WeightsProbeResult& r1,
+                                                     const PeftLoraAdapter& a1) {
+  WeightsProbeOptions o = LayoutOptions(ckpt, l.ranks, 8);
+  o.fp64 = true;
+  o.tp = l.tp;
+  o.ep = l.ep;
+  o.fsdp = l.fsdp;
+  o.pp = l.pp;
+  const WeightsProbeResult r = Launch(o);
+  Expected<PeftLoraAdapter> a = ReadPeftAdapter(r.adapter_dir);
+  EXPECT_TRUE(a.ok()) << l.name << ": " << a.status().message();
+  if (!a.ok()) return r;
+  const double diff = AdapterDiff(*a, a1);
+  std::printf("%s fp64 %s vs 1 rank: worst relative %.3g (curve, held-out), PEFT A/B %.3g\n", family, l.name,
+              Worst(r, r1), diff);
+  EXPECT_LT(Worst(r, r1), kLayoutTolFp64) << l.name;
+  EXPECT_LT(diff, kLayoutTol) << l.name;
+  return r;
 }
 
 }  // namespace onboard::hftest
