@@ -243,7 +243,7 @@ class TimeModel {
     const double forwards = pol_[lp.channel_kind_id] == Recompute::kFull ? 2 : 1;
     const double sync =
         c_.host_fed && lp.top_k > 0 && p_.cuda_graph != CudaGraph::kFull ? k.moe_sync_s_per_layer : 0;
-    out.channel.host = std::max(0.0, launch - gpu) + forwards * (sync + b.expert_launch);
+    out.channel.host = std::max(0.0, launch - gpu) + forwards * sync + forwards * b.expert_launch;
     return out;
   }
 
