@@ -112,8 +112,8 @@ Expected<PeftLoraAdapter> ReadPeftAdapter(const std::string& dir) {
     std::string module;
     char which = 0;
     if (!SplitKey(t.name, &module, &which)) return BadInput(t.file, t.name, "not a PEFT LoRA key");
-    if (t.shape.size() != 2 || (which == 'A' ? t.shape[0] : t.shape[1]) % a.r != 0 ||
-        (which == 'A' ? t.shape[0] : t.shape[1]) == 0)
+    const int64_t rank_dim = t.shape.size() != 2 ? 0 : which == 'A' ? t.shape[0] : t.shape[1];
+    if (rank_dim == 0 || rank_dim % a.r != 0)
       return BadInput(t.file, t.name + ".shape",
                       "expected rank r=" + std::to_string(a.r) + " (or r x experts)", ShapeText(t.shape));
     ONBOARD_ASSIGN_OR_RETURN(torch::Tensor v, ReadTensor(ck, t.name));

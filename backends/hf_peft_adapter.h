@@ -35,7 +35,7 @@ struct PeftLoraAdapter {
   std::string base_model;            // base_model_name_or_path
   std::vector<LoraModule> modules;   // sorted by module path
   // PEFT's target_parameters ("mlp.experts.gate_up_proj"), empty when no fused parameter is adapted;
-  // their modules are the ones whose A has more than r rows.
+  // their modules are the ones whose A has more than r rows. May repeat: written sorted, each once.
   std::vector<std::string> target_parameters;
   // Distinct module paths past "layers.N." ("self_attn.q_proj", "mlp.gate_proj",
   // "mlp.shared_experts.down_proj", a routed expert's "block_sparse_moe.experts.3.w1") of the modules

@@ -105,19 +105,16 @@ std::vector<Target> LayerTargets(const RankModel& m, int64_t i, HfLayerWeights* 
 
 // Step 3 helper: draws (and drops) the A of layer i's targets, a layer another stage holds.
 void DropLayerA(const WeightsProbeOptions& o, const RankModel& m, int64_t i) {
-  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
-  for (const Target& t : LayerTargets(m, i, nullptr)) (void)torch::rand({o.lora_rank, t.in}, dtype);
+  for (const Target& t : LayerTargets(m, i, nullptr)) (void)DrawLoraA(o, o.lora_rank, t.in);
   AddFusedExpertAdapters(o, nullptr, m.c, i, -1);
 }
 
 // Step 3 helper: adapters on the targets of loaded layer li.
 void AddLayerAdapters(const WeightsProbeOptions& o, RankModel* m, size_t li) {
   HfLayerWeights& l = m->w.layers[li];
-  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
   for (const Target& t : LayerTargets(*m, l.index, &l)) {
     // A and B cover the whole weight: its shape in the checkpoint's header.
-    const double bound = 1.0 / std::sqrt(double(t.in));
-    torch::Tensor a = (torch::rand({o.lora_rank, t.in}, dtype) * 2 - 1).mul_(bound);
+    torch::Tensor a = DrawLoraA(o, o.lora_rank, t.in);
     if (t.lin == nullptr) continue;  // a routed expert another EP rank holds: its A drawn and dropped
     Adapter ad;
     // The module as the checkpoint names it; the split rule reads the "model.layers.N." name.
@@ -135,6 +132,11 @@ void AddLayerAdapters(const WeightsProbeOptions& o, RankModel* m, size_t li) {
 }
 
 }  // namespace
+
+torch::Tensor DrawLoraA(const WeightsProbeOptions& o, int64_t rows, int64_t in) {
+  const auto dtype = o.fp64 ? torch::kDouble : torch::kFloat;
+  return (torch::rand({rows, in}, dtype) * 2 - 1).mul_(1.0 / std::sqrt(double(in)));
+}
 
 // Adapters on the LayerTargets of every loaded layer (q/k/v/o_proj of GQA, MLA with a
 // full-rank q, KDA; the dense MLP; the shared experts, or the routed experts this rank holds); A ~

@@ -18,7 +18,6 @@
 // The adapters are whole on every rank (not only on an expert's owners): a rank's gradient is zero on
 // the experts it does not run, so the world (stage) sum of SumGradients is the whole gradient and the
 // clip counts it once, like any replicated adapter.
-#include <cmath>
 
 #include "backends/probe_weights_model.h"
 #include "core/lora_targets.h"
@@ -49,7 +48,7 @@ void AddFusedExpertAdapters(const WeightsProbeOptions& o, RankModel* m, const Hf
   const std::string experts = HfLayerPrefix(spec).substr(std::string("model.").size()) + "mlp.experts";
   for (const Param& p : params) {
     // Step 2: A [r*E, in] ~ U(+-1/sqrt(in)) (kaiming_uniform(a=sqrt(5)) of Linear(in, r*E)), B = 0.
-    torch::Tensor a = (torch::rand({r * E, p.in}, dtype) * 2 - 1).mul_(1.0 / std::sqrt(double(p.in)));
+    torch::Tensor a = DrawLoraA(o, r * E, p.in);
     if (m == nullptr || li < 0) continue;  // a layer another stage holds: drawn and dropped
     Adapter ad;
     ad.module = c.weights_root + experts + p.path;

@@ -96,6 +96,9 @@ struct RankModel {
 // probe_weights_adapters.cpp: the adapters on kLoraTargets of every loaded layer (LoadRankModel's
 // step 3), and W_eff = base + scale x (B A) of layer li's (`frozen`: base).
 void AddAdapters(const WeightsProbeOptions& o, RankModel* m);
+// A LoRA A of `rows` x `in` as PEFT initialises it (kaiming-uniform(a=sqrt(5)) of Linear(in, rows):
+// U(+-1/sqrt(in))), in the probe's dtype, from torch's generator (every rank draws the same sequence).
+torch::Tensor DrawLoraA(const WeightsProbeOptions& o, int64_t rows, int64_t in);
 void ApplyLayerAdapters(RankModel& m, size_t li, bool frozen);
 // The one-line caveat when kLoraTargets adapts routed experts this probe leaves frozen (an MoE layer
 // with AdaptsRoutedExperts but no expert adapter), else "".

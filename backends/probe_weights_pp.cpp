@@ -117,10 +117,8 @@ Status MergeStageAdapters(const std::vector<std::string>& dirs, const std::strin
     all.alpha = a.alpha;
     all.base_model = a.base_model;
     all.modules.insert(all.modules.end(), a.modules.begin(), a.modules.end());
-    for (const std::string& t : a.target_parameters)
-      if (std::find(all.target_parameters.begin(), all.target_parameters.end(), t) ==
-          all.target_parameters.end())
-        all.target_parameters.push_back(t);
+    all.target_parameters.insert(all.target_parameters.end(), a.target_parameters.begin(),
+                                 a.target_parameters.end());  // WritePeftAdapter writes each once
   }
   std::sort(all.modules.begin(), all.modules.end(),
             [](const LoraModule& x, const LoraModule& y) { return x.module < y.module; });

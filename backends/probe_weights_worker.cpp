@@ -138,10 +138,8 @@ Status ExportAdapter(const WeightsProbeOptions& o, const RankModel& m, const std
   for (const Adapter& ad : m.adapters) {
     if (!ad.routed && routed_only) continue;
     pa.modules.push_back({ad.module, ad.a.detach().to(torch::kFloat), ad.b.detach().to(torch::kFloat)});
-    // gpt-oss's fused experts: PEFT's target_parameters entries (probe_weights_fused_adapters.cpp).
-    if (!ad.parameter.empty() && std::find(pa.target_parameters.begin(), pa.target_parameters.end(),
-                                           ad.parameter) == pa.target_parameters.end())
-      pa.target_parameters.push_back(ad.parameter);
+    // gpt-oss's fused experts: PEFT's target_parameters entries (WritePeftAdapter writes each once).
+    if (!ad.parameter.empty()) pa.target_parameters.push_back(ad.parameter);
   }
   std::sort(pa.modules.begin(), pa.modules.end(),
             [](const LoraModule& x, const LoraModule& y) { return x.module < y.module; });

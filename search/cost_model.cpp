@@ -415,7 +415,7 @@ class TimeModel {
       const double routed_quant = Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
       quant += routed_quant;
       ch->expert_launch = ExpertLaunchExposed(per_rank, routed + routed_quant);
-      eager = EagerExpertPasses(lp, R, Rg / etp * lp.clamp_elems);
+      eager = EagerExpertPasses(lp, R);
       const double elems = R * lp.dispatch_width;
       if (p_.deg.ep > 1) {
         const double f = CrossNodeFactor(lp);
@@ -470,16 +470,17 @@ class TimeModel {
     return std::max(0.0, kernels * c_.k.launch_s_per_kernel - gpu);
   }
 
-  // Seconds of the eager elementwise passes around the routed experts (Megatron-Core TEGroupedMLP outside
-  // its fused kernels): the GLU clamp over `clamp_elems` (copies x I on this rank) and the prob-weighted
-  // fc2 bias over R copies x the dispatch width, in fp32 where HybridEP hands fp32 probs over.
+  // Seconds of the eager elementwise passes around the routed experts of R dispatched copies (Megatron-Core
+  // TEGroupedMLP outside its fused kernels): the GLU clamp over R x I (under expert TP: R etp gathered
+  // copies at width I / etp) and the prob-weighted fc2 bias over R x the dispatch width, in fp32 where
+  // HybridEP hands fp32 probs over.
   struct EagerPasses {
     double fwd = 0, bwd = 0, clamp_fwd = 0;
   };
-  EagerPasses EagerExpertPasses(const LayerProfile& lp, double R, double clamp_elems) const {
+  EagerPasses EagerExpertPasses(const LayerProfile& lp, double R) const {
     const CostConstants& k = c_.k;
     const bool fp32_probs = p_.ep_dispatcher == EpDispatcher::kHybridEP;
-    const double bias = R * lp.expert_bias_elems / hbm_;
+    const double bias = R * lp.expert_bias_elems / hbm_, clamp_elems = R * lp.clamp_elems;
     EagerPasses e;
     e.clamp_fwd = clamp_elems * k.clamp_fwd_bytes / hbm_;
     e.fwd = e.clamp_fwd + bias * (fp32_probs ? k.expert_bias_fp32_fwd_bytes : k.expert_bias_fwd_bytes);

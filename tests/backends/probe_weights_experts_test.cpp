@@ -91,7 +91,9 @@ TEST(ProbeWeightsExperts, TensorAndExpertParallelTrainTheOneRankExpertAdapters) 
        {L{"tp2", 2, 2, 1, 1, 1}, L{"ep2", 2, 1, 2, 1, 1}, L{"ep2 on 4 ranks", 4, 1, 2, 1, 1},
         L{"ep2 x fsdp2", 2, 1, 2, 2, 1}, L{"pp2 x ep2", 4, 1, 2, 1, 2}, L{"tp2 x ep2", 4, 2, 2, 1, 1}}) {
     const WeightsProbeResult r = hftest::ExpectLayoutMatchesOneRank(ckpt, l, "mixtral", r1, *a1);
-    if (l.ep > 1 || l.pp > 1) EXPECT_EQ(r.targets, names) << l.name;
+    if (l.ep > 1 || l.pp > 1) {
+      EXPECT_EQ(r.targets, names) << l.name;
+    }
   }
   std::printf("1 rank held-out %.6g -> %.6g\n", r1.held_out_frozen, r1.held_out_final);
   EXPECT_GT(hftest::Rel(r1.held_out_final, r1.held_out_frozen), hftest::kLayoutWrongAtLeast);  // it trained

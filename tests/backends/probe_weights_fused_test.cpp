@@ -137,11 +137,12 @@ TEST(ProbeWeightsFused, GptOssTrainsItsFusedExpertsAndSavesThemAsPeftTargetParam
   // Step 2: trained: every B, and every expert's columns of a fused B (j*E + e), off zero.
   for (const LoraModule& m : pa->modules) {
     EXPECT_GT(m.b.abs().max().item<double>(), 0.0) << m.module;
-    if (m.a.size(0) == kR * kE)
+    if (m.a.size(0) == kR * kE) {
       for (int64_t e = 0; e < kE; ++e)
         EXPECT_GT(
             m.b.index({torch::indexing::Slice(), torch::arange(kR) * kE + e}).abs().max().item<double>(), 0.0)
             << m.module << " expert " << e;
+    }
   }
   // Step 3: PEFT's delta merged into the checkpoint gives the trained model: its frozen held-out
   // loss is the run's final one (F32 storage of the merged weights and of the file: 1e-5). The
