@@ -75,13 +75,17 @@
 //   micro_batch       : null = 1, the smallest, recorded as an assumption (the DeepSeek-V3 report gives
 //                       only the global batch; one sequence per micro-batch is the least memory).
 //   measured          : tokens_per_s_per_gpu, else from step_s (global_batch*seq/(step_s*gpus)), else from
-//                       gpu_hours_per_trillion_tokens (1e12 / (hours * 3600)); a run with none of them is
-//                       `skipped` with the reason.
+//                       gpu_hours_per_trillion_tokens (1e12 / (hours * 3600)), else from tflops_per_gpu
+//                       where the row names the FLOP count its source reports (tflops_count.formula,
+//                       search/megatron_reported_flops.h: TFLOP/s * 1e12 / FLOPs per token); a run with
+//                       none of them is `skipped` with the reason.
+#include <cstdio>
 #include <filesystem>
 
 #include "parsers/load_model.h"
 #include "search/layout_file.h"
 #include "search/layout_file_fields.h"
+#include "search/megatron_reported_flops.h"
 
 namespace onboard::layout {
 namespace {
@@ -196,6 +200,26 @@ Expected<std::string> ConfigPath(const json& doc, const std::string& model, cons
   return BadInput(origin, "configs." + model + ".file", "not found beside the file, its parent or hf/", rel.string());
 }
 
+// tokens/s/GPU from a published TFLOP/s/GPU, by the FLOP count the row says its source reports
+// (`tflops_count.formula`, search/megatron_reported_flops.h); no count named: 0 (not converted).
+Status TokensFromTflops(const json& r, const Fields& f, double tflops, LayoutRun* run, double* tps) {
+  auto c = r.find("tflops_count");
+  if (c == r.end()) return Status::Ok();
+  const std::string field = f.path() + "tflops_count.formula";
+  if (!c->is_object() || !c->contains("formula") || !(*c)["formula"].is_string())
+    return BadInput(f.origin(), field, "missing string", c->dump().substr(0, 40));
+  const std::string formula = (*c)["formula"].get<std::string>();
+  auto per_token = ReportedFlopsPerToken(formula, run->model, run->plan.seq, run->plan.deg.tp);
+  if (!per_token.ok()) return BadInput(f.origin(), field, per_token.status().message(), formula);
+  *tps = tflops * 1e12 / *per_token;
+  char b[160];
+  std::snprintf(b, sizeof b,
+                "measured tokens/s from the published %g TFLOP/s/GPU by %s's count: %.4g FLOPs per token",
+                tflops, formula.c_str(), *per_token);
+  run->assumptions.push_back(b);
+  return Status::Ok();
+}
+
 Status ReadMeasured(const json& r, const Fields& f, LayoutRun* run) {
   auto m = r.find("measured");
   if (m == r.end() || !m->is_object()) return BadInput(f.origin(), f.path() + "measured", "missing object");
@@ -211,6 +235,7 @@ Status ReadMeasured(const json& r, const Fields& f, LayoutRun* run) {
   const double tokens = static_cast<double>(run->plan.global_batch * run->plan.seq);
   const double gpus = static_cast<double>(run->topology.num_devices);
   if (tps <= 0 && step > 0) tps = tokens / (step * gpus);
+  if (tps <= 0 && tflops > 0) ONBOARD_RETURN_IF_ERROR(TokensFromTflops(r, f, tflops, run, &tps));
   if (tps > 0) {
     run->measured_tokens_per_s_per_gpu = tps;
     run->measured_step_s = step > 0 ? step : tokens / (tps * gpus);
