@@ -81,12 +81,15 @@
 //   launch           : launch_s_per_layer (+ moe_launch_s_per_layer) per layer per micro-batch, + 2 x
 //                      unfused_mixer_launches x launch_s_per_kernel (the unfused KDA prologue / DSA
 //                      indexer kernels, fwd + bwd: search/fusion_cost.h)
-//   expert launches  : eager (no full-iteration graph), per MoE layer forward (again under full recompute):
-//                      + max(0, 2 (1 + fp8) x E/e x launch_s_per_kernel - routed GEMM + quantise time),
-//                      fc1 and fc2 each launch one cuBLAS GEMM per local expert (TE GroupedLinear ->
-//                      nvte_multi_tensor_gemm) and in fp8 one quantise per expert (fused_multi_quantize);
-//                      the dispatcher's device-to-host sync just before leaves the host no run-ahead;
-//                      NVIDIA devices only (hardware catalog: Ascend's grouped matmul is one launch)
+//   expert launches  : eager (no full-iteration graph), per local expert (E/e), ops counted from TE's
+//                      GroupedLinear (expert_host_ops.cpp: bf16 2 fwd / 4 bwd, fp8 per-tensor current
+//                      scaling 10 / 12, mxfp8 4 / 6) at launch_s_per_kernel each. Forward, per MoE layer
+//                      forward (again under full recompute): + max(0, fwd ops x E/e x launch_s_per_kernel
+//                      - routed GEMM + quantise time): the dispatcher's device-to-host sync just before
+//                      leaves the host no run-ahead. Backward (no sync: the host runs ahead): bwd ops x
+//                      E/e x launch_s_per_kernel join the layer's launch time, exposed only where that
+//                      exceeds the layer's GPU time. NVIDIA devices only (hardware catalog: Ascend's
+//                      grouped matmul is one launch)
 // Per step:
 //   stage time/mb    = sum over its layers (+ head, MTP layers + their head on the last stage)
 //                      + exposed FSDP per mb
@@ -118,6 +121,7 @@
 
 #include "search/cost_model.h"
 #include "search/ep_a2a_traffic.h"
+#include "search/expert_host_ops.h"
 
 namespace onboard {
 namespace {
@@ -155,6 +159,7 @@ struct BlockTime {
   double cp = 0, cp_total = 0;       // CP exchange: exposed after overlap with the core, and in all
   double host = 0;                   // exposed host launch / dispatcher-sync time
   double expert_launch = 0;          // exposed per-expert launches after the dispatcher's sync (fwd)
+  double expert_launch_bwd = 0;      // host seconds of the per-expert backward ops (hidden where it can)
 };
 
 struct LayerTime {
@@ -236,9 +241,10 @@ class TimeModel {
     const CostConstants& k = c_.k;
     const BlockTime &a = out.mixer, &b = out.channel;
     const double gpu = a.fwd + a.bwd + a.rc + b.fwd + b.bwd + b.rc;
-    const double launch = c_.host_fed && p_.cuda_graph == CudaGraph::kNone
-                              ? k.launch_s_per_layer + 2 * lp.unfused_mixer_launches * k.launch_s_per_kernel
-                              : 0;
+    const double launch = (c_.host_fed && p_.cuda_graph == CudaGraph::kNone
+                               ? k.launch_s_per_layer + 2 * lp.unfused_mixer_launches * k.launch_s_per_kernel
+                               : 0) +
+                          b.expert_launch_bwd;
     // Both repeat per forward pass of the MoE block: a recomputed forward dispatches again.
     const double forwards = pol_[lp.channel_kind_id] == Recompute::kFull ? 2 : 1;
     const double sync =
@@ -415,6 +421,7 @@ class TimeModel {
       const double routed_quant = Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
       quant += routed_quant;
       ch->expert_launch = ExpertLaunchExposed(per_rank, routed + routed_quant);
+      ch->expert_launch_bwd = ExpertHostSeconds(per_rank, ExpertOps().bwd);
       eager = EagerExpertPasses(lp, R);
       const double elems = R * lp.dispatch_width;
       if (p_.deg.ep > 1) {
@@ -460,14 +467,22 @@ class TimeModel {
     return 2 * rows * (lp.dispatch_width * dispatch_bytes_ + lp.hidden * c_.k.combine_bytes) / hbm_;
   }
 
-  // Host time of the per-expert launches of one forward (TE GroupedLinear, fc1 and fc2: one cuBLAS
-  // GEMM per expert in nvte_multi_tensor_gemm, and with fp8 one quantise per expert in
-  // fused_multi_quantize) not hidden behind their `gpu` seconds: the dispatcher's device-to-host sync
-  // just before leaves the host no run-ahead. Eager only (no full-iteration graph).
-  double ExpertLaunchExposed(double local_experts, double gpu) const {
+  // Per-expert host ops of TE GroupedLinear at the GEMM dtype TE runs (bf16 where the device has no fp8).
+  ExpertHostOps ExpertOps() const {
+    return ExpertHostOpsPerExpert(c_.fp8 ? c_.req->compute_dtype : Precision::kBF16);
+  }
+
+  // Host seconds of `ops` stream operations per local expert; 0 under a full-iteration graph or where
+  // grouped GEMMs are one launch.
+  double ExpertHostSeconds(double local_experts, double ops) const {
     if (!c_.host_fed || !c_.per_expert_launches || p_.cuda_graph == CudaGraph::kFull) return 0;
-    const double kernels = 2 * (1 + (c_.fp8 ? 1 : 0)) * local_experts;
-    return std::max(0.0, kernels * c_.k.launch_s_per_kernel - gpu);
+    return ops * local_experts * c_.k.launch_s_per_kernel;
+  }
+
+  // Host time of the per-expert ops of one forward (expert_host_ops.h) not hidden behind their `gpu`
+  // seconds: the dispatcher's device-to-host sync just before leaves the host no run-ahead.
+  double ExpertLaunchExposed(double local_experts, double gpu) const {
+    return std::max(0.0, ExpertHostSeconds(local_experts, ExpertOps().fwd) - gpu);
   }
 
   // Seconds of the eager elementwise passes around the routed experts of R dispatched copies (Megatron-Core

@@ -203,7 +203,8 @@ TEST(CostTerms, MtpLayersCostTimeAndMemoryOnTheLastStage) {
 }
 
 // MoE plan on 256 B200s in MXFP8: `model` (an HF config in tests/data/hf), pp 16, ep `ep`.
-Expected<PlanEstimate> MoeOnB200(const std::string& model, int64_t ep, Precision grads, CudaGraph graph) {
+Expected<PlanEstimate> MoeOnB200(const std::string& model, int64_t ep, Precision grads, CudaGraph graph,
+                                 Precision compute = Precision::kMXFP8) {
   PlanRequest req;
   auto m = LoadModel(std::string(ONBOARD_TEST_DATA) + "/hf/" + model);
   if (!m.ok()) return m.status();
@@ -211,10 +212,10 @@ Expected<PlanEstimate> MoeOnB200(const std::string& model, int64_t ep, Precision
   auto t = TopologyForHardware("B200", 256, 400, "test");
   if (!t.ok()) return t.status();
   req.topology = *t;
-  req.compute_dtype = Precision::kMXFP8;
+  req.compute_dtype = compute;
   ParallelDegrees d{1, 16, 1, 16, ep, 16 / ep, 1, false, 1};
   Plan p = test::MakePlan(d, 4096, 1, 8);
-  p.compute_dtype = Precision::kMXFP8;
+  p.compute_dtype = compute;
   p.grad_dtype = grads;
   p.cuda_graph = graph;
   p.recompute = {{"*", Recompute::kFull}};
@@ -252,6 +253,24 @@ TEST(CostTerms, EagerExpertLaunchesAreExposedAfterTheDispatcherSync) {
   EXPECT_EQ(launch(2, CudaGraph::kFull), 0.0);
   EXPECT_TRUE(PerExpertGemmLaunches("B200"));           // TE: one cuBLAS GEMM per expert
   EXPECT_FALSE(PerExpertGemmLaunches("Ascend-950DT"));  // npu_grouped_matmul: one launch
+}
+
+// Per local expert, TE's GroupedLinear quantises its input expert by expert: MXFP8 one cast each, fp8
+// per-tensor current scaling four kernels each (zero amax, amax, scale, cast: TE v2.9 quantizer.cpp,
+// current_scaling.cu), so fc1 + fc2 cost the host 10 ops per expert per forward and 12 per backward
+// against MXFP8's 4 and 6 (expert_host_ops.cpp). Qwen3-30B-A3B at ep 2 (64 local experts) on B200, TE
+// partial graphs, full recompute: the GPU time of the two recipes is the same, the host time is not. Counting
+// one quantise per expert in both (the term before this count) makes them equal and the first check fails.
+TEST(CostTerms, PerExpertHostOpsFollowTheQuantisationRecipe) {
+  auto launch = [](Precision dtype, CudaGraph graph) {
+    auto e = MoeOnB200("qwen3-30b-a3b.config.json", 2, Precision::kBF16, graph, dtype);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    const TimeTerm* l = e.ok() ? Term(*e, "launch") : nullptr;
+    return l ? l->exposed_s : 0.0;
+  };
+  EXPECT_GT(launch(Precision::kFP8, CudaGraph::kLayers), 1.2 * launch(Precision::kMXFP8, CudaGraph::kLayers));
+  EXPECT_GT(launch(Precision::kMXFP8, CudaGraph::kLayers), launch(Precision::kBF16, CudaGraph::kLayers));
+  EXPECT_EQ(launch(Precision::kFP8, CudaGraph::kFull), 0.0);
 }
 
 // Megatron-Core's grouped experts pad fp8 rows themselves (TE Fp8Padding / Fp8Unpadding) where neither
