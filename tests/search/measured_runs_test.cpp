@@ -65,7 +65,11 @@ TEST(MeasuredRuns, TableMatchesGolden) {
 // under full recompute (Megatron-LM token_dispatcher.py: the sync sits in token_dispatch, which a
 // recomputed forward runs again). mb2511-dsv3-gb200-bf16, whose unstated recompute is read as full,
 // -17.9% -> -24.1%: mean 9.87% -> 10.06%, 28 -> 27 within 20%; loosened, reported, not fitted.
-constexpr double kMeanAbsErrReached = 0.101;  // target 0.10 (reached 10.06%)
+// The eleventh pass pinned two unpinned 25.11 rows by their workload presets (GBS taken from the command
+// line; a field only where every preset version of the container's window agrees): mb2511-dsv3-gb200-bf16
+// -24.1% -> +7.2% (precision-aware optimizer: selective recompute fits), mb2511-llama31-405b-b200-fp8cs
+// +6.2% -> +20.3% (TP comm overlap, bf16 grads): mean 10.06% -> 9.96%, within 20% 27 -> 27; tightened.
+constexpr double kMeanAbsErrReached = 0.100;  // target 0.10 (reached 9.96%)
 constexpr double kMaxAbsErrReached = 0.452;  // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +45.1%, recipe pinned)
 constexpr int kWithin20Reached = 27;         // of 30; target 30
 constexpr int kNotFittingReached = 0;  // target 0: met on these 30
