@@ -121,7 +121,6 @@
 
 #include "search/cost_model.h"
 #include "search/ep_a2a_traffic.h"
-#include "search/expert_host_ops.h"
 
 namespace onboard {
 namespace {
@@ -421,7 +420,7 @@ class TimeModel {
       const double routed_quant = Quant(T_ / t_ * imb * RoutedGemmInputs(lp, p_.deg.etp));
       quant += routed_quant;
       ch->expert_launch = ExpertLaunchExposed(per_rank, routed + routed_quant);
-      ch->expert_launch_bwd = ExpertHostSeconds(per_rank, ExpertOps().bwd);
+      ch->expert_launch_bwd = ExpertHostSeconds(per_rank, c_.expert_ops.bwd);
       eager = EagerExpertPasses(lp, R);
       const double elems = R * lp.dispatch_width;
       if (p_.deg.ep > 1) {
@@ -467,11 +466,6 @@ class TimeModel {
     return 2 * rows * (lp.dispatch_width * dispatch_bytes_ + lp.hidden * c_.k.combine_bytes) / hbm_;
   }
 
-  // Per-expert host ops of TE GroupedLinear at the GEMM dtype TE runs (bf16 where the device has no fp8).
-  ExpertHostOps ExpertOps() const {
-    return ExpertHostOpsPerExpert(c_.fp8 ? c_.req->compute_dtype : Precision::kBF16);
-  }
-
   // Host seconds of `ops` stream operations per local expert; 0 under a full-iteration graph or where
   // grouped GEMMs are one launch.
   double ExpertHostSeconds(double local_experts, double ops) const {
@@ -482,7 +476,7 @@ class TimeModel {
   // Host time of the per-expert ops of one forward (expert_host_ops.h) not hidden behind their `gpu`
   // seconds: the dispatcher's device-to-host sync just before leaves the host no run-ahead.
   double ExpertLaunchExposed(double local_experts, double gpu) const {
-    return std::max(0.0, ExpertHostSeconds(local_experts, ExpertOps().fwd) - gpu);
+    return std::max(0.0, ExpertHostSeconds(local_experts, c_.expert_ops.fwd) - gpu);
   }
 
   // Seconds of the eager elementwise passes around the routed experts of R dispatched copies (Megatron-Core
@@ -925,6 +919,7 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.hbm_bps = dev.hbm_gbps * 1e9;
   c.exp_per_s = SoftmaxExpsPerSecond(dev.name);
   c.per_expert_launches = PerExpertGemmLaunches(dev.name);
+  c.expert_ops = ExpertHostOpsPerExpert(c.fp8 ? req.compute_dtype : Precision::kBF16);
   if (req.mode == FinetuneMode::kLoRA)
     c.base_weight_bytes = DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
   c.global_batch_target = req.global_batch;

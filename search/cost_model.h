@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "search/expert_host_ops.h"
 #include "search/model_profile.h"
 #include "search/planner.h"
 
@@ -110,6 +111,8 @@ struct CostContext {
   double hbm_bps = 0;                // bytes/s per device
   double exp_per_s = 0;              // softmax exponentials/s on the SFUs (0 = no figure: not charged)
   bool per_expert_launches = false;  // grouped GEMMs launch per expert (hardware catalog: NVIDIA + TE)
+  ExpertHostOps expert_ops;          // host ops per local expert of TE GroupedLinear at the GEMM dtype TE
+                                     // runs (bf16 where the device has no fp8): expert_host_ops.h
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
   int64_t global_batch_target = 0;   // sequences per step requested (0 = 4M tokens)
 };
