@@ -182,6 +182,9 @@ double SwiGluBytesDropped(const CostContext& c, const LayerProfile& lp, Recomput
 double RoutedGemmInputs(const LayerProfile& lp, int64_t etp);
 // Tokens of one micro-batch on one device: micro_batch * seq / cp.
 double TokensPerRank(const Plan& p);
+// Bytes per element of the main-grad buffer the weight-grad GEMMs accumulate into and the DP sync
+// reduces (Megatron DDP: fp32; bf16 with grad_reduce_in_fp32=False: Plan::grad_dtype).
+inline double GradBytes(const Plan& p) { return p.grad_dtype == Precision::kBF16 ? 2.0 : 4.0; }
 
 // --- cost_model.cpp ---
 // Full estimate (time terms + memory). Assumes ValidatePlan passed.

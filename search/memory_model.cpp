@@ -252,7 +252,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp * cp) : 1.0;
     const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * cp * t / ep) : 1.0;
     const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
-    const double gbytes = p.grad_dtype == Precision::kBF16 ? 2.0 : 4.0;        // main-grad buffer dtype
+    const double gbytes = GradBytes(p);                                        // main-grad buffer dtype
     const double moments = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;  // Adam m + v
     const double master = p.zero_stage >= 3 ? moments : 4.0 + moments;  // fp32 master lives in `weights` under FSDP2
     if (p.mode == FinetuneMode::kLoRA) {
