@@ -130,11 +130,8 @@ bool HasCausalMask(const GraphIndex& g) {
   return false;
 }
 
-Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string& origin) {
-  if (!model.has_graph()) return BadInput(origin, "graph", "ModelProto has no graph");
-  ONBOARD_ASSIGN_OR_RETURN(GraphIndex g, BuildGraphIndex(model.graph(), origin));
-  ParamTable p = CountParams(g);
-
+// Steps 2-3: what the model and its index say before any analysis.
+OnnxModelInfo DescribeModel(const onnx::ModelProto& model, const std::string& origin, const GraphIndex& g) {
   OnnxModelInfo info;
   ModelIR& ir = info.ir;
   ir.name = Stem(origin);
@@ -145,28 +142,36 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
   info.nodes = g.num_nodes();
   info.initializers = int64_t(g.initializers.size());
   for (const auto& [name, m] : g.initializers) info.external_initializers += m.external ? 1 : 0;
+  return info;
+}
 
-  // Step 4: embeddings.
-  std::set<std::string> attributed;
+// Step 4: the token embedding = the largest Gather over a 2-D weight (-1 when none); `tables` gets
+// every such Gather.
+int FindEmbedding(const GraphIndex& g, const ParamTable& p, std::vector<int>* tables) {
   int embed = -1;
-  std::vector<int> tables;
   for (int i = 0; i < g.num_nodes(); ++i) {
     const onnx::NodeProto& n = g.node(i);
     if (n.op_type() != "Gather" || n.input_size() != 2 || !IsParam(p, n.input(0))) continue;
     const TensorMeta* m = g.Init(n.input(0));
     if (m == nullptr || m->dims.size() != 2) continue;
-    tables.push_back(i);
+    tables->push_back(i);
     if (embed < 0 || m->dims[0] > g.Init(g.node(embed).input(0))->dims[0]) embed = i;
   }
-  if (embed < 0) return BadInput(origin, "graph.node", "no token embedding (Gather over a 2-D weight) found");
-  const std::string embed_root = g.RootOf(g.node(embed).input(0));
+  return embed;
+}
+
+// Step 4: vocab, hidden and dtype from the embedding; the other hidden-wide tables are token types
+// (indexed by a graph input) or positions.
+void ReadEmbeddings(const GraphIndex& g, int embed, const std::vector<int>& tables,
+                    const std::string& embed_root, OnnxModelInfo* info, std::set<std::string>* attributed) {
+  ModelIR& ir = info->ir;
   const TensorMeta& em = g.initializers.at(embed_root);
   ir.vocab = em.dims[0];
   ir.hidden = em.dims[1];
   ir.dtype = ir.expert_dtype = FromOnnx(em.dtype);
-  attributed.insert(g.node(embed).input(0));
-  info.notes.push_back("vocab " + std::to_string(ir.vocab) + ", hidden " + std::to_string(ir.hidden) +
-                       " from embedding Gather " + g.node(embed).name());
+  attributed->insert(g.node(embed).input(0));
+  info->notes.push_back("vocab " + std::to_string(ir.vocab) + ", hidden " + std::to_string(ir.hidden) +
+                        " from embedding Gather " + g.node(embed).name());
   for (int t : tables) {
     if (t == embed) continue;
     const onnx::NodeProto& n = g.node(t);
@@ -180,8 +185,110 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
     } else {
       continue;
     }
-    attributed.insert(n.input(0));
+    attributed->insert(n.input(0));
   }
+}
+
+// Step 5: the layers' nodes, and the last of them in graph order.
+struct LayerSpan {
+  std::set<int> nodes;
+  int last = -1;
+};
+
+// Step 5: each layer analysed in order; a malformed layer is kBadInput.
+Status AnalyzeLayers(const GraphIndex& g, const ParamTable& p, const std::vector<LayerNodes>& layers,
+                     const std::string& origin, OnnxModelInfo* info, std::set<std::string>* attributed,
+                     LayerSpan* span) {
+  ModelIR& ir = info->ir;
+  for (const LayerNodes& ln : layers) {
+    LayerFacts f = AnalyzeLayer(g, p, ln, ir.hidden);
+    if (f.error) return BadInput(origin, f.error->field, f.error->problem, f.error->value);
+    f.spec.index = int64_t(ir.layers.size());
+    ir.layers.push_back(f.spec);
+    attributed->insert(f.params.begin(), f.params.end());
+    if (ir.layers.size() == 1) info->notes.insert(info->notes.end(), f.notes.begin(), f.notes.end());
+    for (auto& w : f.warnings) ir.warnings.push_back(w);
+    span->nodes.insert(ln.nodes.begin(), ln.nodes.end());
+    span->last = std::max(span->last, ln.nodes.back());
+  }
+  return Status::Ok();
+}
+
+// Step 6: the head = a linear hidden -> vocab outside the layers; tied when it reads the embedding or a
+// transposed copy of it (the copy is then not counted).
+void ReadHead(const GraphIndex& g, const std::string& embed_root, const LayerSpan& span, ParamTable* p,
+              OnnxModelInfo* info, std::set<std::string>* attributed) {
+  ModelIR& ir = info->ir;
+  std::optional<Linear> head;
+  for (int i = 0; i < g.num_nodes(); ++i) {
+    if (span.nodes.count(i)) continue;
+    if (auto l = AsLinear(g, *p, i); l && l->out == ir.vocab && l->in == ir.hidden) head = l;
+  }
+  if (!head) {
+    ir.tied_embeddings = true;
+    ir.warnings.push_back("no output head (linear hidden -> vocab) found; counted as tied");
+    return;
+  }
+  const std::string root = g.RootOf(head->weight);
+  if (root == embed_root) {
+    ir.tied_embeddings = true;
+    info->notes.push_back("head reads the embedding weight: tied");
+  } else if (IsTransposedCopy(g, embed_root, root)) {
+    ir.tied_embeddings = true;
+    p->total -= p->numel.at(root);
+    p->numel.erase(root);
+    p->tied_copies.insert(root);
+    info->notes.push_back("head weight " + root +
+                          " is a transposed copy of the embedding: tied, counted once");
+  }
+  attributed->insert(head->weight);
+}
+
+// Step 6: the final norm = the first norm after the last layer node; its scope's parameters are its own.
+void ReadFinalNorm(const GraphIndex& g, const ParamTable& p, const LayerSpan& span, ModelIR* ir,
+                   std::set<std::string>* attributed) {
+  ir->final_norm = false;
+  for (int i = span.last + 1; i < g.num_nodes(); ++i) {
+    if (span.nodes.count(i) || !IsNormNode(g, i)) continue;
+    ir->final_norm = true;
+    const auto& scope = g.scopes[size_t(i)];
+    for (int j = 0; j < g.num_nodes(); ++j)
+      if (!span.nodes.count(j) && g.scopes[size_t(j)] == scope && !scope.empty())
+        for (const std::string& in : g.node(j).input())
+          if (IsParam(p, in)) attributed->insert(in);
+    for (const std::string& in : g.node(i).input())
+      if (IsParam(p, in)) attributed->insert(in);
+    break;
+  }
+}
+
+// Step 7: parameters no IR field models -> extra_params; the graph's counts into info.
+void CountExtraParams(const ParamTable& p, const std::set<std::string>& attributed, OnnxModelInfo* info) {
+  ModelIR& ir = info->ir;
+  for (const auto& [name, n] : p.numel)
+    if (!attributed.count(name)) ir.extra_params += n;
+  if (ir.extra_params > 0)
+    info->notes.push_back(std::to_string(ir.extra_params) +
+                          " parameters outside the modelled modules -> extra_params");
+  info->unique_params = p.total;
+  info->shared_initializers = p.shared;
+}
+
+Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string& origin) {
+  // Steps 2-3: graph index and parameter table.
+  if (!model.has_graph()) return BadInput(origin, "graph", "ModelProto has no graph");
+  ONBOARD_ASSIGN_OR_RETURN(GraphIndex g, BuildGraphIndex(model.graph(), origin));
+  ParamTable p = CountParams(g);
+  OnnxModelInfo info = DescribeModel(model, origin, g);
+  ModelIR& ir = info.ir;
+
+  // Step 4: embeddings.
+  std::set<std::string> attributed;
+  std::vector<int> tables;
+  const int embed = FindEmbedding(g, p, &tables);
+  if (embed < 0) return BadInput(origin, "graph.node", "no token embedding (Gather over a 2-D weight) found");
+  const std::string embed_root = g.RootOf(g.node(embed).input(0));
+  ReadEmbeddings(g, embed, tables, embed_root, &info, &attributed);
 
   // Step 5: layers.
   const std::vector<LayerNodes> layers = FindLayers(g);
@@ -190,68 +297,19 @@ Expected<OnnxModelInfo> Analyze(const onnx::ModelProto& model, const std::string
                     g.num_nodes() > 0 ? g.node(0).name() : "");
   if (int64_t(layers.size()) > kMaxLayers)
     return BadInput(origin, "graph.node", "too many layers", std::to_string(layers.size()));
-  std::set<int> layer_nodes;
-  int last_layer_node = -1;
-  for (const LayerNodes& ln : layers) {
-    LayerFacts f = AnalyzeLayer(g, p, ln, ir.hidden);
-    if (f.error) return BadInput(origin, f.error->field, f.error->problem, f.error->value);
-    f.spec.index = int64_t(ir.layers.size());
-    ir.layers.push_back(f.spec);
-    attributed.insert(f.params.begin(), f.params.end());
-    if (ir.layers.size() == 1) info.notes.insert(info.notes.end(), f.notes.begin(), f.notes.end());
-    for (auto& w : f.warnings) ir.warnings.push_back(w);
-    layer_nodes.insert(ln.nodes.begin(), ln.nodes.end());
-    last_layer_node = std::max(last_layer_node, ln.nodes.back());
-  }
+  LayerSpan span;
+  ONBOARD_RETURN_IF_ERROR(AnalyzeLayers(g, p, layers, origin, &info, &attributed, &span));
 
   // Step 6: head, final norm, family.
-  std::optional<Linear> head;
-  for (int i = 0; i < g.num_nodes(); ++i) {
-    if (layer_nodes.count(i)) continue;
-    if (auto l = AsLinear(g, p, i); l && l->out == ir.vocab && l->in == ir.hidden) head = l;
-  }
-  if (!head) {
-    ir.tied_embeddings = true;
-    ir.warnings.push_back("no output head (linear hidden -> vocab) found; counted as tied");
-  } else {
-    const std::string root = g.RootOf(head->weight);
-    if (root == embed_root) {
-      ir.tied_embeddings = true;
-      info.notes.push_back("head reads the embedding weight: tied");
-    } else if (IsTransposedCopy(g, embed_root, root)) {
-      ir.tied_embeddings = true;
-      p.total -= p.numel.at(root);
-      p.numel.erase(root);
-      p.tied_copies.insert(root);
-      info.notes.push_back("head weight " + root + " is a transposed copy of the embedding: tied, counted once");
-    }
-    attributed.insert(head->weight);
-  }
-  ir.final_norm = false;
-  for (int i = last_layer_node + 1; i < g.num_nodes(); ++i) {
-    if (layer_nodes.count(i) || !IsNormNode(g, i)) continue;
-    ir.final_norm = true;
-    const auto& scope = g.scopes[size_t(i)];
-    for (int j = 0; j < g.num_nodes(); ++j)
-      if (!layer_nodes.count(j) && g.scopes[size_t(j)] == scope && !scope.empty())
-        for (const std::string& in : g.node(j).input())
-          if (IsParam(p, in)) attributed.insert(in);
-    for (const std::string& in : g.node(i).input())
-      if (IsParam(p, in)) attributed.insert(in);
-    break;
-  }
+  ReadHead(g, embed_root, span, &p, &info, &attributed);
+  ReadFinalNorm(g, p, span, &ir, &attributed);
   // A KDA recurrence is causal by construction: its graph needs no mask.
   const bool recurrent = std::any_of(ir.layers.begin(), ir.layers.end(),
                                      [](const LayerSpec& l) { return l.attn.kind == MixerKind::kKDA; });
   ir.family = HasCausalMask(g) || recurrent ? "decoder" : "encoder";
 
   // Step 7: parameters no field models.
-  for (const auto& [name, n] : p.numel)
-    if (!attributed.count(name)) ir.extra_params += n;
-  if (ir.extra_params > 0)
-    info.notes.push_back(std::to_string(ir.extra_params) + " parameters outside the modelled modules -> extra_params");
-  info.unique_params = p.total;
-  info.shared_initializers = p.shared;
+  CountExtraParams(p, attributed, &info);
   if (!ModelSizeFitsInt64(ir)) return BadInput(origin, "graph.initializer", "parameter count overflows int64");
   // Step 8: the IR's parameter formulas against the graph's weights; a gap is a module the formulas
   // model otherwise (e.g. a KDA op without the dt_bias / o_norm the IR's KDA formula counts).
