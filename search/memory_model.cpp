@@ -140,26 +140,18 @@ double LoraBytes(const CostContext& c) {
   return DTypeBytes(PrecisionElement(c.req->base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
 }
 
-}  // namespace
+// Per class of equal layers (ModelProfile::class_first), computed once: parameters on a device,
+// kept activation bytes per token, the largest gathered layer and the dispatch buffer.
+struct PerClass {
+  double dense, expert, lora, lora_expert, act, routed, gathered, dispatch, dropped;
+};
 
-MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::vector<int64_t>& starts,
-                               int* stage_out) {
+std::vector<PerClass> ClassParts(const CostContext& c, const Plan& p, const std::vector<Recompute>& pol) {
   const ParallelDegrees& d = p.deg;
   const ModelProfile& prof = c.prof;
-  const PlanRequest& req = *c.req;
   const double t = static_cast<double>(d.tp),
                ep = static_cast<double>(d.ep * d.etp);  // experts split ep x etp
-  const double dp = static_cast<double>(d.dp_shard * d.dp_replicate);
-  const double ds = static_cast<double>(d.dp_shard), fe = static_cast<double>(d.expert_fsdp);
   const double T = TokensPerRank(p);
-  const int64_t L = static_cast<int64_t>(prof.layers.size());
-  const double cap = req.topology.device.hbm_gib * 1073741824.0;
-  const std::vector<Recompute> pol = KindPolicies(c, p);
-  // Per class of equal layers (ModelProfile::class_first), computed once: parameters on a device,
-  // kept activation bytes per token, the largest gathered layer and the dispatch buffer.
-  struct PerClass {
-    double dense, expert, lora, lora_expert, act, routed, gathered, dispatch, dropped;
-  };
   std::vector<PerClass> cls(prof.class_first.size());
   const std::vector<Recompute> none(pol.size(), Recompute::kNone);
   for (size_t k = 0; k < cls.size(); ++k) {
@@ -175,17 +167,30 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     x.dropped = std::max(0.0, act_none + routed_none - x.act - x.routed);  // re-held in its backward
     x.gathered = 2 * (lp.dense_params / t + lp.expert_params / ep);
     x.dispatch = lp.top_k > 0
-                     ? T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 * req.expert_imbalance *
-                           static_cast<double>(d.etp)  // ETP: the gathered copies
+                     ? T / t * static_cast<double>(lp.top_k) * lp.dispatch_width * 2 *
+                           c.req->expert_imbalance * static_cast<double>(d.etp)  // ETP: the gathered copies
                      : 0;
   }
-  // Step 1: parameters and per-chunk activations of each pipeline stage (dense / t, experts / ep).
-  struct StageParts {
-    double dense = 0, expert = 0, lora = 0, lora_expert = 0, largest_layer = 0, dispatch = 0, mtp = 0,
-           recompute_working = 0;
-    bool last = false;
-    std::vector<double> chunk_act;  // activation bytes per token one micro-batch leaves on each chunk
-  };
+  return cls;
+}
+
+struct StageParts {
+  double dense = 0, expert = 0, lora = 0, lora_expert = 0, largest_layer = 0, dispatch = 0, mtp = 0,
+         recompute_working = 0;
+  bool last = false;
+  std::vector<double> chunk_act;  // activation bytes per token one micro-batch leaves on each chunk
+};
+
+// Step 1: parameters and per-chunk activations of each pipeline stage (dense / t, experts / ep); the
+// embedding on the first, the head and the MTP layers (with their own embedding) on the last.
+std::vector<StageParts> StageMemoryParts(const CostContext& c, const Plan& p,
+                                         const std::vector<int64_t>& starts,
+                                         const std::vector<Recompute>& pol) {
+  const ParallelDegrees& d = p.deg;
+  const ModelProfile& prof = c.prof;
+  const double t = static_cast<double>(d.tp), ep = static_cast<double>(d.ep * d.etp);
+  const int64_t L = static_cast<int64_t>(prof.layers.size());
+  const std::vector<PerClass> cls = ClassParts(c, p, pol);
   const bool dualpipe = p.pipeline_schedule == PipelineSchedule::kDualPipe;
   std::vector<StageParts> parts(d.pp);
   for (int64_t s = 0; s < d.pp; ++s) {
@@ -222,70 +227,103 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
       sp.chunk_act.back() += sp.mtp * (one + routed);  // MTP runs after the last chunk's layers
     }
   }
+  return parts;
+}
+
+// DualPipe: rank s also holds stage p-1-s (parameters 2x, DeepSeek-V3 report Table 2).
+StageParts WithMirror(StageParts sp, const StageParts& mirror) {
+  sp.dense += mirror.dense;
+  sp.expert += mirror.expert;
+  sp.lora += mirror.lora;
+  sp.lora_expert += mirror.lora_expert;
+  sp.largest_layer = std::max(sp.largest_layer, mirror.largest_layer);
+  sp.dispatch = std::max(sp.dispatch, mirror.dispatch);
+  sp.recompute_working = std::max(sp.recompute_working, mirror.recompute_working);
+  sp.mtp += mirror.mtp;
+  sp.last = sp.last || mirror.last;
+  return sp;
+}
+
+// Step 2: weights, grads, optimizer by mode and sharding.
+void StateBytes(const CostContext& c, const Plan& p, const StageParts& sp, MemoryBreakdown* mb) {
+  const ParallelDegrees& d = p.deg;
+  const double t = static_cast<double>(d.tp), ep = static_cast<double>(d.ep * d.etp);
+  const double dp = static_cast<double>(d.dp_shard * d.dp_replicate);
+  const double ds = static_cast<double>(d.dp_shard), fe = static_cast<double>(d.expert_fsdp);
+  const double dense = sp.dense, expert = sp.expert, lora = sp.lora, lora_e = sp.lora_expert;
+  const double dense_shard = p.zero_stage >= 3 ? ds : 1.0;
+  const double exp_shard = p.zero_stage >= 3 ? fe : 1.0;
+  const double cp = static_cast<double>(d.cp);
+  const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp * cp) : 1.0;
+  const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * cp * t / ep) : 1.0;
+  const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
+  const double gbytes = GradBytes(p);                                        // main-grad buffer dtype
+  const double moments = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;  // Adam m + v
+  const double master =
+      p.zero_stage >= 3 ? moments : 4.0 + moments;  // fp32 master lives in `weights` under FSDP2
+  if (p.mode == FinetuneMode::kLoRA) {
+    const double b = LoraBytes(c);
+    mb->weights = b * (dense / dense_shard + expert / exp_shard) + wbytes * lora / dense_shard;
+    mb->weights += wbytes * lora_e / exp_shard;  // the routed experts' adapters, sharded like them
+    mb->grads = 4 * lora / dense_shard;
+    mb->grads += 4 * lora_e / exp_shard;
+    mb->optimizer = master * lora / opt_dense;
+    mb->optimizer += master * lora_e / opt_exp;
+  } else {
+    mb->weights = wbytes * (dense / dense_shard + expert / exp_shard);
+    mb->grads = gbytes * (dense / dense_shard + expert / exp_shard);
+    mb->optimizer = master * (dense / opt_dense + expert / opt_exp);
+  }
+}
+
+// Step 3: activation bytes per token of the micro-batches in flight on stage s (`mirror`: the chunks of
+// DualPipe's second stage on the rank).
+double HeldActivations(const Plan& p, int64_t s, const std::vector<double>& chunk_act,
+                       const std::vector<double>& mirror_act) {
+  const ParallelDegrees& d = p.deg;
+  double held = 0;
+  for (double a : chunk_act) held += a;  // no PP: one micro-batch
+  if (p.pipeline_schedule == PipelineSchedule::kDualPipe) {
+    // DualPipe holds p+1 micro-batches of one stage's activations (DeepSeek-V3 report Table 2),
+    // here half of them on each of the rank's two stages.
+    double mirror = 0;
+    for (double a : mirror_act) mirror += a;
+    held = (static_cast<double>(d.pp) + 1) / 2 * (held + mirror);
+  } else if (d.pp > 1 && static_cast<int64_t>(chunk_act.size()) == d.interleave) {
+    held = PeakHeldActivations(d.pp, d.interleave, p.num_micro_batches, s, chunk_act);
+  }
+  return held;
+}
+
+}  // namespace
+
+MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::vector<int64_t>& starts,
+                               int* stage_out) {
+  const ParallelDegrees& d = p.deg;
+  const PlanRequest& req = *c.req;
+  const double t = static_cast<double>(d.tp);
+  const double T = TokensPerRank(p);
+  const double cap = req.topology.device.hbm_gib * 1073741824.0;
+  const bool dualpipe = p.pipeline_schedule == PipelineSchedule::kDualPipe;
+  // Step 1: what each stage holds per device.
+  const std::vector<StageParts> parts = StageMemoryParts(c, p, starts, KindPolicies(c, p));
   MemoryBreakdown worst;
   worst.total = -1;
   for (int64_t s = 0; s < d.pp; ++s) {
-    // DualPipe: rank s also holds stage p-1-s (parameters 2x, DeepSeek-V3 report Table 2).
-    StageParts sp = parts[s];
-    if (dualpipe) {
-      const StageParts& mirror = parts[d.pp - 1 - s];
-      sp.dense += mirror.dense;
-      sp.expert += mirror.expert;
-      sp.lora += mirror.lora;
-      sp.lora_expert += mirror.lora_expert;
-      sp.largest_layer = std::max(sp.largest_layer, mirror.largest_layer);
-      sp.dispatch = std::max(sp.dispatch, mirror.dispatch);
-      sp.recompute_working = std::max(sp.recompute_working, mirror.recompute_working);
-      sp.mtp += mirror.mtp;
-      sp.last = sp.last || mirror.last;
-    }
-    const double dense = sp.dense, expert = sp.expert, lora = sp.lora, largest_layer = sp.largest_layer;
-    const double lora_e = sp.lora_expert;
-    const double dispatch = sp.dispatch, mtp = sp.mtp;
-    const bool last = sp.last;
-    const std::vector<double>& chunk_act = sp.chunk_act;
-    // Step 2: weights, grads, optimizer by mode and sharding.
+    const StageParts& mirror = parts[d.pp - 1 - s];
+    const StageParts sp = dualpipe ? WithMirror(parts[s], mirror) : parts[s];
+    // Steps 2-3: weights, grads, optimizer; the activations in flight and the EP buffers.
     MemoryBreakdown mb;
-    const double dense_shard = p.zero_stage >= 3 ? ds : 1.0;
-    const double exp_shard = p.zero_stage >= 3 ? fe : 1.0;
-    const double cp = static_cast<double>(d.cp);
-    const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp * cp) : 1.0;
-    const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * cp * t / ep) : 1.0;
-    const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
-    const double gbytes = GradBytes(p);                                        // main-grad buffer dtype
-    const double moments = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;  // Adam m + v
-    const double master = p.zero_stage >= 3 ? moments : 4.0 + moments;  // fp32 master lives in `weights` under FSDP2
-    if (p.mode == FinetuneMode::kLoRA) {
-      const double b = LoraBytes(c);
-      mb.weights = b * (dense / dense_shard + expert / exp_shard) + wbytes * lora / dense_shard;
-      mb.weights += wbytes * lora_e / exp_shard;  // the routed experts' adapters, sharded like them
-      mb.grads = 4 * lora / dense_shard;
-      mb.grads += 4 * lora_e / exp_shard;
-      mb.optimizer = master * lora / opt_dense;
-      mb.optimizer += master * lora_e / opt_exp;
-    } else {
-      mb.weights = wbytes * (dense / dense_shard + expert / exp_shard);
-      mb.grads = gbytes * (dense / dense_shard + expert / exp_shard);
-      mb.optimizer = master * (dense / opt_dense + expert / opt_exp);
-    }
-    // Step 3: activations of the micro-batches in flight on this stage.
-    double held = 0;
-    for (double a : chunk_act) held += a;  // no PP: one micro-batch
-    if (dualpipe) {
-      // DualPipe holds p+1 micro-batches of one stage's activations (DeepSeek-V3 report Table 2),
-      // here half of them on each of the rank's two stages.
-      double mirror = 0;
-      for (double a : parts[d.pp - 1 - s].chunk_act) mirror += a;
-      held = (static_cast<double>(d.pp) + 1) / 2 * (held + mirror);
-    } else if (d.pp > 1 && static_cast<int64_t>(chunk_act.size()) == d.interleave) {
-      held = PeakHeldActivations(d.pp, d.interleave, p.num_micro_batches, s, chunk_act);
-    }
+    StateBytes(c, p, sp, &mb);
+    const double held = HeldActivations(p, s, sp.chunk_act, mirror.chunk_act);
     mb.activations = T * (held + sp.recompute_working);  // + the layer being recomputed, once
-    mb.a2a_buffers = c.k.a2a_buffers * dispatch;
+    mb.a2a_buffers = c.k.a2a_buffers * sp.dispatch;
     // Step 4: workspace.
     mb.workspace = req.constraints.reserved_gib * 1073741824.0;
-    if ((p.zero_stage >= 3 && (d.dp_shard > 1 || d.expert_fsdp > 1))) mb.workspace += 2 * largest_layer;
-    if (last) mb.workspace += (1 + mtp) * 2 * 4 * T * prof.vocab / t;  // fp32 logits + their gradient (+ MTP heads)
+    if ((p.zero_stage >= 3 && (d.dp_shard > 1 || d.expert_fsdp > 1))) mb.workspace += 2 * sp.largest_layer;
+    if (sp.last)
+      mb.workspace +=
+          (1 + sp.mtp) * 2 * 4 * T * c.prof.vocab / t;  // fp32 logits + their gradient (+ MTP heads)
     mb.total = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.a2a_buffers + mb.workspace;
     mb.capacity = cap;
     mb.margin = req.constraints.memory_margin * cap;

@@ -58,6 +58,84 @@ auto CostFields(const LayerProfile& x) {
 static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 352,
               "LayerProfile changed: update CostFields and this size");
 
+// Step 1: channel split (formulas as in core/model_stats.cpp ActivationBytes). Returns the LoRA
+// adapter parameters per unit rank, the sum of (in + out) over the matrices kLoraTargets adapts
+// (core/lora_targets.h), one term per adapted set.
+double ChannelSplit(const LayerSpec& l, double h, LayerProfile* lp) {
+  double lora_per_rank = kLoraTargets.attention ? 8 * h : 0;  // ~4 attention projections, ~2h each
+  if (l.channel == ChannelKind::kMoE) {
+    const MoESpec& m = l.moe;
+    lp->experts = m.num_experts;
+    lp->top_k = m.top_k;
+    lp->dispatch_width = m.latent_dim > 0 ? static_cast<double>(m.latent_dim) : h;
+    lp->expert_inter = static_cast<double>(m.expert_intermediate);
+    if (m.num_groups > 1 && m.topk_groups > 0 && m.top_k > 0)
+      lp->cross_node_fraction =
+          std::min(1.0, static_cast<double>(m.topk_groups) / static_cast<double>(m.top_k));
+    lp->expert_params_each = m.num_experts > 0 ? lp->expert_params / static_cast<double>(m.num_experts) : 0;
+    lp->routed_flops = 2.0 * static_cast<double>(m.top_k) * lp->expert_params_each;
+    const double I = lp->expert_inter, Is = static_cast<double>(m.shared_intermediate);
+    lp->act_routed = static_cast<double>(m.top_k) * (2 * lp->dispatch_width + (m.gated ? 6 : 4) * I);
+    lp->act_channel = 4.0 * static_cast<double>(m.num_experts) + static_cast<double>(m.num_shared) * 6 * Is;
+    lp->routed_gemm_inputs = static_cast<double>(m.top_k) * (lp->dispatch_width + I);
+    lp->clamp_elems = m.act_clamp > 0 && m.gated ? I : 0;
+    lp->expert_bias_elems = m.expert_bias ? lp->dispatch_width : 0;
+    lp->channel_gemm_inputs = static_cast<double>(m.num_shared) * (h + Is) + (m.latent_dim > 0 ? 2 * h : 0);
+    if (m.latent_dim > 0) lp->act_channel += 2 * (h + static_cast<double>(m.latent_dim));
+    if (kLoraTargets.shared_experts)  // shared experts: gate, up, down of width Is each
+      lora_per_rank += static_cast<double>(m.num_shared) * 3 * (h + Is);
+    // Routed experts where the layer has no shared expert: per expert (gated ? gate, up, down :
+    // fc1, fc2) x (dispatch width + expert width), the matrices the probe's proxy adapts
+    // (backends/proxy_layout.cpp), times the experts.
+    if (AdaptsRoutedExperts(m.num_shared))
+      lp->lora_expert_params_per_rank =
+          static_cast<double>(m.num_experts) * (m.gated ? 3 : 2) * (lp->dispatch_width + I);
+  } else {
+    const double I = static_cast<double>(l.mlp.intermediate);
+    lp->act_channel = (l.mlp.gated ? 6 : 4) * I;
+    lp->channel_gemm_inputs = h + I;
+    if (kLoraTargets.dense_mlp) lora_per_rank += (l.mlp.gated ? 3 : 2) * (h + I);  // dense MLP
+  }
+  return lora_per_rank;
+}
+
+// Step 2: mixer split = the rest of ComputeStats' no-recompute bytes, and the unfused score bytes.
+void MixerActivations(const LayerSpec& l, const LayerStats& ls, double h, double dropout,
+                      bool unfused_attention, LayerProfile* lp) {
+  const double H = static_cast<double>(l.attn.num_heads);
+  const double d = static_cast<double>(l.attn.head_dim);
+  const double HV = static_cast<double>(l.attn.num_v_heads > 0 ? l.attn.num_v_heads : l.attn.num_heads);
+  const double dv = static_cast<double>(l.attn.v_head_dim > 0 ? l.attn.v_head_dim : l.attn.head_dim);
+  lp->act_norms = 2 * h * static_cast<double>(l.norms);
+  lp->act_inputs = 4 * h;
+  // ComputeStats counts each block's input (2h) inside the block; here both sit in act_inputs.
+  lp->act_mixer = std::max(
+      0.0, ls.act_bytes_per_token - lp->act_norms - lp->act_inputs - lp->act_channel - lp->act_routed);
+  if (l.attn.kind == MixerKind::kKDA || l.attn.kind == MixerKind::kGatedDeltaNet)
+    lp->act_mixer_selective = std::min(lp->act_mixer, 2 * (2 * H * d + HV * dv));  // pre-conv q, k, v
+  if (lp->softmax && unfused_attention) lp->scores_bytes_per_key = H * (2 + (dropout > 0 ? 3 : 0));
+  // Unfused DSA lightning indexer (DeepSeek-V3.2-Exp report, eq. 1 and the KL of its warm-up
+  // stage), per token per key, one term per saved tensor (LibTorch derivatives.yaml semantics):
+  if (l.attn.kind == MixerKind::kDSA && unfused_attention && l.attn.index_heads > 0) {
+    // relu(qI.kI) [b,T,ih,T]: the mul by w saves it.
+    lp->scores_bytes_per_key += 2 * static_cast<double>(l.attn.index_heads);
+    lp->scores_bytes_per_key += 2;  // log_softmax(I) [b,T,T]: log_softmax saves its output
+    lp->scores_bytes_per_key += 2;  // KL distribution p [b,T,T]: mul p * log q saves p
+    // Top-k selection mask [b,T,T] bool, 1 byte per key: masked_fill saves its mask (the main
+    // scores' and the KL's log-softmax fills share one; bench_probe_saved_tensors).
+    lp->scores_bytes_per_key += 1;
+  }
+  lp->dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
+}
+
+// Index of block kind k in p.kinds, appended when new.
+size_t KindId(ModelProfile* p, BlockKind k) {
+  auto it = std::find(p->kinds.begin(), p->kinds.end(), k);
+  if (it != p->kinds.end()) return static_cast<size_t>(it - p->kinds.begin());
+  p->kinds.push_back(k);
+  return p->kinds.size() - 1;
+}
+
 }  // namespace
 
 bool SameLayerCost(const LayerProfile& a, const LayerProfile& b) { return CostFields(a) == CostFields(b); }
@@ -72,12 +150,6 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
   p.dropout = dropout;
   p.unfused_attention = unfused_attention;
   const double h = p.hidden;
-  auto add_kind = [&p](BlockKind k) {
-    auto it = std::find(p.kinds.begin(), p.kinds.end(), k);
-    if (it != p.kinds.end()) return static_cast<size_t>(it - p.kinds.begin());
-    p.kinds.push_back(k);
-    return p.kinds.size() - 1;
-  };
   for (size_t i = 0; i < model.layers.size(); ++i) {
     const LayerSpec& l = model.layers[i];
     const LayerStats& ls = st.layers[i];
@@ -93,78 +165,18 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     lp.expert_params = static_cast<double>(ls.expert_params);
     lp.dense_params = lp.params - lp.expert_params;
     lp.core_flops = ls.attn_flops_per_token;
-    const double H = static_cast<double>(l.attn.num_heads);
-    const double d = static_cast<double>(l.attn.head_dim);
-    const double HV = static_cast<double>(l.attn.num_v_heads > 0 ? l.attn.num_v_heads : l.attn.num_heads);
-    const double dv = static_cast<double>(l.attn.v_head_dim > 0 ? l.attn.v_head_dim : l.attn.head_dim);
-    // Step 1: channel split (formulas as in core/model_stats.cpp ActivationBytes).
-    // LoRA adapters per unit rank, sum of (in + out) over the matrices kLoraTargets adapts
-    // (core/lora_targets.h), one term per adapted set:
-    double lora_per_rank = kLoraTargets.attention ? 8 * h : 0;  // ~4 attention projections, ~2h each
-    if (l.channel == ChannelKind::kMoE) {
-      const MoESpec& m = l.moe;
-      lp.experts = m.num_experts;
-      lp.top_k = m.top_k;
-      lp.dispatch_width = m.latent_dim > 0 ? static_cast<double>(m.latent_dim) : h;
-      lp.expert_inter = static_cast<double>(m.expert_intermediate);
-      if (m.num_groups > 1 && m.topk_groups > 0 && m.top_k > 0)
-        lp.cross_node_fraction = std::min(1.0, static_cast<double>(m.topk_groups) / static_cast<double>(m.top_k));
-      lp.expert_params_each = m.num_experts > 0 ? lp.expert_params / static_cast<double>(m.num_experts) : 0;
-      lp.routed_flops = 2.0 * static_cast<double>(m.top_k) * lp.expert_params_each;
-      const double I = lp.expert_inter, Is = static_cast<double>(m.shared_intermediate);
-      lp.act_routed = static_cast<double>(m.top_k) * (2 * lp.dispatch_width + (m.gated ? 6 : 4) * I);
-      lp.act_channel = 4.0 * static_cast<double>(m.num_experts) + static_cast<double>(m.num_shared) * 6 * Is;
-      lp.routed_gemm_inputs = static_cast<double>(m.top_k) * (lp.dispatch_width + I);
-      lp.clamp_elems = m.act_clamp > 0 && m.gated ? I : 0;
-      lp.expert_bias_elems = m.expert_bias ? lp.dispatch_width : 0;
-      lp.channel_gemm_inputs = static_cast<double>(m.num_shared) * (h + Is) + (m.latent_dim > 0 ? 2 * h : 0);
-      if (m.latent_dim > 0) lp.act_channel += 2 * (h + static_cast<double>(m.latent_dim));
-      if (kLoraTargets.shared_experts)  // shared experts: gate, up, down of width Is each
-        lora_per_rank += static_cast<double>(m.num_shared) * 3 * (h + Is);
-      // Routed experts where the layer has no shared expert: per expert (gated ? gate, up, down :
-      // fc1, fc2) x (dispatch width + expert width), the matrices the probe's proxy adapts
-      // (backends/proxy_layout.cpp), times the experts.
-      if (AdaptsRoutedExperts(m.num_shared))
-        lp.lora_expert_params_per_rank =
-            static_cast<double>(m.num_experts) * (m.gated ? 3 : 2) * (lp.dispatch_width + I);
-      lp.mixer_kind_id = add_kind(lp.mixer_kind);
-      lp.channel_kind_id = add_kind(lp.channel_kind);
-    } else {
-      const double I = static_cast<double>(l.mlp.intermediate);
-      lp.act_channel = (l.mlp.gated ? 6 : 4) * I;
-      lp.channel_gemm_inputs = h + I;
-      if (kLoraTargets.dense_mlp) lora_per_rank += (l.mlp.gated ? 3 : 2) * (h + I);  // dense MLP
-      lp.mixer_kind_id = add_kind(lp.mixer_kind);
-      lp.channel_kind_id = add_kind(lp.channel_kind);
-    }
-    lp.lora_params_per_rank = lora_per_rank;
+    // Steps 1-3: channel split, mixer split, mixer extras (+ the fusion plan's).
+    lp.lora_params_per_rank = ChannelSplit(l, h, &lp);
+    lp.mixer_kind_id = KindId(&p, lp.mixer_kind);
+    lp.channel_kind_id = KindId(&p, lp.channel_kind);
     lp.dense_gemm_flops = std::max(0.0, ls.flops_per_token - lp.core_flops - lp.routed_flops);
     lp.mixer_gemm_flops = std::min(lp.dense_gemm_flops, 2.0 * static_cast<double>(ls.attn_params));
-    // Step 2: mixer split = the rest of ComputeStats' no-recompute bytes.
-    lp.act_norms = 2 * h * static_cast<double>(l.norms);
-    lp.act_inputs = 4 * h;
-    // ComputeStats counts each block's input (2h) inside the block; here both sit in act_inputs.
-    lp.act_mixer = std::max(0.0, ls.act_bytes_per_token - lp.act_norms - lp.act_inputs - lp.act_channel -
-                                     lp.act_routed);
-    if (l.attn.kind == MixerKind::kKDA || l.attn.kind == MixerKind::kGatedDeltaNet)
-      lp.act_mixer_selective = std::min(lp.act_mixer, 2 * (2 * H * d + HV * dv));  // pre-conv q, k, v
-    if (lp.softmax && unfused_attention)
-      lp.scores_bytes_per_key = H * (2 + (dropout > 0 ? 3 : 0));
-    // Unfused DSA lightning indexer (DeepSeek-V3.2-Exp report, eq. 1 and the KL of its warm-up
-    // stage), per token per key, one term per saved tensor (LibTorch derivatives.yaml semantics):
-    if (l.attn.kind == MixerKind::kDSA && unfused_attention && l.attn.index_heads > 0) {
-      // relu(qI.kI) [b,T,ih,T]: the mul by w saves it.
-      lp.scores_bytes_per_key += 2 * static_cast<double>(l.attn.index_heads);
-      lp.scores_bytes_per_key += 2;  // log_softmax(I) [b,T,T]: log_softmax saves its output
-      lp.scores_bytes_per_key += 2;  // KL distribution p [b,T,T]: mul p * log q saves p
-      // Top-k selection mask [b,T,T] bool, 1 byte per key: masked_fill saves its mask (the main
-      // scores' and the KL's log-softmax fills share one; bench_probe_saved_tensors).
-      lp.scores_bytes_per_key += 1;
-    }
-    lp.dropout_mask_bytes = dropout > 0 ? 2 * h : 0;
+    MixerActivations(l, ls, h, dropout, unfused_attention, &lp);
     MixerExtras(l.attn, h, &lp);
     if (lp.softmax && l.attn.rope_attention_factor != 1.0)  // rotary on full q/k heads (GQA/MHA families)
-      lp.rope_unfused_elems = (H + static_cast<double>(l.attn.num_kv_heads)) * d;
+      lp.rope_unfused_elems =
+          (static_cast<double>(l.attn.num_heads) + static_cast<double>(l.attn.num_kv_heads)) *
+          static_cast<double>(l.attn.head_dim);
     ApplyMixerFusion(model, l, seq, unfused_attention, &lp, unfused_framework);
     p.min_heads = p.min_heads == 0 ? lp.heads : std::min(p.min_heads, lp.heads);
     p.experts = std::max(p.experts, lp.experts);

@@ -126,6 +126,23 @@ TEST(MemoryTerms, MtpStageKeepsAnEmbeddingCopyExceptUnderDualPipe) {
   EXPECT_NEAR(weights(dp_m) - weights(dp), mtp_32, 1e-6 * mtp_32);
 }
 
+// DualPipe: rank r holds stages r and p-1-r, so rank 0 holds the last stage too and with it the fp32
+// logits and their gradient. With pp 2 both ranks hold the same stages: the same memory, and the first
+// rank reported as the peak (a rank that lost the last stage's logits would leave rank 1 the larger).
+TEST(MemoryTerms, DualPipeRankZeroHoldsTheLastStagesLogits) {
+  const CostContext c = MakeCostContext(DeepSeekRequest(Precision::kBF16));
+  Plan p = test::MakePlan({1, 32, 1, 2, 32, 1, 1, false, 1}, 4096, 1, 8);
+  p.zero_stage = 1;
+  p.stage_layer_starts = {0, 31};
+  p.recompute = {{"*", Recompute::kFull}};
+  p.pipeline_schedule = PipelineSchedule::kDualPipe;
+  int stage = -1;
+  const MemoryBreakdown m = EstimateMemory(c, p, p.stage_layer_starts, &stage);
+  EXPECT_EQ(stage, 0);
+  const double logits = 2 * 4 * TokensPerRank(p) * c.prof.vocab;  // fp32 logits + grad, tp 1
+  EXPECT_NEAR(m.workspace, c.req->constraints.reserved_gib * 1073741824.0 + logits, 1e-9 * logits);
+}
+
 // The DeepSeek-V3 report's run (tests/data/measured_training_runs.json) is read with its memory
 // techniques; the same row quoting another source, or without RMSNorm in its recompute text, is not.
 TEST(MeasuredRunsReader, DeepSeekReportRunReadsItsMemoryTechniques) {
