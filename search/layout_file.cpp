@@ -14,26 +14,31 @@
 namespace onboard {
 namespace layout {
 
-Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers) {
-  *layout_layers = -1;
-  constexpr int64_t kMax = int64_t{1} << 20;
-  int64_t dp = 0, fsdp = 0;
-  // Step 1: degrees. "vp" is Megatron's name for interleave; "fsdp" > 0 shards weights (zero 3) over
-  // that many of the dp ranks; "etp" splits each routed expert over that many ranks.
+namespace {
+
+constexpr int64_t kMaxDegree = int64_t{1} << 20;
+
+// Step 1: degrees. "vp" is Megatron's name for interleave; "fsdp" > 0 shards weights (zero 3) over
+// that many of the dp ranks; "etp" splits each routed expert over that many ranks.
+Status ReadDegrees(const Fields& f, Plan* p, int64_t* dp, int64_t* fsdp) {
+  constexpr int64_t kMax = kMaxDegree;
   ONBOARD_RETURN_IF_ERROR(f.Int("tp", 1, kMax, &p->deg.tp));
   ONBOARD_RETURN_IF_ERROR(f.Int("pp", 1, kMax, &p->deg.pp));
   ONBOARD_RETURN_IF_ERROR(f.Int("cp", 1, kMax, &p->deg.cp));
-  ONBOARD_RETURN_IF_ERROR(f.Int("dp", 1, kMax, &dp));
-  ONBOARD_RETURN_IF_ERROR(f.Int("fsdp", 0, kMax, &fsdp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("dp", 1, kMax, dp));
+  ONBOARD_RETURN_IF_ERROR(f.Int("fsdp", 0, kMax, fsdp));
   ONBOARD_RETURN_IF_ERROR(f.Int("dp_shard", 1, kMax, &p->deg.dp_shard));
   ONBOARD_RETURN_IF_ERROR(f.Int("dp_replicate", 1, kMax, &p->deg.dp_replicate));
   ONBOARD_RETURN_IF_ERROR(f.Int("ep", 1, kMax, &p->deg.ep));
   ONBOARD_RETURN_IF_ERROR(f.Int("etp", 1, kMax, &p->deg.etp));
   ONBOARD_RETURN_IF_ERROR(f.Int("interleave", 1, 1024, &p->deg.interleave));
   ONBOARD_RETURN_IF_ERROR(f.Int("vp", 1, 1024, &p->deg.interleave));
-  ONBOARD_RETURN_IF_ERROR(f.Bool("sequence_parallel", &p->deg.sequence_parallel));
-  // Step 2: batch, precision, optimizer.
-  ONBOARD_RETURN_IF_ERROR(f.Int("micro_batch", 1, kMax, &p->micro_batch));
+  return f.Bool("sequence_parallel", &p->deg.sequence_parallel);
+}
+
+// Step 2: batch, precision, optimizer.
+Status ReadBatchAndPrecision(const Fields& f, Plan* p) {
+  ONBOARD_RETURN_IF_ERROR(f.Int("micro_batch", 1, kMaxDegree, &p->micro_batch));
   ONBOARD_RETURN_IF_ERROR(f.Int("global_batch", 1, kMaxGlobalBatch, &p->global_batch));
   ONBOARD_RETURN_IF_ERROR(f.Int("seq", 1, kMaxSeq, &p->seq));
   ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 1, kMaxLoraRank, &p->lora_rank));
@@ -41,8 +46,13 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   ONBOARD_RETURN_IF_ERROR(f.Prec("base_dtype", PrecisionUse::kFrozenBase, &p->base_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("precision", PrecisionUse::kCompute, &p->compute_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("optimizer_dtype", PrecisionUse::kOptimizerState, &p->optimizer_dtype));
-  ONBOARD_RETURN_IF_ERROR(f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype));
-  std::string mode = "full", sharding, cp_comm;
+  return f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype);
+}
+
+// Step 3: how the engine runs it: CP exchange, pipeline schedule, TP overlap, CUDA graphs, EP
+// dispatcher, fine-tuning mode.
+Status ReadRuntime(const Fields& f, Plan* p) {
+  std::string mode = "full", cp_comm;
   ONBOARD_RETURN_IF_ERROR(f.Str("cp_comm", &cp_comm));
   if (!cp_comm.empty() && cp_comm != "ring" && cp_comm != "allgather")
     return BadInput(f.origin(), f.path() + "cp_comm", "must be ring or allgather", cp_comm);
@@ -65,6 +75,13 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
   ONBOARD_ASSIGN_OR_RETURN(p->mode, ParseFinetuneMode(f.origin(), f.path() + "mode", mode));
   if (p->mode == FinetuneMode::kLoRA && p->lora_rank == 0) p->lora_rank = 16;
+  return Status::Ok();
+}
+
+// Step 4: data-parallel sharding from "dp", "fsdp" and "optimizer_sharding", then the expert-FSDP
+// degree and the micro-batches per step.
+Status ApplySharding(const Fields& f, int64_t dp, int64_t fsdp, Plan* p) {
+  std::string sharding;
   ONBOARD_RETURN_IF_ERROR(f.Str("optimizer_sharding", &sharding));
   if (dp > 0) {  // Megatron-style "dp": data-parallel ranks; sharding says what they share
     p->deg.dp_shard = dp;
@@ -89,24 +106,43 @@ Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers)
   const int64_t dpt = p->deg.dp_replicate * p->deg.dp_shard;
   p->num_micro_batches = std::max<int64_t>(1, p->global_batch / std::max<int64_t>(1, p->micro_batch * dpt));
   if (p->global_batch == 0) p->global_batch = p->micro_batch * p->num_micro_batches * dpt;
-  // Step 3: recompute per block kind, pipeline layout.
+  return Status::Ok();
+}
+
+// Step 5: recompute per block kind: one level for every kind ("full"), or one per kind name.
+Status ReadRecompute(const json& j, const Fields& f, Plan* p) {
   auto rc = j.find("recompute");
-  if (rc != j.end()) {
-    if (rc->is_string()) {
-      ONBOARD_ASSIGN_OR_RETURN(Recompute r,
-                               ParseRecompute(f.origin(), f.path() + "recompute", rc->get<std::string>()));
-      p->recompute["*"] = r;
-    } else if (rc->is_object()) {
-      for (auto it = rc->begin(); it != rc->end(); ++it) {
-        if (!it->is_string()) return BadInput(f.origin(), f.path() + "recompute." + it.key(), "must be a string", it->dump());
-        ONBOARD_ASSIGN_OR_RETURN(Recompute r, ParseRecompute(f.origin(), f.path() + "recompute." + it.key(),
-                                                             it->get<std::string>()));
-        p->recompute[it.key()] = r;
-      }
-    } else {
-      return BadInput(f.origin(), f.path() + "recompute", "must be a string or an object", rc->dump());
+  if (rc == j.end()) return Status::Ok();
+  if (rc->is_string()) {
+    ONBOARD_ASSIGN_OR_RETURN(Recompute r,
+                             ParseRecompute(f.origin(), f.path() + "recompute", rc->get<std::string>()));
+    p->recompute["*"] = r;
+  } else if (rc->is_object()) {
+    for (auto it = rc->begin(); it != rc->end(); ++it) {
+      if (!it->is_string())
+        return BadInput(f.origin(), f.path() + "recompute." + it.key(), "must be a string", it->dump());
+      ONBOARD_ASSIGN_OR_RETURN(Recompute r, ParseRecompute(f.origin(), f.path() + "recompute." + it.key(),
+                                                           it->get<std::string>()));
+      p->recompute[it.key()] = r;
     }
+  } else {
+    return BadInput(f.origin(), f.path() + "recompute", "must be a string or an object", rc->dump());
   }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Status ReadPlan(const json& j, const Fields& f, Plan* p, int64_t* layout_layers) {
+  *layout_layers = -1;
+  int64_t dp = 0, fsdp = 0;
+  // Steps 1-5, in the order their errors are reported.
+  ONBOARD_RETURN_IF_ERROR(ReadDegrees(f, p, &dp, &fsdp));
+  ONBOARD_RETURN_IF_ERROR(ReadBatchAndPrecision(f, p));
+  ONBOARD_RETURN_IF_ERROR(ReadRuntime(f, p));
+  ONBOARD_RETURN_IF_ERROR(ApplySharding(f, dp, fsdp, p));
+  ONBOARD_RETURN_IF_ERROR(ReadRecompute(j, f, p));
+  // Step 6: the pipeline layout (Megatron's pipeline_model_parallel_layout string).
   std::string pp_layout;
   ONBOARD_RETURN_IF_ERROR(f.Str("pp_layout", &pp_layout));
   if (!pp_layout.empty()) {

@@ -399,6 +399,13 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   ONBOARD_RETURN_IF_ERROR(f.Str("hardware", &hw, true));
   ONBOARD_RETURN_IF_ERROR(f.Int("gpus", 1, int64_t{1} << 20, &gpus, true));
   ONBOARD_RETURN_IF_ERROR(f.Str("uncertain", &run.uncertain));
+  // The free-text fields the readers below search: strings where present, else a one-line error
+  // naming the field (not a JSON type error from deep inside a reader).
+  for (const char* k :
+       {"precision", "optimizer", "recompute", "framework", "source", "kernel_optimizations"}) {
+    std::string text;
+    ONBOARD_RETURN_IF_ERROR(f.Str(k, &text));
+  }
   // Step 1: model and topology.
   ONBOARD_ASSIGN_OR_RETURN(std::string cfg, ConfigPath(doc, model, origin, path));
   ONBOARD_ASSIGN_OR_RETURN(run.model, LoadModel(cfg));

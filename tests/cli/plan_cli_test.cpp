@@ -71,6 +71,18 @@ TEST(PlanCli, EvaluateMeasuredRunsPrintsTokensPerGpuBesideMeasurement) {
   const Result b = Onboard("plan --evaluate " + bad);
   EXPECT_EQ(b.code, 2) << b.out;
   EXPECT_NE(b.out.find("runs[0].model"), std::string::npos) << b.out;
+  // A free-text field of another JSON type is bad input naming the field, not a JSON type error.
+  for (const char* field : {"recompute", "precision", "framework"}) {
+    const std::string typed =
+        Write(std::string("typed_") + field + ".json",
+              std::string(R"({"configs":{},"runs":[{"id":"a","model":"m","hardware":"B200",)") +
+                  R"("gpus":8,")" + field + R"(":{"MoE":3}}]})");
+    const Result t = Onboard("plan --evaluate " + typed);
+    EXPECT_EQ(t.code, 2) << t.out;
+    EXPECT_NE(t.out.find(std::string("field 'runs[0].") + field + R"(': must be a string (got {"MoE":3}))"),
+              std::string::npos)
+        << t.out;
+  }
 }
 
 TEST(PlanCli, ExportsMegatronAndTorchtitan) {
