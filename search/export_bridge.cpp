@@ -159,11 +159,10 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
   os << "    cfg.optimizer.use_distributed_optimizer = " << Py(p.zero_stage >= 1) << "\n";
 }
 
-}  // namespace
-
-std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
-  // Step 1: model facts, caveats (the Megatron export's, minus its LoRA refusal: Bridge has PEFT).
-  MegatronExport mex = BuildMegatronExport(p, ir, shape);
+// Step 1 of ToMegatronBridgeRecipe: what the recipe cannot express, approximates, or leaves to the user
+// (the Megatron export's caveats, minus its LoRA refusal: Bridge has PEFT).
+ExportCaveats BridgeCaveats(const Plan& p, const ModelIR& ir, const MegatronExport& mex,
+                            const ExportModel& m) {
   ExportCaveats c;
   for (const std::string& u : mex.caveats.unsupported)
     if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);
@@ -172,8 +171,6 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
   if (ir.architecture == "MixtralForCausalLM")
     c.unsupported.push_back(
         "MixtralForCausalLM: Megatron-Bridge has no bridge for it (AutoBridge refuses it)");
-  std::vector<std::string> ignored;
-  const ExportModel m = DescribeModel(ir, &ignored);
   c.approximations = {"model architecture comes from the HF config via AutoBridge (not from onboard's IR)"};
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
     c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
@@ -206,6 +203,17 @@ std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const Launc
       "pretrained_checkpoint)",
       "dataset: the template's default (SQuAD through HF datasets); replace cfg.dataset for your data",
       "optimizer / schedule: the template's defaults (_peft_common: lr 1e-4 cosine; _sft_common: its own)"};
+  return c;
+}
+
+}  // namespace
+
+std::string ToMegatronBridgeRecipe(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
+  // Step 1: model facts, caveats.
+  MegatronExport mex = BuildMegatronExport(p, ir, shape);
+  std::vector<std::string> ignored;
+  const ExportModel m = DescribeModel(ir, &ignored);
+  const ExportCaveats c = BridgeCaveats(p, ir, mex, m);
   // Step 2: the recipe.
   std::ostringstream os;
   Header(os, c, shape);

@@ -213,6 +213,47 @@ void V02ActivationCheckpoint(std::ostringstream& os, const Plan& p) {
   if (r == Recompute::kSelective) os << "selective_ac_option = \"op\"\n";
 }
 
+// The plan's ParallelismConfig (degrees; with PP the schedule, micro-batches and each stage's modules).
+void TitanParallelism(std::ostringstream& os, const Plan& p, const ModelIR& ir, const ExportModel& m) {
+  os << "    config.parallelism = ParallelismConfig(\n";
+  os << "        data_parallel_replicate_degree=" << p.deg.dp_replicate << ",\n";
+  os << "        data_parallel_shard_degree=" << p.deg.dp_shard << ",\n";
+  os << "        tensor_parallel_degree=" << p.deg.tp << ",\n";
+  os << "        enable_sequence_parallel=" << (p.deg.sequence_parallel ? "True" : "False") << ",\n";
+  os << "        context_parallel_degree=" << PlanContextParallel(p) << ",\n";
+  os << "        expert_parallel_degree=" << p.deg.ep << ",\n";
+  os << "        pipeline_parallel_degree=" << p.deg.pp << ",\n";
+  if (p.deg.pp > 1) {
+    os << "        pipeline_parallel_schedule=\"" << (p.deg.interleave > 1 ? "Interleaved1F1B" : "1F1B")
+       << "\",\n";
+    os << "        num_pp_microbatches=" << p.num_micro_batches << ",\n";
+    os << "        module_fqns_per_model_part=[\n";
+    for (const auto& part : ModelParts(p, ir, m.layers)) os << "            " << List(part) << ",\n";
+    os << "        ],\n";
+  }
+  os << "    )\n";
+}
+
+// The plan's TrainingConfig (tokens per micro-batch and step, bf16 params); `flex` = the plan's flex
+// dispatcher ("" = all-to-all).
+void TitanTraining(std::ostringstream& os, const Plan& p, const std::string& flex) {
+  os << "    config.training = TrainingConfig(\n";
+  os << "        num_tokens_per_microbatch_per_dp_rank=" << p.micro_batch << " * " << p.seq << ",\n";
+  os << "        num_tokens_per_train_step=" << p.global_batch << " * " << p.seq << ",\n";
+  os << "        max_context_length=" << p.seq << ",\n";
+  os << "        steps=int(os.environ.get(\"TRAIN_STEPS\", \"1000\")),\n";
+  os << "        mixed_precision_param=\"bfloat16\",\n";
+  // Trainer.Config._validate_cuda_graphs (trainer.py): CUDA graphs (on by default) refuse pipeline
+  // parallelism, and expert parallelism over the default all-to-all dispatcher (it syncs with the CPU).
+  if (p.deg.pp > 1 || p.deg.ep > 1)
+    os << "        disable_cuda_graphs=True,  # torchtitan's CUDA graphs refuse "
+       << (p.deg.pp > 1   ? "pipeline"
+           : flex.empty() ? "all-to-all expert"
+                          : flex + " expert")
+       << " parallelism\n";
+  os << "    )\n";
+}
+
 }  // namespace
 
 std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchShape& shape) {
@@ -253,38 +294,8 @@ std::string ToTorchtitanConfig(const Plan& p, const ModelIR& ir, const LaunchSha
   if (!spec_args.empty())
     os << "    config.model_spec = model_registry(\"" << f->flavor << "\"" << spec_args << ")\n";
   os << "    config.hf_assets_path = HF_MODEL_PATH\n";
-  os << "    config.parallelism = ParallelismConfig(\n";
-  os << "        data_parallel_replicate_degree=" << p.deg.dp_replicate << ",\n";
-  os << "        data_parallel_shard_degree=" << p.deg.dp_shard << ",\n";
-  os << "        tensor_parallel_degree=" << p.deg.tp << ",\n";
-  os << "        enable_sequence_parallel=" << (p.deg.sequence_parallel ? "True" : "False") << ",\n";
-  os << "        context_parallel_degree=" << PlanContextParallel(p) << ",\n";
-  os << "        expert_parallel_degree=" << p.deg.ep << ",\n";
-  os << "        pipeline_parallel_degree=" << p.deg.pp << ",\n";
-  if (p.deg.pp > 1) {
-    os << "        pipeline_parallel_schedule=\"" << (p.deg.interleave > 1 ? "Interleaved1F1B" : "1F1B")
-       << "\",\n";
-    os << "        num_pp_microbatches=" << p.num_micro_batches << ",\n";
-    os << "        module_fqns_per_model_part=[\n";
-    for (const auto& part : ModelParts(p, ir, m.layers)) os << "            " << List(part) << ",\n";
-    os << "        ],\n";
-  }
-  os << "    )\n";
-  os << "    config.training = TrainingConfig(\n";
-  os << "        num_tokens_per_microbatch_per_dp_rank=" << p.micro_batch << " * " << p.seq << ",\n";
-  os << "        num_tokens_per_train_step=" << p.global_batch << " * " << p.seq << ",\n";
-  os << "        max_context_length=" << p.seq << ",\n";
-  os << "        steps=int(os.environ.get(\"TRAIN_STEPS\", \"1000\")),\n";
-  os << "        mixed_precision_param=\"bfloat16\",\n";
-  // Trainer.Config._validate_cuda_graphs (trainer.py): CUDA graphs (on by default) refuse pipeline
-  // parallelism, and expert parallelism over the default all-to-all dispatcher (it syncs with the CPU).
-  if (p.deg.pp > 1 || p.deg.ep > 1)
-    os << "        disable_cuda_graphs=True,  # torchtitan's CUDA graphs refuse "
-       << (p.deg.pp > 1   ? "pipeline"
-           : flex.empty() ? "all-to-all expert"
-                          : flex + " expert")
-       << " parallelism\n";
-  os << "    )\n";
+  TitanParallelism(os, p, ir, m);
+  TitanTraining(os, p, flex);
   os << "    config.activation_checkpoint = "
      << (r == Recompute::kFull        ? "FullAC.Config()"
          : r == Recompute::kSelective ? "SelectiveAC.Config()"
