@@ -1,4 +1,5 @@
-// Internal interface of the analytical cost model (search/cost_model.cpp: time,
+// Internal interface of the analytical cost model (search/cost_model.cpp: step time, built from
+// search/layer_time.h per layer and search/stage_time.h per stage,
 // search/memory_model.cpp: memory, search/collectives.cpp: alpha-beta collectives on tiers,
 // search/pipeline_split.cpp: balanced stage split). Public entry points are in search/planner.h.
 //

@@ -1,6 +1,6 @@
 // Host-side stream operations per local expert of an eager Megatron-Core MoE layer (TEGroupedMLP: two
 // Transformer Engine GroupedLinear calls, fc1 and fc2), counted from the code. Charged by the cost model
-// at CostConstants::launch_s_per_kernel each (cost_model.cpp, "expert launches").
+// at CostConstants::launch_s_per_kernel each (layer_time.cpp, "expert launches").
 #pragma once
 
 #include "core/precision.h"

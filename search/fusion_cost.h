@@ -11,10 +11,10 @@
 //                             the per-head relu(q.k) logits for the weights' gradient)
 //   moved = plan bytes       (write + read, forward)
 // The cost model's elementwise term charges elementwise_passes (2) x kept bytes per token (search/
-// cost_model.cpp), which equals `moved`; the memory model counts `kept` with the mixer's activations.
+// layer_time.cpp), which equals `moved`; the memory model counts `kept` with the mixer's activations.
 // Launches: the unfused sequence runs each fused-away step as its own kernel, forward and backward, so
 // the cost model's host launch term adds 2 x launches x launch_s_per_kernel per layer per micro-batch
-// (exposed only where the host, not the GPU, is the bottleneck: search/cost_model.cpp Step 4).
+// (exposed only where the host, not the GPU, is the bottleneck: search/layer_time.cpp Step 4).
 // Fused kernels (attention_kernel "flash", the default) keep, move and launch none of it.
 //
 // The framework-level chains of the same plan (norm+linear prologue or norm+fp8 quantise, gated

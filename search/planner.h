@@ -98,7 +98,7 @@ struct PlanRequest {
                                      // sec. 3.3.3; Megatron --activation-func-fp8-input-store)
   // Megatron-Core TEGroupedMLP pads each local expert's rows to the fp8 alignment itself (TE Fp8Padding /
   // Fp8Unpadding) where neither the router (moe_router_padding_for_quantization) nor the dispatcher
-  // (HybridEP) did: costed for fp8 plans whose ep_dispatcher is not HybridEP (cost_model.cpp, "fp8 row
+  // (HybridEP) did: costed for fp8 plans whose ep_dispatcher is not HybridEP (layer_time.cpp, "fp8 row
   // padding"). Set by the measured-runs reader for dropless Megatron-Core runs; the search keeps it off.
   bool fp8_expert_padding = false;
   PlanConstraints constraints;
