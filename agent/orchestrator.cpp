@@ -70,6 +70,67 @@ std::string ReplanReason(const std::vector<Decision>& ds) {
   return r.empty() ? "rules" : r;
 }
 
+// Step 5 of RunLoop: probe -> validate -> (image probe in round 1) -> (re-plan) while a rule asks for a
+// re-probe, up to req.max_rounds; a failed probe ends the rounds (recorded, not fatal).
+Status RunProbeRounds(const RunRequest& req, RunState& st, StageRunner& stage, Emitter& em,
+                      const CancelToken& cancel) {
+  if (!req.probe.enabled) {
+    st.notes.push_back("probing disabled for this run");
+    return Status::Ok();
+  }
+  for (int round = 1; round <= req.max_rounds; ++round) {
+    bool probe_failed = false;
+    ONBOARD_RETURN_IF_ERROR(stage.Run(
+        "probe", round, [&] { return StageProbe(st, round, em, cancel); }, &probe_failed));
+    if (probe_failed) {
+      st.notes.push_back("probe round " + std::to_string(round) + " failed: " + st.probes.back().error);
+      break;
+    }
+    ONBOARD_RETURN_IF_ERROR(stage.Run("validate", round, [&] { return StageValidate(st, round, em); }));
+    // Round 1 of a model with a vision tower: the image probe (recorded, not fatal when it fails).
+    bool image_failed = false;
+    if (round == 1 && HasVisionTower(st))
+      ONBOARD_RETURN_IF_ERROR(stage.Run(
+          "image_probe", round, [&] { return StageImageProbe(st, em, cancel); }, &image_failed));
+    if (image_failed) st.notes.push_back("image probe failed: " + st.image.error);
+    if (st.knobs.replan)
+      ONBOARD_RETURN_IF_ERROR(stage.Run(
+          "adjust", round, [&] { return StagePlan(st, round, ReplanReason(st.probes.back().decisions)); }));
+    if (!st.knobs.reprobe) break;
+    if (round == req.max_rounds)
+      st.notes.push_back("stopped after max_rounds=" + std::to_string(req.max_rounds) +
+                         " with a re-probe still requested");
+  }
+  return Status::Ok();
+}
+
+// Last part of RunLoop: the result from the run state; artifact events and the "finished" event.
+RunResult CollectResult(const RunRequest& req, RunState& st, Emitter& em) {
+  RunResult out;
+  out.out_dir = req.out_dir;
+  out.artifacts = st.artifacts;
+  out.timings = st.trace.stages();
+  out.rounds = static_cast<int>(st.probes.size());
+  out.decisions = static_cast<int>(st.trace.decisions().size());
+  out.converged = st.probes.empty() ||
+                  (st.probes.back().error.empty() && st.probes.back().result.convergence == "converged");
+  out.plan_feasible = st.final_plan() && st.final_plan()->search.feasible;
+  std::ifstream in(st.artifacts["report.json"]);
+  out.report = nlohmann::json::parse(in, nullptr, false);
+  out.summary = st.final_plan() ? PlanSummary(st.final_plan()->search.best.plan) : "";
+  out.summary += "; " + std::to_string(out.rounds) + " probe round(s), " + std::to_string(out.decisions) +
+                 " decision(s)" + (out.converged ? "" : ", probe NOT converged");
+  if (st.image.ran && !st.image.learned()) out.summary += ", image probe NOT learned";
+  for (const char* name : {"plan.json", "trace.json", "report.json", "report.md", "report.html"})
+    if (st.artifacts.count(name))
+      em.Emit({{"type", "artifact"}, {"name", name}, {"path", st.artifacts[name]}});
+  em.Emit({{"type", "finished"},
+           {"ok", true},
+           {"report", st.artifacts["report.json"]},
+           {"summary", out.summary}});
+  return out;
+}
+
 Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToken& cancel) {
   ONBOARD_RETURN_IF_ERROR(req.Validate());
   std::error_code ec;
@@ -100,60 +161,12 @@ Expected<RunResult> RunLoop(const RunRequest& req, Emitter& em, const CancelToke
   }
 
   // Step 5: probe rounds.
-  if (req.probe.enabled) {
-    for (int round = 1; round <= req.max_rounds; ++round) {
-      bool probe_failed = false;
-      ONBOARD_RETURN_IF_ERROR(stage.Run(
-          "probe", round, [&] { return StageProbe(st, round, em, cancel); }, &probe_failed));
-      if (probe_failed) {
-        st.notes.push_back("probe round " + std::to_string(round) + " failed: " + st.probes.back().error);
-        break;
-      }
-      ONBOARD_RETURN_IF_ERROR(stage.Run("validate", round, [&] { return StageValidate(st, round, em); }));
-      // Round 1 of a model with a vision tower: the image probe (recorded, not fatal when it fails).
-      bool image_failed = false;
-      if (round == 1 && HasVisionTower(st))
-        ONBOARD_RETURN_IF_ERROR(stage.Run(
-            "image_probe", round, [&] { return StageImageProbe(st, em, cancel); }, &image_failed));
-      if (image_failed) st.notes.push_back("image probe failed: " + st.image.error);
-      if (st.knobs.replan)
-        ONBOARD_RETURN_IF_ERROR(stage.Run(
-            "adjust", round, [&] { return StagePlan(st, round, ReplanReason(st.probes.back().decisions)); }));
-      if (!st.knobs.reprobe) break;
-      if (round == req.max_rounds)
-        st.notes.push_back("stopped after max_rounds=" + std::to_string(req.max_rounds) +
-                           " with a re-probe still requested");
-    }
-  } else {
-    st.notes.push_back("probing disabled for this run");
-  }
+  ONBOARD_RETURN_IF_ERROR(RunProbeRounds(req, st, stage, em, cancel));
 
   // Step 6: reports.
   ONBOARD_RETURN_IF_ERROR(stage.Run("report", 0, [&] { return StageReport(st); }));
 
-  RunResult out;
-  out.out_dir = req.out_dir;
-  out.artifacts = st.artifacts;
-  out.timings = st.trace.stages();
-  out.rounds = static_cast<int>(st.probes.size());
-  out.decisions = static_cast<int>(st.trace.decisions().size());
-  out.converged = st.probes.empty() ||
-                  (st.probes.back().error.empty() && st.probes.back().result.convergence == "converged");
-  out.plan_feasible = st.final_plan() && st.final_plan()->search.feasible;
-  std::ifstream in(st.artifacts["report.json"]);
-  out.report = nlohmann::json::parse(in, nullptr, false);
-  out.summary = st.final_plan() ? PlanSummary(st.final_plan()->search.best.plan) : "";
-  out.summary += "; " + std::to_string(out.rounds) + " probe round(s), " + std::to_string(out.decisions) +
-                 " decision(s)" + (out.converged ? "" : ", probe NOT converged");
-  if (st.image.ran && !st.image.learned()) out.summary += ", image probe NOT learned";
-  for (const char* name : {"plan.json", "trace.json", "report.json", "report.md", "report.html"})
-    if (st.artifacts.count(name))
-      em.Emit({{"type", "artifact"}, {"name", name}, {"path", st.artifacts[name]}});
-  em.Emit({{"type", "finished"},
-           {"ok", true},
-           {"report", st.artifacts["report.json"]},
-           {"summary", out.summary}});
-  return out;
+  return CollectResult(req, st, em);
 }
 
 }  // namespace

@@ -109,20 +109,11 @@ Expected<std::string> StagePlan(RunState& st, int round, const std::string& reas
          FmtFixed(e.memory.total / (1024.0 * 1024 * 1024), 1) + " GiB/device";
 }
 
-Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken& cancel) {
+namespace {
+
+// Step 2 of StageKernels: the model's own kernels at full dims, CPU and CUDA (sm_90) sources + manifests.
+Status WriteModelKernels(RunState& st) {
   KernelStage& ks = st.kernels;
-  ks.dir = (fs::path(st.req.out_dir) / "kernels").string();
-  // Step 1: which modules want a generated kernel (templates name it).
-  std::set<std::string> wanted;
-  for (const auto& m : st.match.modules)
-    if (m.chosen && !m.chosen->kernel.empty()) wanted.insert(m.chosen->kernel);
-  ONBOARD_ASSIGN_OR_RETURN(validators::CheckPlan plan, validators::KernelCheckPlan(st.model));
-  size_t total = plan.kda.size() + plan.dsa.size();
-  if (total == 0) {
-    ks.skipped_reason = "the model has no KDA/DSA blocks; its other kernels come from the vendor library";
-    return ks.skipped_reason;
-  }
-  // Step 2: the model's own kernels at full dims, CPU and CUDA (sm_90) sources + manifests.
   for (auto target : {codegen::KernelTarget::kCpu, codegen::KernelTarget::kCuda}) {
     codegen::TargetOptions to;
     to.target = target;
@@ -136,8 +127,14 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
   }
   ks.notes.push_back("CUDA sources are generated, not compiled or run here; `onboard kernels --target cuda` "
                      "compiles them and scripts/gpu-check.sh checks them on a GPU");
-  // Step 3: build and check the CPU kernels one spec at a time (scaled model dims + odd shapes;
-  // cancellable, with progress).
+  return Status::Ok();
+}
+
+// Step 3 of StageKernels: build and check the CPU kernels one spec at a time (scaled model dims + odd
+// shapes; cancellable, with progress). A kernel that cannot be built or run is a failed row.
+Status CheckPlannedKernels(RunState& st, const validators::CheckPlan& plan, size_t total, Emitter& em,
+                           const CancelToken& cancel) {
+  KernelStage& ks = st.kernels;
   validators::KernelCheckOptions opt;
   opt.num_threads = st.req.threads;
   size_t done = 0;
@@ -171,8 +168,13 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
     std::string name = spec.name.empty() ? spec.DefaultName() : spec.name;
     record(name, validators::CheckDsaKernel(spec, opt));
   }
-  ks.ran = true;
-  // Step 4: the kernel-fallback rule, with the reference operators the templates name.
+  return Status::Ok();
+}
+
+// Step 4 of StageKernels: the kernel-fallback rule, with the reference operators the templates name;
+// returns the passed row count.
+int ApplyKernelFallbackRule(RunState& st, Emitter& em) {
+  KernelStage& ks = st.kernels;
   RoundEvidence ev;
   ev.round = 0;
   ev.kernel_rows = &ks.rows;
@@ -187,6 +189,31 @@ Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken&
     st.trace.AddObservation(0, "kernels", {{"rows", ks.rows.size()}, {"passed", passed}},
                             "every generated kernel matches its reference");
   }
+  return passed;
+}
+
+}  // namespace
+
+Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken& cancel) {
+  KernelStage& ks = st.kernels;
+  ks.dir = (fs::path(st.req.out_dir) / "kernels").string();
+  // Step 1: which modules want a generated kernel (templates name it).
+  std::set<std::string> wanted;
+  for (const auto& m : st.match.modules)
+    if (m.chosen && !m.chosen->kernel.empty()) wanted.insert(m.chosen->kernel);
+  ONBOARD_ASSIGN_OR_RETURN(validators::CheckPlan plan, validators::KernelCheckPlan(st.model));
+  size_t total = plan.kda.size() + plan.dsa.size();
+  if (total == 0) {
+    ks.skipped_reason = "the model has no KDA/DSA blocks; its other kernels come from the vendor library";
+    return ks.skipped_reason;
+  }
+  // Step 2: the model's own kernels at full dims, CPU and CUDA (sm_90) sources + manifests.
+  ONBOARD_RETURN_IF_ERROR(WriteModelKernels(st));
+  // Step 3: build and check the CPU kernels one spec at a time (cancellable, with progress).
+  ONBOARD_RETURN_IF_ERROR(CheckPlannedKernels(st, plan, total, em, cancel));
+  ks.ran = true;
+  // Step 4: the kernel-fallback rule, with the reference operators the templates name.
+  const int passed = ApplyKernelFallbackRule(st, em);
   return std::to_string(ks.generated.size()) + " kernel sources generated, " + std::to_string(passed) + "/" +
          std::to_string(ks.rows.size()) + " checks passed" +
          (st.knobs.kernel_fallbacks.empty() ? ""

@@ -147,80 +147,101 @@ int RunExport(const PlanOptions& o, const PlanRequest& req, const Plan& plan) {
   return ReportError("plan", Status(ErrorCode::kInternal, "export " + name + " not built"));
 }
 
+// Step 1 of RunPlan: the request from MODEL, --topology and the options (*req stays empty without
+// MODEL and --topology); the first bad input is returned.
+Status BuildPlanRequest(const PlanOptions& o, std::unique_ptr<PlanRequest>* req) {
+  if (o.model.empty() && o.topology.empty()) return Status::Ok();
+  if (o.model.empty()) return BadInput("(command line)", "MODEL", "missing model path");
+  if (o.topology.empty())
+    return BadInput("(command line)", "--topology",
+                    "missing topology (a name under examples/topologies, a file or inline JSON)");
+  auto model = LoadModel(o.model);
+  if (!model.ok()) return model.status();
+  auto topo = agent::ResolveTopology(o.topology);
+  if (!topo.ok()) return topo.status();
+  *req = std::make_unique<PlanRequest>();
+  PlanRequest& r = **req;
+  r.model = std::move(*model);
+  r.topology = std::move(*topo);
+  Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
+  if (!mode.ok()) return mode.status();
+  r.mode = *mode;
+  r.lora_rank = o.lora_rank;
+  Expected<Precision> base =
+      ParsePrecision("plan request", "base_dtype", o.base_dtype, PrecisionUse::kFrozenBase);
+  if (!base.ok()) return base.status();
+  r.base_dtype = *base;
+  r.seq = o.seq;
+  r.global_batch = o.global_batch;
+  r.threads = o.threads;
+  r.expert_imbalance = o.imbalance;
+  r.constraints.etp = o.etp;  // ranges and names: PlanRequest::Validate, the one check
+  r.constraints.schedule = o.schedule;
+  if (Status rs = ApplyExpertRoutingFlags(o.routing, &r); !rs.ok()) return rs;
+  return r.Validate();
+}
+
+// Step 2 of RunPlan, with --zipf: place skewed synthetic expert loads for the chosen EP, then search
+// again with the resulting max/mean imbalance. *placement: the line to print ("" when not placed).
+Status PlaceExpertsAndResearch(const PlanOptions& o, PlanRequest& req, SearchResult& r,
+                               std::string* placement) {
+  int64_t experts = 0;
+  for (const auto& l : req.model.layers) experts = std::max(experts, l.moe.num_experts);
+  if (!(o.zipf > 0 && experts > 0 && r.feasible && r.best.plan.deg.ep > 1)) return Status::Ok();
+  ExpertPlacementRequest pr;
+  pr.expert_load = ZipfExpertLoads(experts, o.zipf, 1e6, 1);
+  pr.ep_ranks = r.best.plan.deg.ep;
+  pr.ranks_per_node = std::min(pr.ep_ranks, req.topology.tiers.front().group_size);
+  while (pr.ep_ranks % pr.ranks_per_node != 0) --pr.ranks_per_node;
+  pr.spare_slots_per_rank = o.spare_slots;
+  auto pl = PlaceExperts(pr);
+  if (!pl.ok()) return pl.status();
+  *placement = "expert placement (Zipf s=" + std::to_string(o.zipf) + ", ep=" + std::to_string(pr.ep_ranks) +
+               ", " + std::to_string(pr.spare_slots_per_rank) + " spare slot(s) per rank): max/mean load " +
+               std::to_string(pl->max_over_mean_before) + " -> " + std::to_string(pl->max_over_mean_after) +
+               "; plan re-searched with imbalance " + std::to_string(pl->max_over_mean_after);
+  req.expert_imbalance = std::max(1.0, pl->max_over_mean_after);
+  ONBOARD_ASSIGN_OR_RETURN(r, SearchPlans(req));
+  return Status::Ok();
+}
+
+// Step 3 of RunPlan, when nothing fits: the smallest device count of the same family that does, as
+// text and as JSON.
+void DescribeSmallestFit(const PlanOptions& o, const PlanRequest& req, std::string* text, nlohmann::json* j) {
+  auto w = SmallestFittingWorld(req, o.max_devices);
+  if (w.ok()) {
+    *text = "smallest " + req.topology.name + "-family size that fits: " + std::to_string(w->world) +
+            " devices (" + PlanSummary(w->best.plan) + ", " + std::to_string(w->best.estimate.step_s) +
+            " s/step)";
+    for (const auto& t : w->tried) *text += "\n  tried " + t;
+    *j = {{"devices", w->world},
+          {"plan", PlanSummary(w->best.plan)},
+          {"step_s", w->best.estimate.step_s},
+          {"tried", w->tried}};
+  } else {
+    *text = "no size of the " + req.topology.name + " family up to " + std::to_string(o.max_devices) +
+            " devices fits";
+    *j = {{"devices", nullptr}, {"message", *text}};
+  }
+}
+
 int RunPlan(const PlanOptions& o) {
   // Step 1: inputs.
   std::unique_ptr<PlanRequest> req;
-  if (!o.model.empty() || !o.topology.empty()) {
-    if (o.model.empty()) return ReportError("plan", BadInput("(command line)", "MODEL", "missing model path"));
-    if (o.topology.empty()) return ReportError("plan", BadInput("(command line)", "--topology", "missing topology (a name under examples/topologies, a file or inline JSON)"));
-    auto model = LoadModel(o.model);
-    if (!model.ok()) return ReportError("plan", model.status());
-    auto topo = agent::ResolveTopology(o.topology);
-    if (!topo.ok()) return ReportError("plan", topo.status());
-    req = std::make_unique<PlanRequest>();
-    req->model = std::move(*model);
-    req->topology = std::move(*topo);
-    Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
-    if (!mode.ok()) return ReportError("plan", mode.status());
-    req->mode = *mode;
-    req->lora_rank = o.lora_rank;
-    Expected<Precision> base =
-        ParsePrecision("plan request", "base_dtype", o.base_dtype, PrecisionUse::kFrozenBase);
-    if (!base.ok()) return ReportError("plan", base.status());
-    req->base_dtype = *base;
-    req->seq = o.seq;
-    req->global_batch = o.global_batch;
-    req->threads = o.threads;
-    req->expert_imbalance = o.imbalance;
-    req->constraints.etp = o.etp;  // ranges and names: PlanRequest::Validate, the one check
-    req->constraints.schedule = o.schedule;
-    if (Status rs = ApplyExpertRoutingFlags(o.routing, req.get()); !rs.ok()) return ReportError("plan", rs);
-    Status st = req->Validate();
-    if (!st.ok()) return ReportError("plan", st);
-  }
+  if (Status st = BuildPlanRequest(o, &req); !st.ok()) return ReportError("plan", st);
   if (!o.evaluate.empty()) return RunEvaluate(o, req.get());
   if (!req) return ReportError("plan", BadInput("(command line)", "MODEL", "missing model path (or --evaluate RUNS.json)"));
-  // Step 2: search. With --zipf, place skewed synthetic expert loads for the chosen EP, then search
-  // again with the resulting max/mean imbalance.
+  // Step 2: search (with --zipf: place the experts and search again).
   auto r = SearchPlans(*req);
   if (!r.ok()) return ReportError("plan", r.status());
   std::string placement;
-  int64_t experts = 0;
-  for (const auto& l : req->model.layers) experts = std::max(experts, l.moe.num_experts);
-  if (o.zipf > 0 && experts > 0 && r->feasible && r->best.plan.deg.ep > 1) {
-    ExpertPlacementRequest pr;
-    pr.expert_load = ZipfExpertLoads(experts, o.zipf, 1e6, 1);
-    pr.ep_ranks = r->best.plan.deg.ep;
-    pr.ranks_per_node = std::min(pr.ep_ranks, req->topology.tiers.front().group_size);
-    while (pr.ep_ranks % pr.ranks_per_node != 0) --pr.ranks_per_node;
-    pr.spare_slots_per_rank = o.spare_slots;
-    auto pl = PlaceExperts(pr);
-    if (!pl.ok()) return ReportError("plan", pl.status());
-    placement = "expert placement (Zipf s=" + std::to_string(o.zipf) + ", ep=" + std::to_string(pr.ep_ranks) + ", " +
-                std::to_string(pr.spare_slots_per_rank) + " spare slot(s) per rank): max/mean load " +
-                std::to_string(pl->max_over_mean_before) + " -> " + std::to_string(pl->max_over_mean_after) +
-                "; plan re-searched with imbalance " + std::to_string(pl->max_over_mean_after);
-    req->expert_imbalance = std::max(1.0, pl->max_over_mean_after);
-    r = SearchPlans(*req);
-    if (!r.ok()) return ReportError("plan", r.status());
-  }
+  if (Status st = PlaceExpertsAndResearch(o, *req, *r, &placement); !st.ok()) return ReportError("plan", st);
   if (!o.export_fmt.empty() && r->feasible) return RunExport(o, *req, r->best.plan);
   // Step 3: when nothing fits, the smallest device count of the same family that does.
   std::string smallest;
   nlohmann::json smallest_json;
-  if (!r->feasible) {
-    auto w = SmallestFittingWorld(*req, o.max_devices);
-    if (w.ok()) {
-      smallest = "smallest " + req->topology.name + "-family size that fits: " + std::to_string(w->world) +
-                 " devices (" + PlanSummary(w->best.plan) + ", " + std::to_string(w->best.estimate.step_s) + " s/step)";
-      for (const auto& t : w->tried) smallest += "\n  tried " + t;
-      smallest_json = {{"devices", w->world}, {"plan", PlanSummary(w->best.plan)},
-                       {"step_s", w->best.estimate.step_s}, {"tried", w->tried}};
-    } else {
-      smallest = "no size of the " + req->topology.name + " family up to " + std::to_string(o.max_devices) + " devices fits";
-      smallest_json = {{"devices", nullptr}, {"message", smallest}};
-    }
-  }
+  if (!r->feasible) DescribeSmallestFit(o, *req, &smallest, &smallest_json);
+  // Step 4: print; exit 4 when nothing fits.
   if (o.json) {
     nlohmann::json j = nlohmann::json::parse(SearchResultToJson(*req, *r));
     if (!smallest.empty()) j["smallest_fitting"] = smallest_json;

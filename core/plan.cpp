@@ -48,11 +48,9 @@ Expected<FinetuneMode> ParseFinetuneMode(const std::string& origin, const std::s
 namespace {
 Status Bad(const std::string& msg) { return Status(ErrorCode::kBadInput, msg); }
 std::string S(int64_t v) { return std::to_string(v); }
-}  // namespace
 
-Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t num_heads,
-                    int64_t num_layers) {
-  const ParallelDegrees& d = p.deg;
+// Each degree >= 1, their product = the device count, tp divides the heads.
+Status CheckDegrees(const ParallelDegrees& d, int64_t world, int64_t num_heads) {
   if (d.dp_replicate < 1 || d.dp_shard < 1 || d.cp < 1 || d.tp < 1 || d.pp < 1 || d.ep < 1 ||
       d.expert_fsdp < 1 || d.interleave < 1 || d.etp < 1)
     return Bad("every degree must be >= 1: dp_replicate=" + S(d.dp_replicate) + " dp_shard=" + S(d.dp_shard) +
@@ -63,6 +61,11 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
                "*" + S(d.tp) + "*" + S(d.pp) + "=" + S(d.world()) + " must equal the device count " + S(world));
   if (num_heads > 0 && num_heads % d.tp != 0)
     return Bad("tp=" + S(d.tp) + " must divide attention heads=" + S(num_heads));
+  return Status::Ok();
+}
+
+// ep (x etp) divides dp_shard*cp*tp and the experts, expert_fsdp fills the rest; no ep/etp without experts.
+Status CheckExpertDegrees(const ParallelDegrees& d, int64_t num_experts) {
   const int64_t ep_space = d.dp_shard * d.cp * d.tp;
   if (num_experts > 0) {
     const std::string eps = d.etp == 1 ? "ep=" + S(d.ep) : "ep*etp=" + S(d.ep) + "*" + S(d.etp);
@@ -79,6 +82,12 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
     return Bad(std::string(d.ep != 1 ? "ep=" + S(d.ep) : "etp=" + S(d.etp)) +
                " needs a model with routed experts (experts=0)");
   }
+  return Status::Ok();
+}
+
+// Pipeline schedule (DualPipe, interleave) against pp, the layers and the micro-batches; the global batch.
+Status CheckSchedule(const Plan& p, int64_t num_layers) {
+  const ParallelDegrees& d = p.deg;
   if (p.pipeline_schedule == PipelineSchedule::kDualPipe) {  // DualPipe: two stages per rank, both ends
     if (d.pp < 2 || d.pp % 2 != 0)
       return Bad("pipeline_schedule=dualpipe needs an even pp >= 2 (pp=" + S(d.pp) + ")");
@@ -102,6 +111,12 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
   if (p.global_batch > 0 && p.global_batch != p.micro_batch * p.num_micro_batches * dp)
     return Bad("global_batch=" + S(p.global_batch) + " must equal micro_batch*num_micro_batches*dp=" +
                S(p.micro_batch) + "*" + S(p.num_micro_batches) + "*" + S(dp));
+  return Status::Ok();
+}
+
+// seq (and its split over cp), the dtypes by use, MTP layers, sequence parallelism, the LoRA rank.
+Status CheckSequenceAndDtypes(const Plan& p) {
+  const ParallelDegrees& d = p.deg;
   if (p.seq < 1) return Bad("seq=" + S(p.seq) + " must be >= 1");
   if (d.cp > 1 && p.seq % (2 * d.cp) != 0)
     return Bad("cp=" + S(d.cp) + " needs seq=" + S(p.seq) + " divisible by 2*cp=" + S(2 * d.cp) +
@@ -116,6 +131,12 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
   ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse("plan", "base_dtype", p.base_dtype, PrecisionUse::kFrozenBase));
   ONBOARD_RETURN_IF_ERROR(
       CheckPrecisionUse("plan", "compute_dtype", p.compute_dtype, PrecisionUse::kCompute));
+  return Status::Ok();
+}
+
+// Recompute keys name block kinds; explicit stage boundaries: one per chunk, from 0, not decreasing.
+Status CheckRecomputeAndStages(const Plan& p, int64_t num_layers) {
+  const ParallelDegrees& d = p.deg;
   for (const auto& [kind, policy] : p.recompute)  // a key naming no block kind would feed nothing
     if (kind != "*" && !ParseBlockKind(kind))
       return Bad("recompute key '" + kind + "' is not a block kind (" + BlockKindList() + " or *)");
@@ -133,6 +154,21 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
     if (p.stage_layer_starts[0] != 0) return Bad("stage_layer_starts[0]=" + S(p.stage_layer_starts[0]) + " must be 0");
   }
   return Status::Ok();
+}
+
+}  // namespace
+
+Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t num_heads,
+                    int64_t num_layers) {
+  // Step 1: the degrees against the device count, the heads and the experts.
+  ONBOARD_RETURN_IF_ERROR(CheckDegrees(p.deg, world, num_heads));
+  ONBOARD_RETURN_IF_ERROR(CheckExpertDegrees(p.deg, num_experts));
+  // Step 2: the pipeline schedule and the batch.
+  ONBOARD_RETURN_IF_ERROR(CheckSchedule(p, num_layers));
+  // Step 3: sequence, dtypes, MTP, sequence parallelism, LoRA.
+  ONBOARD_RETURN_IF_ERROR(CheckSequenceAndDtypes(p));
+  // Step 4: recompute keys and explicit stage boundaries.
+  return CheckRecomputeAndStages(p, num_layers);
 }
 
 }  // namespace onboard

@@ -7,16 +7,13 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <future>
 #include <limits>
 #include <memory>
 #include <sstream>
 #include <type_traits>
 
 #include "codegen/cpu_kernel_loader.h"
-#include "codegen/cuda_compiler.h"
-#include "validators/cuda_emulation_check.h"
-#include "validators/kernel_case_io.h"
+#include "validators/kernel_check_cuda.h"
 #include "validators/kernel_prologue_check.h"
 #include "validators/reference_dsa.h"
 #include "validators/reference_kda.h"
@@ -262,18 +259,11 @@ Expected<std::vector<KernelCheckRow>> CheckDsaKernel(const DsaSpec& spec, const 
   return rows;
 }
 
-Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheckOptions& opt) {
-  ONBOARD_RETURN_IF_ERROR(opt.target.Validate());
-  KernelCheckReport report;
-  const bool cuda = opt.target.target == codegen::KernelTarget::kCuda;
-  // Step 1: the model's own kernels (full dims) for the target.
-  ONBOARD_ASSIGN_OR_RETURN(report.kernels, codegen::GenerateKernels(model, opt.target));
-  if (report.kernels.empty()) {
-    report.notes.push_back("model has no KDA or DSA attention layers: nothing to generate");
-    return report;
-  }
-  ONBOARD_ASSIGN_OR_RETURN(CheckPlan plan, KernelCheckPlan(model));
-  // Step 2: write sources and manifests; CUDA: nvcc every kernel (model and check variants).
+namespace {
+
+// Step 2 of CheckKernels: --out; CUDA: check variants join the kernels; sources and manifests to --out.
+Status WriteKernelSources(const CheckPlan& plan, const KernelCheckOptions& opt, bool cuda,
+                          KernelCheckReport& report) {
   if (!opt.out_dir.empty()) {
     std::error_code ec;
     std::filesystem::create_directories(opt.out_dir, ec);
@@ -290,62 +280,12 @@ Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheck
     ONBOARD_RETURN_IF_ERROR(WriteText(opt.out_dir + "/" + g.FileName(), g.source));
     ONBOARD_RETURN_IF_ERROR(WriteText(opt.out_dir + "/" + g.name + ".json", g.ManifestJson()));
   }
-  if (cuda) {
-    const auto nvcc = codegen::FindNvcc();
-    if (!nvcc) {
-      report.notes.push_back("nvcc not found: CUDA sources generated but not compiled");
-    } else {
-      const std::string dir = opt.out_dir.empty() ? codegen::KernelCacheDir() + "/cuda" : opt.out_dir;
-      // nvcc two at a time (one per core here); results in kernel order.
-      std::vector<std::future<Expected<codegen::CudaBuildResult>>> jobs;
-      for (const auto& g : report.kernels) {
-        jobs.push_back(std::async(std::launch::deferred, [&g, &dir] { return codegen::CompileCuda(g, dir); }));
-      }
-      for (size_t i = 0; i < jobs.size(); i += 2) {
-        if (i + 1 < jobs.size()) {
-          const auto* g = &report.kernels[i + 1];
-          jobs[i + 1] = std::async(std::launch::async, [g, &dir] { return codegen::CompileCuda(*g, dir); });
-        }
-        jobs[i].wait();
-      }
-      for (size_t i = 0; i < report.kernels.size(); ++i) {
-        const auto& g = report.kernels[i];
-        auto built = jobs[i].get();
-        KernelCheckRow r;
-        r.kernel = g.name;
-        r.shape = "-";
-        r.against = "nvcc sm_" + std::to_string(g.cuda_arch) + " cubin";
-        r.rel_err = std::numeric_limits<double>::quiet_NaN();
-        r.pass = built.ok();
-        r.note = built.ok() ? (built->cached ? "up to date " : "compiled ") + built->cubin_path
-                            : built.status().message();
-        report.rows.push_back(r);
-        report.all_pass = report.all_pass && r.pass;
-      }
-    }
-    if (!opt.out_dir.empty()) {
-      ONBOARD_RETURN_IF_ERROR(WriteKernelCases(plan, opt.seed, opt.out_dir + "/cases"));
-    }
-    if (opt.emulate_cuda && opt.run_checks) {
-      CudaEmulationCheckOptions eopt;
-      eopt.seed = opt.seed;
-      eopt.cuda_arch = opt.target.cuda_arch;
-      ONBOARD_ASSIGN_OR_RETURN(auto rows, CheckModelKernelsEmulated(model, eopt));
-      for (auto& r : rows) {
-        report.all_pass = report.all_pass && r.pass;
-        report.rows.push_back(std::move(r));
-      }
-      report.notes.push_back(
-          "rows 'fp64 ref [CUDA emulated]' ran the CUDA kernels under CPU EMULATION of the CUDA model "
-          "(logic only: not timing, warps or memory-model races); this is not a GPU run");
-    }
-    report.notes.push_back(
-        "numerics need a GPU: CUDA kernels were generated and compiled, not run (no device here); "
-        "run scripts/gpu-check.sh on a GPU machine");
-    return report;
-  }
+  return Status::Ok();
+}
+
+// Steps 3-4 of CheckKernels, CPU: numerics, then the fused KDA prologue.
+Status RunCpuChecks(const CheckPlan& plan, const KernelCheckOptions& opt, KernelCheckReport& report) {
   // Step 3: CPU numerics.
-  if (!opt.run_checks) return report;
   const auto kda = [&](const KdaSpec& s) { return CheckKdaKernel(s, opt); };
   const auto dsa = [&](const DsaSpec& s) { return CheckDsaKernel(s, opt); };
   ONBOARD_RETURN_IF_ERROR(AppendEach(plan.kda, kda, &report.rows));
@@ -354,6 +294,31 @@ Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheck
   ONBOARD_ASSIGN_OR_RETURN(auto fused, CheckKdaPrologueFusionForPlan(plan.kda, opt.seed, CpuKdaRunner(opt.num_threads)));
   for (auto& r : fused) report.rows.push_back(std::move(r));
   for (const auto& r : report.rows) report.all_pass = report.all_pass && r.pass;
+  return Status::Ok();
+}
+
+}  // namespace
+
+Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheckOptions& opt) {
+  ONBOARD_RETURN_IF_ERROR(opt.target.Validate());
+  KernelCheckReport report;
+  const bool cuda = opt.target.target == codegen::KernelTarget::kCuda;
+  // Step 1: the model's own kernels (full dims) for the target.
+  ONBOARD_ASSIGN_OR_RETURN(report.kernels, codegen::GenerateKernels(model, opt.target));
+  if (report.kernels.empty()) {
+    report.notes.push_back("model has no KDA or DSA attention layers: nothing to generate");
+    return report;
+  }
+  ONBOARD_ASSIGN_OR_RETURN(CheckPlan plan, KernelCheckPlan(model));
+  // Step 2: write sources and manifests (CUDA: model and check variants).
+  ONBOARD_RETURN_IF_ERROR(WriteKernelSources(plan, opt, cuda, report));
+  // Step 3: CUDA: nvcc, cases, emulation (kernel_check_cuda.cpp); CPU: numerics (Steps 3-4 in RunCpuChecks).
+  if (cuda) {
+    ONBOARD_RETURN_IF_ERROR(FinishCudaKernelCheck(model, plan, opt, report));
+    return report;
+  }
+  if (!opt.run_checks) return report;
+  ONBOARD_RETURN_IF_ERROR(RunCpuChecks(plan, opt, report));
   return report;
 }
 
