@@ -148,10 +148,9 @@ void FormatKernels(const ProbeResult& r, std::ostringstream& os) {
        << " at step " << p.worst_step << F(" (tolerance %.3g)", p.tolerance) << "\n";
 }
 
-}  // namespace
-
-std::string FormatProbeResult(const ProbeResult& r) {
-  std::ostringstream os;
+// The run's identity and the task: layout, backend, proxy shape, the task's floor, its baselines
+// and the skill reached.
+void FormatHeader(const ProbeResult& r, std::ostringstream& os) {
   const ProbeConfig& c = r.config;
   os << "probe of " << r.spec.source_model << ": " << c.ranks << " ranks (fsdp=" << c.fsdp_degree()
      << ", ep=" << c.ep_degree() << ", " << (c.mode == FinetuneMode::kLoRA ? "lora r=" + std::to_string(c.lora_rank) : std::string("full"))
@@ -183,6 +182,11 @@ std::string FormatProbeResult(const ProbeResult& r) {
       os << "skill: " << r.skill_metric << " " << F("%.1f", 100 * r.skill)
          << "% (mean of the last steps), final loss " << F("%.4g", r.final_loss) << " nats\n";
   }
+}
+
+// The batch and schedule line, then one table row per step.
+void FormatStepTable(const ProbeResult& r, std::ostringstream& os) {
+  const ProbeConfig& c = r.config;
   os << "batch " << c.batch << " x seq " << c.seq << " (micro-batch " << c.micro_batch_size() << " x "
      << c.micro_steps() << " micro-steps per rank), lr " << c.lr << " (warm-up " << c.warmup
      << ", cosine), clip " << c.clip << ", seed " << c.seed << "\n\n";
@@ -200,9 +204,11 @@ std::string FormatProbeResult(const ProbeResult& r) {
     for (double v : s.indexer_kl) kl += v;
     os << (s.indexer_kl.empty() ? std::string("       -") : F(" %7.3f", kl)) << "  " << bal << "\n";
   }
-  FormatTpComm(r, os);  // tensor parallelism (issue 17)
-  FormatExpertOverlap(r, os);  // expert communication overlap (issue 18)
-  // Measured vs predicted (steady state: steps after the first).
+}
+
+// Measured vs predicted (steady state: steps after the first): step time, communication time and
+// memory beside the cost model, with its notes.
+void FormatMeasuredVsPredicted(const ProbeResult& r, std::ostringstream& os) {
   double step_s = 0, comm_s = 0;
   int64_t n = 0, peak = 0;
   for (size_t i = r.steps.size() > 1 ? 1 : 0; i < r.steps.size(); ++i) {
@@ -225,8 +231,24 @@ std::string FormatProbeResult(const ProbeResult& r) {
   os << "  (memory measured = peak RSS high-water mark (getrusage) minus RSS before the model was built: "
      << F("%.1f", static_cast<double>(r.baseline_rss_bytes) / 1048576.0) << " MiB of LibTorch runtime)\n";
   for (const std::string& note : r.prediction.notes) os << "  note: " << note << "\n";
+}
+
+}  // namespace
+
+std::string FormatProbeResult(const ProbeResult& r) {
+  std::ostringstream os;
+  // Step 1: what ran, and the task's bar.
+  FormatHeader(r, os);
+  // Step 2: the per-step table.
+  FormatStepTable(r, os);
+  // Step 3: the layouts' own communication (tensor parallelism, issue 17; expert overlap, issue 18).
+  FormatTpComm(r, os);
+  FormatExpertOverlap(r, os);
+  // Step 4: measured vs predicted, per collective kind and memory term, the pipeline.
+  FormatMeasuredVsPredicted(r, os);
   FormatComparisons(r, os);
   FormatPipeline(r, os);
+  // Step 5: co-activation, kernels, the verdict and its checks.
   os << FormatCoactivation(r.coactivation);
   FormatKernels(r, os);
   os << "\nverdict: " << r.convergence << "\n";

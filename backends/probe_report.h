@@ -28,6 +28,10 @@ Status MergeRankResults(const std::vector<RankFile>& ranks, ProbeResult* result)
 // model's prediction for the same layout on a topology of this machine.
 void FinishProbeResult(ProbeResult* result);
 
+// Text task: the held-out baselines from the file (probe_text_split.h) into result's baseline_nats
+// and bigram_nats (NaN, as its floor, when the file cannot be read again), and the line that says so.
+std::string TextTaskFloor(const ProbeConfig& config, ProbeResult* result);
+
 // "copy task: floor 0 nats ..." and the two reference levels (floor, no-copy baseline).
 std::string TaskFloor(const ProxySpec& spec, const ProbeConfig& config, double* floor_nats,
                       double* baseline_nats);

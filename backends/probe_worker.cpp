@@ -187,6 +187,78 @@ Status WriteResult(const std::string& path, const json& out) {
   return Status::Ok();
 }
 
+// Step 2 (devices): the groups stage CPU tensors on this rank's GPU under NCCL; CUDA with more
+// than one rank needs the NCCL backend.
+Status SetGroupDevices(const ProbeWorkerArgs& a, const WorkerState& st, ProbeGroups& g) {
+  if (st.dev.is_cuda())
+    for (backends::Group* grp : g.all()) grp->set_device(st.dev);  // NCCL stages CPU tensors there
+  if (st.dev.is_cuda())
+    for (auto& link : g.pp_links) link->set_device(st.dev);  // pipeline pairs (issue 17)
+  for (auto& sub : {g.ep_inter.get(), g.ep_intra.get()})     // deepep's sub-groups (issue 18)
+    if (st.dev.is_cuda() && sub != nullptr) sub->set_device(st.dev);
+  if (st.dev.is_cuda() && st.world > 1 && g.world.backend() != "nccl")
+    return BadInput(a.spec_file, "device",
+                    "device=cuda with ranks=" + std::to_string(st.world) +
+                        " needs ONBOARD_PROBE_BACKEND=nccl (the " + g.world.backend() +
+                        " backend's all-to-all takes CPU tensors)",
+                    "cuda");
+  return Status::Ok();
+}
+
+// Steps 4b and 4c: the recorded training loop (full, or LoRA adapters on the frozen base); rank 0
+// streams each step's record to steps_file. Then (text, copy) the final weights on the held-out
+// rows, which no step trained on (*held_out; null without held-out rows).
+Status TrainRecordedSteps(const ProbeWorkerArgs& a, WorkerState& st, ProbeGroups& g,
+                          std::vector<ProbeStep>* steps, json* held_out) {
+  const ProbeConfig& cfg = st.cfg;
+  backends::ProbeData data(st.spec, cfg);
+  ONBOARD_RETURN_IF_ERROR(data.status());
+  StepStream stream;
+  ONBOARD_RETURN_IF_ERROR(stream.Open(st.rank == 0 ? a.steps_file : ""));
+  for (int64_t step = 0; step < cfg.steps; ++step) {
+    if (st.rank == cfg.die_rank && step == cfg.die_step) std::raise(SIGKILL);  // fault injection (tests)
+    steps->push_back(backends::TrainStep(st, g, data, cfg, step, st.lora_scale));
+    PrintStep(st.rank, "step", steps->back());
+    ONBOARD_RETURN_IF_ERROR(stream.Append(steps->back()));
+    if (!std::isfinite(steps->back().loss))
+      break;  // every rank sees the same reduced loss: all stop together
+  }
+  if (data.HeldOutWindows() > 0) {
+    const backends::HeldOutResult h = backends::HeldOutEval(st, g, data, st.lora_scale);
+    *held_out = {{"loss", h.loss},
+                 {"accuracy", h.accuracy},
+                 {"windows", data.HeldOutWindows()},
+                 {"counted_tokens", data.HeldOutCountedTokens()}};
+  }
+  return Status::Ok();
+}
+
+// Step 5 (contents): the rank's result JSON.
+json ResultJson(const WorkerState& st, ProbeGroups& g, const std::vector<ProbeStep>& steps,
+                const json& base_phase, const json& held_out) {
+  const ProxyParamCounts& counts = st.counts;
+  const backends::KernelCallCounts kda = backends::ProcessKdaCalls(), dsa = backends::ProcessDsaCalls();
+  return {{"kda_calls",
+           {{"generated", kda.generated}, {"torch", kda.torch}, {"fallback_reason", kda.fallback_reason}}},
+          {"dsa_calls",
+           {{"generated", dsa.generated}, {"torch", dsa.torch}, {"fallback_reason", dsa.fallback_reason}}},
+          {"rank", st.rank},
+          {"world", st.world},
+          {"backend", g.world.backend()},
+          {"torch", backends::TorchVersionString()},
+          {"local_experts", st.routing.local_experts},
+          {"baseline_rss_bytes", st.baseline_rss},
+          {"params",
+           {{"total", counts.total},
+            {"expert", counts.expert},
+            {"lora", counts.lora},
+            {"trainable", counts.trainable}}},
+          {"steps", StepsJson(steps)},
+          {"base_phase", base_phase},
+          {"held_out", held_out},
+          {"coactivation", st.coact.ToJson()}};
+}
+
 }  // namespace
 
 Status RunProbeWorker(const ProbeWorkerArgs& a) {
@@ -202,20 +274,9 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   backends::InstallLiveTensorCounter();  // live-tensor peak per step (before any tensor exists)
   ONBOARD_RETURN_IF_ERROR(RankDevice(a, cfg, &st.dev));
 
-  // Step 2: rendezvous and process groups.
+  // Step 2: rendezvous and process groups, on the rank's device.
   ProbeGroups g(a.master_addr, a.master_port, a.serve_store, cfg, st.rank);
-  if (st.dev.is_cuda())
-    for (backends::Group* grp : g.all()) grp->set_device(st.dev);  // NCCL stages CPU tensors there
-  if (st.dev.is_cuda())
-    for (auto& link : g.pp_links) link->set_device(st.dev);  // pipeline pairs (issue 17)
-  for (auto& sub : {g.ep_inter.get(), g.ep_intra.get()})     // deepep's sub-groups (issue 18)
-    if (st.dev.is_cuda() && sub != nullptr) sub->set_device(st.dev);
-  if (st.dev.is_cuda() && st.world > 1 && g.world.backend() != "nccl")
-    return BadInput(a.spec_file, "device",
-                    "device=cuda with ranks=" + std::to_string(st.world) +
-                        " needs ONBOARD_PROBE_BACKEND=nccl (the " + g.world.backend() +
-                        " backend's all-to-all takes CPU tensors)",
-                    "cuda");
+  ONBOARD_RETURN_IF_ERROR(SetGroupDevices(a, st, g));
 
   // Step 3: layout, expert placement, seeded full init then shard.
   st.routing.ep_inter = g.ep_inter.get(), st.routing.ep_intra = g.ep_intra.get();  // deepep; else null
@@ -226,55 +287,14 @@ Status RunProbeWorker(const ProbeWorkerArgs& a) {
   ONBOARD_RETURN_IF_ERROR(RunBasePhase(st, g, &base_phase));
   st.coact.Clear();  // co-activation of the recorded steps only
 
-  // Step 4b: the recorded training loop (full, or LoRA adapters on the frozen base); rank 0
-  // streams each step's record to steps_file.
-  backends::ProbeData data(st.spec, cfg);
-  ONBOARD_RETURN_IF_ERROR(data.status());
-  StepStream stream;
-  ONBOARD_RETURN_IF_ERROR(stream.Open(st.rank == 0 ? a.steps_file : ""));
+  // Steps 4b and 4c: the recorded steps, then the held-out evaluation (text, copy).
   std::vector<ProbeStep> steps;
-  for (int64_t step = 0; step < cfg.steps; ++step) {
-    if (st.rank == cfg.die_rank && step == cfg.die_step) std::raise(SIGKILL);  // fault injection (tests)
-    steps.push_back(backends::TrainStep(st, g, data, cfg, step, st.lora_scale));
-    PrintStep(st.rank, "step", steps.back());
-    ONBOARD_RETURN_IF_ERROR(stream.Append(steps.back()));
-    if (!std::isfinite(steps.back().loss)) break;  // every rank sees the same reduced loss: all stop together
-  }
-  // Step 4c (text, copy): the final weights on the held-out rows, which no step trained on.
   json held_out = nullptr;
-  if (data.HeldOutWindows() > 0) {
-    const backends::HeldOutResult h = backends::HeldOutEval(st, g, data, st.lora_scale);
-    held_out = {{"loss", h.loss},
-                {"accuracy", h.accuracy},
-                {"windows", data.HeldOutWindows()},
-                {"counted_tokens", data.HeldOutCountedTokens()}};
-  }
+  ONBOARD_RETURN_IF_ERROR(TrainRecordedSteps(a, st, g, &steps, &held_out));
   g.world.Barrier();  // nobody leaves (and tears down a store it serves) while others still talk
 
   // Step 5: result file.
-  const ProxyParamCounts& counts = st.counts;
-  const backends::KernelCallCounts kda = backends::ProcessKdaCalls(), dsa = backends::ProcessDsaCalls();
-  json out = {
-      {"kda_calls",
-       {{"generated", kda.generated}, {"torch", kda.torch}, {"fallback_reason", kda.fallback_reason}}},
-      {"dsa_calls",
-       {{"generated", dsa.generated}, {"torch", dsa.torch}, {"fallback_reason", dsa.fallback_reason}}},
-      {"rank", st.rank},
-      {"world", st.world},
-      {"backend", g.world.backend()},
-      {"torch", backends::TorchVersionString()},
-      {"local_experts", st.routing.local_experts},
-      {"baseline_rss_bytes", st.baseline_rss},
-      {"params",
-       {{"total", counts.total},
-        {"expert", counts.expert},
-        {"lora", counts.lora},
-        {"trainable", counts.trainable}}},
-      {"steps", StepsJson(steps)},
-      {"base_phase", base_phase},
-      {"held_out", held_out},
-      {"coactivation", st.coact.ToJson()}};
-  return WriteResult(a.out_file, out);
+  return WriteResult(a.out_file, ResultJson(st, g, steps, base_phase, held_out));
 }
 
 }  // namespace onboard

@@ -156,30 +156,46 @@ at::Tensor SyncReplicas(const at::Tensor& w, const ReplicaGradSync* sync) {
   return ReplicaGradSyncFn::apply(w, reinterpret_cast<int64_t>(sync));
 }
 
-}  // namespace
+// This MoE layer's expert -> EP rank and expert -> node: R's, or, with a per-layer placement
+// (ProbeConfig::expert_placement with one block of E per MoE layer), this layer's block.
+struct LayerPlacement {
+  std::vector<int64_t> placement, expert_node;
+};
 
-at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
-                      const at::Tensor& experts, const at::Tensor& expert_lora, double lora_scale,
-                      const at::Tensor& h, MoeRouting& R) {
-  const int64_t b = h.size(0), T = h.size(1), D = s.hidden, E = s.num_experts, k = s.top_k;
-  const int64_t ep = R.ep->size();
-  // Per-layer placement (ProbeConfig::expert_placement with one block of E per MoE layer): this
-  // layer's expert -> EP rank and node.
-  std::vector<int64_t> placement = R.placement, expert_node = R.expert_node;
+LayerPlacement PlacementOfLayer(const ProxySpec& s, const UnitLayout& u, const MoeRouting& R) {
+  const int64_t E = s.num_experts;
+  LayerPlacement lp{R.placement, R.expert_node};
   if (static_cast<int64_t>(R.placement.size()) > E) {
     const auto moe_before =
         std::count_if(s.layers.begin(), s.layers.begin() + u.layer,
                       [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
-    placement.assign(R.placement.begin() + moe_before * E, R.placement.begin() + (moe_before + 1) * E);
-    expert_node.assign(R.expert_node.begin() + moe_before * E, R.expert_node.begin() + (moe_before + 1) * E);
+    lp.placement.assign(R.placement.begin() + moe_before * E, R.placement.begin() + (moe_before + 1) * E);
+    lp.expert_node.assign(R.expert_node.begin() + moe_before * E,
+                          R.expert_node.begin() + (moe_before + 1) * E);
   }
-  at::Tensor x = h.reshape({b * T, D});
-  // Step 1: router in fp32; top-k experts and their weights per token.
-  at::Tensor logits = W.Lin("router", x.scalar_type() == at::kDouble ? x : x.to(at::kFloat));
-  at::Tensor scores = s.router == RouterActivation::kSigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
+  return lp;
+}
+
+// Step 1's result: each token's top-k experts and their gate weights, [n, k] each. The router's
+// intermediates are kept with them until the layer returns (the live-tensor peak counts them).
+struct TopK {
+  at::Tensor itop, wtop;
+  at::Tensor logits, scores, choice;
+};
+
+// Step 1: router in fp32; top-k experts and their weights per token. x [n, D].
+TopK RouteTokens(const ProxySpec& s, const UnitLayout& u, const Weights& W, const MoeRouting& R,
+                 const at::Tensor& x, const std::vector<int64_t>& expert_node) {
+  const int64_t E = s.num_experts, k = s.top_k;
+  TopK top;
+  at::Tensor& logits = top.logits;
+  at::Tensor& scores = top.scores;
+  at::Tensor& choice = top.choice;
+  logits = W.Lin("router", x.scalar_type() == at::kDouble ? x : x.to(at::kFloat));
+  scores = s.router == RouterActivation::kSigmoid ? at::sigmoid(logits) : at::softmax(logits, -1);
   // Top-k by a stable descending sort: equal scores go to the lower expert id on every layout.
   // The balancing bias (if any) moves the choice, not the gate weights.
-  at::Tensor choice = scores;
+  choice = scores;
   if (R.score_bias != nullptr) {
     auto it = R.score_bias->find(u.layer);
     if (it != R.score_bias->end()) choice = scores + it->second.to(scores.device(), scores.scalar_type());
@@ -187,29 +203,48 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
   if (R.random_route_seed != 0) {  // random_router control: the choice ignores the router
     at::Generator gen = at::detail::createCPUGenerator(R.random_route_seed + static_cast<uint64_t>(u.layer) *
                                                                                  0x9E3779B97F4A7C15ull);
-    choice = at::rand({b * T, E}, gen, at::TensorOptions().dtype(at::kFloat)).to(scores.device());
+    choice = at::rand({x.size(0), E}, gen, at::TensorOptions().dtype(at::kFloat)).to(scores.device());
   }
   if (R.max_route_nodes > 0) choice = LimitToNodes(choice, expert_node, R.max_route_nodes, k);
-  at::Tensor itop = std::get<1>(choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
-  at::Tensor wtop = scores.gather(-1, itop);
-  if (s.renormalize) wtop = wtop / (wtop.sum(-1, true) + 1e-20);
-  wtop = wtop * s.routed_scaling;
-  if (R.record && R.coact != nullptr) {  // co-activation: the routing as chosen (read only)
+  top.itop = std::get<1>(choice.sort(/*stable=*/true, -1, /*descending=*/true)).narrow(-1, 0, k);
+  top.wtop = scores.gather(-1, top.itop);
+  if (s.renormalize) top.wtop = top.wtop / (top.wtop.sum(-1, true) + 1e-20);
+  top.wtop = top.wtop * s.routed_scaling;
+  return top;
+}
+
+// Step 1 (recorded passes only): the routing as chosen, read only, into the co-activation
+// recorder and the per-expert token counts (summed over the micro-batches of the step).
+void RecordRouting(const ProxySpec& s, const UnitLayout& u, const MoeRouting& R, const at::Tensor& itop,
+                   const std::vector<int64_t>& placement) {
+  const int64_t E = s.num_experts, k = s.top_k;
+  if (R.record && R.coact != nullptr) {
     const at::Tensor top = itop.to(at::kCPU, at::kLong).contiguous();
     R.coact->RecordRouting(u.layer, top.data_ptr<int64_t>(), top.size(0), k, placement);
   }
   if (R.record && R.load != nullptr) {
     at::Tensor cnt = at::bincount(itop.flatten(), {}, E);
-    auto& row = (*R.load)[u.layer];  // summed over the micro-batches of the step
+    auto& row = (*R.load)[u.layer];
     row.resize(static_cast<size_t>(E), 0);
     for (int64_t e = 0; e < E; ++e) row[static_cast<size_t>(e)] += cnt[e].item<int64_t>();
   }
-  // Step 2: latent down-projection; routed experts run at latent width (the latent norm acts on
-  // their weighted sum, Step 7).
-  const at::Tensor xl = s.latent_dim > 0 ? W.Lin("lat_down", x) : x;
-  // Step 3: order (token, expert) pairs by destination rank, then expert (ordinal = position in
-  // the list "experts of EP rank 0 ascending, of rank 1 ascending, ...").
-  // Redundant experts (R.log2phy, probe_replicas.h): the ordinal is this source's physical slot.
+}
+
+// Step 3's result: the (token, expert) pairs in destination order.
+struct PairOrder {
+  at::Tensor perm;      // [P] pairs sorted by ordinal (stable)
+  at::Tensor tok;       // [P] source token of each pair, in that order
+  at::Tensor counts;    // [el * ep] pairs per ordinal
+  at::Tensor ord, key;  // expert -> ordinal [E], each pair's ordinal [P] (kept until the layer returns)
+  int64_t el = 0;       // slots per EP rank
+};
+
+// Step 3: order (token, expert) pairs by destination rank, then expert (ordinal = position in
+// the list "experts of EP rank 0 ascending, of rank 1 ascending, ...").
+// Redundant experts (R.log2phy, probe_replicas.h): the ordinal is this source's physical slot.
+PairOrder OrderPairs(const ProxySpec& s, const MoeRouting& R, const at::Tensor& itop,
+                     const std::vector<int64_t>& placement) {
+  const int64_t E = s.num_experts, k = s.top_k, ep = R.ep->size();
   std::vector<int64_t> ordinal(static_cast<size_t>(E)), per_rank(static_cast<size_t>(ep), 0);
   if (!R.log2phy.empty()) {
     ordinal = R.log2phy;
@@ -222,60 +257,100 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
           per_rank[static_cast<size_t>(r)]++;
         }
   }
-  const int64_t el = R.log2phy.empty() ? E / ep : R.slots_per_rank;  // slots per EP rank
-  at::Tensor ord = at::tensor(ordinal, at::kLong).to(itop.device());
-  at::Tensor key = ord.index_select(0, itop.flatten());                          // [P]
-  at::Tensor perm = std::get<1>(key.sort(/*stable=*/true, 0, false));
-  at::Tensor tok = at::arange(b * T, itop.options()).repeat_interleave(k).index_select(0, perm);
-  at::Tensor counts = at::bincount(key, {}, el * ep);  // per ordinal
-  // Step 4: exchange per-expert counts, then the token rows (split sizes = actual counts).
-  at::Tensor recv_counts =
-      R.ep->AllToAll(counts.view({el * ep, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
+  PairOrder po;
+  po.el = R.log2phy.empty() ? E / ep : R.slots_per_rank;
+  po.ord = at::tensor(ordinal, at::kLong).to(itop.device());
+  po.key = po.ord.index_select(0, itop.flatten());  // [P]
+  po.perm = std::get<1>(po.key.sort(/*stable=*/true, 0, false));
+  po.tok = at::arange(itop.size(0), itop.options()).repeat_interleave(k).index_select(0, po.perm);
+  po.counts = at::bincount(po.key, {}, po.el * ep);  // per ordinal
+  return po;
+}
+
+// Step 4's counts: pairs sent to / received from each EP rank, and the received per-expert
+// counts [ep source, el] (rc_cpu: on the CPU, contiguous).
+struct PairCounts {
+  at::Tensor recv_counts, rc_cpu;
+  std::vector<int64_t> send, recv;
+};
+
+// Step 4 (counts): exchange per-expert counts; the rows' split sizes are the actual counts.
+PairCounts ExchangeCounts(const MoeRouting& R, const PairOrder& po) {
+  const int64_t ep = R.ep->size(), el = po.el;
+  PairCounts pc;
+  pc.recv_counts =
+      R.ep->AllToAll(po.counts.view({el * ep, 1}), std::vector<int64_t>(static_cast<size_t>(ep), el),
                      std::vector<int64_t>(static_cast<size_t>(ep), el))
           .view({ep, el});
-  const at::Tensor rc_cpu = recv_counts.to(at::kCPU).contiguous();              // [ep source, el]
-  const auto rc = rc_cpu.accessor<int64_t, 2>();
-  std::vector<int64_t> send(static_cast<size_t>(ep)), recv(static_cast<size_t>(ep), 0);
+  pc.rc_cpu = pc.recv_counts.to(at::kCPU).contiguous();  // [ep source, el]
+  const auto rc = pc.rc_cpu.accessor<int64_t, 2>();
+  pc.send.assign(static_cast<size_t>(ep), 0);
+  pc.recv.assign(static_cast<size_t>(ep), 0);
   for (int64_t r = 0; r < ep; ++r) {
-    send[static_cast<size_t>(r)] = counts.narrow(0, r * el, el).sum().item<int64_t>();
-    for (int64_t j = 0; j < el; ++j) recv[static_cast<size_t>(r)] += rc[r][j];
+    pc.send[static_cast<size_t>(r)] = po.counts.narrow(0, r * el, el).sum().item<int64_t>();
+    for (int64_t j = 0; j < el; ++j) pc.recv[static_cast<size_t>(r)] += rc[r][j];
   }
-  // Node-deduplicated dispatch (ProbeConfig::ep_dispatcher deepep, probe_node_dedup.h): the same
-  // received rows in the same order, one slow-tier row per (token, remote node); synchronous.
-  std::optional<NodeDedup> dedup;
-  if (R.ep_inter != nullptr) dedup.emplace(R, tok, send, recv, b * T);
-  if (R.record && R.coact != nullptr)
-    R.coact->RecordDispatch(u.layer, send, xl.size(1) * xl.element_size(),
-                            dedup ? dedup->cross_node_rows() : -1);
-  const auto group = reinterpret_cast<int64_t>(R.ep);
-  at::Tensor xsend, w_recv, xr;
-  AllToAllHandle dispatch;
-  if (dedup) {
-    xr = dedup->Dispatch(xl, wtop.flatten().index_select(0, perm), &w_recv);
+  return pc;
+}
+
+// Step 4's rows: what this rank received for its experts [R, d] (and, node-dedup, their pairs'
+// router weights), the shared expert's hidden activations, and the posted rows (kept alive with
+// the caller's handle until the layer returns).
+struct Dispatched {
+  at::Tensor xsend, xr, w_recv, sh_h;
+};
+
+// Step 4 (rows) and 4b: the token rows go to their experts' EP ranks (node-dedup: synchronous,
+// probe_node_dedup.h); the shared expert's up-projection (TP column-parallel) runs while the
+// dispatch is in flight; then the dispatch is waited. *dispatch: the caller's handle.
+Dispatched DispatchRows(const ProxySpec& s, const Weights& W, const MoeRouting& R, const NodeDedup* dedup,
+                        const at::Tensor& x, const at::Tensor& xl, const TopK& top, const PairOrder& po,
+                        const PairCounts& pc, AllToAllHandle* dispatch) {
+  Dispatched d;
+  if (dedup != nullptr) {
+    d.xr = dedup->Dispatch(xl, top.wtop.flatten().index_select(0, po.perm), &d.w_recv);
   } else {
-    xsend = xl.index_select(0, tok);
-    dispatch = PostAllToAll(R, xsend, send, recv);
+    d.xsend = xl.index_select(0, po.tok);
+    *dispatch = PostAllToAll(R, d.xsend, pc.send, pc.recv);
   }
-  // Step 4b: the shared expert's up-projection (TP column-parallel), under the dispatch in flight.
-  at::Tensor sh_h;
   if (s.num_shared > 0) {
     const at::Tensor xs = TpCopyIn(R.tp, x);
-    sh_h = at::silu(W.Lin("sh_w1", xs)) * W.Lin("sh_w3", xs);  // SwiGlu's first half (proxy_weights.h)
+    d.sh_h = at::silu(W.Lin("sh_w1", xs)) * W.Lin("sh_w3", xs);  // SwiGlu's first half (proxy_weights.h)
   }
-  if (!dedup)
-    xr = AllToAllWaitFn::apply(xsend, reinterpret_cast<int64_t>(&dispatch), group, send, recv);  // [R, d]
-  // Step 5: received rows are grouped by source then local expert; regroup by expert (stable:
-  // each expert's rows stay grouped by source) and run each expert over its sources' rows.
-  at::Tensor local_of_row = at::arange(el, itop.options()).repeat({ep}).repeat_interleave(recv_counts.flatten());
-  at::Tensor by_e = std::get<1>(local_of_row.sort(true, 0, false));
-  at::Tensor xe = TpExpertIn(R.tp, xr.index_select(0, by_e));  // expert TP (probe_tp.h); else xe
+  if (dedup == nullptr)
+    d.xr = AllToAllWaitFn::apply(d.xsend, reinterpret_cast<int64_t>(dispatch),
+                                 reinterpret_cast<int64_t>(R.ep), pc.send, pc.recv);  // [R, d]
+  return d;
+}
+
+// Step 5's result: the experts' outputs in received order (yr [R, d]), with the intermediates that
+// are kept until the layer returns (the live-tensor peak counts them).
+struct ExpertRows {
+  at::Tensor local_of_row, by_e, xe, ex_rows, exl_rows;
+  std::vector<at::Tensor> ys;
+  at::Tensor ye, yr;
+};
+
+// Step 5: received rows are grouped by source then local expert; regroup by expert (stable:
+// each expert's rows stay grouped by source) and run each expert over its sources' rows.
+ExpertRows RunLocalExperts(const UnitLayout& u, const MoeRouting& R, const at::Tensor& experts,
+                           const at::Tensor& expert_lora, double lora_scale, const at::Tensor& xr,
+                           const at::Tensor& itop, const PairOrder& po, const PairCounts& pc) {
+  const int64_t ep = R.ep->size(), el = po.el;
+  const auto rc = pc.rc_cpu.accessor<int64_t, 2>();
+  ExpertRows out;
+  out.local_of_row = at::arange(el, itop.options()).repeat({ep}).repeat_interleave(pc.recv_counts.flatten());
+  out.by_e = std::get<1>(out.local_of_row.sort(true, 0, false));
+  out.xe = TpExpertIn(R.tp, xr.index_select(0, out.by_e));  // expert TP (probe_tp.h); else xe
+  const at::Tensor& xe = out.xe;
   const int64_t n_local = experts.numel() / std::max<int64_t>(1, u.expert.numel);
   ONBOARD_ASSERT(n_local == el, "local expert buffers hold " + std::to_string(n_local) + " experts, EP expects " + std::to_string(el));
-  at::Tensor ex_rows = SyncReplicas(experts, R.replica_sync).view({el, u.expert.numel});
-  at::Tensor exl_rows = u.expert_lora.numel > 0
-                            ? SyncReplicas(expert_lora, R.replica_sync).view({el, u.expert_lora.numel})
-                            : at::Tensor();
-  std::vector<at::Tensor> ys;
+  out.ex_rows = SyncReplicas(experts, R.replica_sync).view({el, u.expert.numel});
+  out.exl_rows = u.expert_lora.numel > 0
+                     ? SyncReplicas(expert_lora, R.replica_sync).view({el, u.expert_lora.numel})
+                     : at::Tensor();
+  const at::Tensor &ex_rows = out.ex_rows, &exl_rows = out.exl_rows;
+  std::vector<at::Tensor>& ys = out.ys;
   int64_t start = 0;
   for (int64_t j = 0; j < el; ++j) {
     std::vector<int64_t> seg(static_cast<size_t>(ep));
@@ -288,23 +363,68 @@ at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W,
                                          reinterpret_cast<int64_t>(&u), lora_scale, seg));
     start += c;
   }
-  at::Tensor ye = TpExpertOut(R.tp, ys.empty() ? xe * 0.0 : at::cat(ys, 0));  // expert TP: summed over TP
-  at::Tensor yr = at::empty_like(ye).index_copy(0, by_e, ye);  // back to received order
-  // Step 6: send results back; put them back in (token, slot) order and combine with the router
-  // weights, summing each token's top_k outputs in slot order (the same order on every layout).
-  // Node-dedup: weighted at the expert rank, summed per node at the gateway (probe_node_dedup.h).
+  out.ye = TpExpertOut(R.tp, ys.empty() ? xe * 0.0 : at::cat(ys, 0));  // expert TP: summed over TP
+  out.yr = at::empty_like(out.ye).index_copy(0, out.by_e, out.ye);     // back to received order
+  return out;
+}
+
+// Step 6 and 6b: send results back; put them back in (token, slot) order and combine with the
+// router weights, summing each token's top_k outputs in slot order (the same order on every
+// layout). Node-dedup: weighted at the expert rank, summed per node at the gateway
+// (probe_node_dedup.h). The shared expert's down-projection and its TP all-reduce run while the
+// combine is in flight (*sh_y). Returns [n, d]. *combine: the caller's handle.
+at::Tensor CombineRows(const ProxySpec& s, const Weights& W, const MoeRouting& R, const NodeDedup* dedup,
+                       const at::Tensor& yr, const Dispatched& d, const TopK& top, const PairOrder& po,
+                       const PairCounts& pc, AllToAllHandle* combine, at::Tensor* sh_y) {
   at::Tensor y;
-  if (dedup) y = dedup->Combine(yr * w_recv.to(yr.scalar_type()));  // [n, d]
-  AllToAllHandle combine = dedup ? AllToAllHandle() : PostAllToAll(R, yr, recv, send);
-  // Step 6b: the shared expert's down-projection and its TP all-reduce, under the combine in flight.
-  at::Tensor sh_y;
-  if (s.num_shared > 0) sh_y = TpReduceOut(R.tp, W.Lin("sh_w2", sh_h));  // TP: row-parallel
-  if (!dedup) {
-    at::Tensor yb = AllToAllWaitFn::apply(yr, reinterpret_cast<int64_t>(&combine), group, recv,
-                                          send);  // [P, d] perm order
-    at::Tensor ypair = at::empty_like(yb).index_copy(0, perm, yb).view({b * T, k, yb.size(1)});
-    y = (ypair * wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);  // [n, d]
+  if (dedup != nullptr) y = dedup->Combine(yr * d.w_recv.to(yr.scalar_type()));  // [n, d]
+  *combine = dedup != nullptr ? AllToAllHandle() : PostAllToAll(R, yr, pc.recv, pc.send);
+  if (s.num_shared > 0) *sh_y = TpReduceOut(R.tp, W.Lin("sh_w2", d.sh_h));  // TP: row-parallel
+  if (dedup == nullptr) {
+    at::Tensor yb =
+        AllToAllWaitFn::apply(yr, reinterpret_cast<int64_t>(combine), reinterpret_cast<int64_t>(R.ep),
+                              pc.recv, pc.send);  // [P, d] perm order
+    at::Tensor ypair =
+        at::empty_like(yb).index_copy(0, po.perm, yb).view({top.itop.size(0), s.top_k, yb.size(1)});
+    y = (ypair * top.wtop.unsqueeze(-1).to(yb.scalar_type())).sum(1);  // [n, d]
   }
+  return y;
+}
+
+}  // namespace
+
+at::Tensor MoeForward(const ProxySpec& s, const UnitLayout& u, const Weights& W, const at::Tensor& experts,
+                      const at::Tensor& expert_lora, double lora_scale, const at::Tensor& h, MoeRouting& R) {
+  const int64_t b = h.size(0), T = h.size(1), D = s.hidden;
+  const LayerPlacement lp = PlacementOfLayer(s, u, R);
+  at::Tensor x = h.reshape({b * T, D});
+  // Step 1: router in fp32; top-k experts and their weights per token (recorded passes: the
+  // routing and the per-expert counts).
+  const TopK top = RouteTokens(s, u, W, R, x, lp.expert_node);
+  RecordRouting(s, u, R, top.itop, lp.placement);
+  // Step 2: latent down-projection; routed experts run at latent width (the latent norm acts on
+  // their weighted sum, Step 7).
+  const at::Tensor xl = s.latent_dim > 0 ? W.Lin("lat_down", x) : x;
+  // Step 3: (token, expert) pairs in destination order.
+  const PairOrder po = OrderPairs(s, R, top.itop, lp.placement);
+  // Step 4: exchange per-expert counts, then the token rows (split sizes = actual counts).
+  const PairCounts pc = ExchangeCounts(R, po);
+  // Node-deduplicated dispatch (ProbeConfig::ep_dispatcher deepep, probe_node_dedup.h): the same
+  // received rows in the same order, one slow-tier row per (token, remote node); synchronous.
+  std::optional<NodeDedup> dedup;
+  if (R.ep_inter != nullptr) dedup.emplace(R, po.tok, pc.send, pc.recv, b * T);
+  if (R.record && R.coact != nullptr)
+    R.coact->RecordDispatch(u.layer, pc.send, xl.size(1) * xl.element_size(),
+                            dedup ? dedup->cross_node_rows() : -1);
+  const NodeDedup* dd = dedup ? &*dedup : nullptr;
+  AllToAllHandle dispatch, combine;  // posted exchanges: live until the layer returns
+  // Step 4b (inside): the shared expert's up-projection, under the dispatch in flight.
+  const Dispatched d = DispatchRows(s, W, R, dd, x, xl, top, po, pc, &dispatch);
+  // Step 5: each local expert over its sources' rows.
+  const ExpertRows er = RunLocalExperts(u, R, experts, expert_lora, lora_scale, d.xr, top.itop, po, pc);
+  // Step 6: combine (6b inside: the shared expert's down-projection, under the combine in flight).
+  at::Tensor sh_y;
+  at::Tensor y = CombineRows(s, W, R, dd, er.yr, d, top, po, pc, &combine, &sh_y);
   // Step 7: latent MoE: the experts' weighted sum is RMSNorm'd, then up-projected, as the K3 model
   // computes it (hf_moe.cpp; the norm does not commute with the sum).
   if (s.latent_dim > 0) y = W.Lin("lat_up", s.latent_norm ? Rms(y, W["lat_norm"]) : y);

@@ -1,14 +1,10 @@
-// ProxyFromModel / ProxySpec::Validate / ProbeConfig::Validate / ProxyToModelIR: the scaled-down
-// proxy of a model and the probe configuration, both checked field by field. No LibTorch here.
+// ProxyFromModel / ProxySpec::Validate / ProxyToModelIR: the scaled-down proxy of a model, checked
+// field by field (ProbeConfig::Validate: probe_config_validate.cpp). No LibTorch here.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
 
 #include "backends/probe.h"
-#include "backends/probe_image.h"
-#include "backends/probe_layout_check.h"
-#include "backends/probe_replicas.h"
-#include "backends/probe_schedule.h"
 
 namespace onboard {
 namespace {
@@ -50,27 +46,6 @@ Status ValidateVision(const ProxyVision& v) {
   if (v.image % (v.patch * v.merge) != 0)
     return Bad("vision.image", "must be a multiple of patch x merge = " + std::to_string(v.patch * v.merge),
                std::to_string(v.image));
-  return Status::Ok();
-}
-
-// The image task's limits (probe_image.h): a tower, full training, one embed unit on one rank of
-// a TP/PP group, and room for the placeholders, BOS and the answers.
-Status ValidateImageTask(const ProbeConfig& c, const ProxySpec& spec) {
-  if (c.task != ProbeTask::kImage) {
-    if (c.control == kControlNoImage) return Bad("control", "no_image needs task image", c.control);
-    return Status::Ok();
-  }
-  if (spec.vision.blocks == 0)
-    return Bad("task", "image needs a vision tower (the model has no vision_config)", "image");
-  if (c.mode == FinetuneMode::kLoRA) return Bad("task", "image runs in mode full only", "image");
-  if (c.tp_degree() > 1 || c.pp_degree() > 1)
-    return Bad("task", "image runs with tp 1 and pp 1 (the tower is not split)", "image");
-  const int64_t m = backends::ImageTokens(spec.vision);
-  if (c.seq < 2 * m + 1)
-    return Bad("seq",
-               "the image task needs seq >= " + std::to_string(2 * m + 1) + " (" + std::to_string(m) +
-                   " image tokens, BOS and " + std::to_string(m) + " answers)",
-               std::to_string(c.seq));
   return Status::Ok();
 }
 
@@ -285,147 +260,6 @@ ModelIR ProxyToModelIR(const ProxySpec& s) {
     m.layers.push_back(l);
   }
   return m;
-}
-
-Status ProbeConfig::Validate(const ProxySpec& spec) const {
-  auto num = [](double v) { std::ostringstream os; os << v; return os.str(); };
-  if (ranks < 1 || ranks > 64) return Bad("ranks", "must be in [1, 64]", std::to_string(ranks));
-  ONBOARD_RETURN_IF_ERROR(ValidateParallelFactors(*this, spec));  // tp, pp, fsdp, ep, batch (one error)
-  if (steps < 1 || steps > 100000) return Bad("steps", "must be in [1, 100000]", std::to_string(steps));
-  if (!pp_fault.empty() && pp_fault != kPipeFaultSwapBackward)
-    return Bad("pp_fault", std::string("must be empty or ") + kPipeFaultSwapBackward, pp_fault);
-  if (pp_degree() > 1 && control == kControlRandomRouter)
-    return Bad("control", "random_router is not supported with pp > 1", control);
-  if (seq < 4 || seq > 8192) return Bad("seq", "must be in [4, 8192]", std::to_string(seq));
-  if (mode == FinetuneMode::kLoRA && (lora_rank < 1 || lora_rank > backends::kMaxLoraRank))
-    return Bad("lora_rank", "must be in [1, " + std::to_string(backends::kMaxLoraRank) + "] in lora mode",
-               std::to_string(lora_rank));
-  if (!(lr > 0) || !std::isfinite(lr)) return Bad("lr", "must be a finite number > 0", num(lr));
-  if (warmup < 0) return Bad("warmup", "must be >= 0", std::to_string(warmup));
-  if (!(clip >= 0)) return Bad("clip", "must be >= 0", num(clip));
-  if (!(weight_decay >= 0)) return Bad("weight_decay", "must be >= 0", num(weight_decay));
-  if (!(beta1 >= 0 && beta1 < 1)) return Bad("beta1", "must be in [0, 1)", num(beta1));
-  if (!(beta2 >= 0 && beta2 < 1)) return Bad("beta2", "must be in [0, 1)", num(beta2));
-  if (!(min_lr_ratio >= 0 && min_lr_ratio <= 1))
-    return Bad("min_lr_ratio", "must be in [0, 1]", num(min_lr_ratio));
-  if (task == ProbeTask::kCopy && (copy_symbols < 2 || copy_symbols > 250))
-    return Bad("copy_symbols", "must be in [2, 250]", std::to_string(copy_symbols));
-  if (task == ProbeTask::kCopy && copy_symbols < (seq - 1) / 2)
-    return Bad("copy_symbols", "must be >= (seq-1)/2 = " + std::to_string((seq - 1) / 2) +
-               " (the copied symbols are distinct)", std::to_string(copy_symbols));
-  if (task == ProbeTask::kLookup) {  // lookup task (issue 12, backends/probe_lookup.h)
-    if (lookup_keys < 2 || lookup_keys > 26)
-      return Bad("lookup_keys", "must be in [2, 26]", std::to_string(lookup_keys));
-    if (lookup_values < 2 || lookup_values > 127)
-      return Bad("lookup_values", "must be in [2, 127]", std::to_string(lookup_values));
-    if (seq < 3) return Bad("seq", "the lookup task needs seq >= 3 (one triple)", std::to_string(seq));
-    if (mode == FinetuneMode::kLoRA)
-      return Bad("task", "lookup runs in mode full only (no LoRA source task)", "lookup");
-  }
-  if (task == ProbeTask::kText && text_file.empty()) return Bad("text_file", "text task needs a file", "");
-  ONBOARD_RETURN_IF_ERROR(ValidateImageTask(*this, spec));
-  ONBOARD_RETURN_IF_ERROR(ValidateRecompute(*this));
-  if (!(timeout_s > 0)) return Bad("timeout", "must be > 0 seconds", num(timeout_s));
-  if (!(collective_timeout_s > 0))
-    return Bad("collective_timeout", "must be > 0 seconds", num(collective_timeout_s));
-  if (device != "cpu" && device != "cuda") return Bad("device", "must be cpu or cuda", device);
-  if (threads_per_rank < 1 || threads_per_rank > 64)
-    return Bad("threads_per_rank", "must be in [1, 64]", std::to_string(threads_per_rank));
-  if (!(converge_fraction > 0 && converge_fraction < 1))
-    return Bad("converge_fraction", "must be in (0, 1)", num(converge_fraction));
-  if (base_steps < -1 || base_steps > 100000)
-    return Bad("base_steps", "must be -1 (default) or in [0, 100000]", std::to_string(base_steps));
-  if (!control.empty() && control != kControlNoLookback && control != kControlRandomRouter &&
-      control != kControlFrozenLora && control != kControlPerturbedKdaGate &&
-      control != kControlPerturbedDsaTopk && control != kControlNoImage)
-    return Bad("control",
-               std::string("must be one of ") + kControlNoLookback + ", " + kControlRandomRouter + ", " +
-                   kControlFrozenLora + ", " + kControlPerturbedKdaGate + ", " + kControlPerturbedDsaTopk +
-                   ", " + kControlNoImage,
-               control);
-  if (control == kControlPerturbedDsaTopk &&
-      (dsa_kernel != ProbeKernel::kGenerated ||
-       std::none_of(spec.layers.begin(), spec.layers.end(),
-                    [](const ProxyLayer& l) { return l.mixer == ProxyMixer::kMLA; }) ||
-       spec.index_topk < 2 || spec.index_heads < 1))
-    return Bad("control",
-               "perturbed_dsa_topk needs an MLA layer with an indexer (top-k >= 2) and dsa_kernel generated",
-               control);
-  if (control == kControlPerturbedKdaGate &&
-      (kda_kernel != ProbeKernel::kGenerated ||
-       std::none_of(spec.layers.begin(), spec.layers.end(),
-                    [](const ProxyLayer& l) { return l.mixer == ProxyMixer::kKDA; })))
-    return Bad("control", "perturbed_kda_gate needs a KDA layer and kda_kernel generated", control);
-  if (control == kControlFrozenLora && mode != FinetuneMode::kLoRA)
-    return Bad("control", "frozen_lora needs mode lora", control);
-  if (control == kControlRandomRouter &&
-      std::none_of(spec.layers.begin(), spec.layers.end(),
-                   [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; }))
-    return Bad("control", "random_router needs a MoE layer (the proxy has none)", control);
-  if (loss_parity_steps < 0 || loss_parity_steps > 100000)  // kernel loss parity (issue 12)
-    return Bad("loss_parity_steps", "must be in [0, 100000] (0 = off)", std::to_string(loss_parity_steps));
-  // Per-layer placement (issue 18): num_experts x MoE layers entries, layer after layer; each
-  // layer's block is checked as a placement of its own.
-  const auto moe_layers = std::count_if(spec.layers.begin(), spec.layers.end(),
-                                        [](const ProxyLayer& l) { return l.channel == ProxyChannel::kMoE; });
-  if (moe_layers > 1 && static_cast<int64_t>(expert_placement.size()) == spec.num_experts * moe_layers) {
-    if (!expert_phy2log.empty())
-      return Bad("expert_placement", "a per-layer placement cannot be combined with expert_phy2log",
-                 "both set");
-    ProbeConfig one = *this;
-    for (int64_t i = 0; i < moe_layers; ++i) {
-      one.expert_placement.assign(expert_placement.begin() + i * spec.num_experts,
-                                  expert_placement.begin() + (i + 1) * spec.num_experts);
-      if (Status st = one.Validate(spec); !st.ok())
-        return Bad("expert_placement", "MoE layer " + std::to_string(i) + ": " + st.message(), "per layer");
-    }
-    return Status::Ok();
-  }
-  if (!expert_placement.empty()) {
-    const int64_t e = ep_degree();
-    if (static_cast<int64_t>(expert_placement.size()) != spec.num_experts)
-      return Bad("expert_placement", "needs one EP rank per expert (" +
-                                         std::to_string(spec.num_experts) + ")",
-                 std::to_string(expert_placement.size()));
-    std::vector<int64_t> per_rank(static_cast<size_t>(e), 0);
-    for (size_t i = 0; i < expert_placement.size(); ++i) {
-      int64_t r = expert_placement[i];
-      if (r < 0 || r >= e)
-        return Bad("expert_placement", "expert " + std::to_string(i) + " placed on rank outside [0, ep=" +
-                                           std::to_string(e) + ")", std::to_string(r));
-      per_rank[static_cast<size_t>(r)] += 1;
-    }
-    for (int64_t r = 0; r < e; ++r)
-      if (per_rank[static_cast<size_t>(r)] != spec.num_experts / e)
-        return Bad("expert_placement", "EP rank " + std::to_string(r) + " holds " +
-                                           std::to_string(per_rank[static_cast<size_t>(r)]) +
-                                           " experts; every rank must hold num_experts/ep=" +
-                                           std::to_string(spec.num_experts / e),
-                   std::to_string(per_rank[static_cast<size_t>(r)]));
-  }
-  if (ranks_per_node < 0 || (ranks_per_node > 0 && ranks % ranks_per_node != 0))
-    return Bad("ranks_per_node", "must be 0 (one node) or divide ranks=" + std::to_string(ranks),
-               std::to_string(ranks_per_node));
-  if (max_route_nodes < 0 || max_route_nodes > nodes())
-    return Bad("max_route_nodes", "must be 0 (off) or in [1, nodes=" + std::to_string(nodes()) + "]",
-               std::to_string(max_route_nodes));
-  if (max_route_nodes > 0 && max_route_nodes * (spec.num_experts / nodes()) < spec.top_k)
-    return Bad("max_route_nodes",
-               "its nodes hold fewer than top_k=" + std::to_string(spec.top_k) + " experts",
-               std::to_string(max_route_nodes));
-  ONBOARD_RETURN_IF_ERROR(ValidateEpDispatcher(*this));
-  if (!expert_phy2log.empty()) {  // redundant experts (probe_replicas.h): EP over all data ranks
-    Expected<ReplicaMap> m = BuildReplicaMap(expert_phy2log, spec.num_experts, ep_degree());
-    if (!m.ok()) return m.status();
-    // TP: each TP rank's EP group holds every slot and computes the routed experts alike
-    // (probe_tp.h), so the replicas' gradient exchange runs inside each EP group unchanged.
-    if (ep_degree() != data_ranks())
-      return Bad("expert_phy2log", "needs one EP group over all data ranks (ep = ranks / (tp * pp))",
-                 "ep=" + std::to_string(ep_degree()) + " data ranks=" + std::to_string(data_ranks()));
-  }
-  if (die_rank >= ranks) return Bad("die_rank", "must be < ranks", std::to_string(die_rank));
-  ONBOARD_RETURN_IF_ERROR(thresholds.Validate());
-  return spec.Validate();
 }
 
 }  // namespace onboard
