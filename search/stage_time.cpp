@@ -22,6 +22,20 @@ void AddKind(Stage& s, size_t id, double secs) {
   s.kind_s[id] = (s.kind_s[id] < 0 ? 0.0 : s.kind_s[id]) + secs;
 }
 
+// The time parts of `times` copies of layer x (1 per decoder layer; the MTP depth for MTP layers) beyond
+// its compute, which the callers add with what else they charge.
+void AddLayerTimes(Stage& s, const LayerTime& x, double times) {
+  s.bwd += times * (x.mixer.bwd + x.channel.bwd);
+  s.rc += times * (x.mixer.rc + x.channel.rc);
+  s.tp += times * (x.mixer.tp + x.channel.tp);
+  s.tp_total += times * (x.mixer.tp_total + x.channel.tp_total);
+  s.a2a += times * x.channel.a2a;
+  s.cp += times * x.mixer.cp;
+  s.cp_total += times * x.mixer.cp_total;
+  s.host += times * x.channel.host;
+  s.fwd += times * (x.mixer.fwd + x.channel.fwd);
+}
+
 // The layers of each chunk, summed on its stage (chunk ch runs on stage ch % pp).
 std::vector<Stage> SumLayers(const CostContext& c, const Plan& p, const std::vector<LayerTime>& lt,
                              const std::vector<int64_t>& starts) {
@@ -40,15 +54,7 @@ std::vector<Stage> SumLayers(const CostContext& c, const Plan& p, const std::vec
       AddKind(s, lp.mixer_kind_id, x.mixer.fwd + x.mixer.bwd);
       AddKind(s, lp.channel_kind_id, x.channel.fwd + x.channel.bwd);
       s.compute += x.mixer.fwd + x.mixer.bwd + x.channel.fwd + x.channel.bwd;
-      s.bwd += x.mixer.bwd + x.channel.bwd;
-      s.rc += x.mixer.rc + x.channel.rc;
-      s.tp += x.mixer.tp + x.channel.tp;
-      s.tp_total += x.mixer.tp_total + x.channel.tp_total;
-      s.a2a += x.channel.a2a;
-      s.cp += x.mixer.cp;
-      s.cp_total += x.mixer.cp_total;
-      s.host += x.channel.host;
-      s.fwd += x.mixer.fwd + x.channel.fwd;
+      AddLayerTimes(s, x, 1.0);
       s.dense += lp.dense_params / t;
       s.expert += lp.expert_params / ep;
       s.lora += static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
@@ -82,21 +88,14 @@ void AddMtpLayers(const CostContext& c, const Plan& p, const TimeModel& tm, cons
   const double one = x.mixer.fwd + x.mixer.bwd + x.channel.fwd + x.channel.bwd + proj + head;
   s.by_kind["mtp"] += mtp * one;
   s.compute += mtp * one;
-  s.bwd += mtp * (x.mixer.bwd + x.channel.bwd);
-  s.rc += mtp * (x.mixer.rc + x.channel.rc);
-  s.tp += mtp * (x.mixer.tp + x.channel.tp);
-  s.tp_total += mtp * (x.mixer.tp_total + x.channel.tp_total);
-  s.a2a += mtp * x.channel.a2a;
-  s.cp += mtp * x.mixer.cp;
-  s.cp_total += mtp * x.mixer.cp_total;
-  s.host += mtp * x.channel.host;
-  s.fwd += mtp * (x.mixer.fwd + x.channel.fwd);
+  AddLayerTimes(s, x, mtp);
   s.dense += mtp * (lp.dense_params + 2 * lp.hidden * lp.hidden) / t;
   s.expert += mtp * lp.expert_params / ep;
 }
 
 // FSDP traffic per micro-batch of each stage, and the EP and FSDP comm its compute does not hide.
-void AddFsdpAndExposure(const CostContext& c, const Plan& p, bool dualpipe, StageTimes* out) {
+void AddFsdpAndExposure(const CostContext& c, const Plan& p, StageTimes* out) {
+  const bool dualpipe = p.pipeline_schedule == PipelineSchedule::kDualPipe;
   const PlanRequest& req = *c.req;
   const Topology& topo = req.topology;
   const CostCalibration& cal = req.calibration;
@@ -174,10 +173,9 @@ StageTimes SumStageTimes(const CostContext& c, const Plan& p, const TimeModel& t
   last.compute += head;
   AddMtpLayers(c, p, tm, lt, head, last);
   // Step 2: FSDP traffic and the comm the stage's compute does not hide.
-  const bool dualpipe = p.pipeline_schedule == PipelineSchedule::kDualPipe;
-  AddFsdpAndExposure(c, p, dualpipe, &out);
+  AddFsdpAndExposure(c, p, &out);
   // Step 3: DualPipe folds stage r and p-1-r onto rank r.
-  if (dualpipe) out.stages = DualPipeRanks(out.stages);
+  if (p.pipeline_schedule == PipelineSchedule::kDualPipe) out.stages = DualPipeRanks(out.stages);
   return out;
 }
 
