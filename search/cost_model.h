@@ -85,7 +85,9 @@ struct CostConstants {
                                         // and per expert GEMM / quantise of eager grouped GEMMs
   double moe_sync_s_per_layer = 2.0e-3;  // per MoE layer forward: the dispatcher's device-to-host sync of
                                          // token counts stalls the GPU while the host launches what follows
-                                         // (removed by full-iteration graphs; calibrated)
+                                         // (removed by full-iteration graphs; calibrated). Its mechanism
+                                         // is not established: drop-and-pad runs, which never sync, need
+                                         // it as much (search/README.md, thirteenth pass)
   double tp_overlap_sm_tax = 0.10;  // tp_comm_overlap: the GEMM a TP collective overlaps loses this share of
                                     // the overlapped time: TE userbuffers pipeline the reduce-scatter on
                                     // 16-32 of 132-148 SMs (PipelineOverlapCfg num_sm in Megatron-Bridge's
