@@ -173,8 +173,22 @@ TEST(HfLayouts, Qwen3VlMoeTextMatchesQwen3MoeAndAddsVision) {
   EXPECT_EQ(vl.vision->kind, "qwen3_vl");
   const ModelStats a = ComputeStats(vl, 4096), b = ComputeStats(text, 4096);
   EXPECT_EQ(a.total_params - a.vision_params, b.total_params);
-  EXPECT_GT(a.vision_params, 400000000);
-  EXPECT_LT(a.vision_params, 700000000);
+  // The vision tower counted module by module from transformers' Qwen3VLMoeVisionModel
+  // (models/qwen3_vl_moe/modeling_qwen3_vl_moe.py; huggingface/transformers as mirrored at decba1d2ea),
+  // for this config: h 1152, I 4304, depth 27, patch 16, temporal 2, merge 2, out 2048, 3 deepstack layers.
+  const int64_t h = 1152, I = 4304, hm = h * 4, out = 2048;
+  const int64_t patch_embed = 3 * 2 * 16 * 16 * h + h;  // Conv3d(3, h, (2, 16, 16), bias=True)
+  const int64_t pos_embed = 2304 * h;                   // nn.Embedding(num_position_embeddings, h)
+  const int64_t block = 2 * (2 * h)                     // norm1, norm2: LayerNorm(h)
+                        + (h * 3 * h + 3 * h)           // attn.qkv: Linear(h, 3h, bias=True)
+                        + (h * h + h)                   // attn.proj: Linear(h, h)
+                        + (h * I + I) + (I * h + h);    // mlp.linear_fc1, linear_fc2 (bias=True)
+  const int64_t fcs =
+      (hm * hm + hm) + (hm * out + out);         // PatchMerger.linear_fc1 (hm, hm), linear_fc2 (hm, out)
+  const int64_t merger = 2 * h + fcs;            // use_postshuffle_norm=False: LayerNorm(h)
+  const int64_t deepstack = 3 * (2 * hm + fcs);  // use_postshuffle_norm=True: LayerNorm(hm)
+  EXPECT_EQ(a.vision_params, patch_embed + pos_embed + 27 * block + merger + deepstack);
+  EXPECT_EQ(a.vision_params, 538631408);
 }
 
 TEST(HfLayouts, MiniMaxLightningEveryEighthSoftmax) {
