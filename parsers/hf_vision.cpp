@@ -36,6 +36,11 @@ void ReadTowerShape(JsonFields& v, const ModelIR& ir, VisionTower& t) {
   t.temporal_patch = v.IntOr({"temporal_patch_size"}, 1, 1, 1024);
   t.merge = v.IntOr({"spatial_merge_size"}, 2, 1, 1024);
   const std::vector<int64_t> mk = v.IntList("merge_kernel_size", 1, 1024);
+  if (!mk.empty() && (mk.size() != 2 || mk[0] != mk[1])) {  // the tower and the probes merge square blocks
+    std::string shown;
+    for (int64_t m : mk) shown += (shown.empty() ? "[" : ", ") + std::to_string(m);
+    v.Fail("merge_kernel_size", "must be two equal sizes [m, m] (square patch merge)", shown + "]");
+  }
   if (!mk.empty()) t.merge = mk[0];
   t.out_hidden = v.IntOr({"out_hidden_size"}, ir.hidden, 1, kMaxDim);
 }

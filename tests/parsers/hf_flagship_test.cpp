@@ -191,6 +191,36 @@ TEST(HfLayouts, Qwen3VlMoeTextMatchesQwen3MoeAndAddsVision) {
   EXPECT_EQ(a.vision_params, 538631408);
 }
 
+// MoonViT's projector takes merge_kernel_size[0] x merge_kernel_size[1] patches per token:
+// transformers' Kimi_K25MultimodalProjection (models/kimi_k25/modeling_kimi_k25.py, mirrored at decba1d2ea)
+// is in_proj Linear(hm, hm) and out_proj Linear(hm, text hidden), both with bias, hm = h * m0 * m1. The
+// flagship's tower (h 1152, text hidden 7168) at a 3x3 kernel against its 2x2: only the projector
+// changes. Reading spatial_merge_size's default (2) instead of merge_kernel_size fails it.
+TEST(HfLayouts, MoonVitProjectorFollowsMergeKernelSize) {
+  std::ifstream in(std::string(ONBOARD_TEST_DATA) + "/hf/flagship.config.json");
+  const nlohmann::json base = nlohmann::json::parse(in);
+  auto vision = [&](int64_t m) {
+    nlohmann::json j = base;
+    j["vision_config"]["merge_kernel_size"] = {m, m};
+    auto ir = ParseHfConfigText(j.dump(), "flagship-merge" + std::to_string(m));
+    EXPECT_TRUE(ir.ok()) << ir.status().ToString();
+    return ir.ok() && ir->vision ? ir->vision->params : 0;
+  };
+  auto projector = [](int64_t m) {
+    const int64_t h = 1152, text = 7168, hm = h * m * m;
+    return (hm * hm + hm) + (hm * text + text);
+  };
+  EXPECT_EQ(vision(3) - vision(2), projector(3) - projector(2));
+  // A non-square kernel (m0 != m1) is refused, naming the field and the value: every consumer of the
+  // tower (parameter count, image tokens, the probes' patch merge) merges square blocks.
+  nlohmann::json j = base;
+  j["vision_config"]["merge_kernel_size"] = {2, 3};
+  auto ir = ParseHfConfigText(j.dump(), "flagship-2x3");
+  ASSERT_FALSE(ir.ok());
+  EXPECT_NE(ir.status().message().find("merge_kernel_size"), std::string::npos) << ir.status().message();
+  EXPECT_NE(ir.status().message().find("[2, 3]"), std::string::npos) << ir.status().message();
+}
+
 TEST(HfLayouts, MiniMaxLightningEveryEighthSoftmax) {
   const ModelIR m = Load("extra/minimax-text-01.config.json");
   ASSERT_EQ(m.layers.size(), 80u);
