@@ -147,7 +147,7 @@ Batch ProbeData::GetHeldOut(int64_t first, int64_t count, int64_t end) const {
     const int64_t o = split_.held_begin + w * T;  // window w: bytes [hb + w*T, hb + (w+1)*T]
     for (int64_t t = 0; t <= T; ++t) sa[i][t] = static_cast<unsigned char>(text_[static_cast<size_t>(o + t)]);
   }
-  return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(), mask};
+  return {seqs.narrow(1, 0, T).contiguous(), seqs.narrow(1, 1, T).contiguous(), mask, at::Tensor()};
 }
 
 int64_t LoraSourceSymbolOffset(const ProbeConfig& config) {

@@ -219,7 +219,7 @@ inline Checkpoint MakeDeepSeekV32() {
 inline Checkpoint MakeKimiLinear(int64_t kda_heads = 2, int64_t vocab = 64) {
   Checkpoint c;
   const int64_t h = 32, H = 4, dn = 8, dr = 4, dv = 8, rkv = 16, E = 4, I = 16, inter = 40;
-  const int64_t KH = kda_heads, d = 8, D = KH * d, K = 4;
+  const int64_t KH = kda_heads, d = 8, K = 4;
   c.config = {{"model_type", "kimi_linear"},
               {"vocab_size", vocab},
               {"hidden_size", h},

@@ -82,8 +82,9 @@ TEST(ExportGolden, BridgeAndMindSpeedExportsFollowTheRulesTheirEnginesRefusedThe
     const std::string ms = test::ReadText(kGolden + "/" + c.name + "/plan.mindspeed.sh");
     for (const char* flag : {"--experimental-attention-variant", "--dsa-indexer-", "--moe-latent-size"})
       EXPECT_EQ(ms.find(std::string("\n  ") + flag), std::string::npos) << c.name << ": " << flag;
-    if (ms.find("--enable-hf2mg-convert") != std::string::npos)
+    if (ms.find("--enable-hf2mg-convert") != std::string::npos) {
       EXPECT_NE(ms.find("--load \"${HF_MODEL_PATH:?required}\""), std::string::npos) << c.name;
+    }
     dsa += ms.find("\n  --enable-dsa-indexer\n") != std::string::npos;
   }
   EXPECT_EQ(dsa, 2);  // flagship full and LoRA

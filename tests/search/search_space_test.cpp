@@ -114,11 +114,14 @@ TEST(SearchSpace, DualPipeIsChosenWhereItPays) {
   EXPECT_FALSE(AnyDualPipe(n));
   EXPECT_GT(n.best.estimate.step_s, r.best.estimate.step_s);
   // The engines the exports target cannot run it: their exports say so (the 1F1B plan's do not).
-  for (const auto& [plan, refused] : {std::pair<Plan, bool>{r.best.plan, true}, {n.best.plan, false}})
-    for (const ExportFile& f : BuildAllExports(plan, req.model))
+  for (const auto& [plan, refused] : {std::pair<Plan, bool>{r.best.plan, true}, {n.best.plan, false}}) {
+    for (const ExportFile& f : BuildAllExports(plan, req.model)) {
       if (f.name == "plan.megatron.sh" || f.name == "plan_torchtitan.py" ||
-          f.name == "plan_megatron_bridge.py")
+          f.name == "plan_megatron_bridge.py") {
         EXPECT_EQ(f.text.find("DualPipe schedule") != std::string::npos, refused) << f.name;
+      }
+    }
+  }
 }
 
 TEST(SearchSpace, DualPipeIsNotChosenWhereItDoesNotPayOrCannotRun) {
