@@ -285,13 +285,19 @@ static OnboardCommand kPlan{
       sub.add_option("--max-devices", o->max_devices, "largest device count tried when nothing fits")
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
       sub.add_option("--evaluate", o->evaluate, "cost this layout / published_runs.json-style file instead of searching");
-      sub.add_option("--export", o->export_fmt,
-                     "print the best plan's export for an engine, or write `all` of them into --out DIR "
-                     "(search/plan_export.h)")
-          ->check(CLI::IsMember({"all", "megatron", "bridge", "torchtitan", "torchtitan-v0.2", "mindspeed", "torchrun", "slurm"}));
-      sub.add_option("--out", o->export_out, "folder the exports are written to (with --export)");
-      sub.add_option("--devices-per-node", o->devices_per_node, "accelerators per host for the launchers (with --export)")
-          ->check(CLI::Range(int64_t{1}, int64_t{1024}))->capture_default_str();
+      CLI::Option* exp =
+          sub.add_option("--export", o->export_fmt,
+                         "print the best plan's export for an engine, or write `all` of them into --out DIR "
+                         "(search/plan_export.h)")
+              ->check(CLI::IsMember({"all", "megatron", "bridge", "torchtitan", "torchtitan-v0.2",
+                                     "mindspeed", "torchrun", "slurm"}));
+      // Without --export these two would be ignored: refused instead (exit 2, "... requires --export").
+      sub.add_option("--out", o->export_out, "folder the exports are written to (with --export)")->needs(exp);
+      sub.add_option("--devices-per-node", o->devices_per_node,
+                     "accelerators per host for the launchers (with --export)")
+          ->check(CLI::Range(int64_t{1}, int64_t{1024}))
+          ->capture_default_str()
+          ->needs(exp);
       sub.add_flag("--json", o->json, "print JSON");
       return [o] { return RunPlan(*o); };
     }};

@@ -77,7 +77,7 @@ int RunWeightsProbeCommand(const ProbeOptions& o) {
   w.micro_batch = o.cfg.micro_batch;
   w.seed = o.cfg.seed;
   if (o.lora_rank != -1) w.lora_rank = o.lora_rank;
-  w.lora_alpha = o.lora_alpha > 0 ? o.lora_alpha : DefaultLoraAlpha(w.lora_rank);
+  w.lora_alpha = o.lora_alpha != -1 ? o.lora_alpha : DefaultLoraAlpha(w.lora_rank);  // checked by the backend
   Expected<FloatDtype> dtype = ParseFloatDtype("--dtype", "dtype", o.dtype);
   if (!dtype.ok()) return ReportError("probe", dtype.status());
   w.fp64 = *dtype == FloatDtype::kFP64;
@@ -310,13 +310,16 @@ OnboardCommand kProbe{
           ->delimiter(',');
       sub.add_flag("--json", o->json, "print the result as JSON");
       // Issue 16 (real checkpoints).
-      sub.add_flag(
+      CLI::Option* weights = sub.add_flag(
           "--weights", o->weights,
           "MODEL is a checkpoint directory: LoRA on its real embedding, --layers and head over "
           "--text (needs --mode lora; --ranks, --tp, --steps, --lr, --seq, --batch, --lora-rank apply)");
+      // Without --weights these two would be ignored: refused instead (exit 2, "... requires --weights").
       sub.add_option("--layers", o->layers,
-                     "with --weights: decoder layers A-B (0-based, inclusive; default all)");
-      sub.add_option("--lora-alpha", o->lora_alpha, "with --weights: LoRA alpha (default 2 x rank)");
+                     "with --weights: decoder layers A-B (0-based, inclusive; default all)")
+          ->needs(weights);
+      sub.add_option("--lora-alpha", o->lora_alpha, "with --weights: LoRA alpha (default 2 x rank)")
+          ->needs(weights);
       return [o] { return RunProbeCommand(*o); };
     }};
 

@@ -111,6 +111,14 @@ TEST(PlanCli, ExportAllWritesEveryFileAndNeedsOut) {
   const Result no_out = Onboard(base);
   EXPECT_EQ(no_out.code, 2) << no_out.out;
   EXPECT_NE(no_out.out.find("--export all needs --out DIR"), std::string::npos) << no_out.out;
+  // --out and --devices-per-node only mean something with --export: without it they were ignored (exit
+  // 0, nothing written); now refused.
+  const std::string search = base.substr(0, base.find(" --export all"));
+  for (const std::string& flag : {" --out " + dir + "-unused", std::string(" --devices-per-node 4")}) {
+    const Result r2 = Onboard(search + flag);
+    EXPECT_EQ(r2.code, 2) << flag << ": " << r2.out;
+    EXPECT_NE(r2.out.find("requires --export"), std::string::npos) << r2.out;
+  }
 }
 
 TEST(PlanCli, BadTopologyExits2NamingFileFieldValue) {

@@ -1,6 +1,7 @@
 // `onboard probe CKPT --weights` end to end: LoRA on the checkpoint's real layers over a text passes
 // (exit 0) and prints which weights it used; the frozen-adapter control fails the verdict (exit 7);
-// a missing layer tensor exits 2 naming it; --weights without --mode lora exits 2 naming the flag.
+// a missing layer tensor exits 2 naming it; --weights without --mode lora exits 2 naming the flag;
+// a bad --lora-alpha exits 2 naming it, and --layers / --lora-alpha without --weights exit 2.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -51,6 +52,24 @@ TEST(ProbeWeightsCli, MissingTensorAndWrongModeExitTwo) {
   r = RunOnboard(full);
   EXPECT_EQ(r.code, 2) << r.out;
   EXPECT_NE(r.out.find("--mode lora"), std::string::npos) << r.out;
+}
+
+// --lora-alpha 0, -2 or nan used to fall back to the default (2 x rank) silently; they now reach the
+// backend's check. --layers and --lora-alpha only mean something with --weights: without it they were
+// ignored, now CLI11 refuses them.
+TEST(ProbeWeightsCli, BadLoraAlphaAndWeightsOnlyFlagsExitTwo) {
+  const std::string dir = Checkpoint(hftest::MakeDense("llama", 2, 256));
+  for (const char* alpha : {"0", "-2", "nan"}) {
+    auto r = RunOnboard(Args(dir) + " --lora-alpha " + alpha);
+    EXPECT_EQ(r.code, 2) << alpha << ": " << r.out;
+    EXPECT_NE(r.out.find("--lora-alpha"), std::string::npos) << r.out;
+  }
+  const std::string cfg = std::string(ONBOARD_TEST_DATA) + "/hf/qwen3-30b-a3b.config.json --steps 2";
+  for (const char* flag : {"--layers 0-1", "--lora-alpha 4"}) {
+    auto r = RunOnboard("probe " + cfg + " " + flag);
+    EXPECT_EQ(r.code, 2) << flag << ": " << r.out;
+    EXPECT_NE(r.out.find("requires --weights"), std::string::npos) << r.out;
+  }
 }
 
 }  // namespace
