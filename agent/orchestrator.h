@@ -88,6 +88,8 @@ struct RunRequest {
   // checkpoint over this text file, with probe.ranks ranks ("" = not run; the report says so). It runs
   // with probe.enabled false too (that switch is the proxy probes').
   std::string weights_text;
+  // verify_ids, verify_reference and weights_text need model_path to be such a directory
+  // (IsCheckpointDir): with a config or graph they are refused by Validate, not ignored.
 
   std::string out_dir;           // artifacts go here (created); required
   std::string templates_override;  // user JSON file with template overrides ("" = none)
@@ -147,6 +149,10 @@ using onboard::CancelToken;
 
 // True for the Status RunOnboarding returns when the CancelToken fired.
 bool IsCancelled(const Status& st);
+
+// True when `path` is a directory holding *.safetensors or model.safetensors.index.json: a checkpoint
+// stage "weights" loads (agent/orchestrator_weights.cpp).
+bool IsCheckpointDir(const std::string& path);
 
 // ---- Result ---------------------------------------------------------------------------------
 

@@ -16,15 +16,6 @@ namespace {
 
 namespace fs = std::filesystem;
 
-bool HasSafetensors(const std::string& dir) {
-  std::error_code ec;
-  if (dir.empty() || !fs::is_directory(dir, ec)) return false;
-  if (fs::exists(fs::path(dir) / "model.safetensors.index.json", ec)) return true;
-  for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.path().extension() == ".safetensors") return true;
-  return false;
-}
-
 // A fixed 8-token sequence (ids 1, 2, ... spread over the vocabulary by a prime stride).
 std::string DefaultIds(int64_t vocab) {
   std::string s = "[[";
@@ -65,10 +56,19 @@ std::string ProbeRealWeights(RunState& st, int64_t layers) {
 
 }  // namespace
 
+bool IsCheckpointDir(const std::string& path) {
+  std::error_code ec;
+  if (path.empty() || !fs::is_directory(path, ec)) return false;
+  if (fs::exists(fs::path(path) / "model.safetensors.index.json", ec)) return true;
+  for (const auto& e : fs::directory_iterator(path, ec))
+    if (e.path().extension() == ".safetensors") return true;
+  return false;
+}
+
 Expected<std::string> StageWeights(RunState& st) {
   WeightsStage& w = st.weights;
   // Step 1: only a directory with safetensors has weights to load.
-  if (!HasSafetensors(st.req.model_path)) {
+  if (!IsCheckpointDir(st.req.model_path)) {
     w.reason =
         "no weights loaded: the model is a config or graph file, not a checkpoint directory with safetensors";
     return std::string("skipped: no safetensors");

@@ -106,6 +106,25 @@ TEST(RunWeights, RealWeightsLoraProbeRunsAndTheReportRecordsItsWeights) {
             std::string::npos);
 }
 
+// The weights stage's inputs with a config-only model have nothing to act on: refused as bad input
+// naming the field (they used to be skipped silently), before any stage runs.
+TEST(RunWeights, WeightsInputsWithAConfigOnlyModelAreBadInput) {
+  for (const char* field : {"verify_ids", "verify_reference", "weights_text"}) {
+    RunRequest r = testing::TinyRequest(testing::FreshDir("weights_inputs_bad"), false, false);
+    r.model_path = testing::TinyModel();
+    (std::string(field) == "verify_ids"         ? r.verify_ids
+     : std::string(field) == "verify_reference" ? r.verify_reference
+                                                : r.weights_text) = "/tmp/any";
+    CollectingEventSink sink;
+    CancelToken cancel;
+    auto res = RunOnboarding(r, sink, cancel);
+    ASSERT_FALSE(res.ok()) << field;
+    EXPECT_EQ(res.status().code(), ErrorCode::kBadInput) << res.status().ToString();
+    EXPECT_NE(res.status().message().find(std::string("field '") + field + "'"), std::string::npos)
+        << res.status().message();
+  }
+}
+
 // A config-only model has no weights: the section says so (and the run goes on).
 TEST(RunWeights, ConfigOnlyModelSaysNoWeights) {
   const std::string out = testing::FreshDir("weights_none");
