@@ -149,22 +149,28 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                       sub.add_option("--templates", o->templates, "JSON file of template overrides");
                       sub.add_option("--templates-dir", o->templates_dir,
                                      "template data directory (default $ONBOARD_TEMPLATES_DIR or built-in)");
-                      sub.add_option("--max-rounds", o->max_rounds, "probe/adjust rounds")->capture_default_str();
+                      std::vector<CLI::Option*> probe_only;  // meaningless with --no-probe: refused beside it
+                      probe_only.push_back(
+                          sub.add_option("--max-rounds", o->max_rounds, "probe/adjust rounds")
+                              ->capture_default_str());
                       sub.add_option("--probe-ranks", o->probe_ranks, "probe processes")->capture_default_str();
-                      sub.add_option("--probe-ranks-per-node", o->probe_ranks_per_node,
-                                     "probe ranks per emulated node (0 = one node); with >= 2 nodes the "
-                                     "expert rules act on the measured cross-node traffic");
-                      sub.add_option(
+                      probe_only.push_back(
+                          sub.add_option("--probe-ranks-per-node", o->probe_ranks_per_node,
+                                         "probe ranks per emulated node (0 = one node); with >= 2 nodes the "
+                                         "expert rules act on the measured cross-node traffic"));
+                      probe_only.push_back(sub.add_option(
                           "--probe-steps", o->probe_steps,
                           "steps per probe round (LoRA: adapter steps; default: the probe recipe's, "
-                          "as `onboard probe`)");
-                      sub.add_option("--probe-control", o->probe_control,
-                                     "negative control of every probe round (onboard probe --control), e.g. "
-                                     "perturbed_kda_gate: round 1's kernel loss parity must fail and round 2 "
-                                     "run on the reference ops");
-                      sub.add_option("--probe-lr", o->lr,
-                                     "starting probe peak learning rate (LoRA: the adapters'; default: the "
-                                     "probe recipe's, as `onboard probe`)");
+                          "as `onboard probe`)"));
+                      probe_only.push_back(sub.add_option(
+                          "--probe-control", o->probe_control,
+                          "negative control of every probe round (onboard probe --control), e.g. "
+                          "perturbed_kda_gate: round 1's kernel loss parity must fail and round 2 "
+                          "run on the reference ops"));
+                      probe_only.push_back(sub.add_option(
+                          "--probe-lr", o->lr,
+                          "starting probe peak learning rate (LoRA: the adapters'; default: the "
+                          "probe recipe's, as `onboard probe`)"));
                       sub.add_option("--threads", o->threads, "plan search threads")->capture_default_str();
                       sub.add_option("--verify-ids", o->verify_ids,
                                      "checkpoint dir: token ids (JSON list of lists) for the logit check");
@@ -173,7 +179,10 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                       sub.add_option("--weights-text", o->weights_text,
                                      "checkpoint dir: text for a LoRA probe on its real layers 0-1 "
                                      "(bytes = token ids; default: not run)");
-                      sub.add_flag("--no-probe", o->no_probe, "skip the training probes");
+                      CLI::Option* no_probe = sub.add_flag(
+                          "--no-probe", o->no_probe,
+                          "skip the training probes (--probe-ranks still sizes a --weights-text LoRA probe)");
+                      for (CLI::Option* opt : probe_only) opt->excludes(no_probe);
                       sub.add_flag("--no-kernels", o->no_kernels, "skip kernel generation and checks");
                       sub.add_flag("--json", o->json, "print report.json to stdout");
                       return [o] { return RunRun(*o); };

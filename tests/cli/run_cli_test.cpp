@@ -72,8 +72,13 @@ TEST(RunCli, ExpertRoutingFlagsReachThePlanAndBadValuesExit2) {
            {"--expert-nodes-per-token 0.5", {"expert_nodes_per_token", "0.5"}},
            {"--expert-nodes-per-token 9", {"expert_nodes_per_token", "top_k=8", "9"}},
            {"--max-route-nodes -1", {"max_route_nodes", "-1"}},
-           {"--probe-ranks 4 --probe-ranks-per-node 3", {"ranks_per_node", "3"}}}) {
-    const CliRun r = RunOnboard(base + " " + flag + " --out " + dir + "/bad");
+           {"--probe-ranks 4 --probe-ranks-per-node 3", {"ranks_per_node", "3"}},
+           // Probe-round flags beside --no-probe would be ignored: refused instead.
+           {"--no-probe --probe-steps 5", {"--probe-steps excludes --no-probe"}},
+           {"--no-probe --max-rounds 2", {"--max-rounds excludes --no-probe"}}}) {
+    std::string probed = base;  // the probe-ranks case needs the probes on to reach their check
+    probed.erase(probed.find(" --no-probe"), std::string(" --no-probe").size());
+    const CliRun r = RunOnboard(probed + " " + flag + " --out " + dir + "/bad");
     EXPECT_EQ(r.code, 2) << flag << ": " << r.out;
     for (const std::string& w : want) EXPECT_NE(r.out.find(w), std::string::npos) << flag << ": " << r.out;
   }
