@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <set>
 #include <sstream>
 
 #include "report/report_format.h"
@@ -132,11 +131,12 @@ Status WriteModelKernels(RunState& st) {
 
 // Step 3 of StageKernels: build and check the CPU kernels one spec at a time (scaled model dims + odd
 // shapes; cancellable, with progress). A kernel that cannot be built or run is a failed row.
-Status CheckPlannedKernels(RunState& st, const validators::CheckPlan& plan, size_t total, Emitter& em,
+Status CheckPlannedKernels(RunState& st, const validators::CheckPlan& plan, Emitter& em,
                            const CancelToken& cancel) {
   KernelStage& ks = st.kernels;
   validators::KernelCheckOptions opt;
   opt.num_threads = st.req.threads;
+  const size_t total = plan.kda.size() + plan.dsa.size();
   size_t done = 0;
   auto progress = [&](const std::string& name) {
     ++done;
@@ -158,17 +158,17 @@ Status CheckPlannedKernels(RunState& st, const validators::CheckPlan& plan, size
     }
     progress(name);
   };
-  for (const auto& spec : plan.kda) {
-    if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during kernel checks");
-    std::string name = spec.name.empty() ? spec.DefaultName() : spec.name;
-    record(name, validators::CheckKdaKernel(spec, opt));
-  }
-  for (const auto& spec : plan.dsa) {
-    if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during kernel checks");
-    std::string name = spec.name.empty() ? spec.DefaultName() : spec.name;
-    record(name, validators::CheckDsaKernel(spec, opt));
-  }
-  return Status::Ok();
+  // KDA specs, then DSA specs, each through its own check.
+  auto check_all = [&](const auto& specs, auto check) {
+    for (const auto& spec : specs) {
+      if (cancel.cancelled()) return Status(ErrorCode::kInternal, "cancelled during kernel checks");
+      record(spec.name.empty() ? spec.DefaultName() : spec.name, check(spec, opt));
+    }
+    return Status::Ok();
+  };
+  ONBOARD_RETURN_IF_ERROR(
+      check_all(plan.kda, [](const auto& s, const auto& o) { return validators::CheckKdaKernel(s, o); }));
+  return check_all(plan.dsa, [](const auto& s, const auto& o) { return validators::CheckDsaKernel(s, o); });
 }
 
 // Step 4 of StageKernels: the kernel-fallback rule, with the reference operators the templates name;
@@ -197,20 +197,16 @@ int ApplyKernelFallbackRule(RunState& st, Emitter& em) {
 Expected<std::string> StageKernels(RunState& st, Emitter& em, const CancelToken& cancel) {
   KernelStage& ks = st.kernels;
   ks.dir = (fs::path(st.req.out_dir) / "kernels").string();
-  // Step 1: which modules want a generated kernel (templates name it).
-  std::set<std::string> wanted;
-  for (const auto& m : st.match.modules)
-    if (m.chosen && !m.chosen->kernel.empty()) wanted.insert(m.chosen->kernel);
+  // Step 1: the model's KDA / DSA kernel specs; none, nothing to generate.
   ONBOARD_ASSIGN_OR_RETURN(validators::CheckPlan plan, validators::KernelCheckPlan(st.model));
-  size_t total = plan.kda.size() + plan.dsa.size();
-  if (total == 0) {
+  if (plan.kda.empty() && plan.dsa.empty()) {
     ks.skipped_reason = "the model has no KDA/DSA blocks; its other kernels come from the vendor library";
     return ks.skipped_reason;
   }
   // Step 2: the model's own kernels at full dims, CPU and CUDA (sm_90) sources + manifests.
   ONBOARD_RETURN_IF_ERROR(WriteModelKernels(st));
   // Step 3: build and check the CPU kernels one spec at a time (cancellable, with progress).
-  ONBOARD_RETURN_IF_ERROR(CheckPlannedKernels(st, plan, total, em, cancel));
+  ONBOARD_RETURN_IF_ERROR(CheckPlannedKernels(st, plan, em, cancel));
   ks.ran = true;
   // Step 4: the kernel-fallback rule, with the reference operators the templates name.
   const int passed = ApplyKernelFallbackRule(st, em);

@@ -293,7 +293,6 @@ Status RunCpuChecks(const CheckPlan& plan, const KernelCheckOptions& opt, Kernel
   // Step 4: the fused KDA prologue against the unfused sequence (both gate forms).
   ONBOARD_ASSIGN_OR_RETURN(auto fused, CheckKdaPrologueFusionForPlan(plan.kda, opt.seed, CpuKdaRunner(opt.num_threads)));
   for (auto& r : fused) report.rows.push_back(std::move(r));
-  for (const auto& r : report.rows) report.all_pass = report.all_pass && r.pass;
   return Status::Ok();
 }
 
@@ -313,12 +312,12 @@ Expected<KernelCheckReport> CheckKernels(const ModelIR& model, const KernelCheck
   // Step 2: write sources and manifests (CUDA: model and check variants).
   ONBOARD_RETURN_IF_ERROR(WriteKernelSources(plan, opt, cuda, report));
   // Step 3: CUDA: nvcc, cases, emulation (kernel_check_cuda.cpp); CPU: numerics (Steps 3-4 in RunCpuChecks).
-  if (cuda) {
+  if (cuda)
     ONBOARD_RETURN_IF_ERROR(FinishCudaKernelCheck(model, plan, opt, report));
-    return report;
-  }
-  if (!opt.run_checks) return report;
-  ONBOARD_RETURN_IF_ERROR(RunCpuChecks(plan, opt, report));
+  else if (opt.run_checks)
+    ONBOARD_RETURN_IF_ERROR(RunCpuChecks(plan, opt, report));
+  // Step 5: the verdict, one fold for both targets: every row passed.
+  for (const auto& r : report.rows) report.all_pass = report.all_pass && r.pass;
   return report;
 }
 
