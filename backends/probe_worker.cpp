@@ -190,13 +190,12 @@ Status WriteResult(const std::string& path, const json& out) {
 // Step 2 (devices): the groups stage CPU tensors on this rank's GPU under NCCL; CUDA with more
 // than one rank needs the NCCL backend.
 Status SetGroupDevices(const ProbeWorkerArgs& a, const WorkerState& st, ProbeGroups& g) {
-  if (st.dev.is_cuda())
-    for (backends::Group* grp : g.all()) grp->set_device(st.dev);  // NCCL stages CPU tensors there
-  if (st.dev.is_cuda())
-    for (auto& link : g.pp_links) link->set_device(st.dev);  // pipeline pairs (issue 17)
-  for (auto& sub : {g.ep_inter.get(), g.ep_intra.get()})     // deepep's sub-groups (issue 18)
-    if (st.dev.is_cuda() && sub != nullptr) sub->set_device(st.dev);
-  if (st.dev.is_cuda() && st.world > 1 && g.world.backend() != "nccl")
+  if (!st.dev.is_cuda()) return Status::Ok();
+  for (backends::Group* grp : g.all()) grp->set_device(st.dev);  // NCCL stages CPU tensors there
+  for (auto& link : g.pp_links) link->set_device(st.dev);        // pipeline pairs (issue 17)
+  for (auto& sub : {g.ep_inter.get(), g.ep_intra.get()})         // deepep's sub-groups (issue 18)
+    if (sub != nullptr) sub->set_device(st.dev);
+  if (st.world > 1 && g.world.backend() != "nccl")
     return BadInput(a.spec_file, "device",
                     "device=cuda with ranks=" + std::to_string(st.world) +
                         " needs ONBOARD_PROBE_BACKEND=nccl (the " + g.world.backend() +
