@@ -29,7 +29,7 @@ namespace onboard::cli {
 namespace {
 
 struct PlanOptions {
-  std::string model, topology, mode = "lora", evaluate, export_fmt, export_out, base_dtype = "bf16";
+  std::string model, topology, mode, evaluate, export_fmt, export_out, base_dtype = "bf16";  // mode "" = lora
   std::string schedule = "1f1b";  // search constraint: pipeline schedules tried (PlanConstraints::schedule)
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
   int64_t etp = 0;  // search constraint: expert TP, 0 = searched (PlanConstraints::etp)
@@ -47,13 +47,37 @@ std::string Pct(double v) {
   return b;
 }
 
-// Evaluates every run of a layout file; prints predicted vs measured.
+int RunExport(const PlanOptions& o, const PlanRequest& req, const Plan& plan);
+
+// A single layout's fine-tuning mode: the file's "mode" where it names one (a --mode that says
+// otherwise is refused), else --mode (default lora); the LoRA rank likewise.
+Status ResolveLayoutMode(const PlanOptions& o, LayoutRun* run, PlanRequest* req) {
+  if (!run->mode_stated) {
+    run->plan.mode = req->mode;
+    if (req->mode == FinetuneMode::kLoRA && run->plan.lora_rank == 0) run->plan.lora_rank = req->lora_rank;
+    return Status::Ok();
+  }
+  if (!o.mode.empty() && run->plan.mode != req->mode)
+    return BadInput(o.evaluate, "mode", "conflicts with --mode " + o.mode,
+                    run->plan.mode == FinetuneMode::kLoRA ? "lora" : "full");
+  req->mode = run->plan.mode;
+  if (run->plan.mode == FinetuneMode::kLoRA) req->lora_rank = run->plan.lora_rank;
+  return Status::Ok();
+}
+
+// Evaluates every run of a layout file; prints predicted vs measured (with --export: the one
+// layout's export instead).
 int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
   auto runs = LoadLayoutFile(o.evaluate);
   if (!runs.ok()) return ReportError("plan", runs.status());
+  if (!o.export_fmt.empty() && runs->size() != 1)
+    return ReportError("plan", BadInput(o.evaluate, "runs", "--export needs a file with one layout",
+                                        std::to_string(runs->size()) + " runs"));
   nlohmann::json out = nlohmann::json::array();
   for (LayoutRun& run : *runs) {
     if (!run.skipped.empty()) {  // measured-runs files: a run the layout format cannot express
+      if (!o.export_fmt.empty())
+        return ReportError("plan", BadInput(o.evaluate, run.id, "cannot be costed", run.skipped));
       if (!o.json) std::cout << run.id << ": skipped (" << run.skipped << ")\n\n";
       continue;
     }
@@ -67,8 +91,7 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
       ApplyRunOptions(run, &req);
       if (run.plan.seq == 0) run.plan.seq = req.seq;
       req.seq = run.plan.seq;
-      run.plan.mode = req.mode;
-      if (req.mode == FinetuneMode::kLoRA && run.plan.lora_rank == 0) run.plan.lora_rank = req.lora_rank;
+      if (Status st = ResolveLayoutMode(o, &run, &req); !st.ok()) return ReportError("plan", st);
       if (run.layout_layers >= 0 && run.layout_layers != static_cast<int64_t>(req.model.layers.size()))
         return ReportError("plan", BadInput(o.evaluate, "pp_layout", "places a different number of decoder layers than the model has",
                                             std::to_string(run.layout_layers)));
@@ -76,6 +99,7 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
     auto est = EvaluatePlan(req, run.plan);
     if (!est.ok())
       return ReportError("plan", BadInput(o.evaluate, run.id, est.status().message(), PlanSummary(run.plan)));
+    if (!o.export_fmt.empty()) return RunExport(o, req, run.plan);
     const double gpus = static_cast<double>(req.topology.num_devices);
     const double tps = est->tokens_per_s / gpus, tflops = est->model_flops / est->step_s / gpus / 1e12;
     if (o.json) {
@@ -163,7 +187,7 @@ Status BuildPlanRequest(const PlanOptions& o, std::unique_ptr<PlanRequest>* req)
   PlanRequest& r = **req;
   r.model = std::move(*model);
   r.topology = std::move(*topo);
-  Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode);
+  Expected<FinetuneMode> mode = ParseFinetuneMode("--mode", "mode", o.mode.empty() ? "lora" : o.mode);
   if (!mode.ok()) return mode.status();
   r.mode = *mode;
   r.lora_rank = o.lora_rank;
@@ -264,7 +288,10 @@ static OnboardCommand kPlan{
       auto o = std::make_shared<PlanOptions>();
       sub.add_option("model", o->model, "model directory, config.json or .onnx file");
       sub.add_option("--topology", o->topology, "topology: a name under examples/topologies, a JSON file, or inline JSON");
-      sub.add_option("--mode", o->mode, "fine-tuning mode: lora (default) | full");
+      sub.add_option(
+          "--mode", o->mode,
+          "fine-tuning mode: lora (default) | full (with --evaluate: a layout's own \"mode\" wins; "
+          "a --mode that contradicts it is refused)");
       sub.add_option("--lora-rank", o->lora_rank, "LoRA rank r");  // ranges: PlanRequest::Validate
       sub.add_option("--base-dtype", o->base_dtype, "frozen base precision in LoRA: bf16 | fp8 | mxfp4");
       sub.add_option("--seq", o->seq, "tokens per sequence");
@@ -288,7 +315,7 @@ static OnboardCommand kPlan{
       CLI::Option* exp =
           sub.add_option("--export", o->export_fmt,
                          "print the best plan's export for an engine, or write `all` of them into --out DIR "
-                         "(search/plan_export.h)")
+                         "(search/plan_export.h); with --evaluate, the export of the file's one layout")
               ->check(CLI::IsMember({"all", "megatron", "bridge", "torchtitan", "torchtitan-v0.2",
                                      "mindspeed", "torchrun", "slurm"}));
       // Without --export these two would be ignored: refused instead (exit 2, "... requires --export").

@@ -97,7 +97,9 @@ Status CheckSchedule(const Plan& p, int64_t num_layers) {
       return Bad("pipeline_schedule=dualpipe needs num_micro_batches=" + S(p.num_micro_batches) +
                  " >= 2*pp=" + S(2 * d.pp));
   }
-  if (num_layers > 0 && d.pp * d.interleave > num_layers)
+  // An even split needs a decoder layer a chunk; explicit boundaries may leave a chunk without one (an
+  // embedding- or loss-only chunk, as Megatron's layouts and account_for_*_in_pipeline_split build).
+  if (num_layers > 0 && d.pp * d.interleave > num_layers && p.stage_layer_starts.empty())
     return Bad("pp*interleave=" + S(d.pp) + "*" + S(d.interleave) + " exceeds layers=" + S(num_layers));
   if (d.interleave > 1 && d.pp == 1)
     return Bad("interleave=" + S(d.interleave) + " needs pp > 1 (pp=1)");

@@ -202,7 +202,11 @@ void AddPipeline(const ExportModel& m, const Plan& p, const ModelIR& ir, Megatro
   if (p.tp_comm_overlap && p.deg.tp > 1) a->Add("--tp-comm-overlap");
   if (p.deg.tp > 1 && p.deg.sequence_parallel) a->Add("--sequence-parallel");
   if (m.mtp_layers > 0) a->Add("--mtp-num-layers", S(m.mtp_layers));
-  if (p.deg.pp <= 1 || m.layers < p.deg.pp * p.deg.interleave) return;   // no layers: fragment without a model
+  // No layers: a fragment without a model. More chunks than layers only with the plan's own
+  // boundaries (embedding- / loss-only chunks).
+  if (p.deg.pp <= 1 || m.layers == 0 ||
+      (m.layers < p.deg.pp * p.deg.interleave && p.stage_layer_starts.empty()))
+    return;
   // 'E' embedding, 't' decoder layer, 'm' MTP layer, 'L' loss; stages split by '|', in the order
   // vpp0-pp0, vpp0-pp1, ..., which is model order for the interleaved assignment.
   const std::vector<int64_t> sizes = StageSizes(ExportStageStarts(p, ir), m.layers);

@@ -297,6 +297,7 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     run.plan.seq = 0;  // 0 = take --seq from the command line
     layout::Fields f(j, origin, "");
     ONBOARD_RETURN_IF_ERROR(layout::ReadPlan(j, f, &run.plan, &run.layout_layers));
+    run.mode_stated = j.contains("mode");
     ONBOARD_RETURN_IF_ERROR(f.Bool("recompute_norms", &run.recompute_norms));
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_act_input_store", &run.fp8_act_input_store));
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_expert_padding", &run.fp8_expert_padding));

@@ -41,6 +41,7 @@ struct LayoutRun {
   double dropout = 0;                         // model.dropout (dims form: default 0.1, Megatron-LM's)
   std::string attention_kernel = "flash";     // model.attention (dims form: default "unfused")
   int64_t layout_layers = -1;                 // decoder layers placed by a pp_layout (-1 = none given)
+  bool mode_stated = false;                   // the layout names its "mode" (else the command line's)
   // Form (c): what the source measured, per GPU, and how its free text was read.
   std::optional<double> measured_tokens_per_s_per_gpu;
   std::optional<double> measured_tflops_per_gpu;

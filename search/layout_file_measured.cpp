@@ -39,8 +39,10 @@
 //                       without one, when the L decoder layers do not divide into pp*vp chunks but L+2
 //                       do, the run used account_for_embedding/loss_in_pipeline_split (Megatron-Core
 //                       TransformerConfig: the embedding and the loss each take one layer's slot, so the
-//                       first and the last chunk hold one decoder layer less; Megatron-Bridge sets both
-//                       for Llama-3.1-405B, recipes/llama/llama3.py): the only even split Megatron accepts.
+//                       first and the last chunk hold one decoder layer less, none at one slot a chunk:
+//                       transformer_block.py asserts only num_layers_to_build >= 0; Megatron-Bridge sets
+//                       both for Llama-3.1-405B, recipes/llama/llama3.py, and runs it at pp16 vp8 = 128
+//                       chunks for 126 layers): the only even split Megatron accepts.
 //   overlap           : recipe.preset_fields.moe_a2a_overlap. PP sends: a Megatron-Core framework (Bridge,
 //                       NeMo 2, Megatron-LM) with vp > 1 overlaps them (overlap_p2p_comm: Megatron-Bridge
 //                       training/comm_overlap.py _get_model_comm_overlap_cfgs, NeMo 2's
@@ -379,8 +381,7 @@ void EmbeddingLossSplit(LayoutRun* run) {
   const int64_t chunks = p.deg.pp * p.deg.interleave;
   const int64_t L = static_cast<int64_t>(run->model.layers.size());
   if (chunks < 2 || !p.stage_layer_starts.empty() || L % chunks == 0 || (L + 2) % chunks != 0) return;
-  const int64_t per = (L + 2) / chunks;
-  if (per < 2) return;
+  const int64_t per = (L + 2) / chunks;  // >= 1: at one slot a chunk, the first holds the embedding alone
   for (int64_t ch = 0; ch < chunks; ++ch) p.stage_layer_starts.push_back(ch == 0 ? 0 : ch * per - 1);
   run->assumptions.push_back(std::to_string(L) + " layers on " + std::to_string(chunks) +
                              " chunks: embedding and loss each count as a layer (account_for_embedding/"

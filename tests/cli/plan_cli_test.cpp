@@ -121,6 +121,37 @@ TEST(PlanCli, ExportAllWritesEveryFileAndNeedsOut) {
   }
 }
 
+// A layout's own "mode" is what --evaluate costs (it was overwritten by --mode's default, lora: a
+// full-fine-tuning layout came back without grads or optimizer state); a --mode that contradicts it
+// exits 2. --export beside --evaluate exports that one layout (it was ignored); a file of many runs
+// exits 2. The layout is Megatron-Bridge's Llama-3.1-405B GB200 preset: 126 layers on pp16 vp8, the
+// embedding and the loss in chunks of their own.
+TEST(PlanCli, EvaluateKeepsTheLayoutsModeAndExportsIt) {
+  const std::string layout =
+      Write("l405.json", R"({"tp":4,"pp":16,"vp":8,"dp_shard":4,"sequence_parallel":true,)"
+                         R"("micro_batch":1,"global_batch":1536,"seq":8192,"mode":"full",)"
+                         R"("optimizer_sharding":"zero1","precision":"mxfp8","pp_layout":"E|(t|)*126L"})");
+  const std::string base = "plan " + std::string(ONBOARD_TEST_DATA) +
+                           "/hf/llama-3.1-405b.config.json --topology " + kTopo +
+                           "gb200-nvl72-x4.json --evaluate " + layout;
+  const Result full = Onboard(base + " --json");
+  ASSERT_EQ(full.code, 0) << full.out;
+  const auto j = nlohmann::json::parse(full.out.substr(full.out.find('[')));
+  EXPECT_EQ(j[0]["plan"]["mode"], "full") << full.out;
+  EXPECT_GT(j[0]["estimate"]["memory"]["optimizer_gib"].get<double>(), 1.0) << full.out;
+  const Result conflict = Onboard(base + " --mode lora");
+  EXPECT_EQ(conflict.code, 2) << conflict.out;
+  EXPECT_NE(conflict.out.find("'mode': conflicts with --mode lora"), std::string::npos) << conflict.out;
+  const Result exp = Onboard(base + " --export megatron");
+  EXPECT_EQ(exp.code, 0) << exp.out;
+  EXPECT_NE(exp.out.find("--pipeline-model-parallel-layout 'E|t|t|"), std::string::npos) << exp.out;
+  EXPECT_NE(exp.out.find("|t|L'"), std::string::npos) << exp.out;
+  const Result many = Onboard("plan --evaluate " + std::string(ONBOARD_TEST_DATA) +
+                              "/measured_training_runs.json --export megatron");
+  EXPECT_EQ(many.code, 2) << many.out;
+  EXPECT_NE(many.out.find("--export needs a file with one layout"), std::string::npos) << many.out;
+}
+
 TEST(PlanCli, BadTopologyExits2NamingFileFieldValue) {
   const std::string bad = Write("bad_topo.json",
                                 R"({"name":"x","num_devices":16,"device":{"tflops_bf16":100,"hbm_gib":80,"hbm_gbps":2000},)"

@@ -54,6 +54,33 @@ TEST(PipelineMemory, EmbeddingAndLossTakeALayerSlotWhenLayersDoNotDivide) {
   EXPECT_TRUE((*r2)[0].plan.stage_layer_starts.empty());
 }
 
+TEST(PipelineMemory, OneSlotChunksLeaveTheEmbeddingAndTheLossAlone) {
+  // Megatron-Bridge's Llama-3.1-405B MXFP8 preset on GB200 (26.02-26.06): 126 layers on pp16 vp8 = 128
+  // chunks, embedding and loss a slot each, so chunk 0 holds the embedding alone and chunk 127 the loss
+  // alone (Megatron-Core transformer_block.py: num_layers_to_build >= 0).
+  const std::string text =
+      R"({"configs":{"m":{"file":"models/hf/llama-3.1-405b.config.json"}},"runs":[{"id":"r","model":"m",
+      "hardware":"GB200","gpus":256,"tp":4,"pp":16,"vp":8,"cp":1,"ep":1,"dp":4,"global_batch":1536,
+      "micro_batch":1,"seq":8192,"precision":"mxfp8","recompute":"none","optimizer":"Adam",
+      "measured":{"tokens_per_s_per_gpu":800}}]})";
+  auto r = ParseLayoutJson(text, std::string(ONBOARD_TEST_DATA) + "/inline.json");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::vector<int64_t>& s = (*r)[0].plan.stage_layer_starts;
+  ASSERT_EQ(s.size(), 128u);
+  EXPECT_EQ(s[0], 0);
+  EXPECT_EQ(s[1], 0);      // chunk 0: no decoder layer
+  EXPECT_EQ(s[2], 1);      // then one a chunk
+  EXPECT_EQ(s[127], 126);  // chunk 127: no decoder layer
+  auto e = EvaluatePlan(RequestForRun((*r)[0]), (*r)[0].plan);
+  ASSERT_TRUE(e.ok()) << e.status().ToString();
+  EXPECT_TRUE(e->fits);
+  EXPECT_GT(e->step_s, 0);
+  // The same degrees without explicit boundaries still need a decoder layer a chunk.
+  Plan even = (*r)[0].plan;
+  even.stage_layer_starts.clear();
+  EXPECT_FALSE(EvaluatePlan(RequestForRun((*r)[0]), even).ok());
+}
+
 TEST(PipelineMemory, BridgePerfRecipesReduceGradsInBf16) {
   auto fp32 = ParseRun(R"("pp":3,"vp":1,"dp":32)", "");
   auto bf16 = ParseRun(
