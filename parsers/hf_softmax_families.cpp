@@ -146,7 +146,26 @@ Status ReadMiniMaxM2(HfContext& c) {
   return c.text.status();
 }
 
+// Fields that declare state-space (Mamba) mixers or per-layer block kinds: a llama-style reading of
+// such a config is a different model (Nemotron-H's 52 one-block layers "MEMEM*E..." read as 52
+// attention + MoE layers: 102.3B parameters against 31.6B), so the fallback refuses it.
+constexpr const char* kHybridBlockFields[] = {
+    "hybrid_override_pattern", "layers_block_type", "ssm_state_size",    "mamba_num_heads",
+    "mamba_d_state",           "mamba_d_ssm",       "attn_layer_period", "block_configs"};
+
 Status ReadGeneric(HfContext& c) {
+  // Step 1: refuse what the llama-style reading cannot be (before the common fields, which such a
+  // config may not have: Nemotron 3 Ultra lists layers_block_type instead of num_hidden_layers).
+  for (const char* key : kHybridBlockFields) {
+    if (!c.text.Has(key)) continue;
+    const std::string v = c.text.json().at(key).dump();
+    c.text.Fail(key,
+                "model_type '" + c.ir.model_type +
+                    "' is not supported: it declares state-space (Mamba) or per-layer block kinds, which a "
+                    "llama-style reading would turn into a different model",
+                v.size() > 60 ? v.substr(0, 57) + "..." : v);
+    return c.text.status();
+  }
   ReadHfCommon(c);
   Guess(c, "model_type '" + c.ir.model_type +
                "' unknown: read as a llama-style decoder (GQA from num_attention_heads/num_key_value_heads, "

@@ -8,7 +8,8 @@
 //   dp                : gpus / (tp*pp*cp) (checked); fsdp > 0 shards weights (zero 3) over fsdp ranks,
 //                       else Megatron's distributed optimizer (zero 1) unless the optimizer text says
 //                       otherwise. vp/cp/ep/etp null = 1; expert_fsdp = dp_shard*cp*tp/(ep*etp).
-//   precision         : first word: mxfp8 | fp8 (per-tensor / block scaling) | bf16.
+//   precision         : first word: mxfp8 | fp8 (per-tensor / block scaling) | bf16 | fp16 (costed as
+//                       bf16); any other (nvfp4, ...) skips the run, never costed as another precision.
 //   recompute         : "none..." = none; recompute_modules=[...] (or the recipe's list) per module:
 //                       mla_up_proj -> MLA selective, core_attn -> every mixer selective, mlp -> MLP full,
 //                       moe -> MoE full, moe_act -> MoE selective, layernorm -> RMSNorm outputs
@@ -307,8 +308,10 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
   run->plan.compute_dtype = prec.rfind("mxfp8", 0) == 0 ? Precision::kMXFP8
                             : prec.rfind("fp8", 0) == 0 ? Precision::kFP8
                                                         : Precision::kBF16;
-  if (prec.rfind("bf16", 0) != 0 && run->plan.compute_dtype == Precision::kBF16)
-    run->assumptions.push_back("precision '" + prec.substr(0, 20) + "' read as bf16");
+  const bool half = prec.rfind("bf16", 0) == 0 || prec.rfind("fp16", 0) == 0;
+  if (run->plan.compute_dtype == Precision::kBF16 && !half && run->skipped.empty())  // nvfp4, fp32, ...
+    run->skipped = "precision '" + prec.substr(0, prec.find(' ')).substr(0, 20) +
+                   "' not modelled (GEMMs are costed at bf16, fp8 or mxfp8)";
   const std::string opt = Lower(r.value("optimizer", std::string()));
   if (opt.find("precision-aware") != std::string::npos)
     run->plan.optimizer_dtype = run->plan.grad_dtype = Precision::kBF16;

@@ -120,6 +120,30 @@ TEST(HfBadInput, UnknownModelTypeWarnsWhatWasGuessed) {
   EXPECT_EQ(ComputeStats(*ir, 4096).total_params, 8030261248);
 }
 
+// A config that declares state-space (Mamba) mixers or per-layer block kinds under an unknown
+// model_type is refused, not read llama-style: NVIDIA-Nemotron-3-Nano-30B-A3B's config.json (bad/, as
+// stored at ai-dynamo/aiconfigurator@095f58a5 model_configs/) read that way was 52 attention + MoE
+// layers, 102.3B parameters against the model's 31.6B.
+TEST(HfBadInput, HybridBlockPatternsAreRefusedNotReadLlamaStyle) {
+  auto ir = ParseHfConfigFile(std::string(ONBOARD_TEST_DATA) + "/hf/bad/nemotron-3-nano-30b-a3b.config.json");
+  ASSERT_FALSE(ir.ok());
+  EXPECT_EQ(ir.status().code(), ErrorCode::kBadInput);
+  for (const char* s :
+       {"nemotron-3-nano-30b-a3b.config.json", "'hybrid_override_pattern'", "'nemotron_h'", "MEMEM*E"})
+    EXPECT_NE(ir.status().message().find(s), std::string::npos) << s << ": " << ir.status().message();
+  // Nemotron 3 Ultra lists layers_block_type instead of num_hidden_layers: the refusal names it, not
+  // the missing layer count.
+  auto j = Llama();
+  j["model_type"] = "nemotron_h";
+  j.erase("num_hidden_layers");
+  j["layers_block_type"] = {"mamba", "moe", "attention"};
+  ExpectBad(j.dump(), {"'layers_block_type'", "not supported"});
+  // The same Llama config without those fields is still read (with its warning).
+  j = Llama();
+  j["model_type"] = "nemotron_h";
+  EXPECT_TRUE(ParseHfConfigText(j.dump(), "cfg.json").ok());
+}
+
 TEST(HfBadInput, MissingFileIsNotFound) {
   auto ir = ParseHfConfigFile("/nonexistent/config.json");
   ASSERT_FALSE(ir.ok());
