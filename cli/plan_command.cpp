@@ -73,6 +73,7 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
   if (!o.export_fmt.empty() && runs->size() != 1)
     return ReportError("plan", BadInput(o.evaluate, "runs", "--export needs a file with one layout",
                                         std::to_string(runs->size()) + " runs"));
+  const std::vector<LayoutRun> as_read = *runs;  // the table below resolves unstated recompute itself
   nlohmann::json out = nlohmann::json::array();
   for (LayoutRun& run : *runs) {
     if (!run.skipped.empty()) {  // measured-runs files: a run the layout format cannot express
@@ -129,7 +130,17 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
     for (const std::string& a : run.assumptions) std::cout << "  assumed: " << a << "\n";
     std::cout << "\n";
   }
-  if (o.json) std::cout << out.dump(2) << "\n";
+  if (o.json) {
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  // Measured tokens/s: the calibration table of the file, with its error summary.
+  if (std::any_of(as_read.begin(), as_read.end(),
+                  [](const LayoutRun& r) { return r.measured_tokens_per_s_per_gpu.has_value(); })) {
+    auto table = BuildCalibrationTable(as_read);
+    if (!table.ok()) return ReportError("plan", table.status());
+    std::cout << table->text;
+  }
   return 0;
 }
 

@@ -64,6 +64,8 @@ TEST(PlanCli, EvaluateMeasuredRunsPrintsTokensPerGpuBesideMeasurement) {
       << r.out;  // dsv3-report
   EXPECT_NE(r.out.find("tt-llama31-405b-512-h100-i1f1b: skipped (hardware"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("assumed: recompute not stated"), std::string::npos) << r.out;
+  // The text ends with the file's calibration table and its error summary (search/calibration_table.h).
+  EXPECT_NE(r.out.find("evaluated 32 of 33 runs: mean |error| "), std::string::npos) << r.out;
   const Result j = Onboard("plan --json --evaluate " + runs);
   EXPECT_EQ(j.code, 0);
   EXPECT_NE(j.out.find("\"measured_tokens_per_s_per_gpu\""), std::string::npos);
