@@ -1,11 +1,13 @@
 // Hugging Face config.json -> ModelIR: file reading, JSON parsing, model_type dispatch (see hf_config.h).
 #include "parsers/hf_config.h"
 
+#include <sys/stat.h>
+#include <cctype>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
-#include <sys/stat.h>
 
 #include "parsers/hf_families.h"
 
@@ -94,7 +96,53 @@ std::vector<std::string> HfKnownModelTypes() {
   return out;
 }
 
-Expected<ModelIR> ParseHfConfigText(const std::string& text, const std::string& origin) {
+namespace {
+
+// Python's json module (which writes config.json: PretrainedConfig.to_json_string) emits the float
+// literals NaN, Infinity and -Infinity (Nemotron-H: "time_step_limit": [0.0, Infinity]); strict JSON has
+// none. Outside strings, in a value position, they become the strings "NaN" / "Infinity" /
+// "-Infinity": a field onboard reads then fails as a non-number naming itself, and fields it does not
+// read parse as they would in transformers.
+std::string QuotePythonFloatLiterals(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  bool in_string = false;
+  char prev = 0;  // last non-space character outside strings
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      out += c;
+      if (c == '\\' && i + 1 < text.size())
+        out += text[++i];
+      else if (c == '"')
+        in_string = false, prev = '"';
+      continue;
+    }
+    if (c == '"') in_string = true;
+    const bool value_pos = prev == ':' || prev == '[' || prev == ',';
+    bool replaced = false;
+    for (const char* lit : {"NaN", "Infinity", "-Infinity"}) {
+      const size_t n = std::strlen(lit);
+      const char after = i + n < text.size() ? text[i + n] : ' ';
+      if (value_pos && text.compare(i, n, lit) == 0 && std::strchr(",]} \t\r\n", after) != nullptr) {
+        out += '"' + std::string(lit) + '"';
+        i += n - 1;
+        prev = '"';
+        replaced = true;
+        break;
+      }
+    }
+    if (replaced) continue;
+    out += c;
+    if (!std::isspace(static_cast<unsigned char>(c))) prev = c;
+  }
+  return out;
+}
+
+}  // namespace
+
+Expected<ModelIR> ParseHfConfigText(const std::string& raw, const std::string& origin) {
+  const std::string text = QuotePythonFloatLiterals(raw);
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(text);

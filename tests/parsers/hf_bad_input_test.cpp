@@ -144,6 +144,27 @@ TEST(HfBadInput, HybridBlockPatternsAreRefusedNotReadLlamaStyle) {
   EXPECT_TRUE(ParseHfConfigText(j.dump(), "cfg.json").ok());
 }
 
+// Python's json (which writes config.json) emits NaN / Infinity / -Infinity; transformers reads them.
+// In a field onboard does not read they are accepted; in one it reads, they are bad input naming it.
+TEST(HfBadInput, PythonFloatLiteralsParseAndFailOnlyWhereRead) {
+  std::string text = Llama().dump();
+  text.insert(text.rfind('}'),
+              R"(,"time_step_limit":[0.0, Infinity],"x":-Infinity,"y":NaN,"note":"NaN, Infinity")");
+  auto ir = ParseHfConfigText(text, "cfg.json");
+  ASSERT_TRUE(ir.ok()) << ir.status().ToString();
+  EXPECT_EQ(ComputeStats(*ir, 4096).total_params, 8030261248);
+  std::string bad = Llama().dump();
+  const size_t at = bad.find("\"hidden_size\":") + std::string("\"hidden_size\":").size();
+  bad.replace(at, bad.find(',', at) - at, "Infinity");
+  ExpectBad(bad, {"'hidden_size'", "Infinity"});
+  // Not a value position or not a whole token: left as it is (and still invalid JSON).
+  for (const char* t : {R"({"model_type": Infinityx})", R"({Infinity: 1})"}) {
+    auto r = ParseHfConfigText(t, "cfg.json");
+    ASSERT_FALSE(r.ok()) << t;
+    EXPECT_NE(r.status().message().find("invalid JSON"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(HfBadInput, MissingFileIsNotFound) {
   auto ir = ParseHfConfigFile("/nonexistent/config.json");
   ASSERT_FALSE(ir.ok());
