@@ -100,7 +100,18 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
     auto est = EvaluatePlan(req, run.plan);
     if (!est.ok())
       return ReportError("plan", BadInput(o.evaluate, run.id, est.status().message(), PlanSummary(run.plan)));
-    if (!o.export_fmt.empty()) return RunExport(o, req, run.plan);
+    if (!o.export_fmt.empty()) {
+      // The request-level memory techniques are costed but not written by the exports: refused
+      // rather than dropped from the launch.
+      const char* unexported = req.cpu_offload_layers > 0 ? "cpu_offload_layers"
+                               : req.recompute_norms      ? "recompute_norms"
+                               : req.fp8_act_input_store  ? "fp8_act_input_store"
+                                                          : nullptr;
+      if (unexported)
+        return ReportError("plan",
+                           BadInput(o.evaluate, unexported, "is costed but not written by --export", "set"));
+      return RunExport(o, req, run.plan);
+    }
     const double gpus = static_cast<double>(req.topology.num_devices);
     const double tps = est->tokens_per_s / gpus, tflops = est->model_flops / est->step_s / gpus / 1e12;
     if (o.json) {

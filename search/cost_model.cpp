@@ -189,6 +189,15 @@ void AddTerms(const CostContext& c, const Plan& p, const TimeModel& tm, const St
       mstr + " x " + Fmt(cs.host * 1e3) + " ms host launch / MoE dispatcher sync not hidden (cuda_graph=" +
           CudaGraphName(p.cuda_graph) + ")");
   add("recompute", m * cs.rc, m * cs.rc, "", mstr + " x " + Fmt(cs.rc * 1e3) + " ms extra forward");
+  if (e->memory.offloaded > 0) {  // CPU offloading: each pass's copy against that pass's compute
+    const double copy = e->memory.offloaded / c.host_link_bps;
+    const double exposed = std::max(0.0, copy - cs.fwd) + std::max(0.0, copy - cs.bwd);
+    add("offload", m * 2 * copy, m * exposed, "host",
+        mstr + " x 2 x " + Fmt(copy * 1e3) + " ms (" + Fmt(e->memory.offloaded / 1073741824.0) + " GiB of " +
+            std::to_string(req.cpu_offload_layers) +
+            " layers to host in the forward, back in the backward, " + Fmt(c.host_link_bps / 1e9) +
+            " GB/s), overlapped with " + Fmt(cs.fwd * 1e3) + " / " + Fmt(cs.bwd * 1e3) + " ms fwd / bwd");
+  }
   add("comm.tp", m * cs.tp_total, m * cs.tp, tm.tp_ar().tier,
       mstr + " x " + Fmt(cs.tp / std::max(tm.tp_ar().seconds, 1e-30), 3) + " all-reduces x " +
           Fmt(tm.tp_ar().seconds * 1e3) + " ms (tp=" + std::to_string(d.tp) +
@@ -309,6 +318,16 @@ Status CheckPlanAgainstModel(const CostContext& c, const Plan& p) {
                                             std::to_string(c.prof.seq));
   if (p.global_batch < 1)
     return Status(ErrorCode::kBadInput, "global_batch=" + std::to_string(p.global_batch) + " must be >= 1");
+  if (c.req->cpu_offload_layers > 0) {  // Megatron-Core TransformerConfig's cpu_offloading checks
+    if (p.deg.pp != 1)
+      return Status(ErrorCode::kBadInput, "cpu_offload_layers=" + std::to_string(c.req->cpu_offload_layers) +
+                                              " needs pp=1 (pp=" + std::to_string(p.deg.pp) + ")");
+    for (const auto& [kind, r] : p.recompute)
+      if (r != Recompute::kNone)
+        return Status(ErrorCode::kBadInput,
+                      "cpu_offload_layers=" + std::to_string(c.req->cpu_offload_layers) +
+                          " needs no recompute (" + kind + "=" + RecomputeName(r) + ")");
+  }
   for (const LayerProfile& lp : c.prof.layers)  // expert TP splits each expert's FFN width
     if (p.deg.etp > 1 && lp.top_k > 0 && std::fmod(lp.expert_inter, static_cast<double>(p.deg.etp)) != 0)
       return Status(ErrorCode::kBadInput, "etp=" + std::to_string(p.deg.etp) +
@@ -331,6 +350,7 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.hbm_bps = dev.hbm_gbps * 1e9;
   c.exp_per_s = SoftmaxExpsPerSecond(dev.name);
   c.per_expert_launches = PerExpertGemmLaunches(dev.name);
+  c.host_link_bps = HostLinkBytesPerSecond(dev.name);
   c.expert_ops = ExpertHostOpsPerExpert(c.fp8 ? req.compute_dtype : Precision::kBF16);
   if (req.mode == FinetuneMode::kLoRA)
     c.base_weight_bytes = DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125

@@ -114,6 +114,7 @@ struct CostContext {
   double hbm_bps = 0;                // bytes/s per device
   double exp_per_s = 0;              // softmax exponentials/s on the SFUs (0 = no figure: not charged)
   bool per_expert_launches = false;  // grouped GEMMs launch per expert (hardware catalog: NVIDIA + TE)
+  double host_link_bps = 0;          // device <-> host memory, bytes/s one way (CPU offloading)
   ExpertHostOps expert_ops;          // host ops per local expert of TE GroupedLinear at the GEMM dtype TE
                                      // runs (bf16 where the device has no fp8): expert_host_ops.h
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
@@ -127,6 +128,8 @@ CostContext MakeCostContext(const PlanRequest& req);
 double SoftmaxExpsPerSecond(const std::string& device);
 // Whether the device's MoE grouped GEMMs launch one GEMM per local expert (NVIDIA under TE: true).
 bool PerExpertGemmLaunches(const std::string& device);
+// Device <-> host memory bandwidth one way, achieved, bytes/s (PCIe or NVLink-C2C); 0 if unknown.
+double HostLinkBytesPerSecond(const std::string& device);
 
 // --- collectives.cpp ---
 // kRingP2P: an all-gather-shaped pass made of send/recv to the next rank (Transformer Engine's CP ring,

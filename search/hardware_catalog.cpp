@@ -21,6 +21,7 @@ struct Known {
   int64_t node;         // devices per host / compute tray (a job's share of a domain is a multiple)
   double nic_gbit;      // scale-out NIC per device
   double exp_tps;       // softmax exponentials (SFU MUFU.EX2), 10^12 per second (0 = no figure)
+  double host_gbps;     // device <-> host memory, GB/s one way, achieved (0 = no figure)
 };
 
 // NVLink each way = half the bidirectional figure; NVLink achieves ~0.65-0.8 of peak.
@@ -38,18 +39,23 @@ struct Known {
 //   1.41 GHz = 2.4, H100/H800/H200 132 x 1.98 GHz = 4.2. HGX B200 / B300 carry the NVL72 parts' die
 //   (same SMs) at the clock their datasheet peaks imply (2.25 vs 2.5 PF bf16): the SFU rate scales the
 //   same way, x 2250/2500: B200 5.0 x 0.9 = 4.5, B300 10.7 x 0.9 = 9.63.
+// Host link (CPU offloading's activations; stas00/ml-engineering@744d01e network/README.md): x86 hosts
+//   attach each GPU by PCIe Gen5 x16, 63 GB/s one way, of which nvbandwidth measured 55 (88%) on 8x H200
+//   (H100 / H800 / H200 / B200 / B300: no shipping accelerator attaches at Gen6 as of 2026-07-31); A100
+//   Gen4 x16 half of it, 27.5; Grace (GB200 / GB300) NVLink-C2C 450 GB/s one way, ~80% measured one way
+//   (DGX Station, half a GB300 module) = 360.
 const std::vector<Known>& Catalog() {
   static const std::vector<Known> k = {
-      {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4},
-      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2},
-      {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400, 4.2},
-      {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2},
-      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 4.5},
-      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 9.63},
-      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0},
-      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7},
+      {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4, 27.5},
+      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55},
+      {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400, 4.2, 55},
+      {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55},
+      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 4.5, 55},
+      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 9.63, 55},
+      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0, 360},
+      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7, 360},
       // Ascend 950DT: 1 PFLOP/s fp8 (announced); bf16 taken as half of fp8. Supernode fabric.
-      {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400, 0},
+      {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400, 0, 0},
   };
   return k;
 }
@@ -75,6 +81,12 @@ bool PerExpertGemmLaunches(const std::string& device) {
     if (device == c.name || (c.alias[0] != '\0' && device == c.alias))
       return std::string(c.link).rfind("nvlink", 0) == 0;
   return false;
+}
+
+double HostLinkBytesPerSecond(const std::string& device) {
+  for (const auto& c : Catalog())
+    if (device == c.name || (c.alias[0] != '\0' && device == c.alias)) return c.host_gbps * 1e9;
+  return 0;
 }
 
 double SoftmaxExpsPerSecond(const std::string& device) {

@@ -301,6 +301,7 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     ONBOARD_RETURN_IF_ERROR(f.Bool("recompute_norms", &run.recompute_norms));
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_act_input_store", &run.fp8_act_input_store));
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_expert_padding", &run.fp8_expert_padding));
+    ONBOARD_RETURN_IF_ERROR(f.Int("cpu_offload_layers", 0, int64_t{1} << 20, &run.cpu_offload_layers));
     ONBOARD_RETURN_IF_ERROR(layout::ReadExpertRouting(f, &run));
     out.push_back(run);
     return out;
@@ -362,6 +363,7 @@ void ApplyRunOptions(const LayoutRun& run, PlanRequest* req) {
   req->recompute_norms = run.recompute_norms;
   req->fp8_act_input_store = run.fp8_act_input_store;
   req->fp8_expert_padding = run.fp8_expert_padding;
+  req->cpu_offload_layers = run.cpu_offload_layers;
   req->expert_nodes_per_token = run.expert_nodes_per_token;
   req->max_route_nodes = run.max_route_nodes;
 }

@@ -44,6 +44,8 @@
 //                       transformer_block.py asserts only num_layers_to_build >= 0; Megatron-Bridge sets
 //                       both for Llama-3.1-405B, recipes/llama/llama3.py, and runs it at pp16 vp8 = 128
 //                       chunks for 126 layers): the only even split Megatron accepts.
+//   cpu offloading    : recipe.preset_fields.cpu_offloading_num_layers (Megatron-Bridge's perf presets;
+//                       overrides.py sets cpu_offloading, activations only) -> cpu_offload_layers.
 //   overlap           : recipe.preset_fields.moe_a2a_overlap. PP sends: a Megatron-Core framework (Bridge,
 //                       NeMo 2, Megatron-LM) with vp > 1 overlaps them (overlap_p2p_comm: Megatron-Bridge
 //                       training/comm_overlap.py _get_model_comm_overlap_cfgs, NeMo 2's
@@ -460,6 +462,9 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   run.plan.mtp_layers = std::max<int64_t>(0, mtp);
   const json* ov = RecipeField(r, "preset_fields", "moe_a2a_overlap");
   run.overlap_ep_comm = ov && ov->is_boolean() && ov->get<bool>();
+  const json* off = RecipeField(r, "preset_fields", "cpu_offloading_num_layers");
+  if (off && off->is_number_integer() && off->get<int64_t>() > 0)
+    run.cpu_offload_layers = off->get<int64_t>();
   run.overlap_pp_p2p = run.plan.deg.pp > 1 && run.plan.deg.interleave > 1 &&
                        r.value("framework", std::string()).find("Megatron-Core") != std::string::npos;
   ReadLaunchSettings(r, &run);

@@ -179,6 +179,7 @@ struct StageParts {
          recompute_working = 0;
   bool last = false;
   std::vector<double> chunk_act;  // activation bytes per token one micro-batch leaves on each chunk
+  double offloaded = 0;           // of which in host memory (req.cpu_offload_layers), bytes per token
 };
 
 // Step 1: parameters and per-chunk activations of each pipeline stage (dense / t, experts / ep); the
@@ -206,6 +207,7 @@ std::vector<StageParts> StageMemoryParts(const CostContext& c, const Plan& p,
         sp.lora += x.lora;
         sp.lora_expert += x.lora_expert;
         sp.chunk_act.back() += x.act + x.routed;
+        if (l < c.req->cpu_offload_layers) sp.offloaded += x.act + x.routed;  // pp 1 (CheckPlanAgainstModel)
         sp.largest_layer = std::max(sp.largest_layer, x.gathered);
         sp.dispatch = std::max(sp.dispatch, x.dispatch);
         sp.recompute_working = std::max(sp.recompute_working, x.dropped);
@@ -315,8 +317,9 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     // Steps 2-3: weights, grads, optimizer; the activations in flight and the EP buffers.
     MemoryBreakdown mb;
     StateBytes(c, p, sp, &mb);
-    const double held = HeldActivations(p, s, sp.chunk_act, mirror.chunk_act);
+    const double held = HeldActivations(p, s, sp.chunk_act, mirror.chunk_act) - sp.offloaded;
     mb.activations = T * (held + sp.recompute_working);  // + the layer being recomputed, once
+    mb.offloaded = T * sp.offloaded;
     mb.a2a_buffers = c.k.a2a_buffers * sp.dispatch;
     // Step 4: workspace.
     mb.workspace = req.constraints.reserved_gib * 1073741824.0;

@@ -61,11 +61,18 @@ json PlanJson(const Plan& p) {
 }
 
 json MemoryJson(const MemoryBreakdown& m) {
-  return {{"weights_gib", R6(m.weights / kGiB)},     {"grads_gib", R6(m.grads / kGiB)},
-          {"optimizer_gib", R6(m.optimizer / kGiB)}, {"activations_gib", R6(m.activations / kGiB)},
-          {"a2a_buffers_gib", R6(m.a2a_buffers / kGiB)}, {"workspace_gib", R6(m.workspace / kGiB)},
-          {"total_gib", R6(m.total / kGiB)},         {"capacity_gib", R6(m.capacity / kGiB)},
-          {"margin_gib", R6(m.margin / kGiB)},       {"usable_gib", R6(m.usable() / kGiB)}};
+  json j = {{"weights_gib", R6(m.weights / kGiB)},
+            {"grads_gib", R6(m.grads / kGiB)},
+            {"optimizer_gib", R6(m.optimizer / kGiB)},
+            {"activations_gib", R6(m.activations / kGiB)},
+            {"a2a_buffers_gib", R6(m.a2a_buffers / kGiB)},
+            {"workspace_gib", R6(m.workspace / kGiB)},
+            {"total_gib", R6(m.total / kGiB)},
+            {"capacity_gib", R6(m.capacity / kGiB)},
+            {"margin_gib", R6(m.margin / kGiB)},
+            {"usable_gib", R6(m.usable() / kGiB)}};
+  if (m.offloaded > 0) j["offloaded_gib"] = R6(m.offloaded / kGiB);  // CPU offloading only
+  return j;
 }
 
 json EstJson(const PlanEstimate& e) {
@@ -87,11 +94,13 @@ json EstJson(const PlanEstimate& e) {
 }
 
 std::string MemLine(const MemoryBreakdown& m) {
-  return "weights " + F("%.1f", m.weights / kGiB) + " | grads " + F("%.1f", m.grads / kGiB) + " | optimizer " +
-         F("%.1f", m.optimizer / kGiB) + " | activations " + F("%.1f", m.activations / kGiB) + " | a2a " +
-         F("%.1f", m.a2a_buffers / kGiB) + " | workspace " + F("%.1f", m.workspace / kGiB) + " | total " +
-         F("%.1f", m.total / kGiB) + " of " + F("%.1f", m.usable() / kGiB) + " usable (" +
-         F("%.1f", m.capacity / kGiB) + " - " + F("%.1f", m.margin / kGiB) + " margin)";
+  return "weights " + F("%.1f", m.weights / kGiB) + " | grads " + F("%.1f", m.grads / kGiB) +
+         " | optimizer " + F("%.1f", m.optimizer / kGiB) + " | activations " +
+         F("%.1f", m.activations / kGiB) + " | a2a " + F("%.1f", m.a2a_buffers / kGiB) + " | workspace " +
+         F("%.1f", m.workspace / kGiB) + " | total " + F("%.1f", m.total / kGiB) + " of " +
+         F("%.1f", m.usable() / kGiB) + " usable (" + F("%.1f", m.capacity / kGiB) + " - " +
+         F("%.1f", m.margin / kGiB) + " margin)" +
+         (m.offloaded > 0 ? " | offloaded to host " + F("%.1f", m.offloaded / kGiB) : "");
 }
 
 }  // namespace

@@ -6,6 +6,8 @@
 #include "search/plan_request_checks.h"
 #include "search/planner.h"
 
+#include "search/cost_model.h"
+
 namespace onboard {
 
 Status CostCalibration::Validate() const {
@@ -50,6 +52,15 @@ Status PlanRequest::Validate() const {
                     std::to_string(constraints.etp));
   ONBOARD_RETURN_IF_ERROR(
       CheckExpertRouting(f, "", expert_nodes_per_token, max_route_nodes, MaxRoutedTopK(model)));
+  if (cpu_offload_layers < 0 || cpu_offload_layers >= static_cast<int64_t>(model.layers.size()))
+    return BadInput(f, "cpu_offload_layers",
+                    "must be in [0, layers=" + std::to_string(model.layers.size()) + ")",
+                    std::to_string(cpu_offload_layers));
+  if (cpu_offload_layers > 0 && HostLinkBytesPerSecond(topology.device.name) <= 0)
+    return BadInput(f, "cpu_offload_layers",
+                    "needs the device's host-link bandwidth: device '" + topology.device.name +
+                        "' has none in the hardware catalog",
+                    std::to_string(cpu_offload_layers));
   if (threads < 1 || threads > 256) return BadInput(f, "threads", "must be in [1, 256]", std::to_string(threads));
   if (top_n < 0) return BadInput(f, "top_n", "must be >= 0", std::to_string(top_n));
   return Status::Ok();

@@ -96,6 +96,10 @@ struct PlanRequest {
                                      // report sec. 3.2.3; Megatron --recompute-modules layernorm)
   bool fp8_act_input_store = false;  // routed experts' SwiGLU input kept in fp8 (DeepSeek-V3 report
                                      // sec. 3.3.3; Megatron --activation-func-fp8-input-store)
+  int64_t cpu_offload_layers = 0;    // activations of the first N decoder layers kept in host memory
+                                     // (Megatron --cpu-offloading-num-layers, activations only; TE
+                                     // get_cpu_offload_context): plans with pp 1 and no recompute,
+                                     // devices with a host-link figure; 0 = off
   // Megatron-Core TEGroupedMLP pads each local expert's rows to the fp8 alignment itself (TE Fp8Padding /
   // Fp8Unpadding) where neither the router (moe_router_padding_for_quantization) nor the dispatcher
   // (HybridEP) did: costed for fp8 plans whose ep_dispatcher is not HybridEP (layer_time.cpp, "fp8 row
@@ -127,6 +131,8 @@ struct MemoryBreakdown {
   double activations = 0;                // kept for backward, all in-flight micro-batches
   double a2a_buffers = 0;                // EP dispatch/combine buffers
   double workspace = 0;                  // reserved context + largest gathered (unsharded) layer
+  double offloaded = 0;                  // activations of one micro-batch in host memory, not in `total`
+                                         // (PlanRequest::cpu_offload_layers)
   double total = 0;
   double capacity = 0;                   // HBM per device
   double margin = 0;                     // kept free

@@ -148,6 +148,22 @@ TEST(PlanCli, EvaluateKeepsTheLayoutsModeAndExportsIt) {
   EXPECT_EQ(exp.code, 0) << exp.out;
   EXPECT_NE(exp.out.find("--pipeline-model-parallel-layout 'E|t|t|"), std::string::npos) << exp.out;
   EXPECT_NE(exp.out.find("|t|L'"), std::string::npos) << exp.out;
+  // A request-level memory technique the exports do not write is refused, not dropped from the launch.
+  const std::string offload =
+      Write("l405_offload.json", R"({"tp":8,"pp":1,"dp_shard":32,"sequence_parallel":true,)"
+                                 R"("micro_batch":1,"global_batch":256,"seq":8192,"mode":"full",)"
+                                 R"("precision":"mxfp8","cpu_offload_layers":60})");
+  const std::string obase = "plan " + std::string(ONBOARD_TEST_DATA) +
+                            "/hf/llama-3.1-405b.config.json --topology " + kTopo +
+                            "gb200-nvl72-x4.json --evaluate " + offload;
+  const Result costed = Onboard(obase);
+  EXPECT_EQ(costed.code, 0) << costed.out;
+  EXPECT_NE(costed.out.find("offloaded to host"), std::string::npos) << costed.out;
+  const Result refused = Onboard(obase + " --export megatron");
+  EXPECT_EQ(refused.code, 2) << refused.out;
+  EXPECT_NE(refused.out.find("'cpu_offload_layers': is costed but not written by --export"),
+            std::string::npos)
+      << refused.out;
   const Result many = Onboard("plan --evaluate " + std::string(ONBOARD_TEST_DATA) +
                               "/measured_training_runs.json --export megatron");
   EXPECT_EQ(many.code, 2) << many.out;

@@ -51,6 +51,53 @@ TEST(MemoryTerms, RmsNormRecomputeDropsEachBlocksNormOutputAndPaysOneMorePass) {
   EXPECT_LT(eb->memory.activations, ea->memory.activations);
 }
 
+// CPU offloading (Megatron --cpu-offloading-num-layers, activations only; TE get_cpu_offload_context:
+// "activation memory usage is equal to (num_layers - num_offloaded_layers) * T"): half of Llama-3.1-8B's
+// 32 layers leave half its activations on the device, and their copy to the host and back is a term
+// that hides behind compute over Grace's NVLink-C2C and shows over HGX B200's PCIe. Megatron's own checks:
+// pp 1 and no recompute; a device without a host-link figure cannot be costed.
+TEST(MemoryTerms, CpuOffloadingMovesTheFirstLayersActivationsToTheHost) {
+  Plan p = test::MakePlan({1, 8, 1, 1, 1, 1, 1, false, 1}, 4096, 4, 4);
+  p.mode = FinetuneMode::kFull;
+  for (const char* hw : {"GB200", "B200"}) {
+    PlanRequest off = test::HfRequestOn("llama-3.1-8b", hw, 8), on = off;
+    off.mode = on.mode = FinetuneMode::kFull;
+    on.cpu_offload_layers = 16;
+    auto a = EvaluatePlan(off, p), b = EvaluatePlan(on, p);
+    ASSERT_TRUE(a.ok() && b.ok()) << hw << ": " << b.status().ToString();
+    EXPECT_NEAR(b->memory.activations, a->memory.activations / 2, 1e-6 * a->memory.activations) << hw;
+    EXPECT_NEAR(b->memory.offloaded, a->memory.activations / 2, 1e-6 * a->memory.activations) << hw;
+    EXPECT_DOUBLE_EQ(a->memory.offloaded, 0);
+    EXPECT_EQ(Term(*a, "offload"), nullptr);
+    const TimeTerm* t = Term(*b, "offload");
+    ASSERT_NE(t, nullptr) << hw;
+    const double copy =
+        b->memory.offloaded / HostLinkBytesPerSecond(MakeCostContext(on).req->topology.device.name);
+    EXPECT_NEAR(t->total_s, 4 * 2 * copy, 1e-9) << hw;  // 4 micro-batches, out and back
+    if (std::string(hw) == "GB200") {
+      EXPECT_DOUBLE_EQ(t->exposed_s, 0);
+    } else {
+      EXPECT_GT(t->exposed_s, 0);
+    }
+  }
+  PlanRequest on = test::HfRequestOn("llama-3.1-8b", "GB200", 8);
+  on.mode = FinetuneMode::kFull;
+  on.cpu_offload_layers = 16;
+  Plan pp2 = test::MakePlan({1, 4, 1, 2, 1, 1, 1, false, 1}, 4096, 4, 4);
+  EXPECT_FALSE(EvaluatePlan(on, pp2).ok());
+  Plan rc = p;
+  rc.recompute = {{"*", Recompute::kSelective}};
+  EXPECT_FALSE(EvaluatePlan(on, rc).ok());
+  on.cpu_offload_layers = 32;  // every layer: Megatron requires fewer than num_layers
+  EXPECT_FALSE(EvaluatePlan(on, p).ok());
+  on.cpu_offload_layers = 16;
+  on.topology.device.name = "custom-device";
+  auto unknown = EvaluatePlan(on, p);
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("host-link bandwidth"), std::string::npos)
+      << unknown.status().message();
+}
+
 TEST(MemoryTerms, Fp8SwiGluInputStoreAndRecomputedOutputDropTheirBytes) {
   PlanRequest off = DeepSeekRequest(Precision::kFP8), on = off;
   on.fp8_act_input_store = true;
