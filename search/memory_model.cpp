@@ -207,7 +207,8 @@ std::vector<StageParts> StageMemoryParts(const CostContext& c, const Plan& p,
         sp.lora += x.lora;
         sp.lora_expert += x.lora_expert;
         sp.chunk_act.back() += x.act + x.routed;
-        if (l < c.req->cpu_offload_layers) sp.offloaded += x.act + x.routed;  // pp 1 (CheckPlanAgainstModel)
+        if (d.pp == 1 && l < c.req->cpu_offload_layers)
+          sp.offloaded += x.act + x.routed;  // CheckPlanAgainstModel
         sp.largest_layer = std::max(sp.largest_layer, x.gathered);
         sp.dispatch = std::max(sp.dispatch, x.dispatch);
         sp.recompute_working = std::max(sp.recompute_working, x.dropped);

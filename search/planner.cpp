@@ -2,11 +2,10 @@
 #include <cmath>
 #include <sstream>
 
+#include "search/cost_model.h"
 #include "search/plan_explain.h"
 #include "search/plan_request_checks.h"
 #include "search/planner.h"
-
-#include "search/cost_model.h"
 
 namespace onboard {
 
