@@ -58,7 +58,7 @@ Status PlanRequest::Validate() const {
   if (cpu_offload_layers > 0 && HostLinkBytesPerSecond(topology.device.name) <= 0)
     return BadInput(f, "cpu_offload_layers",
                     "needs the device's host-link bandwidth: device '" + topology.device.name +
-                        "' has none in the hardware catalog",
+                        "' has no host-link figure in the hardware catalog",
                     std::to_string(cpu_offload_layers));
   if (threads < 1 || threads > 256) return BadInput(f, "threads", "must be in [1, 256]", std::to_string(threads));
   if (top_n < 0) return BadInput(f, "top_n", "must be >= 0", std::to_string(top_n));
