@@ -32,12 +32,14 @@ Status RunRequest::Validate() const {
       CheckExpertRouting("run request", "", expert_nodes_per_token, max_route_nodes, kTopKUnknown));
   // Stage "weights" inputs: with a config or graph there are no weights to check or train, so they
   // are refused rather than silently skipped.
-  for (const auto& [field, value] : {std::pair<const char*, const std::string*>{"verify_ids", &verify_ids},
-                                     {"verify_reference", &verify_reference},
-                                     {"weights_text", &weights_text}})
-    if (!value->empty() && !IsCheckpointDir(model_path))
-      return BadInput("run request", field, "needs the model to be a checkpoint directory with safetensors",
-                      model_path.empty() ? "an inline model" : model_path);
+  const char* weights_field = !verify_ids.empty()         ? "verify_ids"
+                              : !verify_reference.empty() ? "verify_reference"
+                              : !weights_text.empty()     ? "weights_text"
+                                                          : nullptr;
+  if (weights_field && !IsCheckpointDir(model_path))  // one directory scan, only when one is set
+    return BadInput("run request", weights_field,
+                    "needs the model to be a checkpoint directory with safetensors",
+                    model_path.empty() ? "an inline model" : model_path);
   ONBOARD_RETURN_IF_ERROR(Range("max_rounds", max_rounds, 1, 20));
   ONBOARD_RETURN_IF_ERROR(Range("threads", threads, 1, 256));
   ONBOARD_RETURN_IF_ERROR(Range("probe.ranks", probe.ranks, 1, 64));

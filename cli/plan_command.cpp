@@ -73,13 +73,15 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
   if (!o.export_fmt.empty() && runs->size() != 1)
     return ReportError("plan", BadInput(o.evaluate, "runs", "--export needs a file with one layout",
                                         std::to_string(runs->size()) + " runs"));
-  const std::vector<LayoutRun> as_read = *runs;  // the table below resolves unstated recompute itself
   nlohmann::json out = nlohmann::json::array();
+  std::vector<CalibrationRow> rows;  // measured tokens/s: the file's calibration table, after the runs
+  bool measured = false;
   for (LayoutRun& run : *runs) {
     if (!run.skipped.empty()) {  // measured-runs files: a run the layout format cannot express
       if (!o.export_fmt.empty())
         return ReportError("plan", BadInput(o.evaluate, run.id, "cannot be costed", run.skipped));
       if (!o.json) std::cout << run.id << ": skipped (" << run.skipped << ")\n\n";
+      rows.push_back(MakeCalibrationRow(run, nullptr));
       continue;
     }
     PlanRequest req;
@@ -112,6 +114,8 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
                            BadInput(o.evaluate, unexported, "is costed but not written by --export", "set"));
       return RunExport(o, req, run.plan);
     }
+    measured = measured || run.measured_tokens_per_s_per_gpu.has_value();
+    rows.push_back(MakeCalibrationRow(run, run.measured_tokens_per_s_per_gpu ? &*est : nullptr));
     const double gpus = static_cast<double>(req.topology.num_devices);
     const double tps = est->tokens_per_s / gpus, tflops = est->model_flops / est->step_s / gpus / 1e12;
     if (o.json) {
@@ -145,13 +149,8 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
     std::cout << out.dump(2) << "\n";
     return 0;
   }
-  // Measured tokens/s: the calibration table of the file, with its error summary.
-  if (std::any_of(as_read.begin(), as_read.end(),
-                  [](const LayoutRun& r) { return r.measured_tokens_per_s_per_gpu.has_value(); })) {
-    auto table = BuildCalibrationTable(as_read);
-    if (!table.ok()) return ReportError("plan", table.status());
-    std::cout << table->text;
-  }
+  // Measured tokens/s: the calibration table of the file, with its error summary (the estimates above).
+  if (measured) std::cout << TabulateCalibrationRows(std::move(rows)).text;
   return 0;
 }
 

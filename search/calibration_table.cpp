@@ -52,10 +52,26 @@ void ResolveUnstatedRecompute(LayoutRun* run) {
   }
 }
 
-Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& input,
-                                                 bool unfused_framework) {
-  std::vector<LayoutRun> runs = input;
-  for (LayoutRun& r : runs) ResolveUnstatedRecompute(&r);
+CalibrationRow MakeCalibrationRow(const LayoutRun& run, const PlanEstimate* est) {
+  CalibrationRow row;
+  row.id = run.id;
+  row.layout = run.skipped.find("hardware") == 0 ? run.id : LayoutText(run);
+  if (!est) {
+    row.note = run.skipped.empty() ? "no tokens/s measured" : run.skipped;
+    return row;
+  }
+  row.evaluated = true;
+  row.predicted_tps = est->tokens_per_s / static_cast<double>(run.topology.num_devices);
+  row.measured_tps = *run.measured_tokens_per_s_per_gpu;
+  row.err = row.predicted_tps / row.measured_tps - 1;
+  row.fits = est->fits;
+  row.mem_gib = est->memory.total / kGiB;
+  row.usable_gib = est->memory.usable() / kGiB;
+  if (!run.uncertain.empty()) row.note = "(source caveat)";
+  return row;
+}
+
+CalibrationTable TabulateCalibrationRows(std::vector<CalibrationRow> rows) {
   CalibrationTable t;
   std::ostringstream os;
   char head[256];
@@ -63,28 +79,9 @@ Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& i
                 "memory (worst stage / usable)");
   os << head;
   double sum = 0;
-  for (const LayoutRun& run : runs) {
-    CalibrationRow row;
-    row.id = run.id;
-    row.layout = run.skipped.find("hardware") == 0 ? run.id : LayoutText(run);
-    if (!run.skipped.empty() || !run.measured_tokens_per_s_per_gpu) {
-      row.note = run.skipped.empty() ? "no tokens/s measured" : run.skipped;
-      t.rows.push_back(row);
-      os << Row(row);
-      continue;
-    }
-    PlanRequest req = RequestForRun(run);
-    req.unfused_framework = unfused_framework;
-    auto est = EvaluatePlan(req, run.plan);
-    if (!est.ok()) return Status(est.status().code(), run.id + ": " + est.status().message());
-    row.evaluated = true;
-    row.predicted_tps = est->tokens_per_s / static_cast<double>(run.topology.num_devices);
-    row.measured_tps = *run.measured_tokens_per_s_per_gpu;
-    row.err = row.predicted_tps / row.measured_tps - 1;
-    row.fits = est->fits;
-    row.mem_gib = est->memory.total / kGiB;
-    row.usable_gib = est->memory.usable() / kGiB;
-    if (!run.uncertain.empty()) row.note = "(source caveat)";
+  for (const CalibrationRow& row : rows) {
+    os << Row(row);
+    if (!row.evaluated) continue;
     ++t.evaluated;
     const double a = std::fabs(row.err);
     sum += a;
@@ -95,19 +92,38 @@ Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& i
       t.max_abs_err = a;
       t.worst_id = row.id;
     }
-    t.rows.push_back(row);
-    os << Row(row);
   }
   t.mean_abs_err = t.evaluated > 0 ? sum / t.evaluated : 0;
   char tail[512];
-  std::snprintf(tail, sizeof tail,
-                "evaluated %d of %zu runs: mean |error| %.1f%%, max %.1f%% (%s), within 10%%: %d, within 20%%: %d, "
-                "predicted not to fit: %d\n",
-                t.evaluated, runs.size(), 100 * t.mean_abs_err, 100 * t.max_abs_err, t.worst_id.c_str(), t.within_10,
-                t.within_20, t.not_fitting);
+  std::snprintf(
+      tail, sizeof tail,
+      "evaluated %d of %zu runs: mean |error| %.1f%%, max %.1f%% (%s), within 10%%: %d, within 20%%: %d, "
+      "predicted not to fit: %d\n",
+      t.evaluated, rows.size(), 100 * t.mean_abs_err, 100 * t.max_abs_err, t.worst_id.c_str(), t.within_10,
+      t.within_20, t.not_fitting);
   os << tail;
   t.text = os.str();
+  t.rows = std::move(rows);
   return t;
+}
+
+Expected<CalibrationTable> BuildCalibrationTable(const std::vector<LayoutRun>& input,
+                                                 bool unfused_framework) {
+  std::vector<LayoutRun> runs = input;
+  std::vector<CalibrationRow> rows;
+  for (LayoutRun& run : runs) {
+    ResolveUnstatedRecompute(&run);
+    if (!run.skipped.empty() || !run.measured_tokens_per_s_per_gpu) {
+      rows.push_back(MakeCalibrationRow(run, nullptr));
+      continue;
+    }
+    PlanRequest req = RequestForRun(run);
+    req.unfused_framework = unfused_framework;
+    auto est = EvaluatePlan(req, run.plan);
+    if (!est.ok()) return Status(est.status().code(), run.id + ": " + est.status().message());
+    rows.push_back(MakeCalibrationRow(run, &*est));
+  }
+  return TabulateCalibrationRows(std::move(rows));
 }
 
 }  // namespace onboard

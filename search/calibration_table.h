@@ -35,6 +35,12 @@ struct CalibrationTable {
 // block) that fits, recorded in run->assumptions. No-op when the recompute was stated.
 void ResolveUnstatedRecompute(LayoutRun* run);
 
+// One row: `est` is the run's estimate, or null for a run not evaluated (skipped, or no tokens/s
+// measured; the note says which).
+CalibrationRow MakeCalibrationRow(const LayoutRun& run, const PlanEstimate* est);
+// The rendered table and its statistics over `rows`, in their order.
+CalibrationTable TabulateCalibrationRows(std::vector<CalibrationRow> rows);
+
 // Evaluates every run; an invalid plan for a run is an error naming the run. unfused_framework: every
 // run costed with its framework fusion chains unfused (PlanRequest::unfused_framework; the recompute of
 // runs that do not state it is resolved as without it, so both tables evaluate the same plans).

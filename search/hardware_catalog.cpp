@@ -60,6 +60,13 @@ const std::vector<Known>& Catalog() {
   return k;
 }
 
+// The catalog row named `device` (its name or its alias), or null.
+const Known* FindKnown(const std::string& device) {
+  for (const auto& c : Catalog())
+    if (device == c.name || (c.alias[0] != '\0' && device == c.alias)) return &c;
+  return nullptr;
+}
+
 // The job's share of one scale-up domain: the largest multiple of `node` that divides `devices` and
 // fits in `domain` (256 GPUs on NVL72 racks = 4 domains of 64).
 int64_t DomainShare(const Known& k, int64_t devices) {
@@ -77,29 +84,23 @@ int64_t DomainShare(const Known& k, int64_t devices) {
 // grouped matmul is one launch for all experts (torch_npu npu_grouped_matmul, MindSpeed
 // --moe-grouped-gemm). Unknown devices: no figure, not charged.
 bool PerExpertGemmLaunches(const std::string& device) {
-  for (const auto& c : Catalog())
-    if (device == c.name || (c.alias[0] != '\0' && device == c.alias))
-      return std::string(c.link).rfind("nvlink", 0) == 0;
-  return false;
+  const Known* k = FindKnown(device);
+  return k != nullptr && std::string(k->link).rfind("nvlink", 0) == 0;
 }
 
 double HostLinkBytesPerSecond(const std::string& device) {
-  for (const auto& c : Catalog())
-    if (device == c.name || (c.alias[0] != '\0' && device == c.alias)) return c.host_gbps * 1e9;
-  return 0;
+  const Known* k = FindKnown(device);
+  return k ? k->host_gbps * 1e9 : 0;
 }
 
 double SoftmaxExpsPerSecond(const std::string& device) {
-  for (const auto& c : Catalog())
-    if (device == c.name || (c.alias[0] != '\0' && device == c.alias)) return c.exp_tps * 1e12;
-  return 0;
+  const Known* k = FindKnown(device);
+  return k ? k->exp_tps * 1e12 : 0;
 }
 
 Expected<Topology> TopologyForHardware(const std::string& hardware, int64_t devices, double nic_gbit,
                                        const std::string& origin, const std::string& fp) {
-  const Known* k = nullptr;
-  for (const auto& c : Catalog())
-    if (hardware == c.name || (c.alias[0] != '\0' && hardware == c.alias)) k = &c;
+  const Known* k = FindKnown(hardware);
   if (!k) {
     std::string names;
     for (const auto& c : Catalog()) names += (names.empty() ? "" : ", ") + std::string(c.name);
