@@ -22,6 +22,7 @@
 #include "search/calibration_table.h"
 #include "search/expert_placement.h"
 #include "search/layout_file.h"
+#include "search/plan_export.h"
 #include "search/plan_request_checks.h"
 #include "search/planner.h"
 
@@ -31,6 +32,7 @@ namespace {
 struct PlanOptions {
   std::string model, topology, mode, evaluate, export_fmt, export_out, base_dtype = "bf16";  // mode "" = lora
   std::string schedule = "1f1b";  // search constraint: pipeline schedules tried (PlanConstraints::schedule)
+  std::string cross_entropy;  // PlanRequest::cross_entropy; "" = megatron, or torch for --export torchtitan
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
   int64_t etp = 0;  // search constraint: expert TP, 0 = searched (PlanConstraints::etp)
   int threads = 2;
@@ -48,6 +50,17 @@ std::string Pct(double v) {
 }
 
 int RunExport(const PlanOptions& o, const PlanRequest& req, const Plan& plan);
+
+// An export launches its engine's own loss (ExportEngineLoss): a plan costed with another one, named
+// in `origin`, is refused rather than exported unlike it was costed.
+Status CheckExportLoss(const PlanOptions& o, const std::string& origin, const std::string& loss) {
+  if (o.export_fmt.empty() || loss.empty()) return Status::Ok();
+  std::string runs = ExportEngineLoss(o.export_fmt);
+  if (loss == runs) return Status::Ok();
+  if (runs.empty()) runs = "each engine its own";
+  return BadInput(origin, "cross_entropy",
+                  "is not the loss the " + o.export_fmt + " export runs (" + runs + ")", loss);
+}
 
 // A single layout's fine-tuning mode: the file's "mode" where it names one (a --mode that says
 // otherwise is refused), else --mode (default lora); the LoRA rank likewise.
@@ -95,6 +108,10 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
       if (run.plan.seq == 0) run.plan.seq = req.seq;
       req.seq = run.plan.seq;
       if (Status st = ResolveLayoutMode(o, &run, &req); !st.ok()) return ReportError("plan", st);
+      if (!o.cross_entropy.empty() && !run.cross_entropy.empty() && run.cross_entropy != o.cross_entropy)
+        return ReportError(
+            "plan", BadInput(o.evaluate, "cross_entropy", "conflicts with --cross-entropy " + o.cross_entropy,
+                             run.cross_entropy));
       if (run.layout_layers >= 0 && run.layout_layers != static_cast<int64_t>(req.model.layers.size()))
         return ReportError("plan", BadInput(o.evaluate, "pp_layout", "places a different number of decoder layers than the model has",
                                             std::to_string(run.layout_layers)));
@@ -112,6 +129,10 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
       if (unexported)
         return ReportError("plan",
                            BadInput(o.evaluate, unexported, "is costed but not written by --export", "set"));
+      if (Status st = CheckExportLoss(o, run.cross_entropy.empty() ? "--cross-entropy" : o.evaluate,
+                                      run.cross_entropy.empty() ? o.cross_entropy : run.cross_entropy);
+          !st.ok())
+        return ReportError("plan", st);
       return RunExport(o, req, run.plan);
     }
     measured = measured || run.measured_tokens_per_s_per_gpu.has_value();
@@ -222,6 +243,12 @@ Status BuildPlanRequest(const PlanOptions& o, std::unique_ptr<PlanRequest>* req)
   r.expert_imbalance = o.imbalance;
   r.constraints.etp = o.etp;  // ranges and names: PlanRequest::Validate, the one check
   r.constraints.schedule = o.schedule;
+  // The loss the plan is costed with: the one named, else the exported engine's (torchtitan's
+  // F.cross_entropy over fp32 logits), else Megatron-Core's (search/cross_entropy_cost.h).
+  if (!o.cross_entropy.empty())
+    r.cross_entropy = o.cross_entropy;
+  else if (!ExportEngineLoss(o.export_fmt).empty())
+    r.cross_entropy = ExportEngineLoss(o.export_fmt);
   if (Status rs = ApplyExpertRoutingFlags(o.routing, &r); !rs.ok()) return rs;
   return r.Validate();
 }
@@ -276,6 +303,8 @@ int RunPlan(const PlanOptions& o) {
   if (Status st = BuildPlanRequest(o, &req); !st.ok()) return ReportError("plan", st);
   if (!o.evaluate.empty()) return RunEvaluate(o, req.get());
   if (!req) return ReportError("plan", BadInput("(command line)", "MODEL", "missing model path (or --evaluate RUNS.json)"));
+  if (Status st = CheckExportLoss(o, "--cross-entropy", o.cross_entropy); !st.ok())
+    return ReportError("plan", st);
   // Step 2: search (with --zipf: place the experts and search again).
   auto r = SearchPlans(*req);
   if (!r.ok()) return ReportError("plan", r.status());
@@ -330,6 +359,10 @@ static OnboardCommand kPlan{
       sub.add_option("--schedule", o->schedule,
                      "pipeline schedules the search tries: 1f1b (default; every exported engine runs it), "
                      "dualpipe, or any");
+      sub.add_option("--cross-entropy", o->cross_entropy,
+                     "the loss over the logits the plan is costed with (memory and time, "
+                     "search/cross_entropy_cost.h): megatron (default) | te | te_inplace | torch "
+                     "(default with --export torchtitan)");
       sub.add_option("--max-devices", o->max_devices, "largest device count tried when nothing fits")
           ->check(CLI::Range(int64_t{1}, int64_t{1} << 20));
       sub.add_option("--evaluate", o->evaluate, "cost this layout / published_runs.json-style file instead of searching");

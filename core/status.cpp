@@ -41,17 +41,32 @@ std::string Status::ToString() const {
   return std::string(ErrorCodeName(code_)) + ": " + message_;
 }
 
+namespace {
+
+// Printable ASCII, other bytes as '?', at most `max` of them then "...".
+std::string Printable(const std::string& s, size_t max) {
+  std::string v;
+  for (char c : s.substr(0, max)) v += (c >= 32 && c < 127) ? c : '?';
+  if (s.size() > max) v += "...";
+  return v;
+}
+
+// Control characters (newline, escape, ...) as '?'; the rest (UTF-8 file names) kept.
+std::string NoControl(std::string s) {
+  for (char& c : s)
+    if ((c >= 0 && c < 32) || c == 127) c = '?';
+  return s;
+}
+
+}  // namespace
+
 Status BadInput(const std::string& file, const std::string& field, const std::string& problem,
                 const std::string& value) {
+  // Keep the message one line and bounded, whatever bytes the input held: the value, and the field
+  // (a JSON path, whose keys come from the input too: "tiers[0].<unknown key>").
   std::ostringstream os;
-  os << file << ": field '" << field << "': " << problem;
-  if (!value.empty()) {
-    // Keep the message one line and bounded, whatever bytes the value held.
-    std::string v;
-    for (char c : value.substr(0, 80)) v += (c >= 32 && c < 127) ? c : '?';
-    if (value.size() > 80) v += "...";
-    os << " (got " << v << ")";
-  }
+  os << NoControl(file) << ": field '" << Printable(field, 160) << "': " << NoControl(problem);
+  if (!value.empty()) os << " (got " << Printable(value, 80) << ")";
   return Status(ErrorCode::kBadInput, os.str());
 }
 

@@ -44,6 +44,9 @@ Status ReadInt(const json& obj, const std::string& key, const std::string& path,
   }
   if (!it->is_number_integer() && !it->is_number_unsigned())
     return BadInput(origin, path + key, "must be an integer", it->dump());
+  // An unsigned literal above INT64_MAX would wrap to a negative int64 (and be quoted as one).
+  if (it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX})
+    return BadInput(origin, path + key, "must be at most " + std::to_string(INT64_MAX), it->dump());
   *out = it->get<int64_t>();
   return Status::Ok();
 }

@@ -352,6 +352,8 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.per_expert_launches = PerExpertGemmLaunches(dev.name);
   c.host_link_bps = HostLinkBytesPerSecond(dev.name);
   c.expert_ops = ExpertHostOpsPerExpert(c.fp8 ? req.compute_dtype : Precision::kBF16);
+  c.loss = FindCrossEntropy(req.cross_entropy);
+  ONBOARD_ASSERT(c.loss != nullptr, "cross_entropy '" + req.cross_entropy + "' passed PlanRequest::Validate");
   if (req.mode == FinetuneMode::kLoRA)
     c.base_weight_bytes = DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
   c.global_batch_target = req.global_batch;

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "search/cross_entropy_cost.h"
 #include "search/expert_host_ops.h"
 #include "search/model_profile.h"
 #include "search/planner.h"
@@ -117,6 +118,7 @@ struct CostContext {
   double host_link_bps = 0;          // device <-> host memory, bytes/s one way (CPU offloading)
   ExpertHostOps expert_ops;          // host ops per local expert of TE GroupedLinear at the GEMM dtype TE
                                      // runs (bf16 where the device has no fp8): expert_host_ops.h
+  const CrossEntropyCost* loss = nullptr;  // the loss over the logits (PlanRequest::cross_entropy)
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
   int64_t global_batch_target = 0;   // sequences per step requested (0 = 4M tokens)
 };

@@ -32,6 +32,8 @@
 //   elementwise      : elementwise_passes * kept activation bytes / HBM   (bwd = 2x)
 //   fp8 quantisation : fp8_quant_bytes * GEMM input elements / HBM, fwd (inputs) and bwd (output grads)
 //   backward GEMMs   : 2x forward (full fine-tuning), 1x (LoRA: no weight grads for the frozen base)
+//   output head      : the T x h x V/t GEMM (x 3 full, x 2 LoRA) + the loss's own HBM passes,
+//                      traffic_bytes (PlanRequest::cross_entropy, search/cross_entropy_cost.h) x T x V/t
 //   LoRA adapters    : dense (attention, dense / shared MLP): 2 * T * r * lora_params_per_rank / t FLOPs
 //                      forward at P * eff * lora_gemm_eff, backward lora_bwd_ratio (2) x that: the adapters
 //                      train, dX and dA, dB (LoRA, Hu et al. 2021, arXiv 2106.09685) (in the mixer);
@@ -165,7 +167,7 @@ LayerTime TimeModel::Layer(size_t l) const {
 double TimeModel::HeadTime() const {
   const double flops = T_ * c_.prof.head_flops / t_;
   const double g = Gemm(flops, T_, c_.prof.vocab / t_, c_.prof.hidden, flops / T_, 1.0);
-  const double ce = 4 * 4 * T_ * c_.prof.vocab / t_ / hbm_;  // fp32 logits: softmax + grad passes
+  const double ce = c_.loss->traffic_bytes * T_ * c_.prof.vocab / t_ / hbm_;  // the loss's own passes
   return g * (1 + (lora_ ? 1.0 : 2.0)) + ce;
 }
 

@@ -2,6 +2,7 @@
 // Every error names the file, the JSON path of the field and the value.
 #include "search/layout_file.h"
 
+#include "search/cross_entropy_cost.h"
 #include "search/layout_file_fields.h"
 #include "search/plan_request_checks.h"
 
@@ -302,6 +303,9 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_act_input_store", &run.fp8_act_input_store));
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_expert_padding", &run.fp8_expert_padding));
     ONBOARD_RETURN_IF_ERROR(f.Int("cpu_offload_layers", 0, int64_t{1} << 20, &run.cpu_offload_layers));
+    ONBOARD_RETURN_IF_ERROR(f.Str("cross_entropy", &run.cross_entropy));
+    if (j.contains("cross_entropy") && FindCrossEntropy(run.cross_entropy) == nullptr)
+      return BadInput(origin, "cross_entropy", "must be " + CrossEntropyNames(), run.cross_entropy);
     ONBOARD_RETURN_IF_ERROR(layout::ReadExpertRouting(f, &run));
     out.push_back(run);
     return out;
@@ -364,6 +368,7 @@ void ApplyRunOptions(const LayoutRun& run, PlanRequest* req) {
   req->fp8_act_input_store = run.fp8_act_input_store;
   req->fp8_expert_padding = run.fp8_expert_padding;
   req->cpu_offload_layers = run.cpu_offload_layers;
+  if (!run.cross_entropy.empty()) req->cross_entropy = run.cross_entropy;
   req->expert_nodes_per_token = run.expert_nodes_per_token;
   req->max_route_nodes = run.max_route_nodes;
 }

@@ -54,6 +54,7 @@ struct LayoutRun {
   bool fp8_act_input_store = false;           // SwiGLU input kept in fp8 (PlanRequest::fp8_act_input_store)
   bool fp8_expert_padding = false;            // experts pad fp8 rows (PlanRequest::fp8_expert_padding)
   int64_t cpu_offload_layers = 0;             // PlanRequest::cpu_offload_layers (0 = off)
+  std::string cross_entropy;                  // PlanRequest::cross_entropy ("" = the request's)
   double expert_nodes_per_token = 0;          // PlanRequest::expert_nodes_per_token (0 = not given)
   int64_t max_route_nodes = 0;                // PlanRequest::max_route_nodes (0 = off)
   bool recompute_unstated = false;            // the source does not say: ResolveUnstatedRecompute picks it

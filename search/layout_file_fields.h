@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -26,10 +27,12 @@ class Fields {
     if (it == j_.end()) return required ? BadInput(origin_, path_ + key, "missing required integer") : Status::Ok();
     if (!it->is_number_integer() && !it->is_number_unsigned())
       return BadInput(origin_, path_ + key, "must be an integer", it->dump());
-    const int64_t v = it->get<int64_t>();
-    if (v < lo || v > hi)
-      return BadInput(origin_, path_ + key, "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]",
-                      std::to_string(v));
+    // An unsigned literal above INT64_MAX would wrap to a negative int64: refused, its digits quoted.
+    const bool above = it->is_number_unsigned() && it->get<uint64_t>() > uint64_t{INT64_MAX};
+    const int64_t v = above ? 0 : it->get<int64_t>();
+    if (above || v < lo || v > hi)
+      return BadInput(origin_, path_ + key,
+                      "must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]", it->dump());
     *out = v;
     return Status::Ok();
   }

@@ -77,6 +77,14 @@
 //                       track the first and second moments in the AdamW optimizer ... the master weights
 //                       (stored by the optimizer) and gradients (used for batch size accumulation) are
 //                       still retained in FP32" = optimizer_dtype bf16, grad_dtype fp32.
+//   cross entropy     : framework "Megatron-Bridge ..." = Transformer Engine's fused loss: every version of
+//                       its scripts/performance sets cross_entropy_fusion_impl "te" (25.09 yaml configs at
+//                       ea299063; utils/overrides.py at 97ad8cc6 .. 4ab94dfa) over GPTModelProvider's
+//                       cross_entropy_loss_fusion = True; "te_inplace" (gradient in the bf16 logits) up to
+//                       container 26.08 (the 26.04 and 26.06 lockfiles pin TE f031cf87 and f8a01cd5, before
+//                       TE PR #3193; 26.08's lists the TE 2.17.1 wheel, also before it), "te" after;
+//                       torchtitan = torch; other Megatron-Core frameworks (NeMo 2, Megatron-LM) = megatron;
+//                       else megatron, recorded as an assumption (search/cross_entropy_cost.h).
 //   micro_batch       : null = 1, the smallest, recorded as an assumption (the DeepSeek-V3 report gives
 //                       only the global batch; one sequence per micro-batch is the least memory).
 //   measured          : tokens_per_s_per_gpu, else from step_s (global_batch*seq/(step_s*gpus)), else from
@@ -84,6 +92,7 @@
 //                       where the row names the FLOP count its source reports (tflops_count.formula,
 //                       search/megatron_reported_flops.h: TFLOP/s * 1e12 / FLOPs per token); a run with
 //                       none of them is `skipped` with the reason.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
@@ -91,20 +100,21 @@
 #include "search/layout_file.h"
 #include "search/layout_file_fields.h"
 #include "search/megatron_reported_flops.h"
+#include "search/plan_request_checks.h"
 
 namespace onboard::layout {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Null-tolerant integer: absent or null = `dflt`.
-Status IntOrNull(const json& r, const Fields& f, const char* key, int64_t dflt, int64_t* out) {
+// Null-tolerant integer in [0, hi]: absent or null = `dflt`.
+Status IntOrNull(const json& r, const Fields& f, const char* key, int64_t dflt, int64_t hi, int64_t* out) {
   auto it = r.find(key);
   if (it == r.end() || it->is_null()) {
     *out = dflt;
     return Status::Ok();
   }
-  return f.Int(key, 0, int64_t{1} << 40, out);
+  return f.Int(key, 0, hi, out);
 }
 
 std::string Lower(std::string s) {
@@ -200,8 +210,11 @@ Expected<std::string> ConfigPath(const json& doc, const std::string& model, cons
     return BadInput(origin, "configs." + model + ".file", "missing config file path", e.dump().substr(0, 40));
   const fs::path rel = e["file"].get<std::string>();
   const fs::path dir = fs::path(origin).parent_path();
+  // The error_code overload: a name the OS refuses (ENAMETOOLONG, ELOOP, EACCES) is "not found"
+  // below, not a filesystem_error thrown out of the reader.
+  std::error_code ec;
   for (const fs::path& cand : {dir / rel, dir.parent_path() / rel, dir / "hf" / rel.filename()})
-    if (fs::is_regular_file(cand)) return cand.string();
+    if (fs::is_regular_file(cand, ec)) return cand.string();
   return BadInput(origin, "configs." + model + ".file", "not found beside the file, its parent or hf/", rel.string());
 }
 
@@ -236,14 +249,29 @@ Status ReadMeasured(const json& r, const Fields& f, LayoutRun* run) {
   // GPU hours per 10^12 tokens (DeepSeek-V3 report sec. 1): 10^12 / (h * 3600) tokens/s/GPU.
   double gpu_hours = 0;
   ONBOARD_RETURN_IF_ERROR(mf.Num("gpu_hours_per_trillion_tokens", 0, 1e12, &gpu_hours));
-  if (tps <= 0 && step <= 0 && gpu_hours > 0) tps = 1e12 / (gpu_hours * 3600);
+  const char* from = "tokens_per_s_per_gpu";  // the field tokens/s comes from
+  if (tps <= 0 && step <= 0 && gpu_hours > 0) {
+    tps = 1e12 / (gpu_hours * 3600);
+    from = "gpu_hours_per_trillion_tokens";
+  }
   const double tokens = static_cast<double>(run->plan.global_batch * run->plan.seq);
   const double gpus = static_cast<double>(run->topology.num_devices);
-  if (tps <= 0 && step > 0) tps = tokens / (step * gpus);
-  if (tps <= 0 && tflops > 0) ONBOARD_RETURN_IF_ERROR(TokensFromTflops(r, f, tflops, run, &tps));
+  if (tps <= 0 && step > 0) {
+    tps = tokens / (step * gpus);
+    from = "step_s";
+  }
+  if (tps <= 0 && tflops > 0) {
+    ONBOARD_RETURN_IF_ERROR(TokensFromTflops(r, f, tflops, run, &tps));
+    from = "tflops_per_gpu";
+  }
   if (tps > 0) {
+    const double step_s = step > 0 ? step : tokens / (tps * gpus);
+    // A value in range but near 0 (5e-324) gives an infinite rate or a zero step: refused, not costed.
+    if (!std::isfinite(tps) || !std::isfinite(step_s) || !(step_s > 0))
+      return BadInput(f.origin(), mf.path() + from, "gives no finite tokens/s and step time",
+                      m->value(from, json()).dump());
     run->measured_tokens_per_s_per_gpu = tps;
-    run->measured_step_s = step > 0 ? step : tokens / (tps * gpus);
+    run->measured_step_s = step_s;
   } else if (run->skipped.empty()) {
     run->skipped = "no tokens/s or step time measured (only other metrics)";
   }
@@ -254,17 +282,20 @@ Status ReadMeasured(const json& r, const Fields& f, LayoutRun* run) {
 Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
   Plan& p = run->plan;
   int64_t tp, pp, vp, cp, ep, etp, dp, fsdp, mb, gb, seq;
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "tp", 1, &tp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "pp", 1, &pp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "vp", 1, &vp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "cp", 1, &cp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "ep", 1, &ep));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "etp", 1, &etp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "dp", 0, &dp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "fsdp", 0, &fsdp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "micro_batch", 0, &mb));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "global_batch", 0, &gb));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "seq", 0, &seq));
+  // The layout form's limits (layout_file.cpp, plan_request_checks.h): degrees and micro-batch
+  // 2^20, vp 1024, so that tp*pp*cp, ep*etp and global_batch*seq (<= 2^54) stay far from int64 overflow.
+  constexpr int64_t kDeg = int64_t{1} << 20;
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "tp", 1, kDeg, &tp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "pp", 1, kDeg, &pp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "vp", 1, 1024, &vp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "cp", 1, kDeg, &cp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "ep", 1, kDeg, &ep));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "etp", 1, kDeg, &etp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "dp", 0, kDeg, &dp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "fsdp", 0, kDeg, &fsdp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "micro_batch", 0, kDeg, &mb));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "global_batch", 0, kMaxGlobalBatch, &gb));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "seq", 0, kMaxSeq, &seq));
   for (auto [k, v] : {std::pair<const char*, int64_t>{"tp", tp}, {"pp", pp}, {"vp", vp}, {"cp", cp}, {"ep", ep},
                       {"global_batch", gb}, {"seq", seq}})
     if (v < 1) return BadInput(f.origin(), f.path() + k, "must be >= 1", std::to_string(v));
@@ -380,6 +411,25 @@ void ReadLaunchSettings(const json& r, LayoutRun* run) {
   if (rec == r.end() || !rec->is_object() || rec->empty()) run->assumptions.push_back("launch settings not stated: eager, all-to-all dispatcher");
 }
 
+// The loss over the logits (rule "cross entropy" above).
+void ReadLossKernel(const json& r, LayoutRun* run) {
+  const std::string fw = r.value("framework", std::string());
+  if (fw.rfind("Megatron-Bridge", 0) == 0) {
+    int yy = 0, mm = 0;
+    const size_t at = fw.find("container ");
+    const bool dated =
+        at != std::string::npos && std::sscanf(fw.c_str() + at, "container %d.%d", &yy, &mm) == 2;
+    run->cross_entropy = dated && yy * 100 + mm > 2608 ? "te" : "te_inplace";
+    run->assumptions.push_back(
+        "Megatron-Bridge performance scripts: Transformer Engine's fused cross-entropy (" +
+        run->cross_entropy + ")");
+  } else if (fw.find("torchtitan") != std::string::npos) {
+    run->cross_entropy = "torch";
+  } else if (fw.find("Megatron-Core") == std::string::npos) {
+    run->assumptions.push_back("loss not stated: Megatron-Core's vocab_parallel_cross_entropy");
+  }
+}
+
 // Megatron's account_for_embedding/loss_in_pipeline_split (rule above) where it is the only even split.
 void EmbeddingLossSplit(LayoutRun* run) {
   Plan& p = run->plan;
@@ -468,6 +518,7 @@ Expected<LayoutRun> ParseMeasuredRun(const json& doc, const json& r, const std::
   run.overlap_pp_p2p = run.plan.deg.pp > 1 && run.plan.deg.interleave > 1 &&
                        r.value("framework", std::string()).find("Megatron-Core") != std::string::npos;
   ReadLaunchSettings(r, &run);
+  ReadLossKernel(r, &run);
   const std::string text = r.dump();
   run.fp8_expert_padding = r.value("framework", std::string()).find("Megatron-Core") != std::string::npos &&
                            text.find("token-dropless") != std::string::npos &&

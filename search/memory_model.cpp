@@ -45,7 +45,9 @@
 //   backward a recomputed layer holds again what its policy dropped, so a stage's peak adds, once, the
 //   largest (no-recompute - kept) activation bytes per token of its layers, times T. Zero without
 //   recompute; under full recompute it is one layer's no-recompute activations less its kept input.
-// Workspace: reserved + 2 gathered layers under FSDP (prefetch) + fp32 logits and their grad.
+// Workspace: reserved + 2 gathered layers under FSDP (prefetch) + what the loss holds per logit element
+//   (held_bytes of PlanRequest::cross_entropy, search/cross_entropy_cost.h: Megatron-Core's 6 B = bf16
+//   logits + their fp32 softmax-then-gradient) x T x vocab / t, per head (main + MTP).
 // DualPipe (DeepSeek-V3 report sec. 3.2.1, Table 2): rank s holds stages s and p-1-s: both stages'
 //   parameters, grads and optimizer state (2x), and p+1 micro-batches of one stage's activations.
 // Expert TP (etp): routed experts / (ep*etp); the ETP group's gathered tokens: etp x the dispatch buffer
@@ -325,9 +327,8 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     // Step 4: workspace.
     mb.workspace = req.constraints.reserved_gib * 1073741824.0;
     if ((p.zero_stage >= 3 && (d.dp_shard > 1 || d.expert_fsdp > 1))) mb.workspace += 2 * sp.largest_layer;
-    if (sp.last)
-      mb.workspace +=
-          (1 + sp.mtp) * 2 * 4 * T * c.prof.vocab / t;  // fp32 logits + their gradient (+ MTP heads)
+    if (sp.last)  // the loss over each head's logits, one head at a time (+ MTP heads)
+      mb.workspace += (1 + sp.mtp) * c.loss->held_bytes * T * c.prof.vocab / t;
     mb.total = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.a2a_buffers + mb.workspace;
     mb.capacity = cap;
     mb.margin = req.constraints.memory_margin * cap;

@@ -112,4 +112,10 @@ std::string ToMegatronArgs(const Plan& p) {
   return line;
 }
 
+std::string ExportEngineLoss(const std::string& engine) {
+  if (engine.rfind("torchtitan", 0) == 0) return "torch";
+  if (engine == "megatron" || engine == "bridge" || engine == "mindspeed") return "megatron";
+  return "";
+}
+
 }  // namespace onboard

@@ -49,6 +49,14 @@ std::string ToMindSpeedScript(const Plan& plan, const ModelIR& model, const Laun
 std::string ToTorchrunLauncher(const Plan& plan, const LaunchShape& shape);
 std::string ToSlurmSbatch(const Plan& plan, const LaunchShape& shape);
 
+// The loss over the logits the engine of export `engine` (a plan --export name) runs, as a
+// PlanRequest::cross_entropy name (search/cross_entropy_cost.h): torchtitan and torchtitan-v0.2: torch
+// (torchtitan components/loss.py cross_entropy_loss); megatron, bridge, mindspeed: megatron
+// (Megatron-Core's vocab_parallel_cross_entropy: the exports set no --cross-entropy-loss-fusion, and
+// Bridge's default 'native' fusion keeps the same tensors); all, torchrun, slurm: "" (the engine is
+// picked at launch, each with its own).
+std::string ExportEngineLoss(const std::string& engine);
+
 // Parallelism-only fragments of a Plan without its model (kept for callers that have no IR:
 // agent/orchestrator_stages.cpp). Same flag mapping as the full exports, no model section.
 std::string ToTorchtitanToml(const Plan& plan);   // [parallelism] [activation_checkpoint] [training], v0.2.x keys

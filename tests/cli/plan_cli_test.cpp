@@ -170,6 +170,49 @@ TEST(PlanCli, EvaluateKeepsTheLayoutsModeAndExportsIt) {
   EXPECT_NE(many.out.find("--export needs a file with one layout"), std::string::npos) << many.out;
 }
 
+// The loss a plan is costed with (--cross-entropy, a layout's "cross_entropy"): an unknown one, a layout
+// and a flag that disagree, and an export whose engine runs another loss are refused (exit 2); the
+// torchtitan export costs torch's loss unless told otherwise.
+TEST(PlanCli, TheLossIsNamedOnceAndMatchesTheExport) {
+  const std::string model = std::string(ONBOARD_TEST_DATA) + "/hf/gpt-oss-120b.config.json";
+  const std::string base = "plan " + model + " --topology " + kTopo + "b200-32x8.json --mode full";
+  // Exit 2, the line saying `says`.
+  const auto refused = [](const std::string& args, const std::string& says) {
+    const Result r = Onboard(args);
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+  };
+  refused(base + " --cross-entropy fp32",
+          "field 'cross_entropy': must be megatron | te | te_inplace | torch (got fp32)");
+  refused(base + " --cross-entropy te --export megatron",
+          "--cross-entropy: field 'cross_entropy': is not the loss the megatron export runs");
+  // One layout on 256 B200s, with the loss it names (`extra`), evaluated.
+  const auto evaluate = [&](const std::string& file, const std::string& extra) {
+    return "plan " + model + " --topology " + kTopo + "b200-32x8.json --evaluate " +
+           Write(file, R"({"tp":1,"pp":1,"ep":8,"dp_shard":256,"micro_batch":2,"global_batch":512,)"
+                       R"("seq":4096,"mode":"full")" +
+                           extra + "}");
+  };
+  const std::string eval = evaluate("oss_te.json", R"(,"cross_entropy":"te")");
+  const Result te = Onboard(eval + " --json");
+  ASSERT_EQ(te.code, 0) << te.out;
+  refused(eval + " --json --cross-entropy torch",
+          "'cross_entropy': conflicts with --cross-entropy torch (got te)");
+  refused(eval + " --export torchtitan", "is not the loss the torchtitan export runs (torch)");
+  // The same layout without a loss: torch's holds more than Megatron's, 12 against 6 B per logit.
+  const std::string peval = evaluate("oss_plain.json", "");
+  const Result meg = Onboard(peval + " --json");
+  const Result tt = Onboard(peval + " --json --cross-entropy torch");
+  ASSERT_EQ(meg.code, 0) << meg.out;
+  ASSERT_EQ(tt.code, 0) << tt.out;
+  const auto ws = [](const Result& r) {
+    return nlohmann::json::parse(r.out.substr(r.out.find('[')))[0]["estimate"]["memory"]["workspace_gib"]
+        .get<double>();
+  };
+  EXPECT_NEAR(ws(tt) - ws(meg), 6.0 * 2 * 4096 * 201088 / 1073741824.0, 1e-3);
+  EXPECT_EQ(Onboard(peval + " --export torchtitan").code, 0);
+}
+
 TEST(PlanCli, BadTopologyExits2NamingFileFieldValue) {
   const std::string bad = Write("bad_topo.json",
                                 R"({"name":"x","num_devices":16,"device":{"tflops_bf16":100,"hbm_gib":80,"hbm_gbps":2000},)"

@@ -4,12 +4,11 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "parsers/hf_config.h"
 #include "parsers/onnx_model.h"
 #include "parsers/safetensors.h"
+#include "tests/fuzz_reproducers.h"
 
 namespace onboard {
 namespace {
@@ -23,23 +22,17 @@ Status RunParser(const std::string& target, const std::string& bytes, const std:
 }
 
 TEST(FuzzRegressionsDeathTest, EveryReproducerIsAcceptedOrBadInput) {
-  const std::filesystem::path dir = std::filesystem::path(ONBOARD_SOURCE_DIR) / "parsers/fuzz/regressions";
   int n = 0;
-  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-    const std::string name = entry.path().filename().string();
-    const std::string target = name.substr(0, name.find('-'));
-    std::ifstream in(entry.path(), std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const std::string bytes = ss.str();
+  for (const test::Reproducer& r :
+       test::ReadReproducers(std::filesystem::path(ONBOARD_SOURCE_DIR) / "parsers/fuzz/regressions")) {
     // In a child process, so that a reproducer that still crashes fails this test instead of the binary.
     EXPECT_EXIT(
         {
-          const Status st = RunParser(target, bytes, name);
+          const Status st = RunParser(r.target, r.bytes, r.name);
           std::exit(st.ok() || st.code() == ErrorCode::kBadInput ? 0 : 1);
         },
         ::testing::ExitedWithCode(0), "")
-        << name << " still crashes or is not rejected as bad input";
+        << r.name << " still crashes or is not rejected as bad input";
     ++n;
   }
   EXPECT_GE(n, 1);

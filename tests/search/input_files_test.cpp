@@ -1,7 +1,11 @@
 // Topology and layout files: every shipped topology loads; bad files fail with the file, the
 // field and the value in one line (kBadInput -> exit 2); exports name the degrees.
+#include <cstdlib>
+#include <filesystem>
+
 #include "search/layout_file.h"
 #include "search_test_util.h"
+#include "tests/fuzz_reproducers.h"
 
 namespace onboard {
 namespace {
@@ -59,6 +63,17 @@ TEST(Topologies, BadFilesNameFileFieldValue) {
   EXPECT_FALSE(ParseTopologyJson("{not json", "x.json").ok());
 }
 
+// Fuzz finding (search/fuzz/regressions/topology-unknown_key_with_newline.json): a key holding a
+// newline made the "unknown field" error two lines (the field, a JSON path, came from the file).
+TEST(Topologies, ErrorStaysOneLineWhateverTheKeyHolds) {
+  auto t = ParseTopologyJson(R"({"num_devices":8,"device":{"tflops_bf16":100,"hbm_gib":80,"hbm_gbps":2000},)"
+                             R"("tiers":[{"group_size":8,"bw_gbps":5,"effi\nciency":1}]})",
+                             "bad.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kBadInput);
+  EXPECT_EQ(t.status().message(), "bad.json: field 'tiers[0].effi?ciency': unknown field (got effi?ciency)");
+}
+
 TEST(LayoutFiles, BadRunsNameFileFieldValue) {
   const BadCase cases[] = {
       {R"({"runs":[{"id":"a","model":{"hidden":64,"ffn":256,"heads":4,"layers":2,"vocab":100},"hardware":"TPU-v9","gpus":8,"tp":8}]})",
@@ -91,6 +106,94 @@ TEST(LayoutFiles, InvalidDegreesAreRejectedAtEvaluation) {
   auto e = EvaluatePlan(RequestForRun(runs->front()), runs->front().plan);
   ASSERT_FALSE(e.ok());
   EXPECT_NE(e.status().message().find("tp=8 must divide attention heads=4"), std::string::npos) << e.status().message();
+}
+
+// Review finding: an integer literal above INT64_MAX wrapped to a negative int64 and the error
+// quoted that (-1), not what the file holds.
+TEST(Topologies, IntegerAboveInt64IsQuotedAsWritten) {
+  auto t = ParseTopologyJson(R"({"num_devices":18446744073709551615,"device":{},"tiers":[]})", "big.json");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), ErrorCode::kBadInput);
+  EXPECT_NE(t.status().message().find("'num_devices'"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("18446744073709551615"), std::string::npos) << t.status().message();
+}
+
+// A measured-runs file (layout form (c)) with one run of Mixtral 8x7B on 64 GB200 (tests/data/hf/) and
+// `fields` (batch, sequence, measurement); `file` is the configs entry.
+std::string MeasuredRun(const std::string& fields,
+                        const std::string& file = "hf/mixtral-8x7b-v0.1.config.json") {
+  return R"({"configs":{"m":{"file":")" + file +
+         R"("}},"runs":[{"id":"x","model":"m","hardware":"GB200","gpus":64,"ep":8,)" + fields + "}]}";
+}
+
+// Fuzz findings (fuzz_layout_file; reproducers in search/fuzz/regressions/layout_file-*): the
+// measured-runs reader took degrees and batch up to 2^40, so tp*pp*cp, ep*etp and global_batch*seq
+// overflowed int64 (UB; 2^120 wraps to 0 and gpus % 0 is SIGFPE); a config path the OS refuses threw
+// std::filesystem_error out of the reader; a measurement near 0 gave an infinite tokens/s.
+TEST(LayoutFiles, MeasuredRunsRefuseWhatWouldOverflowOrThrow) {
+  const std::string origin = std::string(ONBOARD_TEST_DATA) + "/measured.json";
+  const std::string batch = R"("global_batch":256,"seq":4096,)",
+                    measured = R"("measured":{"tokens_per_s_per_gpu":19275})";
+  auto good = ParseLayoutJson(MeasuredRun(batch + measured), origin);
+  ASSERT_TRUE(good.ok()) << good.status().ToString();
+  EXPECT_EQ(good->front().plan.deg.dp_shard, 64);
+  const BadCase cases[] = {
+      {MeasuredRun(R"("global_batch":1099511627776,"seq":1099511627776,)" + measured), "runs[0].global_batch",
+       "1099511627776"},
+      {MeasuredRun(R"("global_batch":256,"seq":1099511627776,)" + measured), "runs[0].seq", "1099511627776"},
+      {MeasuredRun(batch + R"("etp":2097152,)" + measured), "runs[0].etp", "2097152"},
+      {MeasuredRun(batch + R"("vp":2048,)" + measured), "runs[0].vp", "2048"},
+      {MeasuredRun(batch + R"("measured":{"gpu_hours_per_trillion_tokens":5e-324})"),
+       "runs[0].measured.gpu_hours_per_trillion_tokens", "5e-324"},
+      {MeasuredRun(batch + R"("measured":{"tokens_per_s_per_gpu":5e-324})"),
+       "runs[0].measured.tokens_per_s_per_gpu", "5e-324"},
+      {MeasuredRun(batch + measured, std::string(300, 'a') + ".json"), "configs.m.file", "aaaa"},
+  };
+  for (const auto& c : cases) {
+    auto r = ParseLayoutJson(c.json, origin);
+    if (r.ok()) {
+      ADD_FAILURE() << "accepted: " << c.json;
+      continue;
+    }
+    EXPECT_EQ(r.status().code(), ErrorCode::kBadInput);
+    const std::string& msg = r.status().message();
+    EXPECT_NE(msg.find(origin), std::string::npos) << msg;
+    EXPECT_NE(msg.find(std::string("'") + c.field + "'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find(c.value), std::string::npos) << msg;
+  }
+}
+
+// Review finding, as for topologies: "tp": 18446744073709551615 was reported as "got -1".
+TEST(LayoutFiles, IntegerAboveInt64IsQuotedAsWritten) {
+  auto r = ParseLayoutJson(R"({"tp":18446744073709551615})", "layout.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().message(),
+            "layout.json: field 'tp': must be in [1, 1048576] (got 18446744073709551615)");
+}
+
+// Every input a fuzzer of this folder's readers once failed on (search/fuzz/regressions/<target>-<what>,
+// target topology or layout_file) is now accepted or rejected as kBadInput on one line, in a child
+// process so that one that still crashes fails this test, not the binary. Layout inputs are read as if
+// they sat in tests/data (their configs in tests/data/hf/), as fuzz_layout_file reads them.
+TEST(SearchFuzzRegressionsDeathTest, EveryReproducerIsAcceptedOrBadInputOnOneLine) {
+  int n = 0;
+  for (const test::Reproducer& r :
+       test::ReadReproducers(std::filesystem::path(ONBOARD_SOURCE_DIR) / "search/fuzz/regressions")) {
+    ASSERT_TRUE(r.target == "topology" || r.target == "layout_file") << r.name;
+    EXPECT_EXIT(
+        {
+          const Status st =
+              r.target == "topology"
+                  ? ParseTopologyJson(r.bytes, r.name).status()
+                  : ParseLayoutJson(r.bytes, std::string(ONBOARD_TEST_DATA) + "/" + r.name).status();
+          const bool one_line = st.message().find('\n') == std::string::npos;
+          std::exit((st.ok() || st.code() == ErrorCode::kBadInput) && one_line ? 0 : 1);
+        },
+        ::testing::ExitedWithCode(0), "")
+        << r.name << " still crashes, is not rejected as bad input, or its error spans lines";
+    ++n;
+  }
+  EXPECT_GE(n, 6);
 }
 
 TEST(Exports, TorchtitanAndMegatronCarryTheDegrees) {

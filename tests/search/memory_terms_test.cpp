@@ -186,7 +186,8 @@ TEST(MemoryTerms, DualPipeRankZeroHoldsTheLastStagesLogits) {
   int stage = -1;
   const MemoryBreakdown m = EstimateMemory(c, p, p.stage_layer_starts, &stage);
   EXPECT_EQ(stage, 0);
-  const double logits = 2 * 4 * TokensPerRank(p) * c.prof.vocab;  // fp32 logits + grad, tp 1
+  // Megatron-Core's loss: bf16 logits + their fp32 softmax-then-gradient, tp 1 (cross_entropy_cost.h)
+  const double logits = (2 + 4) * TokensPerRank(p) * c.prof.vocab;
   EXPECT_NEAR(m.workspace, c.req->constraints.reserved_gib * 1073741824.0 + logits, 1e-9 * logits);
 }
 
