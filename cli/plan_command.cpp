@@ -32,7 +32,8 @@ namespace {
 struct PlanOptions {
   std::string model, topology, mode, evaluate, export_fmt, export_out, base_dtype = "bf16";  // mode "" = lora
   std::string schedule = "1f1b";  // search constraint: pipeline schedules tried (PlanConstraints::schedule)
-  std::string cross_entropy;  // PlanRequest::cross_entropy; "" = megatron, or torch for --export torchtitan
+  std::string
+      cross_entropy;  // PlanRequest::cross_entropy; "" = CostedLoss: the exported engine's, else megatron
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
   int64_t etp = 0;  // search constraint: expert TP, 0 = searched (PlanConstraints::etp)
   int threads = 2;
@@ -243,12 +244,7 @@ Status BuildPlanRequest(const PlanOptions& o, std::unique_ptr<PlanRequest>* req)
   r.expert_imbalance = o.imbalance;
   r.constraints.etp = o.etp;  // ranges and names: PlanRequest::Validate, the one check
   r.constraints.schedule = o.schedule;
-  // The loss the plan is costed with: the one named, else the exported engine's (torchtitan's
-  // F.cross_entropy over fp32 logits), else Megatron-Core's (search/cross_entropy_cost.h).
-  if (!o.cross_entropy.empty())
-    r.cross_entropy = o.cross_entropy;
-  else if (!ExportEngineLoss(o.export_fmt).empty())
-    r.cross_entropy = ExportEngineLoss(o.export_fmt);
+  r.cross_entropy = CostedLoss(o.cross_entropy, o.export_fmt);  // the one named, else the engine's
   if (Status rs = ApplyExpertRoutingFlags(o.routing, &r); !rs.ok()) return rs;
   return r.Validate();
 }

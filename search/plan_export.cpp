@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "search/export_model.h"
+#include "search/planner.h"
 
 namespace onboard {
 
@@ -116,6 +117,12 @@ std::string ExportEngineLoss(const std::string& engine) {
   if (engine.rfind("torchtitan", 0) == 0) return "torch";
   if (engine == "megatron" || engine == "bridge" || engine == "mindspeed") return "megatron";
   return "";
+}
+
+std::string CostedLoss(const std::string& named, const std::string& engine) {
+  if (!named.empty()) return named;
+  const std::string runs = ExportEngineLoss(engine);
+  return runs.empty() ? PlanRequest{}.cross_entropy : runs;
 }
 
 }  // namespace onboard

@@ -56,6 +56,9 @@ std::string ToSlurmSbatch(const Plan& plan, const LaunchShape& shape);
 // Bridge's default 'native' fusion keeps the same tensors); all, torchrun, slurm: "" (the engine is
 // picked at launch, each with its own).
 std::string ExportEngineLoss(const std::string& engine);
+// The loss a plan is costed with: `named` (plan --cross-entropy) when given, else the engine's of
+// export `engine` (ExportEngineLoss), else Megatron-Core's ("megatron", PlanRequest's default).
+std::string CostedLoss(const std::string& named, const std::string& engine);
 
 // Parallelism-only fragments of a Plan without its model (kept for callers that have no IR:
 // agent/orchestrator_stages.cpp). Same flag mapping as the full exports, no model section.

@@ -78,6 +78,11 @@ TEST(CrossEntropy, EachExportNamesItsEnginesLoss) {
   for (const char* e : {"megatron", "bridge", "mindspeed"}) EXPECT_EQ(ExportEngineLoss(e), "megatron") << e;
   for (const char* e : {"all", "torchrun", "slurm", ""}) EXPECT_EQ(ExportEngineLoss(e), "") << e;
   for (const char* e : {"torchtitan", "megatron"}) EXPECT_NE(FindCrossEntropy(ExportEngineLoss(e)), nullptr);
+  // What plan costs: the named loss wins; else the exported engine's; else Megatron-Core's.
+  EXPECT_EQ(CostedLoss("", "torchtitan"), "torch");
+  EXPECT_EQ(CostedLoss("te", "torchtitan"), "te");
+  EXPECT_EQ(CostedLoss("", "all"), "megatron");
+  EXPECT_EQ(CostedLoss("", ""), "megatron");
 }
 
 // Megatron-Bridge's performance scripts run Transformer Engine's fused loss (in place up to container
