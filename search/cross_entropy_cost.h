@@ -43,6 +43,9 @@ struct CrossEntropyCost {
   const char* what;      // one line for errors and notes
 };
 
+// PlanRequest's default: Megatron-LM's own path (the Megatron-family exports set no loss fusion).
+inline constexpr const char* kDefaultCrossEntropy = "megatron";
+
 // The implementation named `name`, or nullptr (PlanRequest::Validate lists CrossEntropyNames()).
 const CrossEntropyCost* FindCrossEntropy(const std::string& name);
 // "megatron | te | te_inplace | torch".

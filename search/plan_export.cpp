@@ -11,8 +11,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "search/cross_entropy_cost.h"
 #include "search/export_model.h"
-#include "search/planner.h"
 
 namespace onboard {
 
@@ -122,7 +122,7 @@ std::string ExportEngineLoss(const std::string& engine) {
 std::string CostedLoss(const std::string& named, const std::string& engine) {
   if (!named.empty()) return named;
   const std::string runs = ExportEngineLoss(engine);
-  return runs.empty() ? PlanRequest{}.cross_entropy : runs;
+  return runs.empty() ? kDefaultCrossEntropy : runs;
 }
 
 }  // namespace onboard

@@ -23,6 +23,7 @@
 #include "core/plan.h"
 #include "core/status.h"
 #include "core/topology.h"
+#include "search/cross_entropy_cost.h"
 #include "search/plan_export.h"
 
 namespace onboard {
@@ -69,9 +70,10 @@ struct PlanRequest {
   double dropout = 0.0;                  // training dropout probability (> 0 keeps 1-byte masks)
   std::string attention_kernel = "flash";// flash (fused, scores never stored) | unfused (s x s scores
                                          // materialised: Megatron-LM 2022 and earlier)
-  std::string cross_entropy = "megatron";  // the loss over the logits, what it holds and moves per logit
-                                           // (search/cross_entropy_cost.h): megatron (Megatron-LM's
-                                           // default) | te | te_inplace (TE <= 2.17.1) | torch (torchtitan)
+  std::string cross_entropy =
+      kDefaultCrossEntropy;              // the loss over the logits, what it holds and moves per logit
+                                         // (search/cross_entropy_cost.h): megatron (Megatron-LM's
+                                         // default) | te | te_inplace (TE <= 2.17.1) | torch (torchtitan)
   bool unfused_framework = false;        // cost the framework-level fusion chains (norm+linear / norm+fp8
                                          // quantise, SwiGLU, router+top-k+permute, residual adds, rotary,
                                          // MoE combine) unfused; default: fused, as the calibrated engines

@@ -35,7 +35,8 @@ TEST(CrossEntropy, TheLastStageHoldsWhatItsLossKeeps) {
   EXPECT_NEAR(megatron - k.Memory("te_inplace").workspace, (6 - 2) * logits, 1e-6 * logits);
   EXPECT_NEAR(k.Memory("torch").workspace - megatron, (12 - 6) * logits, 1e-6 * logits);
   EXPECT_NEAR(k.Memory("te").workspace, megatron, 1e-6 * logits);  // 2 B logits + 4 B fp32 gradient
-  EXPECT_EQ(PlanRequest{}.cross_entropy, "megatron");              // Megatron-LM's default path
+  const PlanRequest plain = test::HfRequestOn("gpt-oss-120b", "H100-80GB", 8);
+  EXPECT_EQ(plain.cross_entropy, "megatron");  // the default, Megatron-LM's own path
 }
 
 TEST(CrossEntropy, ItsPassesAddToTheHeadTimeByTheirBytes) {
