@@ -40,13 +40,13 @@ struct CrossEntropyCost {
   const char* name;      // PlanRequest::cross_entropy
   double held_bytes;     // per logit element, peak
   double traffic_bytes;  // per logit element, HBM, forward + backward
-  const char* what;      // one line for errors and notes
 };
 
 // PlanRequest's default: Megatron-LM's own path (the Megatron-family exports set no loss fusion).
 inline constexpr const char* kDefaultCrossEntropy = "megatron";
 
-// The implementation named `name`, or nullptr (PlanRequest::Validate lists CrossEntropyNames()).
+// The implementation named `name`, or nullptr (CheckCrossEntropy, plan_request_checks.h, lists
+// CrossEntropyNames()).
 const CrossEntropyCost* FindCrossEntropy(const std::string& name);
 // "megatron | te | te_inplace | torch".
 std::string CrossEntropyNames();

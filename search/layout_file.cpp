@@ -2,7 +2,6 @@
 // Every error names the file, the JSON path of the field and the value.
 #include "search/layout_file.h"
 
-#include "search/cross_entropy_cost.h"
 #include "search/layout_file_fields.h"
 #include "search/plan_request_checks.h"
 
@@ -304,8 +303,7 @@ Expected<std::vector<LayoutRun>> ParseLayoutJson(const std::string& text, const 
     ONBOARD_RETURN_IF_ERROR(f.Bool("fp8_expert_padding", &run.fp8_expert_padding));
     ONBOARD_RETURN_IF_ERROR(f.Int("cpu_offload_layers", 0, int64_t{1} << 20, &run.cpu_offload_layers));
     ONBOARD_RETURN_IF_ERROR(f.Str("cross_entropy", &run.cross_entropy));
-    if (j.contains("cross_entropy") && FindCrossEntropy(run.cross_entropy) == nullptr)
-      return BadInput(origin, "cross_entropy", "must be " + CrossEntropyNames(), run.cross_entropy);
+    if (j.contains("cross_entropy")) ONBOARD_RETURN_IF_ERROR(CheckCrossEntropy(origin, run.cross_entropy));
     ONBOARD_RETURN_IF_ERROR(layout::ReadExpertRouting(f, &run));
     out.push_back(run);
     return out;

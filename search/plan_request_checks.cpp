@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "search/cross_entropy_cost.h"
+
 namespace onboard {
 namespace {
 
@@ -20,6 +22,11 @@ std::string Num(double v) {
 }
 
 }  // namespace
+
+Status CheckCrossEntropy(const std::string& origin, const std::string& name) {
+  if (FindCrossEntropy(name) != nullptr) return Status::Ok();
+  return BadInput(origin, "cross_entropy", "must be " + CrossEntropyNames(), name);
+}
 
 Status CheckExpertRouting(const std::string& origin, const std::string& prefix, double expert_nodes_per_token,
                           int64_t max_route_nodes, int64_t max_top_k) {

@@ -41,6 +41,10 @@ inline constexpr int64_t kTopKUnknown = -1;  // CheckExpertRouting before the mo
                                         double expert_nodes_per_token, int64_t max_route_nodes,
                                         int64_t max_top_k);
 
+// A loss over the logits (PlanRequest::cross_entropy, a layout's "cross_entropy"): one of
+// search/cross_entropy_cost.h's names; anything else names the field and the value.
+[[nodiscard]] Status CheckCrossEntropy(const std::string& origin, const std::string& name);
+
 // The largest routed top_k of the model's MoE layers (0: no routed experts).
 int64_t MaxRoutedTopK(const ModelIR& model);
 

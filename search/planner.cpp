@@ -3,7 +3,6 @@
 #include <sstream>
 
 #include "search/cost_model.h"
-#include "search/cross_entropy_cost.h"
 #include "search/plan_explain.h"
 #include "search/plan_request_checks.h"
 #include "search/planner.h"
@@ -40,8 +39,7 @@ Status PlanRequest::Validate() const {
   if (!(dropout >= 0 && dropout < 1)) return BadInput(f, "dropout", "must be in [0, 1)", std::to_string(dropout));
   if (attention_kernel != "flash" && attention_kernel != "unfused")
     return BadInput(f, "attention_kernel", "must be flash or unfused", attention_kernel);
-  if (FindCrossEntropy(cross_entropy) == nullptr)
-    return BadInput(f, "cross_entropy", "must be " + CrossEntropyNames(), cross_entropy);
+  ONBOARD_RETURN_IF_ERROR(CheckCrossEntropy(f, cross_entropy));
   if (!(constraints.memory_margin >= 0 && constraints.memory_margin < 0.9))
     return BadInput(f, "memory_margin", "must be in [0, 0.9)", std::to_string(constraints.memory_margin));
   if (!(constraints.reserved_gib >= 0) || constraints.reserved_gib > topology.device.hbm_gib)
