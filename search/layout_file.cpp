@@ -16,8 +16,6 @@ namespace layout {
 
 namespace {
 
-constexpr int64_t kMaxDegree = int64_t{1} << 20;
-
 // Step 1: degrees. "vp" is Megatron's name for interleave; "fsdp" > 0 shards weights (zero 3) over
 // that many of the dp ranks; "etp" splits each routed expert over that many ranks.
 Status ReadDegrees(const Fields& f, Plan* p, int64_t* dp, int64_t* fsdp) {
@@ -31,8 +29,8 @@ Status ReadDegrees(const Fields& f, Plan* p, int64_t* dp, int64_t* fsdp) {
   ONBOARD_RETURN_IF_ERROR(f.Int("dp_replicate", 1, kMax, &p->deg.dp_replicate));
   ONBOARD_RETURN_IF_ERROR(f.Int("ep", 1, kMax, &p->deg.ep));
   ONBOARD_RETURN_IF_ERROR(f.Int("etp", 1, kMax, &p->deg.etp));
-  ONBOARD_RETURN_IF_ERROR(f.Int("interleave", 1, 1024, &p->deg.interleave));
-  ONBOARD_RETURN_IF_ERROR(f.Int("vp", 1, 1024, &p->deg.interleave));
+  ONBOARD_RETURN_IF_ERROR(f.Int("interleave", 1, kMaxInterleave, &p->deg.interleave));
+  ONBOARD_RETURN_IF_ERROR(f.Int("vp", 1, kMaxInterleave, &p->deg.interleave));
   return f.Bool("sequence_parallel", &p->deg.sequence_parallel);
 }
 

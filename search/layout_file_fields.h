@@ -17,6 +17,10 @@ namespace onboard::layout {
 
 using nlohmann::json;
 
+// Limits every layout form reads its degrees against (the measured-runs reader too).
+inline constexpr int64_t kMaxDegree = int64_t{1} << 20;  // tp, pp, cp, ep, etp, dp, fsdp, micro_batch
+inline constexpr int64_t kMaxInterleave = 1024;          // vp / interleave
+
 // Typed field access on one JSON object; `path` prefixes field names in errors.
 class Fields {
  public:

@@ -284,16 +284,15 @@ Status ReadLayout(const json& r, const Fields& f, LayoutRun* run) {
   int64_t tp, pp, vp, cp, ep, etp, dp, fsdp, mb, gb, seq;
   // The layout form's limits (layout_file.cpp, plan_request_checks.h): degrees and micro-batch
   // 2^20, vp 1024, so that tp*pp*cp, ep*etp and global_batch*seq (<= 2^54) stay far from int64 overflow.
-  constexpr int64_t kDeg = int64_t{1} << 20;
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "tp", 1, kDeg, &tp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "pp", 1, kDeg, &pp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "vp", 1, 1024, &vp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "cp", 1, kDeg, &cp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "ep", 1, kDeg, &ep));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "etp", 1, kDeg, &etp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "dp", 0, kDeg, &dp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "fsdp", 0, kDeg, &fsdp));
-  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "micro_batch", 0, kDeg, &mb));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "tp", 1, kMaxDegree, &tp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "pp", 1, kMaxDegree, &pp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "vp", 1, kMaxInterleave, &vp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "cp", 1, kMaxDegree, &cp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "ep", 1, kMaxDegree, &ep));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "etp", 1, kMaxDegree, &etp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "dp", 0, kMaxDegree, &dp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "fsdp", 0, kMaxDegree, &fsdp));
+  ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "micro_batch", 0, kMaxDegree, &mb));
   ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "global_batch", 0, kMaxGlobalBatch, &gb));
   ONBOARD_RETURN_IF_ERROR(IntOrNull(r, f, "seq", 0, kMaxSeq, &seq));
   for (auto [k, v] : {std::pair<const char*, int64_t>{"tp", tp}, {"pp", pp}, {"vp", vp}, {"cp", cp}, {"ep", ep},
