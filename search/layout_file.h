@@ -7,7 +7,8 @@
 //  (c) a measured_training_runs.json-style {"runs":[{id, model:"org/name", hardware, gpus, tp, pp, vp,
 //      cp, ep, dp, fsdp, global_batch, micro_batch, seq, precision, recompute, optimizer, recipe{...},
 //      measured{tokens_per_s_per_gpu, ...}}], "configs":{"org/name":{file}}}: the model is the HF
-//      config named in `configs` (layout_file_measured.cpp says how each free-text field is read).
+//      config named in `configs` (layout_file_measured.cpp and layout_file_recipe.cpp say how each field is
+//      read).
 #pragma once
 
 #include <map>

@@ -1,6 +1,6 @@
 // Typed JSON field access with file/field/value errors, shared by the layout readers
-// (layout_file.cpp: layouts and published_runs.json; layout_file_measured.cpp:
-// measured_training_runs.json). Internal to search/.
+// (layout_file.cpp: layouts and published_runs.json; layout_file_measured.cpp and
+// layout_file_recipe.cpp: measured_training_runs.json). Internal to search/.
 #pragma once
 
 #include <cmath>
@@ -98,7 +98,8 @@ Status ParsePipelineLayout(const std::string& text, int64_t chunks, const Fields
 
 namespace onboard {
 struct LayoutRun;
-// Form (c), measured_training_runs.json (rules in layout_file_measured.cpp). `doc` has a "runs" array.
+// Form (c), measured_training_runs.json (rules in layout_file_measured.cpp and layout_file_recipe.cpp). `doc`
+// has a "runs" array.
 namespace layout {
 Expected<std::vector<LayoutRun>> ParseMeasuredRuns(const json& doc, const std::string& origin);
 }  // namespace layout
