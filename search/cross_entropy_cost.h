@@ -25,21 +25,41 @@
 //   held    = 2
 //   traffic = online-softmax pass 2 | loss + gradient pass 2 + 2 | element_mul_kernel 2 + 2     = 10
 // torch      (torch.nn.functional.cross_entropy over logits.float(): torchtitan components/loss.py
-//             cross_entropy_loss without loss-parallel TP):
+//             cross_entropy_loss; torchtitan frees the bf16 logits before the backward, `del pred`):
+//   t = 1 (fused ATen log_softmax and nll_loss):
 //   held    = backward: the saved log-softmax 4 + nll_loss's gradient 4 + log_softmax's gradient 4 = 12
 //             (forward: bf16 2 + fp32 copy 4 + log-softmax 4 = 10)
 //   traffic = .float() 2 + 4 | log_softmax: max, sum-exp, write passes 4 + 4 + 4 + 4            = 22 fwd
 //           + nll gradient 4 | log_softmax backward 4 + 4 + 4 + 4 | cast to bf16 4 + 2          = 26 bwd
+//   t > 1: loss parallel, torchtitan's default with TP (parallelism.disable_loss_parallel = False: the
+//   output projection keeps the logits vocab-sharded, Shard(-1), and the step runs under
+//   loss_parallel()). PyTorch's handlers (torch/distributed/tensor/parallel/loss.py _log_softmax,
+//   _nll_loss_and_log_softmax_backward) run unfused elementwise ops on the local V/t shard:
+//   held    = forward: bf16 2 + fp32 copy 4 + shifted = x - max 4 + exp(shifted) or the result 4  = 14;
+//             backward: saved log-softmax 4 + zeros_like 4 + exp(x) 4 + (grad_input + exp) 4    = 16
+//             (then * grad_output replaces exp(x))
+//   traffic = .float() 2 + 4 | amax 4 | shifted 4 + 4 | exp 4 + 4 | sum 4 | shifted - lse 4 + 4 = 38 fwd
+//           + zeros_like 4 | exp 4 + 4 | add 4 + 4 + 4 | * grad_output 4 + 4 | cast 4 + 2     = 38 bwd
+//   (disable_loss_parallel = True would hold the full vocabulary on every TP rank: not costed; the
+//   torchtitan exports leave loss parallel on.)
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace onboard {
 
 struct CrossEntropyCost {
-  const char* name;      // PlanRequest::cross_entropy
-  double held_bytes;     // per logit element, peak
-  double traffic_bytes;  // per logit element, HBM, forward + backward
+  const char* name;         // PlanRequest::cross_entropy
+  double held_bytes;        // per logit element, peak
+  double traffic_bytes;     // per logit element, HBM, forward + backward
+  double tp_held_bytes;     // the same under tensor parallelism (t > 1): the implementation differs
+  double tp_traffic_bytes;  // (torch: loss parallel); 0 = as at t = 1
+
+  double Held(int64_t tp) const { return tp > 1 && tp_held_bytes > 0 ? tp_held_bytes : held_bytes; }
+  double Traffic(int64_t tp) const {
+    return tp > 1 && tp_traffic_bytes > 0 ? tp_traffic_bytes : traffic_bytes;
+  }
 };
 
 // PlanRequest's default: Megatron-LM's own path (the Megatron-family exports set no loss fusion).

@@ -167,7 +167,7 @@ LayerTime TimeModel::Layer(size_t l) const {
 double TimeModel::HeadTime() const {
   const double flops = T_ * c_.prof.head_flops / t_;
   const double g = Gemm(flops, T_, c_.prof.vocab / t_, c_.prof.hidden, flops / T_, 1.0);
-  const double ce = c_.loss->traffic_bytes * T_ * c_.prof.vocab / t_ / hbm_;  // the loss's own passes
+  const double ce = c_.loss->Traffic(p_.deg.tp) * T_ * c_.prof.vocab / t_ / hbm_;  // the loss's own passes
   return g * (1 + (lora_ ? 1.0 : 2.0)) + ce;
 }
 

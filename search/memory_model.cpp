@@ -328,7 +328,7 @@ MemoryBreakdown EstimateMemory(const CostContext& c, const Plan& p, const std::v
     mb.workspace = req.constraints.reserved_gib * 1073741824.0;
     if ((p.zero_stage >= 3 && (d.dp_shard > 1 || d.expert_fsdp > 1))) mb.workspace += 2 * sp.largest_layer;
     if (sp.last)  // the loss over each head's logits, one head at a time (+ MTP heads)
-      mb.workspace += (1 + sp.mtp) * c.loss->held_bytes * T * c.prof.vocab / t;
+      mb.workspace += (1 + sp.mtp) * c.loss->Held(d.tp) * T * c.prof.vocab / t;
     mb.total = mb.weights + mb.grads + mb.optimizer + mb.activations + mb.a2a_buffers + mb.workspace;
     mb.capacity = cap;
     mb.margin = req.constraints.memory_margin * cap;

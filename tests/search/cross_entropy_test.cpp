@@ -11,9 +11,12 @@ namespace onboard {
 namespace {
 
 // gpt-oss-120b (vocab 201088) on 8 H100-80GBs, one stage, micro-batch 2 at seq 4096: T x V = 1.6 G logits.
+// With `tp` 2 (sequence parallel, 4 FSDP ranks) the logits are vocab-sharded: T x V / 2 per device.
 struct LossCase {
+  explicit LossCase(int64_t tp = 1)
+      : plan(test::MakePlan({1, 8 / tp, tp, 1, 8, 1, 1, tp > 1, 1}, 4096, 2, 4)) {}
   PlanRequest req = test::HfRequestOn("gpt-oss-120b", "H100-80GB", 8);
-  Plan plan = test::MakePlan({1, 8, 1, 1, 8, 1, 1, false, 1}, 4096, 2, 4);
+  Plan plan;
   MemoryBreakdown Memory(const std::string& loss) {
     req.cross_entropy = loss;
     plan.zero_stage = 1;
@@ -47,6 +50,25 @@ TEST(CrossEntropy, ItsPassesAddToTheHeadTimeByTheirBytes) {
   // Same GEMMs, the loss's HBM bytes per logit 10 / 22 / 48 / 52: the differences scale with the bytes.
   EXPECT_NEAR((megatron - inplace) / (torch - inplace), (52.0 - 10) / (48 - 10), 1e-9);
   EXPECT_NEAR((te - inplace) / (torch - inplace), (22.0 - 10) / (48 - 10), 1e-9);
+}
+
+// Under TP, torchtitan's loss runs as loss parallel (its default): PyTorch's unfused handlers hold 16 B
+// and move 76 B per local logit where the fused t = 1 path holds 12 and moves 48; Megatron-Core's and
+// TE's losses are the same kernels at any t.
+TEST(CrossEntropy, TorchtitansLossUnderTpIsLossParallel) {
+  LossCase k(2);
+  const double logits = 2.0 * 4096 * 201088 / 2;  // T x V / t
+  const double megatron = k.Memory("megatron").workspace;
+  EXPECT_NEAR(k.Memory("torch").workspace - megatron, (16 - 6) * logits, 1e-6 * logits);
+  EXPECT_NEAR(megatron - k.Memory("te_inplace").workspace, (6 - 2) * logits, 1e-6 * logits);
+  const double inplace = k.Head("te_inplace"), torch = k.Head("torch");
+  ASSERT_GT(inplace, 0);
+  EXPECT_NEAR((k.Head("megatron") - inplace) / (torch - inplace), (52.0 - 10) / (76 - 10), 1e-9);
+  const CrossEntropyCost* t = FindCrossEntropy("torch");
+  ASSERT_NE(t, nullptr);
+  EXPECT_EQ(t->Held(1), 12);
+  EXPECT_EQ(t->Traffic(1), 48);
+  EXPECT_EQ(FindCrossEntropy("megatron")->Held(8), 6);
 }
 
 TEST(CrossEntropy, AnUnknownLossIsBadInputWhereverItIsNamed) {
