@@ -79,9 +79,75 @@ Status ResolveLayoutMode(const PlanOptions& o, LayoutRun* run, PlanRequest* req)
   return Status::Ok();
 }
 
+// The request a single layout (no model of its own) is costed with: the CLI's request with the
+// layout's options, after the checks that a layout and the flags agree.
+Status SingleLayoutRequest(const PlanOptions& o, const PlanRequest* base, LayoutRun* run, PlanRequest* req) {
+  if (!base) return BadInput(o.evaluate, "runs", "a single layout needs MODEL and --topology", o.evaluate);
+  *req = *base;
+  ApplyRunOptions(*run, req);
+  if (run->plan.seq == 0) run->plan.seq = req->seq;
+  req->seq = run->plan.seq;
+  ONBOARD_RETURN_IF_ERROR(ResolveLayoutMode(o, run, req));
+  if (!o.cross_entropy.empty() && !run->cross_entropy.empty() && run->cross_entropy != o.cross_entropy)
+    return BadInput(o.evaluate, "cross_entropy", "conflicts with --cross-entropy " + o.cross_entropy,
+                    run->cross_entropy);
+  if (run->layout_layers >= 0 && run->layout_layers != static_cast<int64_t>(req->model.layers.size()))
+    return BadInput(o.evaluate, "pp_layout", "places a different number of decoder layers than the model has",
+                    std::to_string(run->layout_layers));
+  return Status::Ok();
+}
+
+// What --export refuses for a costed layout: the request-level memory techniques are costed but not
+// written by the exports (refused rather than dropped from the launch), and a loss the engine does
+// not run.
+Status CheckExportable(const PlanOptions& o, const PlanRequest& req, const LayoutRun& run) {
+  const char* unexported = req.cpu_offload_layers > 0 ? "cpu_offload_layers"
+                           : req.recompute_norms      ? "recompute_norms"
+                           : req.fp8_act_input_store  ? "fp8_act_input_store"
+                                                      : nullptr;
+  if (unexported) return BadInput(o.evaluate, unexported, "is costed but not written by --export", "set");
+  return CheckExportLoss(o, run.cross_entropy.empty() ? "--cross-entropy" : o.evaluate,
+                         run.cross_entropy.empty() ? o.cross_entropy : run.cross_entropy);
+}
+
+// One costed run as JSON: the estimate, and beside it what the run measured.
+nlohmann::json EvaluationJson(const LayoutRun& run, const PlanEstimate& est, double tps) {
+  nlohmann::json j = nlohmann::json::parse(EstimateToJson(run.plan, est));
+  j["id"] = run.id;
+  if (run.measured_step_s) j["measured_step_s"] = *run.measured_step_s;
+  if (run.measured_tokens_per_s_per_gpu) {
+    j["predicted_tokens_per_s_per_gpu"] = tps;
+    j["measured_tokens_per_s_per_gpu"] = *run.measured_tokens_per_s_per_gpu;
+    j["error"] = tps / *run.measured_tokens_per_s_per_gpu - 1;
+  }
+  if (run.measured_tflops_per_gpu) j["measured_tflops_per_gpu"] = *run.measured_tflops_per_gpu;
+  if (!run.assumptions.empty()) j["assumptions"] = run.assumptions;
+  return j;
+}
+
+// One costed run as text: the estimate, prediction beside measurement, the assumptions applied.
+void PrintEvaluation(const LayoutRun& run, const PlanRequest& req, const PlanEstimate& est, double tps,
+                     double tflops) {
+  std::cout << run.id << " on " << req.topology.name << ":\n" << FormatEstimate(req, run.plan, est);
+  if (run.measured_step_s)
+    std::cout << "  predicted " << est.step_s << " s vs measured " << *run.measured_step_s << " s ("
+              << Pct(est.step_s / *run.measured_step_s - 1) << ")\n";
+  if (run.measured_tokens_per_s_per_gpu)
+    std::cout << "  predicted " << std::lround(tps) << " tokens/s/GPU vs measured "
+              << *run.measured_tokens_per_s_per_gpu << " ("
+              << Pct(tps / *run.measured_tokens_per_s_per_gpu - 1) << ")\n";
+  if (run.measured_tflops_per_gpu)  // the source's TFLOP count may differ from ours (MTP, causal halving)
+    std::cout << "  predicted " << std::lround(tflops) << " model TFLOP/s/GPU vs published "
+              << *run.measured_tflops_per_gpu << " (" << Pct(tflops / *run.measured_tflops_per_gpu - 1)
+              << ")\n";
+  for (const std::string& a : run.assumptions) std::cout << "  assumed: " << a << "\n";
+  std::cout << "\n";
+}
+
 // Evaluates every run of a layout file; prints predicted vs measured (with --export: the one
 // layout's export instead).
 int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
+  // Step 1: the runs (one, with --export).
   auto runs = LoadLayoutFile(o.evaluate);
   if (!runs.ok()) return ReportError("plan", runs.status());
   if (!o.export_fmt.empty() && runs->size() != 1)
@@ -98,74 +164,30 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
       rows.push_back(MakeCalibrationRow(run, nullptr));
       continue;
     }
+    // Step 2: its request (its own model and hardware, or the CLI's), and its estimate.
     PlanRequest req;
     if (run.has_model) {
       ResolveUnstatedRecompute(&run);
       req = RequestForRun(run);
-    } else {
-      if (!base) return ReportError("plan", BadInput(o.evaluate, "runs", "a single layout needs MODEL and --topology", o.evaluate));
-      req = *base;
-      ApplyRunOptions(run, &req);
-      if (run.plan.seq == 0) run.plan.seq = req.seq;
-      req.seq = run.plan.seq;
-      if (Status st = ResolveLayoutMode(o, &run, &req); !st.ok()) return ReportError("plan", st);
-      if (!o.cross_entropy.empty() && !run.cross_entropy.empty() && run.cross_entropy != o.cross_entropy)
-        return ReportError(
-            "plan", BadInput(o.evaluate, "cross_entropy", "conflicts with --cross-entropy " + o.cross_entropy,
-                             run.cross_entropy));
-      if (run.layout_layers >= 0 && run.layout_layers != static_cast<int64_t>(req.model.layers.size()))
-        return ReportError("plan", BadInput(o.evaluate, "pp_layout", "places a different number of decoder layers than the model has",
-                                            std::to_string(run.layout_layers)));
+    } else if (Status st = SingleLayoutRequest(o, base, &run, &req); !st.ok()) {
+      return ReportError("plan", st);
     }
     auto est = EvaluatePlan(req, run.plan);
     if (!est.ok())
       return ReportError("plan", BadInput(o.evaluate, run.id, est.status().message(), PlanSummary(run.plan)));
     if (!o.export_fmt.empty()) {
-      // The request-level memory techniques are costed but not written by the exports: refused
-      // rather than dropped from the launch.
-      const char* unexported = req.cpu_offload_layers > 0 ? "cpu_offload_layers"
-                               : req.recompute_norms      ? "recompute_norms"
-                               : req.fp8_act_input_store  ? "fp8_act_input_store"
-                                                          : nullptr;
-      if (unexported)
-        return ReportError("plan",
-                           BadInput(o.evaluate, unexported, "is costed but not written by --export", "set"));
-      if (Status st = CheckExportLoss(o, run.cross_entropy.empty() ? "--cross-entropy" : o.evaluate,
-                                      run.cross_entropy.empty() ? o.cross_entropy : run.cross_entropy);
-          !st.ok())
-        return ReportError("plan", st);
+      if (Status st = CheckExportable(o, req, run); !st.ok()) return ReportError("plan", st);
       return RunExport(o, req, run.plan);
     }
+    // Step 3: prediction beside measurement.
     measured = measured || run.measured_tokens_per_s_per_gpu.has_value();
     rows.push_back(MakeCalibrationRow(run, run.measured_tokens_per_s_per_gpu ? &*est : nullptr));
     const double gpus = static_cast<double>(req.topology.num_devices);
     const double tps = est->tokens_per_s / gpus, tflops = est->model_flops / est->step_s / gpus / 1e12;
-    if (o.json) {
-      nlohmann::json j = nlohmann::json::parse(EstimateToJson(run.plan, *est));
-      j["id"] = run.id;
-      if (run.measured_step_s) j["measured_step_s"] = *run.measured_step_s;
-      if (run.measured_tokens_per_s_per_gpu) {
-        j["predicted_tokens_per_s_per_gpu"] = tps;
-        j["measured_tokens_per_s_per_gpu"] = *run.measured_tokens_per_s_per_gpu;
-        j["error"] = tps / *run.measured_tokens_per_s_per_gpu - 1;
-      }
-      if (run.measured_tflops_per_gpu) j["measured_tflops_per_gpu"] = *run.measured_tflops_per_gpu;
-      if (!run.assumptions.empty()) j["assumptions"] = run.assumptions;
-      out.push_back(j);
-      continue;
-    }
-    std::cout << run.id << " on " << req.topology.name << ":\n" << FormatEstimate(req, run.plan, *est);
-    if (run.measured_step_s)
-      std::cout << "  predicted " << est->step_s << " s vs measured " << *run.measured_step_s << " s ("
-                << Pct(est->step_s / *run.measured_step_s - 1) << ")\n";
-    if (run.measured_tokens_per_s_per_gpu)
-      std::cout << "  predicted " << std::lround(tps) << " tokens/s/GPU vs measured "
-                << *run.measured_tokens_per_s_per_gpu << " (" << Pct(tps / *run.measured_tokens_per_s_per_gpu - 1) << ")\n";
-    if (run.measured_tflops_per_gpu)  // the source's TFLOP count may differ from ours (MTP, causal halving)
-      std::cout << "  predicted " << std::lround(tflops) << " model TFLOP/s/GPU vs published " << *run.measured_tflops_per_gpu
-                << " (" << Pct(tflops / *run.measured_tflops_per_gpu - 1) << ")\n";
-    for (const std::string& a : run.assumptions) std::cout << "  assumed: " << a << "\n";
-    std::cout << "\n";
+    if (o.json)
+      out.push_back(EvaluationJson(run, *est, tps));
+    else
+      PrintEvaluation(run, req, *est, tps, tflops);
   }
   if (o.json) {
     std::cout << out.dump(2) << "\n";
