@@ -32,8 +32,7 @@ namespace {
 struct PlanOptions {
   std::string model, topology, mode, evaluate, export_fmt, export_out, base_dtype = "bf16";  // mode "" = lora
   std::string schedule = "1f1b";  // search constraint: pipeline schedules tried (PlanConstraints::schedule)
-  std::string
-      cross_entropy;  // PlanRequest::cross_entropy; "" = CostedLoss: the exported engine's, else megatron
+  std::string cross_entropy;      // PlanRequest::cross_entropy; "" = CostedLoss (plan_export.h)
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
   int64_t etp = 0;  // search constraint: expert TP, 0 = searched (PlanConstraints::etp)
   int threads = 2;

@@ -53,13 +53,11 @@ struct CrossEntropyCost {
   const char* name;         // PlanRequest::cross_entropy
   double held_bytes;        // per logit element, peak
   double traffic_bytes;     // per logit element, HBM, forward + backward
-  double tp_held_bytes;     // the same under tensor parallelism (t > 1): the implementation differs
-  double tp_traffic_bytes;  // (torch: loss parallel); 0 = as at t = 1
+  double tp_held_bytes;     // the same under tensor parallelism (t > 1), where the implementation
+  double tp_traffic_bytes;  // can differ (torch: loss parallel)
 
-  double Held(int64_t tp) const { return tp > 1 && tp_held_bytes > 0 ? tp_held_bytes : held_bytes; }
-  double Traffic(int64_t tp) const {
-    return tp > 1 && tp_traffic_bytes > 0 ? tp_traffic_bytes : traffic_bytes;
-  }
+  double Held(int64_t tp) const { return tp > 1 ? tp_held_bytes : held_bytes; }
+  double Traffic(int64_t tp) const { return tp > 1 ? tp_traffic_bytes : traffic_bytes; }
 };
 
 // PlanRequest's default: Megatron-LM's own path (the Megatron-family exports set no loss fusion).
