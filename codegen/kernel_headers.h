@@ -8,7 +8,7 @@
 
 namespace onboard::codegen {
 
-// {include path, text} of every embedded header, sorted by path (embed_kernel_headers.cmake).
+// {include path, text} of every embedded header, sorted by path (cmake/embed_files.cmake).
 const std::vector<std::pair<std::string, std::string>>& EmbeddedKernelHeaders();
 
 // The text of header `path` with every `#include "X"` of an embedded header X replaced by X's text

@@ -1,6 +1,6 @@
 // The KDA decay gate parameterisation: one enum for the IR, the kernel specs, the generated kernels
 // and the references. Dependency-free on purpose: codegen/kernels/*.h include it, and the generator
-// embeds it in every generated kernel translation unit (see codegen/embed_kernel_headers.cmake).
+// embeds it in every generated kernel translation unit (see cmake/embed_files.cmake).
 #pragma once
 
 namespace onboard {

@@ -55,8 +55,18 @@ ApiServer::ApiServer(ServerConfig config, AllowedRoots roots, JobStore& store, J
 
 ApiServer::~ApiServer() { Stop(); }
 
+// Installs the server's handlers, in this order: transport settings, the pre-routing gate (Steps 0
+// and 1), JSON error bodies (Step 2), the routes (Step 3).
 void ApiServer::Install() {
   IgnoreBrokenPipes();  // a client closing an SSE stream must not kill the server
+  ConfigureTransport();
+  InstallGate();
+  InstallErrorBodies();
+  InstallRoutes();
+}
+
+// Worker threads, body cap, keep-alive and the listening socket's options.
+void ApiServer::ConfigureTransport() {
   const int threads = config_.http_threads;
   server_.new_task_queue = [threads] {
     return new ElasticTaskQueue(static_cast<size_t>(threads), static_cast<size_t>(kMaxConnectionThreads));
@@ -74,14 +84,16 @@ void ApiServer::Install() {
   server_.set_keep_alive_timeout(kIdleBeforeRequestS);  // also the wait for a first request line
   server_.set_read_timeout(30, 0);
   server_.set_write_timeout(30, 0);
+}
 
-  // Step 1: authentication before routing (and before any body is read).
-  // Then a declared body over --max-body: refused on the header, before a byte of it is read.
+// Steps 0 and 1: the per-client connection cap, then authentication and the declared body size,
+// before routing and before any body is read.
+void ApiServer::InstallGate() {
   const std::string token = config_.token;
   const size_t max_body = config_.max_body;
-  // Step 0: a client over its connection cap, whatever the route.
   server_.set_pre_routing_handler([this, token, max_body](const httplib::Request& req,
                                                           httplib::Response& res) {
+    // Step 0: a client over its connection cap, whatever the route.
     if (!client_cap_.Admit(req.remote_addr)) {
       res.set_header("Retry-After", std::to_string(kRetryAfterCapS));
       res.set_header("Connection", "close");
@@ -90,6 +102,8 @@ void ApiServer::Install() {
                     ") connections from " + req.remote_addr);
       return httplib::Server::HandlerResponse::Handled;
     }
+    // Step 1: authentication (not for /healthz); then a declared body over --max-body is refused
+    // on the header, before a byte of it is read.
     if (req.path == "/healthz") return httplib::Server::HandlerResponse::Unhandled;
     if (IsAuthorized(req, token)) {
       const std::string length = req.get_header_value("Content-Length");
@@ -104,8 +118,11 @@ void ApiServer::Install() {
     SendError(res, 401, "unauthorized", "missing or invalid bearer token (Authorization: Bearer <token>)");
     return httplib::Server::HandlerResponse::Handled;
   });
+}
 
-  // Step 2: JSON bodies for every error httplib produces itself (404 route, 413 body, 400 parse).
+// Step 2: JSON bodies for every error httplib produces itself (404 route, 413 body, 400 parse),
+// and for exceptions.
+void ApiServer::InstallErrorBodies() {
   server_.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req,
                                                                       httplib::Response& res) {
     if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
@@ -128,8 +145,10 @@ void ApiServer::Install() {
     }
     SendError(res, 500, "internal", "internal error: " + what);
   });
+}
 
-  // Step 3: routes.
+// Step 3: the routes.
+void ApiServer::InstallRoutes() {
   server_.Get("/healthz", [this](const httplib::Request&, httplib::Response& res) {
     SendJson(res, 200,
              {{"status", stopping_ ? "stopping" : "ok"},

@@ -60,6 +60,10 @@ class ApiServer {
 
  private:
   void Install();
+  void ConfigureTransport();
+  void InstallGate();
+  void InstallErrorBodies();
+  void InstallRoutes();
   void RaiseBacklog();
 
   ServerConfig config_;

@@ -8,7 +8,7 @@
 //   1. an explicit directory (RunRequest::templates_dir / `--templates-dir`),
 //   2. $ONBOARD_TEMPLATES_DIR,
 //   3. the source tree the binary was built from (templates/data, compiled-in path), if it exists,
-//   4. the same files embedded into the binary at build time (templates/embed_templates.cmake).
+//   4. the same files embedded into the binary at build time (cmake/embed_files.cmake).
 #pragma once
 
 #include <cstdint>

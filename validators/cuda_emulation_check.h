@@ -1,6 +1,6 @@
 // Generated CUDA kernels checked under CPU EMULATION of the CUDA programming model. This is NOT a GPU
 // run: the unchanged .cu text is compiled with the host C++ compiler plus the emulation runtime
-// (validators/cuda_emulation_source.cpp: blocks run one after another, the threads of a block are fibers
+// (validators/cuda_emulation_runtime.h: blocks run one after another, the threads of a block are fibers
 // with real __syncthreads barriers) and run on the CPU. It checks the kernels' logic (indexing, shared
 // memory, barriers, radix select, online softmax, chunking, state carry, launch configuration), not
 // timing, warp-level behaviour or memory-model races; scripts/gpu-check.sh is the GPU check.

@@ -7,6 +7,13 @@ namespace onboard::validators {
 using codegen::GeneratedKernel;
 using codegen::KernelTarget;
 
+const std::string& CudaEmulationSource() {
+  const auto& files = EmbeddedEmulationRuntime();
+  ONBOARD_ASSERT(files.size() == 1 && files[0].first == "validators/cuda_emulation_runtime.h",
+                 "the build embeds validators/cuda_emulation_runtime.h alone (validators/CMakeLists.txt)");
+  return files[0].second;
+}
+
 std::string CudaEmulationTranslationUnit(const GeneratedKernel& kernel) {
   std::string tu = "// CPU emulation build of " + kernel.FileName() + " (not a GPU run)\n";
   tu += "#define ONBOARD_CUDA_EMULATION 1\n";

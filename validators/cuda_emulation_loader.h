@@ -1,5 +1,5 @@
 // Builds a generated CUDA kernel (its unchanged .cu text) with the system C++ compiler under CPU
-// EMULATION of the CUDA programming model (validators/cuda_emulation_source.cpp) and loads it. This checks
+// EMULATION of the CUDA programming model (validators/cuda_emulation_runtime.h) and loads it. This checks
 // the kernel's logic on a machine without a GPU; it is NOT a GPU run (no timing, no warp-level
 // behaviour, no memory-model races). Pointers passed to the entry points are host pointers.
 // Operand layouts and return values: the CUDA ABI in codegen/README.md (elem_t operands are `const
@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "codegen/cpu_kernel_loader.h"
 #include "codegen/kernel_generator.h"
@@ -41,10 +43,13 @@ struct EmulatedCudaKernel {
   onboard_cuda_emulation_stats_fn stats = nullptr;            // launches, blocks, threads, barrier rounds
 };
 
-// The translation unit compiled for emulation: defines + emulation runtime + kernel.source (verbatim).
-// Host runtime for CPU emulation of the CUDA model (not a GPU): see cuda_emulation_source.cpp.
-std::string CudaEmulationSource();
+// The text of validators/cuda_emulation_runtime.h, the host runtime for CPU emulation of the CUDA model
+// (not a GPU), as embedded at build time: {path, text} (cmake/embed_files.cmake).
+const std::vector<std::pair<std::string, std::string>>& EmbeddedEmulationRuntime();
+// That runtime's text.
+const std::string& CudaEmulationSource();
 
+// The translation unit compiled for emulation: defines + emulation runtime + kernel.source (verbatim).
 std::string CudaEmulationTranslationUnit(const codegen::GeneratedKernel& kernel);
 
 // kBadInput when the kernel is not a CUDA kernel; kBuild with the compiler log

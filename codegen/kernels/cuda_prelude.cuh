@@ -1,7 +1,7 @@
 // The shared prelude of every CUDA kernel template (kda_cuda.cuh, dsa_cuda.cuh): operand conversions
 // and launch helpers. Kernel launches and dynamic shared memory go through two macros so that the same
 // text also compiles with the host C++ compiler under CPU emulation of the CUDA model
-// (ONBOARD_CUDA_EMULATION, validators/cuda_emulation_source.cpp, which precedes this text there); with
+// (ONBOARD_CUDA_EMULATION, validators/cuda_emulation_runtime.h, which precedes this text there); with
 // nvcc they expand to exactly `kernel<<<g, b, smem, stream>>>(...)` and `extern __shared__ T name[]`.
 #pragma once
 
@@ -11,9 +11,10 @@
 
 #ifdef ONBOARD_CUDA_EMULATION
 // The emulation runtime precedes this text (CPU emulation of the CUDA model; not a GPU run).
-#define ONBOARD_LAUNCH(kernel, grid, block, smem, stream, ...)                                  \
-  ::onboard_emu::Launch(::onboard_emu::FuncKey(kernel), #kernel, grid, block, smem,           \
-                        [&] { kernel(__VA_ARGS__); })
+// (Launches are synchronous there: the stream is evaluated and not used.)
+#define ONBOARD_LAUNCH(kernel, grid, block, smem, stream, ...)                                       \
+  ((void)(stream), ::onboard_emu::Launch(::onboard_emu::FuncKey(kernel), #kernel, grid, block, smem, \
+                                         [&] { kernel(__VA_ARGS__); }))
 #define ONBOARD_DYNAMIC_SMEM(type, name) type* name = reinterpret_cast<type*>(::onboard_emu::g_dyn_smem)
 #else
 #include <cuda_runtime.h>

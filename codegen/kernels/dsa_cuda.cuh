@@ -1,5 +1,5 @@
 // CUDA DSA forward (NOT yet run on a GPU; its logic is checked under CPU emulation of the CUDA model,
-// see validators/cuda_emulation_source.cpp). A template over its configuration: the generator emits a
+// see validators/cuda_emulation_runtime.h). A template over its configuration: the generator emits a
 // short file defining Config for one model and exporting the C ABI with ONBOARD_EXPORT_DSA_CUDA; the
 // build compiles a default instantiation (default_cuda_instances.cu).
 //
@@ -55,7 +55,7 @@ __device__ inline int block_scan(int x, int* tmp) {
   tmp[threadIdx.x] = x;
   __syncthreads();
   for (int off = 1; off < kDsaCudaThreads; off <<= 1) {
-    const int add = threadIdx.x >= off ? tmp[threadIdx.x - off] : 0;
+    const int add = static_cast<int>(threadIdx.x) >= off ? tmp[threadIdx.x - off] : 0;
     __syncthreads();
     tmp[threadIdx.x] += add;
     __syncthreads();

@@ -1,4 +1,4 @@
-// The CPU emulation of the CUDA programming model (validators/cuda_emulation_source.cpp) itself: the
+// The CPU emulation of the CUDA programming model (validators/cuda_emulation_runtime.h) itself: the
 // generated .cu text builds with the host compiler; __syncthreads is a real barrier and a divergent one
 // is a launch failure; reversed scheduling exposes an order-dependent (racy) kernel; launch limits are
 // enforced. This is CPU emulation, NOT a GPU run. Numerics vs the fp64 references:

@@ -23,12 +23,17 @@
 // emulated library: onboard_cuda_emulation_message() (last failure, "" when none),
 // onboard_cuda_emulation_configure(reverse), onboard_cuda_emulation_stats(int64_t[4]: launches,
 // blocks, thread starts, barrier rounds).
-#include "validators/cuda_emulation_loader.h"
-
-namespace onboard::validators {
-
-std::string CudaEmulationSource() {
-  return R"EMU(
+//
+// This header is the runtime's one source. The emulation build prefixes it, as text, to the kernel's
+// .cu (validators/cuda_emulation_loader.cpp; embedded at build time: cmake/embed_files.cmake), and
+// the build compiles it with a small kernel (validators/cuda_emulation_runtime_check.cpp). It
+// redefines CUDA's keywords (__global__, __shared__, threadIdx, ...): include it only where
+// ONBOARD_CUDA_EMULATION is defined, never from the library's own sources.
+#ifndef ONBOARD_CUDA_EMULATION
+#error "validators/cuda_emulation_runtime.h is the CPU emulation runtime: define ONBOARD_CUDA_EMULATION"
+#endif
+#ifndef ONBOARD_VALIDATORS_CUDA_EMULATION_RUNTIME_H_
+#define ONBOARD_VALIDATORS_CUDA_EMULATION_RUNTIME_H_
 // ---- onboard CUDA emulation runtime (CPU emulation of the CUDA programming model, not a GPU) ----
 #include <sys/mman.h>
 #include <ucontext.h>
@@ -60,7 +65,9 @@ std::string CudaEmulationSource() {
 #define __shared__ static
 #define __syncthreads() ::onboard_emu::SyncThreads(__LINE__)
 
-struct uint3 { unsigned int x, y, z; };
+struct uint3 {
+  unsigned int x, y, z;
+};
 struct dim3 {
   unsigned int x, y, z;
   constexpr dim3(unsigned int x_ = 1, unsigned int y_ = 1, unsigned int z_ = 1) : x(x_), y(y_), z(z_) {}
@@ -76,8 +83,13 @@ enum cudaError_t {
   cudaErrorLaunchFailure = 719,
 };
 enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
-enum cudaMemcpyKind { cudaMemcpyHostToHost, cudaMemcpyHostToDevice, cudaMemcpyDeviceToHost,
-                      cudaMemcpyDeviceToDevice, cudaMemcpyDefault };
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost,
+  cudaMemcpyHostToDevice,
+  cudaMemcpyDeviceToHost,
+  cudaMemcpyDeviceToDevice,
+  cudaMemcpyDefault
+};
 
 namespace onboard_emu {
 
@@ -87,7 +99,7 @@ constexpr size_t kMaxSmemBytes = ONBOARD_EMU_ARCH >= 90 ? 227 * 1024 : 163 * 102
 
 struct Fiber {
 #if ONBOARD_EMU_FAST_SWITCH
-  void* sp = nullptr;    // saved stack pointer while switched out
+  void* sp = nullptr;  // saved stack pointer while switched out
 #else
   ucontext_t ctx;
 #endif
@@ -135,9 +147,9 @@ inline void* g_sched_sp = nullptr;
 }
 inline void StartFiber(Fiber& f, unsigned char* stack, size_t bytes) {
   void** sp = reinterpret_cast<void**>(reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t(15));
-  *--sp = nullptr;                                  // FiberMain's return address (never used)
-  *--sp = reinterpret_cast<void*>(&FiberMain);      // taken by `ret`: entry with rsp % 16 == 8
-  for (int i = 0; i < 6; ++i) *--sp = nullptr;      // rbp rbx r12 r13 r14 r15
+  *--sp = nullptr;                              // FiberMain's return address (never used)
+  *--sp = reinterpret_cast<void*>(&FiberMain);  // taken by `ret`: entry with rsp % 16 == 8
+  for (int i = 0; i < 6; ++i) *--sp = nullptr;  // rbp rbx r12 r13 r14 r15
   f.sp = sp;
 }
 inline void Resume(Fiber& f) { onboard_emu_switch(&g_sched_sp, f.sp); }
@@ -216,7 +228,10 @@ inline bool RunBlock(std::vector<Fiber>& fibers, const char* kernel) {
     size_t done = 0;
     const Fiber* first_waiting = nullptr;
     for (const Fiber& f : fibers) {
-      if (f.done) { ++done; continue; }
+      if (f.done) {
+        ++done;
+        continue;
+      }
       if (first_waiting == nullptr) first_waiting = &f;
       if (f.barriers != first_waiting->barriers || f.line != first_waiting->line) {
         Fail(cudaErrorLaunchFailure,
@@ -229,11 +244,11 @@ inline bool RunBlock(std::vector<Fiber>& fibers, const char* kernel) {
     }
     if (done == n) return true;
     if (done > 0) {
-      Fail(cudaErrorLaunchFailure,
-           std::string(kernel) + ": divergent __syncthreads in block " + Idx(g_block_idx) + ": " +
-               std::to_string(done) + " thread(s) exited while thread " + Idx(first_waiting->idx) +
-               " waits at barrier #" + std::to_string(first_waiting->barriers) + " (line " +
-               std::to_string(first_waiting->line) + ")");
+      Fail(cudaErrorLaunchFailure, std::string(kernel) + ": divergent __syncthreads in block " +
+                                       Idx(g_block_idx) + ": " + std::to_string(done) +
+                                       " thread(s) exited while thread " + Idx(first_waiting->idx) +
+                                       " waits at barrier #" + std::to_string(first_waiting->barriers) +
+                                       " (line " + std::to_string(first_waiting->line) + ")");
       return false;
     }
     ++g_stats[3];
@@ -241,25 +256,28 @@ inline bool RunBlock(std::vector<Fiber>& fibers, const char* kernel) {
 }
 
 template <typename... A>
-const void* FuncKey(void (*fn)(A...)) { return reinterpret_cast<const void*>(fn); }
+const void* FuncKey(void (*fn)(A...)) {
+  return reinterpret_cast<const void*>(fn);
+}
 
 // kernel<<<grid, block, smem>>>(args) under emulation: validate the configuration, run every block.
 template <typename Body>
 cudaError_t Launch(const void* key, const char* kernel, dim3 grid, dim3 block, size_t smem, Body body) {
   const uint64_t threads = uint64_t(block.x) * block.y * block.z;
   if (threads == 0 || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64) {
-    return Fail(cudaErrorInvalidConfiguration, std::string(kernel) + ": bad block " +
-                    Idx(uint3{block.x, block.y, block.z}));
+    return Fail(cudaErrorInvalidConfiguration,
+                std::string(kernel) + ": bad block " + Idx(uint3{block.x, block.y, block.z}));
   }
   if (grid.x == 0 || grid.y == 0 || grid.z == 0 || grid.x > 2147483647u || grid.y > 65535 || grid.z > 65535) {
-    return Fail(cudaErrorInvalidConfiguration, std::string(kernel) + ": bad grid " +
-                    Idx(uint3{grid.x, grid.y, grid.z}));
+    return Fail(cudaErrorInvalidConfiguration,
+                std::string(kernel) + ": bad grid " + Idx(uint3{grid.x, grid.y, grid.z}));
   }
   const auto lim = g_smem_limit.find(key);
   const size_t allowed = lim == g_smem_limit.end() ? kDefaultSmemBytes : lim->second;
   if (smem > allowed) {
     return Fail(cudaErrorInvalidValue, std::string(kernel) + ": " + std::to_string(smem) +
-                    " bytes of dynamic shared memory, " + std::to_string(allowed) + " allowed");
+                                           " bytes of dynamic shared memory, " + std::to_string(allowed) +
+                                           " allowed");
   }
   ++g_stats[0];
   std::vector<unsigned char> dyn(smem + 16);
@@ -300,19 +318,45 @@ using onboard_emu::min;
 
 // Fibers never interleave between barriers, so plain read-modify-write is atomic here.
 template <typename T>
-inline T atomicAdd(T* p, T v) { const T old = *p; *p = old + v; return old; }
+inline T atomicAdd(T* p, T v) {
+  const T old = *p;
+  *p = old + v;
+  return old;
+}
 template <typename T>
-inline T atomicMax(T* p, T v) { const T old = *p; if (v > old) *p = v; return old; }
+inline T atomicMax(T* p, T v) {
+  const T old = *p;
+  if (v > old) *p = v;
+  return old;
+}
 
-inline unsigned int __float_as_uint(float f) { unsigned int u; std::memcpy(&u, &f, 4); return u; }
-inline float __uint_as_float(unsigned int u) { float f; std::memcpy(&f, &u, 4); return f; }
-inline int __float_as_int(float f) { int u; std::memcpy(&u, &f, 4); return u; }
-inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline unsigned int __float_as_uint(float f) {
+  unsigned int u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float __uint_as_float(unsigned int u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+inline int __float_as_int(float f) {
+  int u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float __int_as_float(int u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 inline float rsqrtf(float x) { return 1.0f / std::sqrt(x); }
 inline float __expf(float x) { return std::exp(x); }
 
 // bf16 storage with round-to-nearest-even conversion (as cuda_bf16.h's __float2bfloat16).
-struct __nv_bfloat16 { uint16_t bits; };
+struct __nv_bfloat16 {
+  uint16_t bits;
+};
 inline float __bfloat162float(__nv_bfloat16 h) { return __uint_as_float(uint32_t(h.bits) << 16); }
 inline __nv_bfloat16 __float2bfloat16(float f) {
   const uint32_t u = __float_as_uint(f);
@@ -320,7 +364,11 @@ inline __nv_bfloat16 __float2bfloat16(float f) {
   return __nv_bfloat16{uint16_t((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16)};
 }
 
-inline cudaError_t cudaGetLastError() { const cudaError_t e = onboard_emu::g_last_error; onboard_emu::g_last_error = cudaSuccess; return e; }
+inline cudaError_t cudaGetLastError() {
+  const cudaError_t e = onboard_emu::g_last_error;
+  onboard_emu::g_last_error = cudaSuccess;
+  return e;
+}
 inline cudaError_t cudaPeekAtLastError() { return onboard_emu::g_last_error; }
 inline const char* cudaGetErrorString(cudaError_t e) {
   return e == cudaSuccess ? "no error" : onboard_emu::g_message.c_str();
@@ -330,8 +378,8 @@ inline cudaError_t cudaFuncSetAttribute(void (*fn)(A...), cudaFuncAttribute attr
   if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 ||
       size_t(value) > onboard_emu::kMaxSmemBytes) {
     return onboard_emu::Fail(cudaErrorInvalidValue, "cudaFuncSetAttribute: " + std::to_string(value) +
-                                 " bytes of dynamic shared memory exceed sm_" +
-                                 std::to_string(ONBOARD_EMU_ARCH) + "'s limit");
+                                                        " bytes of dynamic shared memory exceed sm_" +
+                                                        std::to_string(ONBOARD_EMU_ARCH) + "'s limit");
   }
   onboard_emu::g_smem_limit[onboard_emu::FuncKey(fn)] = size_t(value);
   return cudaSuccess;
@@ -342,13 +390,27 @@ inline cudaError_t cudaMalloc(T** p, size_t bytes) {
   *p = static_cast<T*>(std::malloc(bytes ? bytes : 1));
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
 }
-inline cudaError_t cudaFree(void* p) { std::free(p); return cudaSuccess; }
-inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) { std::memcpy(d, s, n); return cudaSuccess; }
-inline cudaError_t cudaMemset(void* d, int v, size_t n) { std::memset(d, v, n); return cudaSuccess; }
+inline cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* d, const void* s, size_t n, cudaMemcpyKind) {
+  std::memcpy(d, s, n);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void* d, int v, size_t n) {
+  std::memset(d, v, n);
+  return cudaSuccess;
+}
 inline cudaError_t cudaDeviceSynchronize() { return onboard_emu::g_last_error; }
 // Events read the host's steady clock (launches are synchronous here): not GPU timings.
-struct onboard_emu_event { std::chrono::steady_clock::time_point at; };
-inline cudaError_t cudaEventCreate(cudaEvent_t* e) { *e = new onboard_emu_event{}; return cudaSuccess; }
+struct onboard_emu_event {
+  std::chrono::steady_clock::time_point at;
+};
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = new onboard_emu_event{};
+  return cudaSuccess;
+}
 inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
   e->at = std::chrono::steady_clock::now();
   return cudaSuccess;
@@ -369,7 +431,5 @@ extern "C" void onboard_cuda_emulation_stats(int64_t* out) {
   for (int i = 0; i < 4; ++i) out[i] = onboard_emu::g_stats[i];
 }
 // ---- end of the emulation runtime ----
-)EMU";
-}
 
-}  // namespace onboard::validators
+#endif  // ONBOARD_VALIDATORS_CUDA_EMULATION_RUNTIME_H_
