@@ -42,8 +42,13 @@ struct Known {
 // Host link (CPU offloading's activations; stas00/ml-engineering@744d01e network/README.md): x86 hosts
 //   attach each GPU by PCIe Gen5 x16, 63 GB/s one way, of which nvbandwidth measured 55 (88%) on 8x H200
 //   (H100 / H800 / H200 / B200 / B300: no shipping accelerator attaches at Gen6 as of 2026-07-31); A100
-//   Gen4 x16 half of it, 27.5; Grace (GB200 / GB300) NVLink-C2C 450 GB/s one way, ~80% measured one way
-//   (DGX Station, half a GB300 module) = 360.
+//   Gen4 x16 half of it, 27.5. Grace (GB200 / GB300): NVLink-C2C 450 GB/s one way, ~80% measured one way
+//   (DGX Station, one GPU per Grace) = 360, but in NVL72 trays one Grace and its 480 GB of LPDDR5X serve
+//   two GPUs (TransformerEngine@d0067d0 docs/.../cpu_offloading.rst: "The GB200 pairs a Grace CPU with
+//   480 GB LPDDR5X memory and two Blackwell GPUs"; GB300: 4 GPUs and 2 Grace per compute tray, NVIDIA
+//   NVL72 enterprise RA), and every rank offloads at once: the Grace's memory is the bound, STREAM TRIAD
+//   288-342 GB/s for a 480 GB Grace (NVIDIA/grace-cpu-benchmarking-guide@3474928 STREAM reference
+//   results), midpoint 315 / 2 GPUs = 157 per GPU.
 const std::vector<Known>& Catalog() {
   static const std::vector<Known> k = {
       {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4, 27.5},
@@ -52,8 +57,8 @@ const std::vector<Known>& Catalog() {
       {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55},
       {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 4.5, 55},
       {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 9.63, 55},
-      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0, 360},
-      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7, 360},
+      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0, 157},
+      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7, 157},
       // Ascend 950DT: 1 PFLOP/s fp8 (announced); bf16 taken as half of fp8. Supernode fabric.
       {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400, 0, 0},
   };

@@ -52,21 +52,23 @@ TEST(MemoryTerms, RmsNormRecomputeDropsEachBlocksNormOutputAndPaysOneMorePass) {
 }
 
 // CPU offloading (Megatron --cpu-offloading-num-layers, activations only; TE get_cpu_offload_context:
-// "activation memory usage is equal to (num_layers - num_offloaded_layers) * T"): half of Llama-3.1-8B's
-// 32 layers leave half its activations on the device, and their copy to the host and back is a term
-// that hides behind compute over Grace's NVLink-C2C and shows over HGX B200's PCIe. Megatron's own checks:
-// pp 1 and no recompute; a device without a host-link figure cannot be costed.
+// "activation memory usage is equal to (num_layers - num_offloaded_layers) * T"): a quarter of
+// Llama-3.1-8B's 32 layers leave three quarters of its activations on the device, and their copy to the
+// host and back is a term that hides behind compute on GB200 (157 GB/s per GPU: two GPUs share one
+// Grace's LPDDR5X) and shows over HGX B200's PCIe (55 GB/s). Half the layers show on GB200 too: an 8B
+// layer's activations are large for its compute. Megatron's own checks: pp 1 and no recompute; a device
+// without a host-link figure cannot be costed.
 TEST(MemoryTerms, CpuOffloadingMovesTheFirstLayersActivationsToTheHost) {
   Plan p = test::MakePlan({1, 8, 1, 1, 1, 1, 1, false, 1}, 4096, 4, 4);
   p.mode = FinetuneMode::kFull;
   for (const char* hw : {"GB200", "B200"}) {
     PlanRequest off = test::HfRequestOn("llama-3.1-8b", hw, 8), on = off;
     off.mode = on.mode = FinetuneMode::kFull;
-    on.cpu_offload_layers = 16;
+    on.cpu_offload_layers = 8;
     auto a = EvaluatePlan(off, p), b = EvaluatePlan(on, p);
     ASSERT_TRUE(a.ok() && b.ok()) << hw << ": " << b.status().ToString();
-    EXPECT_NEAR(b->memory.activations, a->memory.activations / 2, 1e-6 * a->memory.activations) << hw;
-    EXPECT_NEAR(b->memory.offloaded, a->memory.activations / 2, 1e-6 * a->memory.activations) << hw;
+    EXPECT_NEAR(b->memory.activations, a->memory.activations * 3 / 4, 1e-6 * a->memory.activations) << hw;
+    EXPECT_NEAR(b->memory.offloaded, a->memory.activations / 4, 1e-6 * a->memory.activations) << hw;
     EXPECT_DOUBLE_EQ(a->memory.offloaded, 0);
     EXPECT_EQ(Term(*a, "offload"), nullptr);
     const TimeTerm* t = Term(*b, "offload");
@@ -83,6 +85,10 @@ TEST(MemoryTerms, CpuOffloadingMovesTheFirstLayersActivationsToTheHost) {
   PlanRequest on = test::HfRequestOn("llama-3.1-8b", "GB200", 8);
   on.mode = FinetuneMode::kFull;
   on.cpu_offload_layers = 16;
+  auto half = EvaluatePlan(on, p);
+  ASSERT_TRUE(half.ok()) << half.status().ToString();
+  ASSERT_NE(Term(*half, "offload"), nullptr);
+  EXPECT_GT(Term(*half, "offload")->exposed_s, 0);
   Plan pp2 = test::MakePlan({1, 4, 1, 2, 1, 1, 1, false, 1}, 4096, 4, 4);
   EXPECT_FALSE(EvaluatePlan(on, pp2).ok());
   Plan rc = p;
