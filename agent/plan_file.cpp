@@ -78,6 +78,7 @@ Status ReadPlanObject(const json& j, const std::string& origin, const std::strin
   ONBOARD_RETURN_IF_ERROR(f.Prec("compute_dtype", PrecisionUse::kCompute, &p->compute_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("optimizer_dtype", PrecisionUse::kOptimizerState, &p->optimizer_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("param_dtype", PrecisionUse::kOptimizerState, &p->param_dtype));
   std::string mode = "full";
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
   ONBOARD_ASSIGN_OR_RETURN(p->mode, ParseFinetuneMode(origin, path + "mode", mode));

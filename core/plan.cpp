@@ -126,6 +126,12 @@ Status CheckSequenceAndDtypes(const Plan& p) {
   ONBOARD_RETURN_IF_ERROR(
       CheckPrecisionUse("plan", "optimizer_dtype", p.optimizer_dtype, PrecisionUse::kOptimizerState));
   ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse("plan", "grad_dtype", p.grad_dtype, PrecisionUse::kGrads));
+  ONBOARD_RETURN_IF_ERROR(
+      CheckPrecisionUse("plan", "param_dtype", p.param_dtype, PrecisionUse::kOptimizerState));
+  if (p.param_dtype != Precision::kFP32 && p.zero_stage != 3)
+    return Bad(std::string("param_dtype=") + PrecisionName(p.param_dtype) +
+               " needs zero_stage=3 (FSDP2's sharded " +
+               "parameters; Megatron keeps an fp32 master), got zero_stage=" + S(p.zero_stage));
   if (p.mtp_layers < 0 || p.mtp_layers > 16) return Bad("mtp_layers=" + S(p.mtp_layers) + " must be in [0, 16]");
   if (d.sequence_parallel && d.tp == 1) return Bad("sequence_parallel needs tp > 1 (tp=1)");
   if (p.mode == FinetuneMode::kLoRA && p.lora_rank < 1)

@@ -80,6 +80,9 @@ struct Plan {
                                                  // fp32 master); the grads: grad_dtype alone
   Precision grad_dtype = Precision::kFP32;      // Megatron main-grad buffer and its DP reduction: fp32 | bf16
                                                 // (grad_reduce_in_fp32=False / main_grads_dtype bf16)
+  Precision param_dtype = Precision::kFP32;     // FSDP2's sharded parameters, the optimizer's master copy:
+                                                // fp32 | bf16 (NeMo AutoModel casts its models to bf16);
+                                                // zero_stage 3 only
   int64_t mtp_layers = 0;                       // multi-token-prediction layers trained (on the last stage)
   CudaGraph cuda_graph = CudaGraph::kNone;
   EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;

@@ -23,7 +23,9 @@
 //   optimizer        = local params * (2 * (4 + moments) + grad + 2) / HBM: fp32 master and the m, v moments
 //                      (8 B fp32, 4 B bf16: optimizer_dtype) read and written, the grad read (4 B, 2 B with
 //                      grad_dtype bf16), the bf16 weight written: 30 B all fp32, 20 B Bridge's precision-
-//                      aware recipes, 22 B the DeepSeek-V3 report's bf16 moments beside fp32 grads
+//                      aware recipes, 22 B the DeepSeek-V3 report's bf16 moments beside fp32 grads;
+//                      param_dtype bf16 (FSDP2, NeMo AutoModel): the bf16 parameter is the master, no
+//                      copy: 2 * (2 + moments) + grad = 14 B all bf16
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -157,7 +159,8 @@ OptimizerCost OptimizerStep(const CostContext& c, const Plan& p, const Stage& cs
   OptimizerCost o;
   o.local_params = (lora ? cs.lora : cs.dense) / opt_dp + (lora ? cs.lora_expert : cs.expert) / opt_edp;
   const double moment_bytes = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;
-  o.adam_bytes = 2 * (4 + moment_bytes) + GradBytes(p) + 2;
+  const bool bf16_master = p.param_dtype == Precision::kBF16;
+  o.adam_bytes = 2 * ((bf16_master ? 2 : 4) + moment_bytes) + GradBytes(p) + (bf16_master ? 0 : 2);
   o.seconds = o.local_params * o.adam_bytes / (c.hbm_bps * c.k.hbm_eff);
   return o;
 }

@@ -44,6 +44,7 @@ Status ReadBatchAndPrecision(const Fields& f, Plan* p) {
   ONBOARD_RETURN_IF_ERROR(f.Prec("base_dtype", PrecisionUse::kFrozenBase, &p->base_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("precision", PrecisionUse::kCompute, &p->compute_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("optimizer_dtype", PrecisionUse::kOptimizerState, &p->optimizer_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Prec("param_dtype", PrecisionUse::kOptimizerState, &p->param_dtype));
   return f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype);
 }
 

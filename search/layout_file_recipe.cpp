@@ -74,6 +74,15 @@
 //                       track the first and second moments in the AdamW optimizer ... the master weights
 //                       (stored by the optimizer) and gradients (used for batch size accumulation) are
 //                       still retained in FP32" = optimizer_dtype bf16, grad_dtype fp32.
+//   parameter dtype   : framework NeMo AutoModel under FSDP (zero 3), full training = param_dtype,
+//                       grad_dtype and optimizer_dtype bf16. Each pipeline part is initialised by
+//                       load_model_from_base_checkpoint -> initialize_weights(dtype=torch.bfloat16) ->
+//                       self.to(dtype), whether or not base weights load, for its DeepSeek-V3, GPT-OSS
+//                       and Qwen3-MoE classes (NVIDIA-NeMo/Automodel@89e3a9fd, the commit that published
+//                       the DeepSeek-V3 rows: components/checkpoint/checkpointing.py, models/*/model.py),
+//                       after which the recipe builds torch.optim.Adam, whose moments take the
+//                       parameter's dtype, and FSDP2 hands each sharded parameter its gradient in that
+//                       dtype (the reduce itself in fp32: MixedPrecisionPolicy reduce_dtype).
 //   cross entropy     : framework "Megatron-Bridge ..." = Transformer Engine's fused loss: every version of
 //                       its scripts/performance sets cross_entropy_fusion_impl "te" (25.09 yaml configs at
 //                       ea299063; utils/overrides.py at 97ad8cc6 .. 4ab94dfa) over GPTModelProvider's
@@ -236,6 +245,16 @@ void ReadLowPrecisionStorage(const json& r, LayoutRun* run) {
       "selective)");
 }
 
+// NeMo AutoModel's bf16 parameters and states (rule "parameter dtype" above).
+void ReadAutoModelStates(const json& r, LayoutRun* run) {
+  if (r.value("framework", std::string()).find("AutoModel") == std::string::npos) return;
+  if (run->plan.zero_stage != 3 || run->plan.mode != FinetuneMode::kFull) return;
+  run->plan.param_dtype = run->plan.grad_dtype = run->plan.optimizer_dtype = Precision::kBF16;
+  run->assumptions.push_back(
+      "NeMo AutoModel: parameters cast to bf16 at initialisation (initialize_weights), so FSDP2's shards, "
+      "their gradients and torch.optim.Adam's moments are bf16");
+}
+
 void ReadLaunchSettings(const json& r, LayoutRun* run) {
   const json* impl = RecipeField(r, "preset_fields", "cuda_graph_impl");
   const json* scope = RecipeField(r, "preset_fields", "cuda_graph_scope");
@@ -358,6 +377,7 @@ Status ReadRecipeSettings(const json& r, const std::string& origin, const std::s
   ReadPrecisionOptimizer(r, run);
   ReadRecompute(r, r.value("recompute", std::string()), run);
   ReadLowPrecisionStorage(r, run);
+  ReadAutoModelStates(r, run);
   // Step 2: the pipeline layout, then MTP (a layout may name MTP layers).
   int64_t mtp = -1;
   ONBOARD_RETURN_IF_ERROR(ReadPipelineLayout(r, origin, path, run, &mtp));

@@ -4,7 +4,9 @@
 // v = interleave, m = micro-batches, T = micro_batch * seq / c tokens per device, h = hidden, s = seq.
 //
 // Full fine-tuning, bytes per parameter (mixed-precision Adam):
-//   zero 3 (FSDP2):   weights 4 (fp32 sharded) + grads 4 + optimizer 8 (m, v),      / d_s (experts / f_e)
+//   zero 3 (FSDP2):   weights 4 (fp32 sharded) + grads 4 + optimizer 8 (m, v),      / d_s (experts / f_e);
+//                     plan.param_dtype bf16 (NeMo AutoModel casts its models to bf16, and torch.optim.Adam
+//                     keeps its moments in the parameter's dtype): weights 2 + grads 2 + optimizer 4
 //   zero 1:           weights 2 + grads 4 (fp32 main grad) full, optimizer 12 / (d*c)  (Megatron distributed
 //                     optimizer: 6 + 12/d, docs/source/distrib_optimizer.md; shards over dp x cp)
 //   zero 1, grad_reduce_in_fp32=False: the main-grad buffer is bf16 (Megatron DistributedDataParallel
@@ -261,7 +263,7 @@ void StateBytes(const CostContext& c, const Plan& p, const StageParts& sp, Memor
   const double cp = static_cast<double>(d.cp);
   const double opt_dense = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? ds : dp * cp) : 1.0;
   const double opt_exp = p.zero_stage >= 1 ? (p.zero_stage >= 3 ? fe : dp * cp * t / ep) : 1.0;
-  const double wbytes = p.zero_stage >= 3 ? 4.0 : 2.0;
+  const double wbytes = p.zero_stage >= 3 ? DTypeBytes(PrecisionElement(p.param_dtype)) : 2.0;
   const double gbytes = GradBytes(p);                                        // main-grad buffer dtype
   const double moments = p.optimizer_dtype == Precision::kBF16 ? 4.0 : 8.0;  // Adam m + v
   const double master =

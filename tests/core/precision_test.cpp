@@ -72,6 +72,17 @@ TEST(Precision, ValidatePlanRefusesAPrecisionInTheWrongField) {
   EXPECT_TRUE(ValidatePlan(p, 1, 0, 8, 4).ok());
   p.optimizer_dtype = Precision::kFP8;
   EXPECT_FALSE(ValidatePlan(p, 1, 0, 8, 4).ok());
+  // bf16 master parameters: FSDP2's shards (zero 3) only; Megatron's optimizers keep an fp32 master.
+  p.optimizer_dtype = Precision::kBF16;
+  p.param_dtype = Precision::kBF16;
+  EXPECT_TRUE(ValidatePlan(p, 1, 0, 8, 4).ok());
+  p.zero_stage = 1;
+  st = ValidatePlan(p, 1, 0, 8, 4);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("param_dtype=bf16 needs zero_stage=3"), std::string::npos) << st.message();
+  p.zero_stage = 3;
+  p.param_dtype = Precision::kFP8;
+  EXPECT_FALSE(ValidatePlan(p, 1, 0, 8, 4).ok());
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // recompute_modules layernorm), the fp8 SwiGLU-input store and the recomputed SwiGLU output (report
 // sec. 3.3.3, Megatron --activation-func-fp8-input-store / moe_act), and the embedding copy Megatron
 // keeps on the MTP stage (not under DualPipe). Units: bytes per token, bytes, seconds.
+#include <algorithm>
 #include <cmath>
 
 #include "search/cost_model.h"
@@ -104,6 +105,26 @@ TEST(MemoryTerms, CpuOffloadingMovesTheFirstLayersActivationsToTheHost) {
       << unknown.status().message();
 }
 
+// bf16 sharded parameters (plan.param_dtype; NeMo AutoModel casts its models to bf16): FSDP's shards
+// take 2 B per parameter instead of fp32's 4, and the gathered layers do not change.
+TEST(MemoryTerms, Bf16ShardedParametersHalveTheShardsOnly) {
+  PlanRequest req = test::HfRequestOn("llama-3.1-8b", "H100-80GB", 16);
+  req.mode = FinetuneMode::kFull;
+  const CostContext c = MakeCostContext(req);
+  Plan fp32 = test::MakePlan({1, 16, 1, 1, 1, 1, 1, false, 1}, 4096, 1, 8);
+  fp32.mode = FinetuneMode::kFull;
+  fp32.recompute = {{"*", Recompute::kFull}};
+  Plan bf16 = fp32;
+  bf16.param_dtype = Precision::kBF16;
+  double params = c.prof.embed_params + c.prof.vision_params + c.prof.head_params + c.prof.other_params;
+  for (const LayerProfile& lp : c.prof.layers) params += lp.dense_params;
+  const MemoryBreakdown a = EstimateMemory(c, fp32, {0}, nullptr), b = EstimateMemory(c, bf16, {0}, nullptr);
+  EXPECT_NEAR(a.weights, 4 * params / 16, 1e-9 * params);
+  EXPECT_NEAR(b.weights, 2 * params / 16, 1e-9 * params);
+  EXPECT_DOUBLE_EQ(b.workspace, a.workspace);
+  EXPECT_DOUBLE_EQ(b.grads, a.grads);  // grad_dtype alone sets the gradients' bytes
+}
+
 TEST(MemoryTerms, Fp8SwiGluInputStoreAndRecomputedOutputDropTheirBytes) {
   PlanRequest off = DeepSeekRequest(Precision::kFP8), on = off;
   on.fp8_act_input_store = true;
@@ -199,6 +220,38 @@ TEST(MemoryTerms, DualPipeRankZeroHoldsTheLastStagesLogits) {
 
 // The DeepSeek-V3 report's run (tests/data/measured_training_runs.json) is read with its memory
 // techniques; the same row quoting another source, or without RMSNorm in its recompute text, is not.
+// NeMo AutoModel casts its models to bf16 at initialisation: its FSDP runs keep bf16 shards, gradients
+// and Adam moments (search/layout_file_recipe.cpp rule "parameter dtype"); a Megatron-Core FSDP run of
+// the same shape keeps fp32. Both AutoModel DeepSeek-V3 runs fit.
+TEST(MeasuredRunsReader, AutoModelRunsKeepBf16Shards) {
+  auto runs = LoadLayoutFile(std::string(ONBOARD_TEST_DATA) + "/measured_training_runs.json");
+  ASSERT_TRUE(runs.ok()) << runs.status().ToString();
+  int seen = 0;
+  for (const LayoutRun& r : *runs) {
+    if (r.id.rfind("am-", 0) != 0) continue;
+    ++seen;
+    EXPECT_EQ(r.plan.param_dtype, Precision::kBF16) << r.id;
+    EXPECT_EQ(r.plan.grad_dtype, Precision::kBF16) << r.id;
+    EXPECT_EQ(r.plan.optimizer_dtype, Precision::kBF16) << r.id;
+    auto e = EvaluatePlan(RequestForRun(r), r.plan);
+    ASSERT_TRUE(e.ok()) << r.id << ": " << e.status().ToString();
+    EXPECT_TRUE(e->fits) << r.id << ": " << e->memory.total / 1073741824.0 << " GiB";
+  }
+  EXPECT_EQ(seen, 2);
+  const std::string origin = std::string(ONBOARD_TEST_DATA) + "/inline.json";
+  const std::string run = R"({"id":"x","model":"deepseek-ai/DeepSeek-V3","hardware":"H100","gpus":256,
+      "tp":1,"pp":4,"vp":8,"ep":64,"fsdp":64,"global_batch":512,"micro_batch":1,"seq":4096,"precision":"bf16",
+      "measured":{"tokens_per_s_per_gpu":1000},"framework":)";
+  const std::string cfg =
+      R"(}],"configs":{"deepseek-ai/DeepSeek-V3":{"file":"hf/deepseek-v3.config.json"}}})";
+  auto mcore = ParseLayoutJson(R"({"runs":[)" + run + R"("Megatron-Core")" + cfg, origin);
+  ASSERT_TRUE(mcore.ok()) << mcore.status().ToString();
+  EXPECT_EQ((*mcore)[0].plan.param_dtype, Precision::kFP32);
+  auto am = ParseLayoutJson(R"({"runs":[)" + run + R"("NeMo AutoModel")" + cfg, origin);
+  ASSERT_TRUE(am.ok()) << am.status().ToString();
+  EXPECT_EQ((*am)[0].plan.param_dtype, Precision::kBF16);
+}
+
 TEST(MeasuredRunsReader, DeepSeekReportRunReadsItsMemoryTechniques) {
   auto runs = LoadLayoutFile(std::string(ONBOARD_TEST_DATA) + "/measured_training_runs.json");
   ASSERT_TRUE(runs.ok()) << runs.status().ToString();
