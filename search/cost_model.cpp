@@ -308,7 +308,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   e.tokens_per_s = tokens / e.step_s;
   const bool lora = p.mode == FinetuneMode::kLoRA;
   e.model_flops = tokens * c.prof.model_flops_per_token * (lora ? 2.0 : 3.0);
-  e.mfu = e.model_flops / (e.step_s * static_cast<double>(p.deg.world()) * c.peak_flops);
+  e.mfu = e.model_flops / (e.step_s * static_cast<double>(p.deg.world()) * c.datasheet_peak_flops);
   if (mem_stage != 0) e.notes.push_back("memory peaks on pipeline stage " + std::to_string(mem_stage));
   return e;
 }
@@ -339,6 +339,19 @@ Status CheckPlanAgainstModel(const CostContext& c, const Plan& p) {
   return Status::Ok();
 }
 
+// The share of its datasheet tensor peak a device sustains. gemm_eff_max is the share of the peak the
+// largest GEMMs reach; a device whose best measured bf16 matmul (MAMF, hardware catalog) is a smaller
+// share cannot reach it: its datasheet peak assumes a clock it does not hold under matmul load (GB200:
+// 72.9%, B200 77.6%), and the same tensor cores at the same clock run the attention cores and the fp8
+// GEMMs, so every tensor rate is scaled by MAMF share / gemm_eff_max. Never above 1: a device with
+// headroom above the ceiling (A100 86.9%) still reaches only the ceiling at LLM shapes. No
+// measurement (GB300, H800): 1.
+double SustainedTensorRate(const DeviceType& dev, double gemm_eff_max) {
+  const double mamf = MeasuredMatmulFlops(dev.name);
+  if (mamf <= 0 || dev.tflops_bf16 <= 0) return 1.0;
+  return std::min(1.0, mamf / (dev.tflops_bf16 * 1e12) / gemm_eff_max);
+}
+
 CostContext MakeCostContext(const PlanRequest& req) {
   CostContext c;
   c.req = &req;
@@ -347,8 +360,10 @@ CostContext MakeCostContext(const PlanRequest& req) {
   const DeviceType& dev = req.topology.device;
   c.fp8 =
       (req.compute_dtype == Precision::kFP8 || req.compute_dtype == Precision::kMXFP8) && dev.tflops_fp8 > 0;
-  c.peak_flops = (c.fp8 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
-  c.attn_peak_flops = dev.tflops_bf16 * 1e12;
+  c.datasheet_peak_flops = (c.fp8 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
+  c.tensor_rate = SustainedTensorRate(dev, c.k.gemm_eff_max);
+  c.peak_flops = c.datasheet_peak_flops * c.tensor_rate;
+  c.attn_peak_flops = dev.tflops_bf16 * 1e12 * c.tensor_rate;
   c.host_fed = dev.name.rfind("localhost", 0) != 0;  // LocalhostTopology's device (core/topology.cpp)
   c.hbm_bps = dev.hbm_gbps * 1e9;
   c.exp_per_s = SoftmaxExpsPerSecond(dev.name);

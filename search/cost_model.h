@@ -108,6 +108,10 @@ struct CostContext {
   CostConstants k;
   double peak_flops = 0;             // FLOP/s per device of GEMMs at the compute dtype (fp8 peak for fp8/mxfp8)
   double attn_peak_flops = 0;        // FLOP/s per device of attention cores (bf16: TE runs them in bf16)
+                                     // Both are the datasheet peak x tensor_rate.
+  double tensor_rate = 1;            // share of the datasheet tensor peak the device sustains (<= 1):
+                                     // MAMF share / gemm_eff_max where the measured matmul falls short
+  double datasheet_peak_flops = 0;   // the datasheet peak at the compute dtype (MFU's denominator)
   bool fp8 = false;                  // GEMM inputs quantised (fp8 per-tensor or MXFP8)
   bool host_fed = true;              // an accelerator fed by a host launch queue (launch / sync stalls);
                                      // false on the CPU backend (LocalhostTopology): ops run on the host
@@ -124,6 +128,8 @@ struct CostContext {
 };
 
 CostContext MakeCostContext(const PlanRequest& req);
+// Share (0, 1] of its datasheet tensor peak `dev` sustains under matmul load (cost_model.cpp).
+double SustainedTensorRate(const DeviceType& dev, double gemm_eff_max);
 
 // --- hardware_catalog.cpp ---
 // Softmax exponentials per second (SFU MUFU.EX2) of a catalog device, by name or alias; 0 if unknown.
@@ -132,6 +138,8 @@ double SoftmaxExpsPerSecond(const std::string& device);
 bool PerExpertGemmLaunches(const std::string& device);
 // Device <-> host memory bandwidth one way, achieved, bytes/s (PCIe or NVLink-C2C); 0 if unknown.
 double HostLinkBytesPerSecond(const std::string& device);
+// Best measured bf16 matmul of a catalog device (MAMF), FLOP/s; 0 if unknown or not measured.
+double MeasuredMatmulFlops(const std::string& device);
 
 // --- collectives.cpp ---
 // kRingP2P: an all-gather-shaped pass made of send/recv to the next rank (Transformer Engine's CP ring,

@@ -22,6 +22,7 @@ struct Known {
   double nic_gbit;      // scale-out NIC per device
   double exp_tps;       // softmax exponentials (SFU MUFU.EX2), 10^12 per second (0 = no figure)
   double host_gbps;     // device <-> host memory, GB/s one way, achieved (0 = no figure)
+  double mamf_bf16;     // best measured bf16 matmul, TFLOP/s (MAMF; 0 = no measurement)
 };
 
 // NVLink each way = half the bidirectional figure; NVLink achieves ~0.65-0.8 of peak.
@@ -49,18 +50,27 @@ struct Known {
 //   NVL72 enterprise RA), and every rank offloads at once: the Grace's memory is the bound, STREAM TRIAD
 //   288-342 GB/s for a 480 GB Grace (NVIDIA/grace-cpu-benchmarking-guide@3474928 STREAM reference
 //   results), midpoint 315 / 2 GPUs = 157 per GPU.
+// Maximum achievable matmul (MAMF: the best of a brute-force search over bf16 torch.matmul shapes, mean
+//   of 100 iterations; stas00/ml-engineering@744d01e compute/accelerator/README.md, "Maximum Achievable
+//   Matmul FLOPS comparison table", measured, not datasheet): A100 SXM 271.2 (86.9% of 312), H100 SXM
+//   794.5 (80.3%; "H200 is the same"), B200 1745.0 (77.6%), B300 1769.0 (78.6%), GB200 1822.0 (72.9% of
+//   2500). No H800, GB300 or Ascend row: 0. The datasheets put GB200 11% above B200 (2.5 vs 2.25 PF);
+//   their maximum SM clocks differ by 4.9% (2062 vs 1965 MHz, same page's clock table, nvidia-smi) and
+//   their matmuls by 4.4% (fp8: 3615.6 vs 3432.5, 5.3%): GB200's datasheet peak is not sustained.
 const std::vector<Known>& Catalog() {
   static const std::vector<Known> k = {
-      {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4, 27.5},
-      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55},
-      {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400, 4.2, 55},
-      {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55},
-      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 4.5, 55},
-      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 9.63, 55},
-      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0, 157},
-      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7, 157},
+      {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4, 27.5, 271.2},
+      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55, 794.5},
+      {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400, 4.2, 55, 0},
+      {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55, 794.5},
+      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 4.5, 55, 1745.0},
+      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 9.63, 55, 1769.0},
+      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0, 157,
+       1822.0},
+      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7, 157,
+       0},
       // Ascend 950DT: 1 PFLOP/s fp8 (announced); bf16 taken as half of fp8. Supernode fabric.
-      {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400, 0, 0},
+      {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400, 0, 0, 0},
   };
   return k;
 }
@@ -96,6 +106,11 @@ bool PerExpertGemmLaunches(const std::string& device) {
 double HostLinkBytesPerSecond(const std::string& device) {
   const Known* k = FindKnown(device);
   return k ? k->host_gbps * 1e9 : 0;
+}
+
+double MeasuredMatmulFlops(const std::string& device) {
+  const Known* k = FindKnown(device);
+  return k ? k->mamf_bf16 * 1e12 : 0;
 }
 
 double SoftmaxExpsPerSecond(const std::string& device) {

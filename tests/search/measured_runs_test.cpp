@@ -69,9 +69,9 @@ TEST(MeasuredRuns, TableMatchesGolden) {
 // line; a field only where every preset version of the container's window agrees): mb2511-dsv3-gb200-bf16
 // -24.1% -> +7.2% (precision-aware optimizer: selective recompute fits), mb2511-llama31-405b-b200-fp8cs
 // +6.2% -> +20.3% (TP comm overlap, bf16 grads): mean 10.06% -> 9.96%, within 20% 27 -> 27; tightened.
-constexpr double kMeanAbsErrReached = 0.100;  // target 0.10 (reached 9.90%)
-constexpr double kMaxAbsErrReached = 0.452;  // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +45.1%, recipe pinned)
-constexpr int kWithin20Reached = 27;         // of 30; target 30
+constexpr double kMeanAbsErrReached = 0.095;  // target 0.10 (reached 9.45%)
+constexpr double kMaxAbsErrReached = 0.432;  // target 0.20 (mb2511-dsv3-b200-mxfp8-mtp +43.1%, recipe pinned)
+constexpr int kWithin20Reached = 29;         // of 30; target 30
 constexpr int kNotFittingReached = 0;  // target 0: met on these 30
 // Runs brought in after the 30 were pinned, each pinned on its own below.
 const char* const kAddedRun = "dsv3-report-h800-2048";  // micro-batch not in its source: 1 assumed
