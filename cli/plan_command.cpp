@@ -35,6 +35,7 @@ struct PlanOptions {
   std::string cross_entropy;      // PlanRequest::cross_entropy; "" = CostedLoss (plan_export.h)
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
   int64_t etp = 0;  // search constraint: expert TP, 0 = searched (PlanConstraints::etp)
+  int64_t zero_stage = -1;  // search constraint (PlanConstraints::zero_stage); -1 = the export engine's
   int threads = 2;
   double imbalance = 1.0, zipf = 0;
   int64_t spare_slots = 1;
@@ -265,6 +266,7 @@ Status BuildPlanRequest(const PlanOptions& o, std::unique_ptr<PlanRequest>* req)
   r.expert_imbalance = o.imbalance;
   r.constraints.etp = o.etp;  // ranges and names: PlanRequest::Validate, the one check
   r.constraints.schedule = o.schedule;
+  r.constraints.zero_stage = o.zero_stage >= 0 ? o.zero_stage : ExportEngineZeroStage(o.export_fmt);
   r.cross_entropy = CostedLoss(o.cross_entropy, o.export_fmt);  // the one named, else the engine's
   if (Status rs = ApplyExpertRoutingFlags(o.routing, &r); !rs.ok()) return rs;
   return r.Validate();
@@ -373,6 +375,9 @@ static OnboardCommand kPlan{
       sub.add_option("--threads", o->threads, "search threads")->check(CLI::Range(1, 256));
       sub.add_option("--etp", o->etp,
                      "expert tensor parallel degree the search keeps (0 = searched: 1 and tp)");
+      sub.add_option("--zero-stage", o->zero_stage,
+                     "optimizer sharding the search tries: 0 = both FSDP (3) and Megatron's distributed "
+                     "optimizer (1) (default; 3 with --export torchtitan), 1 or 3 = that one");
       sub.add_option("--schedule", o->schedule,
                      "pipeline schedules the search tries: 1f1b (default; every exported engine runs it), "
                      "dualpipe, or any");

@@ -131,6 +131,14 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
         "dispatcher hybridep: v0.2.2 has standard|deepep (expert_parallel_comm_backend); standard exported");
   if (m.mtp_layers > 0)
     c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
+  if (p.zero_stage < 3 && p.deg.dp_shard > 1)
+    c.approximations.push_back(
+        "zero_stage " + S(p.zero_stage) +
+        " (weights and gradients replicated over the data ranks): torchtitan has no such "
+        "mode; FSDP2 over data_parallel_shard_degree=" +
+        S(p.deg.dp_shard) +
+        " shards them too (less memory, an all-gather per micro-batch; plan with "
+        "--zero-stage 3 to cost that)");
   const std::string mixed = MixedRecomputeNote(p);
   if (!mixed.empty()) c.approximations.push_back(mixed);
   c.user_supplies = {

@@ -31,11 +31,15 @@ std::vector<std::string> ExplainBest(const CostContext& c, const PlanCandidate& 
   const ParallelDegrees& d = p.deg;
   const PlanEstimate& e = best.estimate;
   const ModelProfile& prof = c.prof;
-  out.push_back("layout: dp_replicate " + std::to_string(d.dp_replicate) + " x fsdp " + std::to_string(d.dp_shard) +
+  const bool fsdp = p.zero_stage >= 3;
+  const std::string shard = fsdp ? "fsdp" : "dp";
+  out.push_back("layout: dp_replicate " + std::to_string(d.dp_replicate) + " x " + shard + " " +
+                std::to_string(d.dp_shard) +
+                (fsdp ? "" : " (distributed optimizer, zero " + std::to_string(p.zero_stage) + ")") +
                 " x tp " + std::to_string(d.tp) + " x pp " + std::to_string(d.pp) + " = " +
                 std::to_string(d.world()) + " devices" +
-                (prof.experts > 0 ? "; ep " + std::to_string(d.ep) + " carved out of fsdp*tp=" +
-                                        std::to_string(d.dp_shard * d.tp) + ", expert fsdp " +
+                (prof.experts > 0 ? "; ep " + std::to_string(d.ep) + " carved out of " + shard +
+                                        "*tp=" + std::to_string(d.dp_shard * d.tp) + ", expert fsdp " +
                                         std::to_string(d.expert_fsdp)
                                   : std::string()));
   // Step 1: why this EP (experts per rank, a2a volume vs expert-weight memory), vs the best plan
@@ -51,7 +55,13 @@ std::vector<std::string> ExplainBest(const CostContext& c, const PlanCandidate& 
       }
     const double T = static_cast<double>(p.micro_batch * p.seq);
     const double a2a_bytes = T / static_cast<double>(d.tp) * topk * width * 2 * c.req->expert_imbalance;
-    const double wbytes = p.mode == FinetuneMode::kLoRA ? c.base_weight_bytes : 16.0;
+    // Bytes per expert parameter on a device: FSDP shards all 16 (bf16 weight, fp32 grad, master and
+    // moments); the distributed optimizer keeps the weight and grad (6) and shards the other 12 over
+    // the expert data ranks.
+    const double edp =
+        static_cast<double>(d.dp_replicate * d.dp_shard * d.cp * d.tp) / static_cast<double>(d.ep);
+    const double full_bytes = fsdp ? 16.0 : 6.0 + (p.zero_stage >= 1 ? 12.0 / edp : 12.0);
+    const double wbytes = p.mode == FinetuneMode::kLoRA ? c.base_weight_bytes : full_bytes;
     const double expert_mem = prof.expert_params / static_cast<double>(d.ep) /
                               static_cast<double>(p.zero_stage >= 3 ? d.expert_fsdp : 1) * wbytes;
     const double per_rank = static_cast<double>(prof.experts) / static_cast<double>(d.ep);
@@ -80,12 +90,20 @@ std::vector<std::string> ExplainBest(const CostContext& c, const PlanCandidate& 
     }
     if (by_ep.size() <= 1) out.push_back("  no other ep degree fits");
   }
-  // Step 2: FSDP of the non-expert weights, recompute, and the largest exposed term.
-  if (d.dp_shard > 1)
+  // Step 2: the data-parallel sharding of the non-expert weights, recompute, and the largest exposed term.
+  if (d.dp_shard > 1 && fsdp)
     out.push_back("fsdp " + std::to_string(d.dp_shard) + ": non-expert weights (" +
                   F("%.3g", prof.total_params - prof.expert_params) + " params) are sharded " +
                   std::to_string(d.dp_shard) + " ways and all-gathered per micro-batch (" +
                   F("%.0f", ExposedOf(e, "comm.fsdp") * 1e3) + " ms exposed per step)");
+  if (d.dp_shard > 1 && !fsdp)
+    out.push_back(
+        "dp " + std::to_string(d.dp_shard) + ", zero " + std::to_string(p.zero_stage) +
+        ": non-expert weights (" + F("%.3g", prof.total_params - prof.expert_params) +
+        " params) and their grads are replicated, the optimizer state " +
+        (p.zero_stage >= 1 ? "sharded " + std::to_string(d.dp_shard * d.cp) + " ways" : "replicated") +
+        "; grads synchronised once per step (" + F("%.0f", ExposedOf(e, "comm.dp_sync") * 1e3) +
+        " ms exposed)");
   std::string rc;
   for (const auto& [k, v] : p.recompute) rc += (rc.empty() ? "" : ", ") + k + "=" + RecomputeName(v);
   out.push_back("recompute: " + rc + " (least extra forward that fits: activations " +

@@ -119,6 +119,10 @@ std::string ExportEngineLoss(const std::string& engine) {
   return "";
 }
 
+int64_t ExportEngineZeroStage(const std::string& engine) {
+  return engine.rfind("torchtitan", 0) == 0 ? 3 : 0;
+}
+
 std::string CostedLoss(const std::string& named, const std::string& engine) {
   if (!named.empty()) return named;
   const std::string runs = ExportEngineLoss(engine);

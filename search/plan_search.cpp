@@ -1,8 +1,9 @@
 // SearchPlans: enumerate FSDP/HSDP x CP x TP x PP x EP x expert TP x micro-batch x interleave x
-// pipeline schedule (1F1B, DualPipe) layouts, reject the invalid ones with a reason, choose recompute per
-// block kind greedily (least extra time per byte saved until the plan fits), prune on memory before costing
-// time, cost the rest, keep the best, the runners-up, the time/memory Pareto front and a grouped summary of
-// rejections. Work is split over req.threads std::threads by layout index. Units: seconds, bytes.
+// optimizer sharding (FSDP, distributed optimizer) x pipeline schedule (1F1B, DualPipe) layouts, reject the
+// invalid ones with a reason, choose recompute per block kind greedily (least extra time per byte saved until
+// the plan fits), prune on memory before costing time, cost the rest, keep the best, the runners-up, the
+// time/memory Pareto front and a grouped summary of rejections. Work is split over req.threads std::threads
+// by layout index. Units: seconds, bytes.
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -189,6 +190,15 @@ bool DualPipeCanRun(const Plan& p) {
   return p.deg.pp >= 2 && p.deg.pp % 2 == 0 && p.deg.interleave == 1 && p.num_micro_batches >= 2 * p.deg.pp;
 }
 
+// The optimizer shardings tried on a layout: FSDP (zero 3) and, where more than one data rank holds the
+// same weights (dp_shard x cp; Megatron shards its distributed optimizer over the DP x CP group), the
+// distributed optimizer (zero 1); a fixed constraints.zero_stage keeps that one.
+std::vector<int64_t> ZeroStages(const PlanConstraints& cons, const Layout& lay) {
+  if (cons.zero_stage > 0) return {cons.zero_stage};
+  if (lay.dp_shard * lay.cp > 1) return {3, 1};
+  return {3};
+}
+
 void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recompute>>& levels,
                     const Layout& lay, Worker* w) {
   const PlanRequest& req = *c.req;
@@ -236,9 +246,13 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
       p.base_dtype = req.base_dtype;
       p.compute_dtype = req.compute_dtype;
       p.ep_dispatcher = req.ep_dispatcher;
-      if (cons.schedule != "dualpipe") TryPlan(c, levels, p, w);
-      p.pipeline_schedule = PipelineSchedule::kDualPipe;
-      if (cons.schedule != "1f1b" && DualPipeCanRun(p)) TryPlan(c, levels, p, w);  // "any" or "dualpipe"
+      for (int64_t zero : ZeroStages(cons, lay)) {
+        p.zero_stage = zero;
+        p.pipeline_schedule = PipelineSchedule::k1F1B;
+        if (cons.schedule != "dualpipe") TryPlan(c, levels, p, w);
+        p.pipeline_schedule = PipelineSchedule::kDualPipe;
+        if (cons.schedule != "1f1b" && DualPipeCanRun(p)) TryPlan(c, levels, p, w);  // "any" or "dualpipe"
+      }
     }
   }
 }

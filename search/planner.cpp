@@ -46,6 +46,9 @@ Status PlanRequest::Validate() const {
     return BadInput(f, "reserved_gib", "must be in [0, hbm_gib]", std::to_string(constraints.reserved_gib));
   if (constraints.schedule != "1f1b" && constraints.schedule != "dualpipe" && constraints.schedule != "any")
     return BadInput(f, "constraints.schedule", "must be 1f1b, dualpipe or any", constraints.schedule);
+  if (constraints.zero_stage != 0 && constraints.zero_stage != 1 && constraints.zero_stage != 3)
+    return BadInput(f, "constraints.zero_stage", "must be 0 (searched), 1 or 3",
+                    std::to_string(constraints.zero_stage));
   if (constraints.etp < 0 || constraints.etp > topology.num_devices)
     return BadInput(f, "constraints.etp",
                     "must be in [0, " + std::to_string(topology.num_devices) + "] (0 = searched)",
@@ -68,7 +71,8 @@ Status PlanRequest::Validate() const {
 
 std::string PlanSummary(const Plan& p) {
   std::ostringstream os;
-  os << "dp_rep=" << p.deg.dp_replicate << " fsdp=" << p.deg.dp_shard;
+  os << "dp_rep=" << p.deg.dp_replicate << (p.zero_stage >= 3 ? " fsdp=" : " dp=") << p.deg.dp_shard;
+  if (p.zero_stage < 3) os << " zero" << p.zero_stage;
   if (p.deg.cp > 1) os << " cp=" << p.deg.cp;
   os << " tp=" << p.deg.tp << " pp=" << p.deg.pp;
   if (p.deg.interleave > 1) os << " v=" << p.deg.interleave;

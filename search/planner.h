@@ -52,6 +52,10 @@ struct PlanConstraints {
   // Pipeline schedules searched: "1f1b", "dualpipe", or "any" (both; DualPipe where it can run).
   // Default 1f1b: no engine onboard exports to (Megatron-LM, Bridge, MindSpeed, torchtitan) runs DualPipe.
   std::string schedule = "1f1b";
+  // Optimizer sharding searched: 0 = both FSDP (zero 3: Megatron-FSDP, torch FSDP2) and Megatron's
+  // distributed optimizer (zero 1: weights and grads replicated over the data ranks, the optimizer
+  // state sharded) where there is more than one data rank; 1 or 3 = that one only.
+  int64_t zero_stage = 0;
   std::optional<Recompute> recompute;    // nullopt = searched; else this policy for every block
   double memory_margin = 0.08;           // fraction of HBM kept free (allocator fragmentation, NCCL)
   double reserved_gib = 2.0;             // fixed per-device reservation (CUDA/CANN context, workspace)

@@ -99,6 +99,25 @@ TEST(PlanCli, ExportsMegatronAndTorchtitan) {
   EXPECT_NE(t.out.find("[parallelism]"), std::string::npos) << t.out;
 }
 
+// The search's optimizer sharding follows the export's engine: Megatron-LM runs its distributed
+// optimizer (zero 1, chosen for Llama-3.1-8B on 256 B200), torchtitan has only FSDP2, so --export
+// torchtitan searches zero 3; forced with --zero-stage 1, its file says what it runs instead.
+TEST(PlanCli, ExportEngineDecidesTheOptimizerShardingSearched) {
+  const std::string base = "plan " + std::string(ONBOARD_TEST_DATA) +
+                           "/hf/llama-3.1-8b.config.json --topology " + kTopo + "b200-32x8.json --mode full";
+  const Result m = Onboard(base + " --export megatron");
+  ASSERT_EQ(m.code, 0) << m.out;
+  EXPECT_NE(m.out.find("--use-distributed-optimizer"), std::string::npos) << m.out;
+  const Result t = Onboard(base + " --export torchtitan");
+  ASSERT_EQ(t.code, 0) << t.out;
+  EXPECT_NE(t.out.find("data_parallel_shard_degree="), std::string::npos) << t.out;
+  EXPECT_EQ(t.out.find("zero_stage 1"), std::string::npos) << t.out;
+  const Result forced = Onboard(base + " --export torchtitan --zero-stage 1");
+  ASSERT_EQ(forced.code, 0) << forced.out;
+  EXPECT_NE(forced.out.find("zero_stage 1 (weights and gradients replicated"), std::string::npos)
+      << forced.out;
+}
+
 TEST(PlanCli, ExportAllWritesEveryFileAndNeedsOut) {
   const std::string dir = std::string(ONBOARD_BINARY_DIR) + "/plan-cli-export-all";
   std::system(("rm -rf '" + dir + "'").c_str());
@@ -325,9 +344,9 @@ void ExpectBadFlagsExit2(const std::string& base,
   }
 }
 
-// --etp and --schedule are search constraints, checked once by PlanRequest::Validate: each moves the
-// best plan away from the unconstrained search's (the negative control: without the flag it differs),
-// and a bad value exits 2 naming the field and the value.
+// --etp, --schedule and --zero-stage are search constraints, checked once by PlanRequest::Validate: each
+// moves the best plan away from the unconstrained search's (the negative control: without the flag it
+// differs), and a bad value exits 2 naming the field and the value.
 TEST(PlanCli, EtpAndScheduleFlagsConstrainTheSearchAndBadValuesExit2) {
   const std::string base = "plan " + std::string(ONBOARD_TEST_DATA) +
                            "/hf/qwen3-30b-a3b.config.json --topology " + kTopo + "b200-32x8.json --mode full";
@@ -342,9 +361,14 @@ TEST(PlanCli, EtpAndScheduleFlagsConstrainTheSearchAndBadValuesExit2) {
   const Result dp = Onboard(base + " --schedule dualpipe");
   ASSERT_EQ(dp.code, 0) << dp.out;
   EXPECT_NE(dp.out.substr(dp.out.find("best plan:"), 200).find("dualpipe"), std::string::npos) << dp.out;
+  EXPECT_EQ(best_free.find("zero1"), std::string::npos) << best_free;
+  const Result z1 = Onboard(base + " --zero-stage 1");
+  ASSERT_EQ(z1.code, 0) << z1.out;
+  EXPECT_NE(z1.out.substr(z1.out.find("best plan:"), 200).find("zero1"), std::string::npos) << z1.out;
   ExpectBadFlagsExit2(base, {{"--etp -1", "constraints.etp"},
                              {"--etp 100000", "constraints.etp"},
-                             {"--schedule zb-v", "constraints.schedule"}});
+                             {"--schedule zb-v", "constraints.schedule"},
+                             {"--zero-stage 2", "constraints.zero_stage"}});
 }
 
 // Issue 18: --ep-dispatcher, --expert-nodes-per-token and --max-route-nodes reach the search's

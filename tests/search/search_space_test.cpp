@@ -4,6 +4,8 @@
 // constraints.schedule = "any" (the default "1f1b" keeps plans the exported engines can run). Each
 // "pays" is checked against the search with the option taken away (etp = 1, schedule "1f1b"), each
 // "does not" against the search forced to use it.
+#include <set>
+
 #include "search/cost_model.h"
 #include "search/plan_export.h"
 #include "search_test_util.h"
@@ -71,10 +73,12 @@ TEST(SearchSpace, ExpertTpIsChosenWhereItPays) {
   // Mixtral-8x22B (8 experts of 3 x 6144 x 16384) on 128 H800, tp 8 and ep 8 (= experts), no PP:
   // at etp = 1 every micro-batch all-gathers a rank's whole expert over 4+ ranks across InfiniBand;
   // etp = tp = 8 keeps 1/8 of each expert on a rank.
+  // Under FSDP (zero 3): the distributed optimizer (zero 1) gathers no expert weights at all.
   PlanRequest req = Full("mixtral-8x22b-v0.1", 128, 512);
   req.constraints.tp = 8;
   req.constraints.pp = 1;
   req.constraints.ep = 8;
+  req.constraints.zero_stage = 3;
   const SearchResult r = ExpectEtpChoice(req, /*other=*/1, /*chosen=*/8);
   ASSERT_TRUE(r.feasible);
   // The chosen plan itself at etp = 1 is slower too.
@@ -149,6 +153,56 @@ TEST(SearchSpace, DualPipeIsNotChosenWhereItDoesNotPayOrCannotRun) {
   auto bad = SearchPlans(few);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("constraints.schedule"), std::string::npos) << bad.status().message();
+}
+
+// The optimizer sharding is searched: FSDP (zero 3) and Megatron's distributed optimizer (zero 1).
+// Llama-3.1-8B on 256 B200: the weights fit replicated, so zero 1 saves FSDP's per-micro-batch
+// all-gathers and wins; Llama-3.1-405B: replicated weights do not fit beside the activations at the
+// chosen layout, so FSDP wins. A fixed constraints.zero_stage keeps one kind; 2 is refused.
+TEST(SearchSpace, DistributedOptimizerIsSearchedBesideFsdp) {
+  auto on_b200 = [](const std::string& model) {
+    PlanRequest req = test::HfRequestOn(model, "B200", 256);
+    req.mode = FinetuneMode::kFull;
+    req.global_batch = 1024;
+    return req;
+  };
+  auto stages = [](const SearchResult& r) {
+    std::set<int64_t> z = {r.best.plan.zero_stage};
+    for (const PlanCandidate& c : r.runners_up) z.insert(c.plan.zero_stage);
+    for (const PlanCandidate& c : r.pareto) z.insert(c.plan.zero_stage);
+    return z;
+  };
+  // The best plan of `r` re-costed with the other optimizer sharding.
+  auto other_sharding = [](const PlanRequest& req, const SearchResult& r, int64_t zero) {
+    Plan q = r.best.plan;
+    q.zero_stage = zero;
+    auto e = EvaluatePlan(req, q);
+    EXPECT_TRUE(e.ok()) << e.status().ToString();
+    return e.ok() ? *e : PlanEstimate{};
+  };
+  PlanRequest small = on_b200("llama-3.1-8b");
+  const SearchResult s = Search(small);
+  ASSERT_TRUE(s.feasible);
+  EXPECT_EQ(s.best.plan.zero_stage, 1) << PlanSummary(s.best.plan);
+  EXPECT_GT(other_sharding(small, s, 3).step_s, s.best.estimate.step_s);
+  EXPECT_EQ(stages(s), (std::set<int64_t>{1, 3}));
+  small.constraints.zero_stage = 3;
+  EXPECT_EQ(stages(Search(small)), std::set<int64_t>{3});
+  small.constraints.zero_stage = 1;
+  EXPECT_EQ(stages(Search(small)), std::set<int64_t>{1});
+
+  PlanRequest big = on_b200("llama-3.1-405b");
+  const SearchResult b = Search(big);
+  ASSERT_TRUE(b.feasible);
+  EXPECT_EQ(b.best.plan.zero_stage, 3) << PlanSummary(b.best.plan);
+  const PlanEstimate replicated = other_sharding(big, b, 1);
+  EXPECT_FALSE(replicated.fits) << replicated.memory.total / 1073741824.0;
+
+  big.constraints.zero_stage = 2;
+  auto bad = SearchPlans(big);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("constraints.zero_stage"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

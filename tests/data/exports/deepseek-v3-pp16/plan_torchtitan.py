@@ -2,6 +2,7 @@
 # Target: pytorch/torchtitan main @ b5bcd76c (2026-08-21).
 # Exported differently from the plan:
 #   - MTP layers: not trained (the baseline's MTP setting is kept)
+#   - zero_stage 1 (weights and gradients replicated over the data ranks): torchtitan has no such mode; FSDP2 over data_parallel_shard_degree=128 shards them too (less memory, an all-gather per micro-batch; plan with --zero-stage 3 to cost that)
 #   - recompute per block kind (MLA=selective, MLP=none, MoE=selective): the engine takes one setting; the strongest is exported
 # You must supply:
 #   - HF_MODEL_PATH - absolute path of the Hugging Face model folder (tokenizer + safetensors)
