@@ -79,7 +79,12 @@ Status ReadPlanObject(const json& j, const std::string& origin, const std::strin
   ONBOARD_RETURN_IF_ERROR(f.Prec("optimizer_dtype", PrecisionUse::kOptimizerState, &p->optimizer_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("param_dtype", PrecisionUse::kOptimizerState, &p->param_dtype));
-  std::string mode = "full";
+  std::string mode = "full", fsdp_pipelining;
+  ONBOARD_RETURN_IF_ERROR(f.Str("fsdp_pipelining", &fsdp_pipelining));
+  if (!fsdp_pipelining.empty()) {
+    ONBOARD_ASSIGN_OR_RETURN(p->fsdp_pipelining,
+                             ParseFsdpPipelining(origin, path + "fsdp_pipelining", fsdp_pipelining));
+  }
   ONBOARD_RETURN_IF_ERROR(f.Str("mode", &mode));
   ONBOARD_ASSIGN_OR_RETURN(p->mode, ParseFinetuneMode(origin, path + "mode", mode));
   // Step 3: recompute per block kind: {"KDA": "full", ...}.

@@ -266,7 +266,9 @@ Status BuildPlanRequest(const PlanOptions& o, std::unique_ptr<PlanRequest>* req)
   r.expert_imbalance = o.imbalance;
   r.constraints.etp = o.etp;  // ranges and names: PlanRequest::Validate, the one check
   r.constraints.schedule = o.schedule;
-  r.constraints.zero_stage = o.zero_stage >= 0 ? o.zero_stage : ExportEngineZeroStage(o.export_fmt);
+  const EngineDataParallel engine_dp = ExportEngineDataParallel(o.export_fmt);
+  r.constraints.zero_stage = o.zero_stage >= 0 ? o.zero_stage : engine_dp.zero_stage;
+  r.fsdp_pipelining = engine_dp.fsdp_pipelining;
   r.cross_entropy = CostedLoss(o.cross_entropy, o.export_fmt);  // the one named, else the engine's
   if (Status rs = ApplyExpertRoutingFlags(o.routing, &r); !rs.ok()) return rs;
   return r.Validate();

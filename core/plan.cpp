@@ -28,6 +28,16 @@ const char* EpDispatcherName(EpDispatcher d) {
   return d == EpDispatcher::kDeepEP ? "deepep" : d == EpDispatcher::kHybridEP ? "hybridep" : "alltoall";
 }
 
+const char* FsdpPipeliningName(FsdpPipelining f) {
+  return f == FsdpPipelining::kPerStep ? "per_step" : "per_micro_batch";
+}
+
+Expected<FsdpPipelining> ParseFsdpPipelining(const std::string& origin, const std::string& field,
+                                             const std::string& value) {
+  return ParseByName(origin, field, value, {FsdpPipelining::kPerMicroBatch, FsdpPipelining::kPerStep},
+                     FsdpPipeliningName);
+}
+
 const char* PipelineScheduleName(PipelineSchedule s) {
   return s == PipelineSchedule::kDualPipe ? "dualpipe" : "1f1b";
 }
@@ -132,6 +142,9 @@ Status CheckSequenceAndDtypes(const Plan& p) {
     return Bad(std::string("param_dtype=") + PrecisionName(p.param_dtype) +
                " needs zero_stage=3 (FSDP2's sharded " +
                "parameters; Megatron keeps an fp32 master), got zero_stage=" + S(p.zero_stage));
+  if (p.fsdp_pipelining != FsdpPipelining::kPerMicroBatch && p.zero_stage != 3)
+    return Bad(std::string("fsdp_pipelining=") + FsdpPipeliningName(p.fsdp_pipelining) +
+               " needs zero_stage=3 (it says how FSDP meets pipelining), got zero_stage=" + S(p.zero_stage));
   if (p.mtp_layers < 0 || p.mtp_layers > 16) return Bad("mtp_layers=" + S(p.mtp_layers) + " must be in [0, 16]");
   if (d.sequence_parallel && d.tp == 1) return Bad("sequence_parallel needs tp > 1 (tp=1)");
   if (p.mode == FinetuneMode::kLoRA && p.lora_rank < 1)

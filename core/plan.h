@@ -41,6 +41,21 @@ const char* CudaGraphName(CudaGraph g);
 enum class EpDispatcher { kAllToAll, kDeepEP, kHybridEP };
 const char* EpDispatcherName(EpDispatcher d);
 
+// How FSDP (zero 3) meets pipelining, by implementation. per_micro_batch: Megatron-FSDP
+// (optim_grads_params) gathers the weights before each micro-batch's forward and backward and
+// reduce-scatters the grads after every backward (megatron_fsdp.py: grad_reduce_every_bprop), with or
+// without PP. per_step: torch FSDP2 under torch.distributed.pipelining (torchtitan, NeMo AutoModel):
+// the stage stays gathered across micro-batches (torchtitan fsdp_reshard_after_forward "default": not
+// resharded when PP is on) and its grads accumulate unsharded in the reduce dtype until the last
+// backward (pipelining stage.py: set_requires_gradient_sync(last_backward); FSDPParam
+// to_accumulated_grad_if_needed), one all-gather and one reduce-scatter per step. Without PP both
+// gather and reduce-scatter per micro-batch.
+enum class FsdpPipelining { kPerMicroBatch, kPerStep };
+const char* FsdpPipeliningName(FsdpPipelining f);
+[[nodiscard]] Expected<FsdpPipelining> ParseFsdpPipelining(const std::string& origin,
+                                                           const std::string& field,
+                                                           const std::string& value);
+
 // Pipeline schedule (issue 13): Megatron-Core 1F1B (interleaved when interleave > 1), or DualPipe
 // (DeepSeek-V3 report sec. 3.2.1: micro-batches fed from both ends, each rank holds stages s and
 // p-1-s, a forward and a backward chunk overlapped so EP all-to-all and PP sends hide).
@@ -93,6 +108,7 @@ struct Plan {
   std::vector<int64_t> stage_layer_starts;      // first layer of each pipeline (virtual) stage (pp*interleave entries)
   int64_t zero_stage = 3;       // 0: replicated optimizer (DDP); 1: optimizer sharded over dp (ZeRO-1);
                                 // 3: FSDP, weights+grads+optimizer sharded over dp_shard (default)
+  FsdpPipelining fsdp_pipelining = FsdpPipelining::kPerMicroBatch;  // zero 3 with pp > 1 (above)
 };
 
 // Checks the plan's internal arithmetic and its fit to a model with `num_experts`, `num_heads`

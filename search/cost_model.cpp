@@ -215,8 +215,11 @@ void AddTerms(const CostContext& c, const Plan& p, const TimeModel& tm, const St
           (req.overlap_ep_comm || dualpipe ? ", overlapped with compute" : ", not overlapped") +
           EpTierSplitText(c, p) + ")");
   add("comm.fsdp", m * cs.fsdp, m * cs.fsdp_exposed, sts.fsdp_tier.empty() ? sts.efsdp_tier : sts.fsdp_tier,
-      mstr + " x (AG fwd + AG bwd + RS; with PP: AG + RS once per step) = " + Fmt(cs.fsdp * 1e3) +
-          " ms, overlapped with " + Fmt((cs.compute + cs.rc) * 1e3) + " ms compute");
+      mstr +
+          (d.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep
+               ? " x (AG + RS once per step: the stage stays gathered, fsdp_pipelining per_step) / m = "
+               : " x (AG fwd + AG bwd + RS) = ") +
+          Fmt(cs.fsdp * 1e3) + " ms, overlapped with " + Fmt((cs.compute + cs.rc) * 1e3) + " ms compute");
   add("bubble", pc.bubble, pc.bubble, "",
       dualpipe ? "DualPipe (p/2-1)(F&B + B - 3W) = " + Fmt(pp / 2 - 1) + " * (" + Fmt(t_mb * 1e3) + " - " +
                      Fmt(2 * pc.w_half * 1e3) + ") ms"

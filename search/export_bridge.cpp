@@ -164,6 +164,9 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
 ExportCaveats BridgeCaveats(const Plan& p, const ModelIR& ir, const MegatronExport& mex,
                             const ExportModel& m) {
   ExportCaveats c;
+  if (p.zero_stage >= 3 && p.mode == FinetuneMode::kFull && p.deg.pp > 1 &&
+      p.fsdp_pipelining == FsdpPipelining::kPerStep)
+    c.approximations.push_back(MegatronFsdpPerMicroBatchNote());
   for (const std::string& u : mex.caveats.unsupported)
     if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);
   // AutoBridge refuses an architecture no bridge is registered for (models/*/..._bridge.py at 067f987d:

@@ -242,6 +242,16 @@ void AddHybridSharding(const Plan& p, MegatronArgs* a, ExportCaveats* c) {
   a->Add("--outer-dp-sharding-strategy", "no_shard");
 }
 
+}  // namespace
+
+std::string MegatronFsdpPerMicroBatchNote() {
+  return "fsdp_pipelining per_step (the stage kept gathered, grads reduce-scattered once per step): "
+         "Megatron-FSDP's optim_grads_params gathers the weights and reduce-scatters the grads every "
+         "micro-batch with or without PP (less memory, more traffic than planned)";
+}
+
+namespace {
+
 // Step 5: data-parallel sharding / optimizer, recompute, precision, batch.
 void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCaveats* c) {
   if (p.zero_stage >= 3) {
@@ -250,6 +260,8 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
     a->Add("--use-distributed-optimizer");   // Megatron-FSDP v1 (the default version) requires it
     a->Add("--ckpt-format", "fsdp_dtensor");
     AddHybridSharding(p, a, c);
+    if (p.deg.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep)
+      c->approximations.push_back(MegatronFsdpPerMicroBatchNote());
   } else if (p.zero_stage >= 1) {
     a->Add("--use-distributed-optimizer");
     a->Add("--ckpt-format", "torch_dist");

@@ -66,6 +66,9 @@ struct MegatronExport {
 // Builds the argument list (model, MoE, MLA, MTP, parallelism + pipeline layout, FSDP/optimizer,
 // recompute, precision, batch, placeholders for checkpoint/tokenizer/data) and environment.
 MegatronExport BuildMegatronExport(const Plan& plan, const ModelIR& model, const LaunchShape& shape);
+// The "exported differently" line of a zero-3 plan with pp > 1 and fsdp_pipelining per_step on an
+// engine running Megatron-FSDP (Megatron-LM, Bridge).
+std::string MegatronFsdpPerMicroBatchNote();
 
 // A bash script: header (engine + version, unsupported, user-supplied), NNODES/GPUS_PER_NODE,
 // exports, ARGS=( ... ), a guard that exits 3 when something is unsupported (ONBOARD_FORCE=1

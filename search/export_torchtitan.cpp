@@ -131,6 +131,12 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
         "dispatcher hybridep: v0.2.2 has standard|deepep (expert_parallel_comm_backend); standard exported");
   if (m.mtp_layers > 0)
     c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
+  if (p.zero_stage >= 3 && p.deg.dp_shard > 1 && p.deg.pp > 1 &&
+      p.fsdp_pipelining == FsdpPipelining::kPerMicroBatch)
+    c.approximations.push_back(
+        "fsdp_pipelining per_micro_batch (gathers and reduce-scatters every micro-batch): torchtitan with "
+        "PP keeps the stage gathered and reduce-scatters once per step (fsdp_reshard_after_forward "
+        "\"default\"; more memory, less traffic than planned; plan with --export torchtitan to cost that)");
   if (p.zero_stage < 3 && p.deg.dp_shard > 1)
     c.approximations.push_back(
         "zero_stage " + S(p.zero_stage) +

@@ -66,6 +66,12 @@ Status ReadRuntime(const Fields& f, Plan* p) {
   if (!graph.empty() && graph != "none" && graph != "layers" && graph != "full")
     return BadInput(f.origin(), f.path() + "cuda_graph", "must be none, layers or full", graph);
   p->cuda_graph = graph == "full" ? CudaGraph::kFull : graph == "layers" ? CudaGraph::kLayers : CudaGraph::kNone;
+  std::string fsdp_pipelining;
+  ONBOARD_RETURN_IF_ERROR(f.Str("fsdp_pipelining", &fsdp_pipelining));
+  if (!fsdp_pipelining.empty()) {
+    ONBOARD_ASSIGN_OR_RETURN(p->fsdp_pipelining,
+                             ParseFsdpPipelining(f.origin(), f.path() + "fsdp_pipelining", fsdp_pipelining));
+  }
   ONBOARD_RETURN_IF_ERROR(f.Str("ep_dispatcher", &dispatcher));
   if (!dispatcher.empty()) {
     ONBOARD_ASSIGN_OR_RETURN(p->ep_dispatcher,

@@ -83,6 +83,12 @@
 //                       after which the recipe builds torch.optim.Adam, whose moments take the
 //                       parameter's dtype, and FSDP2 hands each sharded parameter its gradient in that
 //                       dtype (the reduce itself in fp32: MixedPrecisionPolicy reduce_dtype).
+//   FSDP pipelining   : framework NeMo AutoModel or torchtitan (torch FSDP2 under
+//                       torch.distributed.pipelining), zero 3 and pp > 1 = fsdp_pipelining per_step: the
+//                       stage stays gathered and its grads accumulate unsharded until the last backward
+//                       (core/plan.h FsdpPipelining; AutoModel's MoE parallelizer apply_fsdp:
+//                       reshard_after_forward = not pp_enabled, reduce_dtype fp32, NVIDIA-NeMo/
+//                       Automodel@89e3a9fd); Megatron-Core FSDP runs keep per_micro_batch.
 //   cross entropy     : framework "Megatron-Bridge ..." = Transformer Engine's fused loss: every version of
 //                       its scripts/performance sets cross_entropy_fusion_impl "te" (25.09 yaml configs at
 //                       ea299063; utils/overrides.py at 97ad8cc6 .. 4ab94dfa) over GPTModelProvider's
@@ -255,6 +261,17 @@ void ReadAutoModelStates(const json& r, LayoutRun* run) {
       "their gradients and torch.optim.Adam's moments are bf16");
 }
 
+// torch FSDP2 with pipelining (rule "FSDP pipelining" above).
+void ReadFsdpPipelining(const json& r, LayoutRun* run) {
+  const std::string fw = r.value("framework", std::string());
+  if (fw.find("AutoModel") == std::string::npos && fw.find("torchtitan") == std::string::npos) return;
+  if (run->plan.zero_stage != 3 || run->plan.deg.pp <= 1) return;
+  run->plan.fsdp_pipelining = FsdpPipelining::kPerStep;
+  run->assumptions.push_back(
+      "torch FSDP2 under torch.distributed.pipelining: the stage stays gathered across micro-batches and its "
+      "grads accumulate unsharded (fp32) until the last backward (fsdp_pipelining per_step)");
+}
+
 void ReadLaunchSettings(const json& r, LayoutRun* run) {
   const json* impl = RecipeField(r, "preset_fields", "cuda_graph_impl");
   const json* scope = RecipeField(r, "preset_fields", "cuda_graph_scope");
@@ -378,6 +395,7 @@ Status ReadRecipeSettings(const json& r, const std::string& origin, const std::s
   ReadRecompute(r, r.value("recompute", std::string()), run);
   ReadLowPrecisionStorage(r, run);
   ReadAutoModelStates(r, run);
+  ReadFsdpPipelining(r, run);
   // Step 2: the pipeline layout, then MTP (a layout may name MTP layers).
   int64_t mtp = -1;
   ONBOARD_RETURN_IF_ERROR(ReadPipelineLayout(r, origin, path, run, &mtp));

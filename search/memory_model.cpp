@@ -16,6 +16,10 @@
 //                     master; the grads stay as grad_dtype says (Megatron main_grads_dtype defaults to
 //                     fp32): Bridge's precision-aware recipes 2 + 2 + 8/(d*c), the report 2 + 4 + 8/(d*c)
 //   zero 0 (DDP):     weights 2 + grads 4 + optimizer 12 (master + m + v)           (= 18, Megatron)
+//   zero 3, pp > 1, fsdp_pipelining per_step (torch FSDP2 under pipelining): + the gathered stage
+//                     2 (bf16 compute copy) x (1 - 1/d_s) + its grads accumulated unsharded in the fp32
+//                     reduce dtype 4 (FSDPParam.unsharded_accumulated_grad), on top of the shards
+//                     (LoRA: the gathered base at base_dtype bytes, the adapters' grads 4)
 //   dense parameters are divided by t, routed-expert parameters by e.
 // LoRA: base weights at base_dtype bytes (bf16 2, fp8 1, mxfp4 0.53125), sharded as above, no grads;
 //   adapters r * (in + out) per adapted matrix carry the full-fine-tuning bytes: the dense adapters
@@ -280,6 +284,13 @@ void StateBytes(const CostContext& c, const Plan& p, const StageParts& sp, Memor
     mb->weights = wbytes * (dense / dense_shard + expert / exp_shard);
     mb->grads = gbytes * (dense / dense_shard + expert / exp_shard);
     mb->optimizer = master * (dense / opt_dense + expert / opt_exp);
+  }
+  // torch FSDP2 under pipelining: the stage stays gathered, its grads accumulate unsharded (fp32).
+  if (p.zero_stage >= 3 && d.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep) {
+    const bool lora_mode = p.mode == FinetuneMode::kLoRA;
+    const double gathered_bytes = lora_mode ? LoraBytes(c) : 2.0;
+    mb->weights += gathered_bytes * (dense * (1 - 1 / dense_shard) + expert * (1 - 1 / exp_shard));
+    mb->grads += 4.0 * (lora_mode ? lora + lora_e : dense + expert);
   }
 }
 

@@ -119,8 +119,9 @@ std::string ExportEngineLoss(const std::string& engine) {
   return "";
 }
 
-int64_t ExportEngineZeroStage(const std::string& engine) {
-  return engine.rfind("torchtitan", 0) == 0 ? 3 : 0;
+EngineDataParallel ExportEngineDataParallel(const std::string& engine) {
+  if (engine.rfind("torchtitan", 0) == 0) return {3, FsdpPipelining::kPerStep};
+  return {};
 }
 
 std::string CostedLoss(const std::string& named, const std::string& engine) {

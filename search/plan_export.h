@@ -59,10 +59,15 @@ std::string ExportEngineLoss(const std::string& engine);
 // The loss a plan is costed with: `named` (plan --cross-entropy) when given, else the engine's of
 // export `engine` (ExportEngineLoss), else Megatron-Core's ("megatron", PlanRequest's default).
 std::string CostedLoss(const std::string& named, const std::string& engine);
-// The optimizer sharding (PlanConstraints::zero_stage) the search may use for export `engine`:
-// torchtitan and torchtitan-v0.2: 3 (FSDP2 is its only sharded data parallelism; no ZeRO-1 mode);
-// every other: 0 (searched: FSDP and the distributed optimizer).
-int64_t ExportEngineZeroStage(const std::string& engine);
+// The data parallelism the engine of export `engine` runs, as the search's inputs. torchtitan and
+// torchtitan-v0.2: zero_stage 3 (FSDP2 is its only sharded data parallelism, no ZeRO-1 mode) and
+// fsdp_pipelining per_step (torch FSDP2 under torch.distributed.pipelining); every other: zero_stage 0
+// (searched: FSDP and the distributed optimizer) and per_micro_batch (Megatron-FSDP).
+struct EngineDataParallel {
+  int64_t zero_stage = 0;                                           // PlanConstraints::zero_stage
+  FsdpPipelining fsdp_pipelining = FsdpPipelining::kPerMicroBatch;  // PlanRequest::fsdp_pipelining
+};
+EngineDataParallel ExportEngineDataParallel(const std::string& engine);
 
 // Parallelism-only fragments of a Plan without its model (kept for callers that have no IR:
 // agent/orchestrator_stages.cpp). Same flag mapping as the full exports, no model section.

@@ -56,6 +56,8 @@ json PlanJson(const Plan& p) {
   if (p.optimizer_dtype != Precision::kFP32) j["optimizer_dtype"] = PrecisionName(p.optimizer_dtype);
   if (p.grad_dtype != Precision::kFP32) j["grad_dtype"] = PrecisionName(p.grad_dtype);
   if (p.param_dtype != Precision::kFP32) j["param_dtype"] = PrecisionName(p.param_dtype);
+  if (p.fsdp_pipelining != FsdpPipelining::kPerMicroBatch)
+    j["fsdp_pipelining"] = FsdpPipeliningName(p.fsdp_pipelining);
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
   j["summary"] = PlanSummary(p);
   return j;

@@ -248,6 +248,7 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
       p.ep_dispatcher = req.ep_dispatcher;
       for (int64_t zero : ZeroStages(cons, lay)) {
         p.zero_stage = zero;
+        p.fsdp_pipelining = zero == 3 ? req.fsdp_pipelining : FsdpPipelining::kPerMicroBatch;
         p.pipeline_schedule = PipelineSchedule::k1F1B;
         if (cons.schedule != "dualpipe") TryPlan(c, levels, p, w);
         p.pipeline_schedule = PipelineSchedule::kDualPipe;

@@ -100,6 +100,9 @@ struct PlanRequest {
   // Dispatcher of the plans SearchPlans builds (EvaluatePlan costs the given Plan::ep_dispatcher):
   // deepep / hybridep send a token once per remote node, alltoall (the default) every top-k copy.
   EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;
+  // How the zero-3 plans SearchPlans builds meet PP (core/plan.h FsdpPipelining): per_micro_batch
+  // (Megatron-FSDP, the default) or per_step (torch FSDP2 under pipelining: torchtitan).
+  FsdpPipelining fsdp_pipelining = FsdpPipelining::kPerMicroBatch;
   // Framework memory techniques beside the per-block recompute policies (issue 13; memory_model.cpp):
   bool recompute_norms = false;      // RMSNorm outputs recomputed in backward, not kept (DeepSeek-V3
                                      // report sec. 3.2.3; Megatron --recompute-modules layernorm)

@@ -102,11 +102,12 @@ void AddFsdpAndExposure(const CostContext& c, const Plan& p, StageTimes* out) {
   const ParallelDegrees& d = p.deg;
   const bool lora = p.mode == FinetuneMode::kLoRA;
   const double gbytes = lora ? c.base_weight_bytes : 2.0;
-  // FSDP with pipelining keeps the stage's weights gathered across micro-batches and reduce-scatters
-  // grads once per step (torchtitan apply_fsdp: reshard_after_forward=False when PP is on); without
-  // PP every micro-batch gathers forward and backward and reduce-scatters.
-  const double fsdp_ags = d.pp > 1 ? 1.0 : 2.0;
-  const double fsdp_per_mb = d.pp > 1 ? 1.0 / static_cast<double>(p.num_micro_batches) : 1.0;
+  // FSDP (core/plan.h FsdpPipelining): every micro-batch gathers forward and backward and
+  // reduce-scatters (Megatron-FSDP, and any FSDP without PP); torch FSDP2 under pipelining keeps the
+  // stage gathered and reduce-scatters once per step: one gather and one reduce-scatter per step.
+  const bool per_step = d.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep;
+  const double fsdp_ags = per_step ? 1.0 : 2.0;
+  const double fsdp_per_mb = per_step ? 1.0 / static_cast<double>(p.num_micro_batches) : 1.0;
   for (Stage& s : out->stages) {
     if (p.zero_stage >= 3 && d.dp_shard > 1) {
       const double ag =

@@ -5,6 +5,7 @@
 #include "agent/plan_file.h"
 #include "agent/plan_to_probe.h"
 #include "search/plan_request_checks.h"
+#include "search/planner.h"
 
 namespace onboard::agent {
 namespace {
@@ -81,6 +82,28 @@ TEST(PlanFile, PrecisionsAreReadTypedAndAnUnknownOneIsNamed) {
   EXPECT_NE(m.find("plan.base_dtype"), std::string::npos) << m;
   m = Refusal(R"({"plan":{)" + ok + R"(,"grad_dtype":8}})");
   EXPECT_NE(m.find("plan.grad_dtype"), std::string::npos) << m;
+}
+
+// fsdp_pipelining (core/plan.h) is written by `onboard plan --json` (EstimateToJson) only when it is
+// per_step and reads back; an unknown value is refused naming the field.
+TEST(PlanFile, FsdpPipeliningRoundTripsAndAnUnknownOneIsNamed) {
+  Plan p;
+  p.deg.dp_shard = 4;
+  p.deg.pp = 2;
+  p.num_micro_batches = 4;
+  p.fsdp_pipelining = FsdpPipelining::kPerStep;
+  const std::string text = EstimateToJson(p, PlanEstimate{});
+  EXPECT_NE(text.find(R"("fsdp_pipelining")"), std::string::npos) << text;
+  Expected<Plan> back = ParsePlanJson(text, "plan.json");
+  ASSERT_TRUE(back.ok()) << back.status().message();
+  EXPECT_EQ(back->fsdp_pipelining, FsdpPipelining::kPerStep);
+  p.fsdp_pipelining = FsdpPipelining::kPerMicroBatch;  // the default is not written
+  EXPECT_EQ(EstimateToJson(p, PlanEstimate{}).find("fsdp_pipelining"), std::string::npos);
+  const std::string m = Refusal(
+      R"({"plan":{"dp_replicate":1,"dp_shard":2,"tp":1,"pp":2,"ep":1,"micro_batch":1,"num_micro_batches":2,)"
+      R"("fsdp_pipelining":"sometimes"}})");
+  EXPECT_NE(m.find("plan.fsdp_pipelining"), std::string::npos) << m;
+  EXPECT_NE(m.find("sometimes"), std::string::npos) << m;
 }
 
 // Issue 10 item 3: a plan file takes the plan request's limits (search/plan_request_checks.h), not

@@ -5,7 +5,9 @@
 // keeps on the MTP stage (not under DualPipe). Units: bytes per token, bytes, seconds.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
+#include "core/plan.h"
 #include "search/cost_model.h"
 #include "search/layout_file.h"
 #include "search_test_util.h"
@@ -233,6 +235,7 @@ TEST(MeasuredRunsReader, AutoModelRunsKeepBf16Shards) {
     EXPECT_EQ(r.plan.param_dtype, Precision::kBF16) << r.id;
     EXPECT_EQ(r.plan.grad_dtype, Precision::kBF16) << r.id;
     EXPECT_EQ(r.plan.optimizer_dtype, Precision::kBF16) << r.id;
+    EXPECT_EQ(r.plan.fsdp_pipelining, FsdpPipelining::kPerStep) << r.id;  // torch FSDP2 with pp 4
     auto e = EvaluatePlan(RequestForRun(r), r.plan);
     ASSERT_TRUE(e.ok()) << r.id << ": " << e.status().ToString();
     EXPECT_TRUE(e->fits) << r.id << ": " << e->memory.total / 1073741824.0 << " GiB";
@@ -247,9 +250,49 @@ TEST(MeasuredRunsReader, AutoModelRunsKeepBf16Shards) {
   auto mcore = ParseLayoutJson(R"({"runs":[)" + run + R"("Megatron-Core")" + cfg, origin);
   ASSERT_TRUE(mcore.ok()) << mcore.status().ToString();
   EXPECT_EQ((*mcore)[0].plan.param_dtype, Precision::kFP32);
+  EXPECT_EQ((*mcore)[0].plan.fsdp_pipelining, FsdpPipelining::kPerMicroBatch);  // Megatron-FSDP
   auto am = ParseLayoutJson(R"({"runs":[)" + run + R"("NeMo AutoModel")" + cfg, origin);
   ASSERT_TRUE(am.ok()) << am.status().ToString();
   EXPECT_EQ((*am)[0].plan.param_dtype, Precision::kBF16);
+  EXPECT_EQ((*am)[0].plan.fsdp_pipelining, FsdpPipelining::kPerStep);
+}
+
+// How FSDP meets pipelining (core/plan.h FsdpPipelining), on a dense 8B model at dp_shard 8, pp 2,
+// 8 micro-batches: Megatron-FSDP gathers forward and backward and reduce-scatters every micro-batch;
+// torch FSDP2 under pipelining gathers and reduce-scatters once per step but holds the stage gathered
+// (2 B x (1 - 1/8) more weights) and its grads unsharded in fp32 (4 B more). Without PP both are the
+// same; per_step needs zero 3.
+TEST(MemoryTerms, FsdpWithPipeliningFollowsTheImplementation) {
+  PlanRequest req = test::HfRequestOn("llama-3.1-8b", "H100-80GB", 16);
+  req.mode = FinetuneMode::kFull;
+  const int64_t m = 8;
+  auto both = [&](int64_t pp) {
+    Plan per_mb = test::MakePlan({1, 16 / pp, 1, pp, 1, 1, 1, false, 1}, 4096, 1, m);
+    per_mb.mode = FinetuneMode::kFull;
+    Plan per_step = per_mb;
+    per_step.fsdp_pipelining = FsdpPipelining::kPerStep;
+    auto a = EvaluatePlan(req, per_mb), b = EvaluatePlan(req, per_step);
+    EXPECT_TRUE(a.ok() && b.ok());
+    return std::pair<PlanEstimate, PlanEstimate>{a.ok() ? *a : PlanEstimate{}, b.ok() ? *b : PlanEstimate{}};
+  };
+  const auto [mb, st] = both(2);
+  ASSERT_TRUE(test::Term(mb, "comm.fsdp") && test::Term(st, "comm.fsdp"));
+  const double ratio = test::Term(mb, "comm.fsdp")->total_s / test::Term(st, "comm.fsdp")->total_s;
+  EXPECT_GT(ratio, static_cast<double>(m));  // m x (2 AG + RS) against AG + RS
+  EXPECT_LT(ratio, 2.0 * static_cast<double>(m));
+  const double dw = st.memory.weights - mb.memory.weights, dg = st.memory.grads - mb.memory.grads;
+  EXPECT_GT(dw, 0);
+  EXPECT_NEAR(dg / dw, 4.0 / (2.0 * (1 - 1.0 / 8)), 1e-9);
+  const auto [mb1, st1] = both(1);
+  EXPECT_DOUBLE_EQ(mb1.step_s, st1.step_s);
+  EXPECT_DOUBLE_EQ(mb1.memory.total, st1.memory.total);
+  Plan z1 = test::MakePlan({1, 8, 1, 2, 1, 1, 1, false, 1}, 4096, 1, m);
+  z1.zero_stage = 1;
+  z1.fsdp_pipelining = FsdpPipelining::kPerStep;
+  const Status bad = ValidatePlan(z1, 16, 0, 32, 32);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("fsdp_pipelining=per_step needs zero_stage=3"), std::string::npos)
+      << bad.message();
 }
 
 TEST(MeasuredRunsReader, DeepSeekReportRunReadsItsMemoryTechniques) {

@@ -157,11 +157,12 @@ TEST(SearchSpace, DualPipeIsNotChosenWhereItDoesNotPayOrCannotRun) {
 
 // The optimizer sharding is searched: FSDP (zero 3) and Megatron's distributed optimizer (zero 1).
 // Llama-3.1-8B on 256 B200: the weights fit replicated, so zero 1 saves FSDP's per-micro-batch
-// all-gathers and wins; Llama-3.1-405B: replicated weights do not fit beside the activations at the
-// chosen layout, so FSDP wins. A fixed constraints.zero_stage keeps one kind; 2 is refused.
+// all-gathers and wins; Qwen3-235B-A22B on 64 B200: its replicated weights and grads (6 B per
+// parameter on every rank) do not fit, so FSDP wins. A fixed constraints.zero_stage keeps one kind;
+// 2 is refused.
 TEST(SearchSpace, DistributedOptimizerIsSearchedBesideFsdp) {
-  auto on_b200 = [](const std::string& model) {
-    PlanRequest req = test::HfRequestOn(model, "B200", 256);
+  auto on_b200 = [](const std::string& model, int64_t devices) {
+    PlanRequest req = test::HfRequestOn(model, "B200", devices);
     req.mode = FinetuneMode::kFull;
     req.global_batch = 1024;
     return req;
@@ -180,7 +181,7 @@ TEST(SearchSpace, DistributedOptimizerIsSearchedBesideFsdp) {
     EXPECT_TRUE(e.ok()) << e.status().ToString();
     return e.ok() ? *e : PlanEstimate{};
   };
-  PlanRequest small = on_b200("llama-3.1-8b");
+  PlanRequest small = on_b200("llama-3.1-8b", 256);
   const SearchResult s = Search(small);
   ASSERT_TRUE(s.feasible);
   EXPECT_EQ(s.best.plan.zero_stage, 1) << PlanSummary(s.best.plan);
@@ -191,7 +192,7 @@ TEST(SearchSpace, DistributedOptimizerIsSearchedBesideFsdp) {
   small.constraints.zero_stage = 1;
   EXPECT_EQ(stages(Search(small)), std::set<int64_t>{1});
 
-  PlanRequest big = on_b200("llama-3.1-405b");
+  PlanRequest big = on_b200("qwen3-235b-a22b", 64);
   const SearchResult b = Search(big);
   ASSERT_TRUE(b.feasible);
   EXPECT_EQ(b.best.plan.zero_stage, 3) << PlanSummary(b.best.plan);

@@ -1,5 +1,7 @@
 # torchtitan config for this plan, written by `onboard plan --export`.
 # Target: pytorch/torchtitan main @ b5bcd76c (2026-08-21).
+# Exported differently from the plan:
+#   - fsdp_pipelining per_micro_batch (gathers and reduce-scatters every micro-batch): torchtitan with PP keeps the stage gathered and reduce-scatters once per step (fsdp_reshard_after_forward "default"; more memory, less traffic than planned; plan with --export torchtitan to cost that)
 # You must supply:
 #   - HF_MODEL_PATH - absolute path of the Hugging Face model folder (tokenizer + safetensors)
 #   - dataset: the baseline's (c4 through HF datasets); replace it for your data
