@@ -24,6 +24,26 @@ double ExposedOf(const PlanEstimate& e, const std::string& name) {
 
 std::string GibStr(double bytes) { return F("%.1f", bytes / 1073741824.0); }
 
+namespace {
+
+// The data-parallel sharding of the non-expert weights: FSDP gathers them per micro-batch, the
+// distributed optimizer keeps them (and their grads) replicated and shards the optimizer state.
+std::string ExplainDataParallel(const ModelProfile& prof, const Plan& p, const PlanEstimate& e) {
+  const ParallelDegrees& d = p.deg;
+  const std::string params = F("%.3g", prof.total_params - prof.expert_params);
+  if (p.zero_stage >= 3)
+    return "fsdp " + std::to_string(d.dp_shard) + ": non-expert weights (" + params +
+           " params) are sharded " + std::to_string(d.dp_shard) + " ways and all-gathered per micro-batch (" +
+           F("%.0f", ExposedOf(e, "comm.fsdp") * 1e3) + " ms exposed per step)";
+  return "dp " + std::to_string(d.dp_shard) + ", zero " + std::to_string(p.zero_stage) +
+         ": non-expert weights (" + params + " params) and their grads are replicated, the optimizer state " +
+         (p.zero_stage >= 1 ? "sharded " + std::to_string(d.dp_shard * d.cp) + " ways" : "replicated") +
+         "; grads synchronised once per step (" + F("%.0f", ExposedOf(e, "comm.dp_sync") * 1e3) +
+         " ms exposed)";
+}
+
+}  // namespace
+
 std::vector<std::string> ExplainBest(const CostContext& c, const PlanCandidate& best,
                                      const std::vector<PlanCandidate>& fitting) {
   std::vector<std::string> out;
@@ -91,19 +111,7 @@ std::vector<std::string> ExplainBest(const CostContext& c, const PlanCandidate& 
     if (by_ep.size() <= 1) out.push_back("  no other ep degree fits");
   }
   // Step 2: the data-parallel sharding of the non-expert weights, recompute, and the largest exposed term.
-  if (d.dp_shard > 1 && fsdp)
-    out.push_back("fsdp " + std::to_string(d.dp_shard) + ": non-expert weights (" +
-                  F("%.3g", prof.total_params - prof.expert_params) + " params) are sharded " +
-                  std::to_string(d.dp_shard) + " ways and all-gathered per micro-batch (" +
-                  F("%.0f", ExposedOf(e, "comm.fsdp") * 1e3) + " ms exposed per step)");
-  if (d.dp_shard > 1 && !fsdp)
-    out.push_back(
-        "dp " + std::to_string(d.dp_shard) + ", zero " + std::to_string(p.zero_stage) +
-        ": non-expert weights (" + F("%.3g", prof.total_params - prof.expert_params) +
-        " params) and their grads are replicated, the optimizer state " +
-        (p.zero_stage >= 1 ? "sharded " + std::to_string(d.dp_shard * d.cp) + " ways" : "replicated") +
-        "; grads synchronised once per step (" + F("%.0f", ExposedOf(e, "comm.dp_sync") * 1e3) +
-        " ms exposed)");
+  if (d.dp_shard > 1) out.push_back(ExplainDataParallel(prof, p, e));
   std::string rc;
   for (const auto& [k, v] : p.recompute) rc += (rc.empty() ? "" : ", ") + k + "=" + RecomputeName(v);
   out.push_back("recompute: " + rc + " (least extra forward that fits: activations " +
