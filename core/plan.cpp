@@ -32,6 +32,10 @@ const char* FsdpPipeliningName(FsdpPipelining f) {
   return f == FsdpPipelining::kPerStep ? "per_step" : "per_micro_batch";
 }
 
+bool FsdpGathersOncePerStep(const Plan& p) {
+  return p.zero_stage >= 3 && p.deg.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep;
+}
+
 Expected<FsdpPipelining> ParseFsdpPipelining(const std::string& origin, const std::string& field,
                                              const std::string& value) {
   return ParseByName(origin, field, value, {FsdpPipelining::kPerMicroBatch, FsdpPipelining::kPerStep},

@@ -111,6 +111,11 @@ struct Plan {
   FsdpPipelining fsdp_pipelining = FsdpPipelining::kPerMicroBatch;  // zero 3 with pp > 1 (above)
 };
 
+// Whether the plan's FSDP gathers its stage and reduce-scatters its grads once per step (zero 3,
+// pp > 1, fsdp_pipelining per_step) rather than every micro-batch: the one test the time model, the
+// memory model and the exports share.
+bool FsdpGathersOncePerStep(const Plan& p);
+
 // Checks the plan's internal arithmetic and its fit to a model with `num_experts`, `num_heads`
 // and `world` devices. Messages name every factor: "ep=48 must divide dp_shard*tp=64".
 Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t num_heads,

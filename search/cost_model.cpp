@@ -216,7 +216,7 @@ void AddTerms(const CostContext& c, const Plan& p, const TimeModel& tm, const St
           EpTierSplitText(c, p) + ")");
   add("comm.fsdp", m * cs.fsdp, m * cs.fsdp_exposed, sts.fsdp_tier.empty() ? sts.efsdp_tier : sts.fsdp_tier,
       mstr +
-          (d.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep
+          (FsdpGathersOncePerStep(p)
                ? " x (AG + RS once per step: the stage stays gathered, fsdp_pipelining per_step) / m = "
                : " x (AG fwd + AG bwd + RS) = ") +
           Fmt(cs.fsdp * 1e3) + " ms, overlapped with " + Fmt((cs.compute + cs.rc) * 1e3) + " ms compute");
@@ -364,9 +364,9 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.fp8 =
       (req.compute_dtype == Precision::kFP8 || req.compute_dtype == Precision::kMXFP8) && dev.tflops_fp8 > 0;
   c.datasheet_peak_flops = (c.fp8 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
-  c.tensor_rate = SustainedTensorRate(dev, c.k.gemm_eff_max);
-  c.peak_flops = c.datasheet_peak_flops * c.tensor_rate;
-  c.attn_peak_flops = dev.tflops_bf16 * 1e12 * c.tensor_rate;
+  const double tensor_rate = SustainedTensorRate(dev, c.k.gemm_eff_max);
+  c.peak_flops = c.datasheet_peak_flops * tensor_rate;
+  c.attn_peak_flops = dev.tflops_bf16 * 1e12 * tensor_rate;
   c.host_fed = dev.name.rfind("localhost", 0) != 0;  // LocalhostTopology's device (core/topology.cpp)
   c.hbm_bps = dev.hbm_gbps * 1e9;
   c.exp_per_s = SoftmaxExpsPerSecond(dev.name);

@@ -108,9 +108,7 @@ struct CostContext {
   CostConstants k;
   double peak_flops = 0;             // FLOP/s per device of GEMMs at the compute dtype (fp8 peak for fp8/mxfp8)
   double attn_peak_flops = 0;        // FLOP/s per device of attention cores (bf16: TE runs them in bf16)
-                                     // Both are the datasheet peak x tensor_rate.
-  double tensor_rate = 1;            // share of the datasheet tensor peak the device sustains (<= 1):
-                                     // MAMF share / gemm_eff_max where the measured matmul falls short
+                                     // Both are the datasheet peak x SustainedTensorRate (<= 1).
   double datasheet_peak_flops = 0;   // the datasheet peak at the compute dtype (MFU's denominator)
   bool fp8 = false;                  // GEMM inputs quantised (fp8 per-tensor or MXFP8)
   bool host_fed = true;              // an accelerator fed by a host launch queue (launch / sync stalls);

@@ -164,8 +164,7 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
 ExportCaveats BridgeCaveats(const Plan& p, const ModelIR& ir, const MegatronExport& mex,
                             const ExportModel& m) {
   ExportCaveats c;
-  if (p.zero_stage >= 3 && p.mode == FinetuneMode::kFull && p.deg.pp > 1 &&
-      p.fsdp_pipelining == FsdpPipelining::kPerStep)
+  if (p.mode == FinetuneMode::kFull && FsdpGathersOncePerStep(p))  // Bridge shards full training only
     c.approximations.push_back(MegatronFsdpPerMicroBatchNote());
   for (const std::string& u : mex.caveats.unsupported)
     if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);

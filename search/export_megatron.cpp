@@ -260,8 +260,7 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
     a->Add("--use-distributed-optimizer");   // Megatron-FSDP v1 (the default version) requires it
     a->Add("--ckpt-format", "fsdp_dtensor");
     AddHybridSharding(p, a, c);
-    if (p.deg.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep)
-      c->approximations.push_back(MegatronFsdpPerMicroBatchNote());
+    if (FsdpGathersOncePerStep(p)) c->approximations.push_back(MegatronFsdpPerMicroBatchNote());
   } else if (p.zero_stage >= 1) {
     a->Add("--use-distributed-optimizer");
     a->Add("--ckpt-format", "torch_dist");

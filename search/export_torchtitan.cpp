@@ -131,8 +131,7 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
         "dispatcher hybridep: v0.2.2 has standard|deepep (expert_parallel_comm_backend); standard exported");
   if (m.mtp_layers > 0)
     c.approximations.push_back("MTP layers: not trained (the baseline's MTP setting is kept)");
-  if (p.zero_stage >= 3 && p.deg.dp_shard > 1 && p.deg.pp > 1 &&
-      p.fsdp_pipelining == FsdpPipelining::kPerMicroBatch)
+  if (p.zero_stage >= 3 && p.deg.dp_shard > 1 && p.deg.pp > 1 && !FsdpGathersOncePerStep(p))
     c.approximations.push_back(
         "fsdp_pipelining per_micro_batch (gathers and reduce-scatters every micro-batch): torchtitan with "
         "PP keeps the stage gathered and reduce-scatters once per step (fsdp_reshard_after_forward "

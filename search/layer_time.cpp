@@ -6,8 +6,9 @@
 // T = micro_batch*seq/c tokens of one micro-batch on one device, h = hidden, k = top_k,
 // w = dispatch width (hidden or latent), E = routed experts, s = seq, P = GEMM peak FLOP/s (fp8 peak
 // for fp8/mxfp8), Pa = attention peak (bf16), both datasheet x the device's sustained tensor rate
-// (CostContext::tensor_rate: measured matmul share / gemm_eff_max, <= 1), HBM = HBM bytes/s * hbm_eff.
-// Constants: CostConstants (cost_model.h) with their sources. Per micro-batch, per device, one layer:
+// (SustainedTensorRate, cost_model.cpp: measured matmul share / gemm_eff_max, <= 1), HBM = HBM bytes/s *
+// hbm_eff. Constants: CostConstants (cost_model.h) with their sources. Per micro-batch, per device, one
+// layer:
 //   GEMM time        = max(flops / (P * eff(m,n,k)), weight bytes / HBM)
 //   eff(m,n,k)       = gemm_eff_max * cal * (fp8 ? fp8_gemm_eff : 1) / (1 + d0/m + d0/n + d0/k)
 //   dense GEMMs      : flops = T * dense_gemm_flops / t,   m = T, k = h, n = flops/(2 T h)

@@ -286,7 +286,7 @@ void StateBytes(const CostContext& c, const Plan& p, const StageParts& sp, Memor
     mb->optimizer = master * (dense / opt_dense + expert / opt_exp);
   }
   // torch FSDP2 under pipelining: the stage stays gathered, its grads accumulate unsharded (fp32).
-  if (p.zero_stage >= 3 && d.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep) {
+  if (FsdpGathersOncePerStep(p)) {
     const bool lora_mode = p.mode == FinetuneMode::kLoRA;
     const double gathered_bytes = lora_mode ? LoraBytes(c) : 2.0;
     mb->weights += gathered_bytes * (dense * (1 - 1 / dense_shard) + expert * (1 - 1 / exp_shard));

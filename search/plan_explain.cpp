@@ -78,8 +78,7 @@ std::vector<std::string> ExplainBest(const CostContext& c, const PlanCandidate& 
     // Bytes per expert parameter on a device: FSDP shards all 16 (bf16 weight, fp32 grad, master and
     // moments); the distributed optimizer keeps the weight and grad (6) and shards the other 12 over
     // the expert data ranks.
-    const double edp =
-        static_cast<double>(d.dp_replicate * d.dp_shard * d.cp * d.tp) / static_cast<double>(d.ep);
+    const double edp = static_cast<double>(d.expert_fsdp * d.dp_replicate);  // expert data ranks
     const double full_bytes = fsdp ? 16.0 : 6.0 + (p.zero_stage >= 1 ? 12.0 / edp : 12.0);
     const double wbytes = p.mode == FinetuneMode::kLoRA ? c.base_weight_bytes : full_bytes;
     const double expert_mem = prof.expert_params / static_cast<double>(d.ep) /

@@ -105,7 +105,7 @@ void AddFsdpAndExposure(const CostContext& c, const Plan& p, StageTimes* out) {
   // FSDP (core/plan.h FsdpPipelining): every micro-batch gathers forward and backward and
   // reduce-scatters (Megatron-FSDP, and any FSDP without PP); torch FSDP2 under pipelining keeps the
   // stage gathered and reduce-scatters once per step: one gather and one reduce-scatter per step.
-  const bool per_step = d.pp > 1 && p.fsdp_pipelining == FsdpPipelining::kPerStep;
+  const bool per_step = FsdpGathersOncePerStep(p);
   const double fsdp_ags = per_step ? 1.0 : 2.0;
   const double fsdp_per_mb = per_step ? 1.0 / static_cast<double>(p.num_micro_batches) : 1.0;
   for (Stage& s : out->stages) {
