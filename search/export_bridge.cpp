@@ -164,8 +164,6 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
 ExportCaveats BridgeCaveats(const Plan& p, const ModelIR& ir, const MegatronExport& mex,
                             const ExportModel& m) {
   ExportCaveats c;
-  if (p.mode == FinetuneMode::kFull && FsdpGathersOncePerStep(p))  // Bridge shards full training only
-    c.approximations.push_back(MegatronFsdpPerMicroBatchNote());
   for (const std::string& u : mex.caveats.unsupported)
     if (u.rfind("LoRA", 0) != 0) c.unsupported.push_back(u);
   // AutoBridge refuses an architecture no bridge is registered for (models/*/..._bridge.py at 067f987d:
@@ -174,6 +172,8 @@ ExportCaveats BridgeCaveats(const Plan& p, const ModelIR& ir, const MegatronExpo
     c.unsupported.push_back(
         "MixtralForCausalLM: Megatron-Bridge has no bridge for it (AutoBridge refuses it)");
   c.approximations = {"model architecture comes from the HF config via AutoBridge (not from onboard's IR)"};
+  if (p.mode == FinetuneMode::kFull && FsdpGathersOncePerStep(p))  // Bridge shards full training only
+    c.approximations.push_back(MegatronFsdpPerMicroBatchNote());
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
     c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
                                ": the recipe keeps it in bf16 (Bridge has no " + PrecisionName(p.base_dtype) +

@@ -44,5 +44,32 @@ TEST(ExportPrecision, Mxfp8IsExportedAsTheMxfp8RecipeNotAsFp8OrBf16) {
   EXPECT_FALSE(Has(bf.titan, "GEMMs: not exported")) << bf.titan;
 }
 
+// How FSDP meets PP (plan fsdp_pipelining) reaches each export as what its engine runs: Megatron-LM
+// and Bridge run Megatron-FSDP (per micro-batch), torchtitan keeps the stage gathered (per step).
+// Qwen3-30B-A3B, zero 3, pp 2: a per_step plan is noted on Megatron and Bridge and not on torchtitan;
+// a per_micro_batch plan the other way round.
+TEST(ExportFsdpPipelining, EachEngineSaysWhatItRunsInstead) {
+  test::ExportCase c = test::FindCase("qwen3-30b-a3b-full");
+  ASSERT_EQ(c.plan.zero_stage, 3);
+  ASSERT_GT(c.plan.deg.pp, 1);
+  auto exported = [&](FsdpPipelining f) {
+    Plan p = c.plan;
+    p.fsdp_pipelining = f;
+    const LaunchShape shape = ShapeFor(p, 8);
+    return Exported{ToMegatronScript(p, c.model, shape), ToMegatronBridgeRecipe(p, c.model, shape),
+                    ToTorchtitanConfig(p, c.model, shape)};
+  };
+  const std::string megatron_note = "Megatron-FSDP's optim_grads_params gathers the weights";
+  const std::string titan_note = "torchtitan with PP keeps the stage gathered";
+  const Exported step = exported(FsdpPipelining::kPerStep);
+  EXPECT_TRUE(Has(step.megatron, megatron_note)) << step.megatron;
+  EXPECT_TRUE(Has(step.bridge, megatron_note)) << step.bridge;
+  EXPECT_FALSE(Has(step.titan, titan_note)) << step.titan;
+  const Exported mb = exported(FsdpPipelining::kPerMicroBatch);
+  EXPECT_FALSE(Has(mb.megatron, megatron_note)) << mb.megatron;
+  EXPECT_FALSE(Has(mb.bridge, megatron_note)) << mb.bridge;
+  EXPECT_TRUE(Has(mb.titan, titan_note)) << mb.titan;
+}
+
 }  // namespace
 }  // namespace onboard
