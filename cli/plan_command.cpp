@@ -18,6 +18,7 @@
 #include "agent/topology_source.h"
 #include "cli/command_registry.h"
 #include "cli/expert_routing_flags.h"
+#include "core/number_text.h"
 #include "parsers/load_model.h"
 #include "search/calibration_table.h"
 #include "search/expert_placement.h"
@@ -111,7 +112,7 @@ Status CheckExportable(const PlanOptions& o, const PlanRequest& req, const Layou
 }
 
 // One costed run as JSON: the estimate, and beside it what the run measured.
-nlohmann::json EvaluationJson(const LayoutRun& run, const PlanEstimate& est, double tps) {
+nlohmann::json EvaluationJson(const LayoutRun& run, const PlanEstimate& est, double tps, double tflops) {
   nlohmann::json j = nlohmann::json::parse(EstimateToJson(run.plan, est));
   j["id"] = run.id;
   if (run.measured_step_s) j["measured_step_s"] = *run.measured_step_s;
@@ -120,7 +121,10 @@ nlohmann::json EvaluationJson(const LayoutRun& run, const PlanEstimate& est, dou
     j["measured_tokens_per_s_per_gpu"] = *run.measured_tokens_per_s_per_gpu;
     j["error"] = tps / *run.measured_tokens_per_s_per_gpu - 1;
   }
-  if (run.measured_tflops_per_gpu) j["measured_tflops_per_gpu"] = *run.measured_tflops_per_gpu;
+  if (run.measured_tflops_per_gpu) {  // beside it the prediction, in the model FLOPs onboard counts
+    j["measured_tflops_per_gpu"] = *run.measured_tflops_per_gpu;
+    j["predicted_tflops_per_gpu"] = tflops;
+  }
   if (!run.assumptions.empty()) j["assumptions"] = run.assumptions;
   return j;
 }
@@ -136,10 +140,19 @@ void PrintEvaluation(const LayoutRun& run, const PlanRequest& req, const PlanEst
     std::cout << "  predicted " << std::lround(tps) << " tokens/s/GPU vs measured "
               << *run.measured_tokens_per_s_per_gpu << " ("
               << Pct(tps / *run.measured_tokens_per_s_per_gpu - 1) << ")\n";
-  if (run.measured_tflops_per_gpu)  // the source's TFLOP count may differ from ours (MTP, causal halving)
+  if (run.measured_tflops_per_gpu) {  // the source's TFLOP count may differ from ours (MTP, causal halving)
     std::cout << "  predicted " << std::lround(tflops) << " model TFLOP/s/GPU vs published "
               << *run.measured_tflops_per_gpu << " (" << Pct(tflops / *run.measured_tflops_per_gpu - 1)
-              << ")\n";
+              << ")";
+    // Both figures per token: where they differ, the TFLOP/s line compares two FLOP counts and the
+    // tokens/s line is the like-for-like one.
+    if (run.measured_tokens_per_s_per_gpu && tps > 0 && *run.measured_tokens_per_s_per_gpu > 0)
+      std::cout << "; per token onboard counts " << FormatSignificant(tflops * 1e3 / tps, 4)
+                << " GFLOP, the source's figures imply "
+                << FormatSignificant(*run.measured_tflops_per_gpu * 1e3 / *run.measured_tokens_per_s_per_gpu,
+                                     4);
+    std::cout << "\n";
+  }
   for (const std::string& a : run.assumptions) std::cout << "  assumed: " << a << "\n";
   std::cout << "\n";
 }
@@ -185,7 +198,7 @@ int RunEvaluate(const PlanOptions& o, const PlanRequest* base) {
     const double gpus = static_cast<double>(req.topology.num_devices);
     const double tps = est->tokens_per_s / gpus, tflops = est->model_flops / est->step_s / gpus / 1e12;
     if (o.json)
-      out.push_back(EvaluationJson(run, *est, tps));
+      out.push_back(EvaluationJson(run, *est, tps, tflops));
     else
       PrintEvaluation(run, req, *est, tps, tflops);
   }

@@ -11,6 +11,11 @@
 # Step 5  check variants against the CPU reference cases (poisoned outputs, NaN check, 1e-5 / 1e-2 bf16)
 # Step 6  time the model's kernels (cudaEvent, median) and print TFLOP/s (KDA) and gather GB/s (DSA)
 #         against the device ceilings (H200: 989 TFLOP/s bf16 dense, 4.8 TB/s HBM)
+# Step 7  bench/expert_gemm_sweep.cu: the routed experts' GEMMs (fprop, dgrad, wgrad) issued as Transformer
+#         Engine's GroupedLinear issues them (one cuBLASLt call per expert on 4 streams) against one dense GEMM of the same
+#         FLOPs, per tokens per expert (issue 13's small-m residual); its sampled outputs are checked
+#         against a host reference before anything is timed. GPU_CHECK_SWEEP=quick|full|off|only
+#         (default full; only: this step alone, first, then exit: it needs neither `onboard` nor LibTorch)
 # Then  scripts/gpu-probe.sh BUILD MODEL: the distributed probe against the same build
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +30,19 @@ NVCC=${ONBOARD_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
 if [ ! -x "$NVCC" ]; then
   echo "gpu-check: nvcc not found (set ONBOARD_NVCC or put CUDA's bin on PATH)" >&2
   exit 1
+fi
+
+# Step 7 first when asked for alone (GPU_CHECK_SWEEP=only): no build of `onboard` before it.
+run_sweep() {
+  mkdir -p "$OUT/bin"
+  "$NVCC" -std=c++17 -O3 -arch="sm_$ARCH" "$ROOT/bench/expert_gemm_sweep.cu" -lcublasLt -o "$OUT/bin/expert_gemm_sweep"
+  local args=()
+  [ "${GPU_CHECK_SWEEP:-full}" = quick ] && args=(--quick)
+  "$OUT/bin/expert_gemm_sweep" "${args[@]}" | tee "$OUT/expert_gemm_sweep.txt"
+}
+if [ "${GPU_CHECK_SWEEP:-full}" = only ]; then
+  run_sweep
+  exit $?
 fi
 
 # Step 1 (against the device's Python torch when there is one, so that gpu-probe.sh reuses this build)
@@ -91,6 +109,11 @@ checks=$(grep -c '^CHECK' "$log" || true)
 fails=$(grep -c '^CHECK.*FAIL' "$log" || true)
 echo "gpu-check: $checks checks against the CPU reference, $fails failed (peak ${PEAK_TFLOPS} TFLOP/s, ${PEAK_GBS} GB/s)"
 [ "$fails" -eq 0 ] || status=1
+
+# Step 7
+if [ "${GPU_CHECK_SWEEP:-full}" != off ]; then
+  run_sweep || status=1
+fi
 # ---- probe (backends/) ------------------------------------------------------------------------
 # The distributed-training probe on the same machine: builds `onboard` + test_backends against the
 # device's LibTorch 2.x (CUDA, so c10d_compat.cpp compiles its USE_C10D_NCCL lines) and runs the

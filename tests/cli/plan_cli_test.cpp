@@ -60,6 +60,9 @@ TEST(PlanCli, EvaluateMeasuredRunsPrintsTokensPerGpuBesideMeasurement) {
   EXPECT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("tokens/s/GPU vs measured 4992"), std::string::npos) << r.out;   // mb2604-dsv3-gb300-mxfp8
   EXPECT_NE(r.out.find("model TFLOP/s/GPU vs published 1298"), std::string::npos) << r.out;
+  // Both FLOP counts per token beside it: 1298 TFLOP/s over 4992 tokens/s is 260 GFLOP per token.
+  EXPECT_NE(r.out.find("; per token onboard counts "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(" GFLOP, the source's figures imply 260\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("assumed: micro_batch not given: 1 assumed"), std::string::npos)
       << r.out;  // dsv3-report
   EXPECT_NE(r.out.find("tt-llama31-405b-512-h100-i1f1b: skipped (hardware"), std::string::npos) << r.out;
@@ -69,6 +72,7 @@ TEST(PlanCli, EvaluateMeasuredRunsPrintsTokensPerGpuBesideMeasurement) {
   const Result j = Onboard("plan --json --evaluate " + runs);
   EXPECT_EQ(j.code, 0);
   EXPECT_NE(j.out.find("\"measured_tokens_per_s_per_gpu\""), std::string::npos);
+  EXPECT_NE(j.out.find("\"predicted_tflops_per_gpu\""), std::string::npos);  // beside the published
   const std::string bad = Write("bad_measured.json", R"({"configs":{},"runs":[{"id":"a","model":"m","hardware":"B200","gpus":8}]})");
   const Result b = Onboard("plan --evaluate " + bad);
   EXPECT_EQ(b.code, 2) << b.out;
