@@ -263,12 +263,7 @@ Timing Time(const Device& dev, const Problem& p, Mode mode, const std::vector<Ge
 
 // Steps 2-5 for one (dtype, shape, pass, E, m): false when the sampled check fails.
 bool RunOne(const Device& dev, bool fp8, const Shape& sh, Pass pass, int64_t E, int64_t m, int reps) {
-  Problem p;
-  p.fp8 = fp8;
-  p.shape = sh;
-  p.pass = pass;
-  p.experts = E;
-  p.m = m;
+  Problem p{fp8, sh, pass, E, m};
   p.SetDims();
   const uint64_t xs = static_cast<uint64_t>(E * p.M * p.K), ws = static_cast<uint64_t>(E * p.N * p.K);
   CHECK_CUDA(cudaMalloc(&p.x, xs * p.in_bytes()));

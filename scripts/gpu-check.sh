@@ -24,6 +24,7 @@ MODEL=${2:-$ROOT/examples/flagship/config.json}
 ARCH=${ONBOARD_CUDA_ARCH:-90}
 OUT=${GPU_CHECK_OUT:-$BUILD/gpu-check}
 T=${GPU_CHECK_T:-8192}
+SWEEP=${GPU_CHECK_SWEEP:-full}
 PEAK_TFLOPS=${GPU_PEAK_TFLOPS:-989}
 PEAK_GBS=${GPU_PEAK_GBS:-4800}
 NVCC=${ONBOARD_NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}
@@ -37,10 +38,10 @@ run_sweep() {
   mkdir -p "$OUT/bin"
   "$NVCC" -std=c++17 -O3 -arch="sm_$ARCH" "$ROOT/bench/expert_gemm_sweep.cu" -lcublasLt -o "$OUT/bin/expert_gemm_sweep"
   local args=()
-  [ "${GPU_CHECK_SWEEP:-full}" = quick ] && args=(--quick)
+  [ "$SWEEP" = quick ] && args=(--quick)
   "$OUT/bin/expert_gemm_sweep" "${args[@]}" | tee "$OUT/expert_gemm_sweep.txt"
 }
-if [ "${GPU_CHECK_SWEEP:-full}" = only ]; then
+if [ "$SWEEP" = only ]; then
   run_sweep
   exit $?
 fi
@@ -111,7 +112,7 @@ echo "gpu-check: $checks checks against the CPU reference, $fails failed (peak $
 [ "$fails" -eq 0 ] || status=1
 
 # Step 7
-if [ "${GPU_CHECK_SWEEP:-full}" != off ]; then
+if [ "$SWEEP" != off ]; then
   run_sweep || status=1
 fi
 # ---- probe (backends/) ------------------------------------------------------------------------
