@@ -106,11 +106,12 @@ json TopologyJson(const Topology& t) {
   for (const auto& c : t.tiers)
     tiers.push_back({{"name", c.name}, {"group_size", c.group_size}, {"bw_gbps", c.bw_gbps},
                      {"latency_us", c.latency_us}, {"efficiency", c.efficiency}});
-  return {{"name", t.name},
-          {"devices", t.num_devices},
-          {"device", {{"name", t.device.name}, {"tflops_bf16", t.device.tflops_bf16},
-                      {"tflops_fp8", t.device.tflops_fp8}, {"hbm_gib", t.device.hbm_gib}}},
-          {"tiers", tiers}};
+  json device = {{"name", t.device.name},
+                 {"tflops_bf16", t.device.tflops_bf16},
+                 {"tflops_fp8", t.device.tflops_fp8},
+                 {"hbm_gib", t.device.hbm_gib}};
+  if (t.device.tflops_fp4 > 0) device["tflops_fp4"] = t.device.tflops_fp4;  // only where the device has it
+  return {{"name", t.name}, {"devices", t.num_devices}, {"device", device}, {"tiers", tiers}};
 }
 
 json CandidateJson(const PlanCandidate& c) {

@@ -32,6 +32,7 @@ namespace {
 
 struct PlanOptions {
   std::string model, topology, mode, evaluate, export_fmt, export_out, base_dtype = "bf16";  // mode "" = lora
+  std::string compute_dtype = "bf16";  // GEMM recipe of the searched plans (PlanRequest::compute_dtype)
   std::string schedule = "1f1b";  // search constraint: pipeline schedules tried (PlanConstraints::schedule)
   std::string cross_entropy;      // PlanRequest::cross_entropy; "" = CostedLoss (plan_export.h)
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
@@ -273,6 +274,10 @@ Status BuildPlanRequest(const PlanOptions& o, std::unique_ptr<PlanRequest>* req)
       ParsePrecision("plan request", "base_dtype", o.base_dtype, PrecisionUse::kFrozenBase);
   if (!base.ok()) return base.status();
   r.base_dtype = *base;
+  Expected<Precision> compute =
+      ParsePrecision("plan request", "compute_dtype", o.compute_dtype, PrecisionUse::kCompute);
+  if (!compute.ok()) return compute.status();
+  r.compute_dtype = *compute;  // the device must have it (nvfp4: fp4 tensor cores): PlanRequest::Validate
   r.seq = o.seq;
   r.global_batch = o.global_batch;
   r.threads = o.threads;
@@ -378,6 +383,10 @@ static OnboardCommand kPlan{
           "a --mode that contradicts it is refused)");
       sub.add_option("--lora-rank", o->lora_rank, "LoRA rank r");  // ranges: PlanRequest::Validate
       sub.add_option("--base-dtype", o->base_dtype, "frozen base precision in LoRA: bf16 | fp8 | mxfp4");
+      sub.add_option(
+          "--compute-dtype", o->compute_dtype,
+          "GEMM precision of the searched plans: bf16 | fp16 | fp8 | mxfp8 | nvfp4 (with --evaluate: "
+          "each layout's own)");
       sub.add_option("--seq", o->seq, "tokens per sequence");
       sub.add_option("--global-batch", o->global_batch, "sequences per optimizer step (0 = ~4M tokens)");
       sub.add_option("--imbalance", o->imbalance, "expert load max/mean per EP rank (from placement)")

@@ -13,6 +13,8 @@ const char* DTypeName(DType d) {
     case DType::kBF16: return "bf16";
     case DType::kFP8: return "fp8";
     case DType::kMXFP4: return "mxfp4";
+    case DType::kNVFP4:
+      return "nvfp4";
     case DType::kI8: return "i8";
     case DType::kU8: return "u8";
     case DType::kI32: return "i32";
@@ -25,6 +27,8 @@ const char* DTypeName(DType d) {
 }
 
 // Bytes per element. MXFP4: 4-bit element + one e8m0 scale byte per 32 elements = 0.5 + 1/32.
+// NVFP4: 4-bit e2m1 element + one e4m3 scale byte per 16 elements = 0.5 + 1/16 (the per-tensor fp32
+// scale is not counted; TransformerEngine recipe NVFP4BlockScaling).
 double DTypeBytes(DType d) {
   switch (d) {
     case DType::kF32: return 4;
@@ -32,6 +36,8 @@ double DTypeBytes(DType d) {
     case DType::kBF16: return 2;
     case DType::kFP8: return 1;
     case DType::kMXFP4: return 0.5 + 1.0 / 32.0;
+    case DType::kNVFP4:
+      return 0.5 + 1.0 / 16.0;
     case DType::kI8: return 1;
     case DType::kU8: return 1;
     case DType::kI32: return 4;
@@ -55,6 +61,7 @@ DType ParseDType(const std::string& s) {
       t == "e4m3" || t == "e5m2" || t == "f8e4m3" || t == "float8")
     return DType::kFP8;
   if (t == "mxfp4") return DType::kMXFP4;
+  if (t == "nvfp4") return DType::kNVFP4;
   if (t == "int8" || t == "i8") return DType::kI8;
   if (t == "uint8" || t == "u8") return DType::kU8;
   if (t == "int32" || t == "i32") return DType::kI32;

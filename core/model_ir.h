@@ -12,9 +12,10 @@
 
 namespace onboard {
 
-enum class DType { kF32, kF16, kBF16, kFP8, kMXFP4, kI8, kU8, kI32, kI64, kBool, kF64, kUnknown };
+enum class DType { kF32, kF16, kBF16, kFP8, kMXFP4, kNVFP4, kI8, kU8, kI32, kI64, kBool, kF64, kUnknown };
 const char* DTypeName(DType d);            // "bf16", "fp8", "mxfp4", ...
-double DTypeBytes(DType d);                // bytes per element; MXFP4 = 0.53125 (4 bits + e8m0 per 32)
+double DTypeBytes(DType d);                // bytes per element; MXFP4 = 0.53125 (4 bits + e8m0 per 32),
+                                           // NVFP4 = 0.5625 (4 bits + e4m3 per 16)
 DType ParseDType(const std::string& s);    // "bfloat16"/"bf16"/"BF16" -> kBF16; unknown -> kUnknown
 
 // Token mixer kinds.

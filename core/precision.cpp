@@ -18,6 +18,7 @@ constexpr PrecisionRow kPrecisions[] = {
     {Precision::kFP8, "fp8", DType::kFP8, true, true, false, false},
     {Precision::kMXFP8, "mxfp8", DType::kFP8, false, true, false, false},
     {Precision::kMXFP4, "mxfp4", DType::kMXFP4, true, false, false, false},
+    {Precision::kNVFP4, "nvfp4", DType::kNVFP4, false, true, false, false},
 };
 
 const PrecisionRow& Row(Precision p) {

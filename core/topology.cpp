@@ -82,6 +82,8 @@ Status ValidateTopology(const Topology& t) {
     return BadInput(f, "device.tflops_bf16", "must be > 0", Num(t.device.tflops_bf16));
   if (t.device.tflops_fp8 < 0 || !Finite(t.device.tflops_fp8))
     return BadInput(f, "device.tflops_fp8", "must be >= 0", Num(t.device.tflops_fp8));
+  if (t.device.tflops_fp4 < 0 || !Finite(t.device.tflops_fp4))
+    return BadInput(f, "device.tflops_fp4", "must be >= 0", Num(t.device.tflops_fp4));
   if (t.device.tflops_fp32 < 0 || !Finite(t.device.tflops_fp32))
     return BadInput(f, "device.tflops_fp32", "must be >= 0", Num(t.device.tflops_fp32));
   if (!(t.device.hbm_gib > 0) || !Finite(t.device.hbm_gib))
@@ -127,11 +129,13 @@ Expected<Topology> ParseTopologyJson(const std::string& text, const std::string&
   ONBOARD_RETURN_IF_ERROR(ReadInt(j, "num_devices", "", origin, true, &t.num_devices));
   auto dev = j.find("device");
   if (dev == j.end() || !dev->is_object()) return BadInput(origin, "device", "missing or not an object");
-  ONBOARD_RETURN_IF_ERROR(CheckKeys(*dev, {"name", "tflops_bf16", "tflops_fp8", "tflops_fp32", "hbm_gib", "hbm_gbps"},
-                                    "device.", origin));
+  ONBOARD_RETURN_IF_ERROR(CheckKeys(
+      *dev, {"name", "tflops_bf16", "tflops_fp8", "tflops_fp4", "tflops_fp32", "hbm_gib", "hbm_gbps"},
+      "device.", origin));
   ONBOARD_RETURN_IF_ERROR(ReadString(*dev, "name", "device.", origin, &t.device.name));
   ONBOARD_RETURN_IF_ERROR(ReadNumber(*dev, "tflops_bf16", "device.", origin, true, &t.device.tflops_bf16));
   ONBOARD_RETURN_IF_ERROR(ReadNumber(*dev, "tflops_fp8", "device.", origin, false, &t.device.tflops_fp8));
+  ONBOARD_RETURN_IF_ERROR(ReadNumber(*dev, "tflops_fp4", "device.", origin, false, &t.device.tflops_fp4));
   ONBOARD_RETURN_IF_ERROR(ReadNumber(*dev, "tflops_fp32", "device.", origin, false, &t.device.tflops_fp32));
   ONBOARD_RETURN_IF_ERROR(ReadNumber(*dev, "hbm_gib", "device.", origin, true, &t.device.hbm_gib));
   ONBOARD_RETURN_IF_ERROR(ReadNumber(*dev, "hbm_gbps", "device.", origin, true, &t.device.hbm_gbps));
@@ -170,6 +174,8 @@ std::string TopologyToJson(const Topology& t) {
   j["device"] = {{"name", t.device.name},       {"tflops_bf16", t.device.tflops_bf16},
                  {"tflops_fp8", t.device.tflops_fp8}, {"tflops_fp32", t.device.tflops_fp32},
                  {"hbm_gib", t.device.hbm_gib}, {"hbm_gbps", t.device.hbm_gbps}};
+  if (t.device.tflops_fp4 > 0)
+    j["device"]["tflops_fp4"] = t.device.tflops_fp4;  // only where the device has it
   j["tiers"] = json::array();
   for (const auto& c : t.tiers)
     j["tiers"].push_back({{"name", c.name}, {"group_size", c.group_size}, {"bw_gbps", c.bw_gbps},

@@ -18,6 +18,7 @@ struct DeviceType {
   double tflops_fp32 = 0;       // dense peak for fp32 matmul, TFLOP/s (0 = use bf16/2)
   double hbm_gib = 0;           // device memory, GiB
   double hbm_gbps = 0;          // memory bandwidth, GB/s
+  double tflops_fp4 = 0;        // dense NVFP4 peak, TFLOP/s (0 = not supported)
 };
 
 struct CommTier {

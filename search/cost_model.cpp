@@ -355,15 +355,26 @@ double SustainedTensorRate(const DeviceType& dev, double gemm_eff_max) {
   return std::min(1.0, mamf / (dev.tflops_bf16 * 1e12) / gemm_eff_max);
 }
 
+// The GEMM recipe of `compute` on `dev`: its datasheet peak, its share of it, and the bytes its
+// quantisation moves and saves (cost_model.h). fp8 / mxfp8 on a device without fp8 run bf16
+// (PlanRequest::Validate refuses nvfp4 on a device without fp4, planner.cpp).
+void SetGemmPrecision(Precision compute, const DeviceType& dev, CostContext* c) {
+  const bool fp8 = (compute == Precision::kFP8 || compute == Precision::kMXFP8) && dev.tflops_fp8 > 0;
+  const bool fp4 = compute == Precision::kNVFP4 && dev.tflops_fp4 > 0;
+  c->quantised = fp8 || fp4;
+  c->datasheet_peak_flops = (fp4 ? dev.tflops_fp4 : fp8 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
+  c->quantised_gemm_eff = fp4 ? c->k.nvfp4_gemm_eff : fp8 ? c->k.fp8_gemm_eff : 1.0;
+  c->quant_bytes = fp4 ? c->k.nvfp4_quant_bytes : fp8 ? c->k.fp8_quant_bytes : 0.0;
+  c->saved_input_bytes = c->quantised ? DTypeBytes(PrecisionElement(compute)) : 0.0;  // 1, or 0.5625
+}
+
 CostContext MakeCostContext(const PlanRequest& req) {
   CostContext c;
   c.req = &req;
   c.prof =
       BuildProfile(req.model, req.seq, req.dropout, req.attention_kernel == "unfused", req.unfused_framework);
   const DeviceType& dev = req.topology.device;
-  c.fp8 =
-      (req.compute_dtype == Precision::kFP8 || req.compute_dtype == Precision::kMXFP8) && dev.tflops_fp8 > 0;
-  c.datasheet_peak_flops = (c.fp8 ? dev.tflops_fp8 : dev.tflops_bf16) * 1e12;
+  SetGemmPrecision(req.compute_dtype, dev, &c);
   const double tensor_rate = SustainedTensorRate(dev, c.k.gemm_eff_max);
   c.peak_flops = c.datasheet_peak_flops * tensor_rate;
   c.attn_peak_flops = dev.tflops_bf16 * 1e12 * tensor_rate;
@@ -372,7 +383,7 @@ CostContext MakeCostContext(const PlanRequest& req) {
   c.exp_per_s = SoftmaxExpsPerSecond(dev.name);
   c.per_expert_launches = PerExpertGemmLaunches(dev.name);
   c.host_link_bps = HostLinkBytesPerSecond(dev.name);
-  c.expert_ops = ExpertHostOpsPerExpert(c.fp8 ? req.compute_dtype : Precision::kBF16);
+  c.expert_ops = ExpertHostOpsPerExpert(c.quantised ? req.compute_dtype : Precision::kBF16);
   c.loss = FindCrossEntropy(req.cross_entropy);
   ONBOARD_ASSERT(c.loss != nullptr, "cross_entropy '" + req.cross_entropy + "' passed PlanRequest::Validate");
   if (req.mode == FinetuneMode::kLoRA)

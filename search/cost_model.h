@@ -25,6 +25,8 @@ struct CostConstants {
   double gemm_dim0 = 64;             // efficiency halves-ish when a GEMM dim is this small: eff = max/(1+d0/m+d0/n+d0/k)
   double fp8_gemm_eff = 0.80;        // achieved fraction of the fp8/MXFP8 peak relative to bf16's (TE fp8 GEMMs run
                                      // ~1.6x bf16, not 2x, at LLM shapes; calibrated)
+  double nvfp4_gemm_eff = 0.80;      // the same share of the NVFP4 peak (TE NVFP4BlockScaling GEMMs). Not
+                                     // calibrated: no NVFP4 run in the shared file; fp8's share carried over
   double grouped_gemm_eff = 0.90;    // grouped (per-expert) GEMM vs one dense GEMM of the same shape: per-expert
                                      // tile tails and launch (CUTLASS/TE grouped GEMM; calibrated)
   double gemm_tile_m = 128;          // M tile of grouped GEMMs: per-expert tokens are padded to it (tokens)
@@ -75,6 +77,12 @@ struct CostConstants {
                                       // dQ per step and dK,dV per hop the same way (2x, as elementwise)
   // fp8 / MXFP8 quantisation of GEMM inputs (TE: row-wise + column-wise copies).
   double fp8_quant_bytes = 4.0;      // HBM bytes per GEMM input element per pass: read 2 B, write 2 x 1 B (+ scales)
+  // NVFP4 (TE NVFP4BlockScaling, TransformerEngine@d0067d0 pytorch/csrc/quantizer.cpp
+  // NVFP4Quantizer::quantize_impl): an amax pass over the bf16 input first (nvte_hadamard_transform_amax
+  // with RHT for inputs and grads, nvte_compute_amax_with_config for weights: read 2 B), then one fused
+  // cast writing the row-wise and the RHT'd column-wise copies (nvte_quantize_with_hadamard_transform:
+  // read 2 B, write 2 x (0.5 B + one e4m3 scale per 16 elements)).
+  double nvfp4_quant_bytes = 2.0 + 2.0 + 2 * (0.5 + 1.0 / 16);  // = 5.125 B per element per pass
   double fp8_dispatch_bytes = 1.0;   // bytes per element of the EP dispatch in fp8 (DeepEP / HybridEP)
   double combine_bytes = 2.0;        // bytes per element of the EP combine (bf16)
   // Host-side launch overheads (eager PyTorch), seconds per layer per micro-batch, fwd+bwd.
@@ -106,11 +114,16 @@ struct CostContext {
   const PlanRequest* req = nullptr;
   ModelProfile prof;
   CostConstants k;
-  double peak_flops = 0;             // FLOP/s per device of GEMMs at the compute dtype (fp8 peak for fp8/mxfp8)
+  double peak_flops = 0;             // FLOP/s per device of GEMMs at the compute dtype (fp8 peak for
+                                     // fp8/mxfp8, fp4 peak for nvfp4)
   double attn_peak_flops = 0;        // FLOP/s per device of attention cores (bf16: TE runs them in bf16)
                                      // Both are the datasheet peak x SustainedTensorRate (<= 1).
   double datasheet_peak_flops = 0;   // the datasheet peak at the compute dtype (MFU's denominator)
-  bool fp8 = false;                  // GEMM inputs quantised (fp8 per-tensor or MXFP8)
+  bool quantised = false;            // GEMM inputs quantised (fp8 per-tensor, MXFP8 or NVFP4)
+  double quant_bytes = 0;            // HBM bytes per GEMM input element per quantise pass (0: bf16)
+  double saved_input_bytes = 0;      // bytes per GEMM input element TE saves for backward in the
+                                     // quantised copy (fp8 / mxfp8 1, nvfp4 0.5625; 0: bf16 saves none)
+  double quantised_gemm_eff = 1;     // k.fp8_gemm_eff or k.nvfp4_gemm_eff (1: bf16)
   bool host_fed = true;              // an accelerator fed by a host launch queue (launch / sync stalls);
                                      // false on the CPU backend (LocalhostTopology): ops run on the host
                                      // thread and the measured matmul rate already includes their overhead

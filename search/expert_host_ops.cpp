@@ -11,7 +11,9 @@
 //               delayed scaling (cast.cpp:117-149, "only have fused kernel for FP8 delayed scaling"):
 //               mxfp8 one kernel each (quantizer.cpp:1091-1103, a bidimensional cast, cast_kernels.cuh
 //               :1687-1695); fp8 current scaling four each (quantizer.cpp:497-536: zero amax, amax,
-//               scale from amax, cast; current_scaling.cu:75-96); forward the input, backward grad_output
+//               scale from amax, cast; current_scaling.cu:75-96); nvfp4 two each (TransformerEngine@d0067d0
+//               quantizer.cpp NVFP4Quantizer::quantize_impl: nvte_hadamard_transform_amax, then
+//               nvte_quantize_with_hadamard_transform); forward the input, backward grad_output
 //               (grouped_linear.py:127, 316-327)
 // Weights are cast once per step (is_first_microbatch caching, Megatron TEGroupedLinear.forward), scale
 // swizzles run as one multi-tensor kernel per grouped GEMM (util.cpp:87-180, up to 64 tensors a launch),
@@ -26,6 +28,7 @@ namespace {
 double QuantiseOpsPerExpert(Precision p) {
   if (p == Precision::kMXFP8) return 1;  // one MXFP8 cast, row- and column-wise in one launch
   if (p == Precision::kFP8) return 4;    // current scaling: zero amax, amax, scale, cast
+  if (p == Precision::kNVFP4) return 2;  // amax (post-RHT), then one fused row- + column-wise (RHT) cast
   return 0;                              // bf16 / fp16: torch.split views, no kernel
 }
 

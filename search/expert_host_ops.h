@@ -14,7 +14,7 @@ struct ExpertHostOps {
 };
 
 // bf16 / fp16: 2 fwd, 4 bwd; fp8 per-tensor (current scaling, as the exports write it): 10 fwd, 12 bwd;
-// mxfp8: 4 fwd, 6 bwd. Sources and the per-op counts in expert_host_ops.cpp.
+// mxfp8: 4 fwd, 6 bwd; nvfp4: 6 fwd, 8 bwd. Sources and the per-op counts in expert_host_ops.cpp.
 ExpertHostOps ExpertHostOpsPerExpert(Precision compute_dtype);
 
 }  // namespace onboard

@@ -8,7 +8,7 @@
 //   megatron.bridge.training.finetune.finetune(config, forward_step_func)
 //   megatron.bridge.training.gpt_step.forward_step
 //   megatron.bridge.training.mixed_precision.{bf16_mixed, fp16_mixed, bf16_with_fp8_current_scaling_mixed,
-//   bf16_with_mxfp8_mixed}
+//   bf16_with_mxfp8_mixed, bf16_with_nvfp4_mixed}
 // ConfigContainer.validate asserts cfg.checkpoint.pretrained_checkpoint is set when cfg.peft is,
 // and that model.seq_length == dataset.seq_length: both are set below.
 #include <algorithm>
@@ -147,6 +147,8 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
                    : p.compute_dtype == Precision::kFP8 ? "bf16_with_fp8_current_scaling_mixed"
                    : p.compute_dtype == Precision::kMXFP8
                        ? "bf16_with_mxfp8_mixed"  // Bridge mixed_precision.py
+                   : p.compute_dtype == Precision::kNVFP4
+                       ? "bf16_with_nvfp4_mixed"  // fp4 "e2m1", fp4_recipe "nvfp4", fp4_param_gather
                        : "bf16_mixed";
   os << "    cfg.mixed_precision = mixed_precision." << mp << "()\n";
   const bool fsdp = p.zero_stage >= 3 && p.mode == FinetuneMode::kFull;

@@ -288,10 +288,18 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
   if (p.compute_dtype == Precision::kFP16)
     a->Add("--fp16");
   else a->Add("--bf16");
-  if (p.compute_dtype == Precision::kFP8) a->Add("--fp8-format", "hybrid");
+  if (p.compute_dtype == Precision::kFP8) {  // per-tensor current scaling, as costed and as Bridge's
+    a->Add("--fp8-format", "hybrid");        // bf16_with_fp8_current_scaling_mixed: hybrid + tensorwise
+    a->Add("--fp8-recipe", "tensorwise");    // (Megatron's default recipe is "delayed")
+  }
   if (p.compute_dtype == Precision::kMXFP8) {  // TE MXFP8BlockScaling: e4m3 elements, one e8m0 scale per 32
     a->Add("--fp8-format", "e4m3");
     a->Add("--fp8-recipe", "mxfp8");
+  }
+  if (p.compute_dtype ==
+      Precision::kNVFP4) {  // TE NVFP4BlockScaling: e2m1, one e4m3 scale per 16 (TE >= 2.7)
+    a->Add("--fp4-format", "e2m1");
+    a->Add("--fp4-recipe", "nvfp4");
   }
   a->Add("--micro-batch-size", S(p.micro_batch));
   a->Add("--global-batch-size", S(p.global_batch));

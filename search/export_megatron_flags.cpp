@@ -98,6 +98,8 @@ const std::map<std::string, MegatronFlagSpec>& MegatronKnownFlags() {
       {"--fp16", {K::kSwitch, {}}},
       {"--fp8-format", {K::kOne, {"e4m3", "hybrid"}}},
       {"--fp8-recipe", {K::kOne, {"tensorwise", "delayed", "mxfp8", "blockwise"}}},
+      {"--fp4-format", {K::kOne, {"e2m1"}}},   // transformer_config.py fp4 (argparse_meta --fp4-format)
+      {"--fp4-recipe", {K::kOne, {"nvfp4"}}},  // transformer_config.py fp4_recipe ('custom' needs a factory)
       {"--micro-batch-size", {K::kOne, {}}},
       {"--global-batch-size", {K::kOne, {}}},
       {"--seq-length", {K::kOne, {}}},

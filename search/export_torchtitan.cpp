@@ -117,6 +117,9 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
   if (p.compute_dtype == Precision::kFP8 || p.compute_dtype == Precision::kMXFP8)
     c.approximations.push_back(std::string(PrecisionName(p.compute_dtype)) +
                                " GEMMs: not exported (add a Float8/MXFP8 converter by hand)");
+  if (p.compute_dtype == Precision::kNVFP4)
+    c.approximations.push_back(
+        "nvfp4 GEMMs: not exported (torchtitan has no NVFP4 training converter); bfloat16 exported");
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
     c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
                                ": exported as bf16");

@@ -14,7 +14,7 @@ namespace {
 struct Known {
   const char* name;
   const char* alias;    // the name as measured_training_runs.json writes it ("" = none)
-  double bf16, fp8, hbm_gib, hbm_gbps;
+  double bf16, fp8, fp4, hbm_gib, hbm_gbps;  // fp4: dense NVFP4 (0 = none)
   const char* link;
   double link_gbps, link_eff, link_lat_us;
   int64_t domain;       // devices on the scale-up link (0 = every device: supernode)
@@ -32,6 +32,11 @@ struct Known {
 //   GB200 NVL72: 180 PF bf16 / 360 PF fp8 dense per 72 GPUs = 2.5 / 5 PF, 13.4 TB HBM3e / 72 = 186 GB,
 //                576 TB/s / 72 = 8 TB/s, 72-GPU NVLink domain (4 per tray), CX-7 400 Gb/s.
 //   GB300 NVL72: 2.5 PF bf16, 5 PF fp8 dense per GPU, 288 GB HBM3e at 8 TB/s, 72-GPU domain, CX-8 800 Gb/s.
+// Dense NVFP4 (TE NVFP4BlockScaling GEMMs; Hopper and Ampere have none): HGX B200 72 PF per 8 GPUs = 9 PF
+//   (144 PF with sparsity); DGX/HGX B300 108 PF per 8 = 13.5 PF (144 PF with sparsity); GB200 NVL72 720 PF
+//   per 72 = 10 PF (1,440 PF with sparsity); GB300 NVL72 1,080 PF per 72 = 15 PF, "3x that of FP8 on the
+//   same GPUs" (NVIDIA technical blog "3 Ways NVFP4 Accelerates AI Training and Inference"). Ascend's
+//   4-bit format is MXFP4 (e8m0 per 32), not NVFP4: 0.
 // Softmax exponentials (SFU MUFU.EX2, per GPU): Blackwell 5 and Blackwell Ultra 10.7 TeraExponentials/s
 //   (NVIDIA "Inside NVIDIA Blackwell Ultra" technical blog, spec table "Attention acceleration (SFU EX2)";
 //   "Making Softmax More Efficient with NVIDIA Blackwell Ultra": SFU throughput doubled, measured exp2
@@ -59,18 +64,21 @@ struct Known {
 //   their matmuls by 4.4% (fp8: 3615.6 vs 3432.5, 5.3%): GB200's datasheet peak is not sustained.
 const std::vector<Known>& Catalog() {
   static const std::vector<Known> k = {
-      {"A100-80GB", "", 312, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4, 27.5, 271.2},
-      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55, 794.5},
-      {"H800-80GB", "H800", 989, 1979, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400, 4.2, 55, 0},
-      {"H200-141GB", "", 989, 1979, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55, 794.5},
-      {"B200-180GB", "B200", 2250, 4500, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 4.5, 55, 1745.0},
-      {"B300-288GB", "B300", 2250, 4500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 9.63, 55, 1769.0},
-      {"GB200-NVL72", "GB200", 2500, 5000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0, 157,
-       1822.0},
-      {"GB300-NVL72", "GB300", 2500, 5000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7, 157,
-       0},
+      {"A100-80GB", "", 312, 0, 0, 80, 2039, "nvlink3", 300, 0.70, 5, 8, 8, 200, 2.4, 27.5, 271.2},
+      {"H100-80GB", "H100-80GB-SXM", 989, 1979, 0, 80, 3350, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55,
+       794.5},
+      {"H800-80GB", "H800", 989, 1979, 0, 80, 3350, "nvlink-h800", 200, 0.80, 5, 8, 8, 400, 4.2, 55, 0},
+      {"H200-141GB", "", 989, 1979, 0, 140, 4800, "nvlink4", 450, 0.70, 5, 8, 8, 400, 4.2, 55, 794.5},
+      {"B200-180GB", "B200", 2250, 4500, 9000, 180, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 400, 4.5, 55,
+       1745.0},
+      {"B300-288GB", "B300", 2250, 4500, 13500, 288, 8000, "nvlink5", 900, 0.75, 5, 8, 8, 800, 9.63, 55,
+       1769.0},
+      {"GB200-NVL72", "GB200", 2500, 5000, 10000, 186, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 400, 5.0,
+       157, 1822.0},
+      {"GB300-NVL72", "GB300", 2500, 5000, 15000, 288, 8000, "nvlink5-nvl72", 900, 0.75, 5, 72, 4, 800, 10.7,
+       157, 0},
       // Ascend 950DT: 1 PFLOP/s fp8 (announced); bf16 taken as half of fp8. Supernode fabric.
-      {"Ascend-950DT", "", 500, 1000, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400, 0, 0, 0},
+      {"Ascend-950DT", "", 500, 1000, 0, 144, 4000, "ub-mesh", 1000, 0.80, 2.1, 0, 0, 400, 0, 0, 0},
   };
   return k;
 }
@@ -134,7 +142,7 @@ Expected<Topology> TopologyForHardware(const std::string& hardware, int64_t devi
   t.name = std::string(k->name) + "-x" + std::to_string(devices);
   t.source = origin;
   t.num_devices = devices;
-  t.device = {k->name, k->bf16, k->fp8, 0, k->hbm_gib, k->hbm_gbps};
+  t.device = {k->name, k->bf16, k->fp8, 0, k->hbm_gib, k->hbm_gbps, k->fp4};
   const int64_t node = DomainShare(*k, devices);
   if (devices > node && devices % node == 0) {
     t.tiers.push_back({k->link, node, k->link_gbps, k->link_lat_us, k->link_eff});

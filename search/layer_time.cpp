@@ -5,12 +5,13 @@
 // Legend: t = tp, c = cp, e = ep, p = pp, v = interleave, m = micro-batches per step,
 // T = micro_batch*seq/c tokens of one micro-batch on one device, h = hidden, k = top_k,
 // w = dispatch width (hidden or latent), E = routed experts, s = seq, P = GEMM peak FLOP/s (fp8 peak
-// for fp8/mxfp8), Pa = attention peak (bf16), both datasheet x the device's sustained tensor rate
-// (SustainedTensorRate, cost_model.cpp: measured matmul share / gemm_eff_max, <= 1), HBM = HBM bytes/s *
-// hbm_eff. Constants: CostConstants (cost_model.h) with their sources. Per micro-batch, per device, one
-// layer:
+// for fp8/mxfp8, fp4 peak for nvfp4), Pa = attention peak (bf16), both datasheet x the device's
+// sustained tensor rate (SustainedTensorRate, cost_model.cpp: measured matmul share / gemm_eff_max,
+// <= 1), HBM = HBM bytes/s * hbm_eff. Constants: CostConstants (cost_model.h) with their sources. Per
+// micro-batch, per device, one layer:
 //   GEMM time        = max(flops / (P * eff(m,n,k)), weight bytes / HBM)
-//   eff(m,n,k)       = gemm_eff_max * cal * (fp8 ? fp8_gemm_eff : 1) / (1 + d0/m + d0/n + d0/k)
+//   eff(m,n,k)       = gemm_eff_max * cal * q / (1 + d0/m + d0/n + d0/k), q = fp8_gemm_eff (fp8, mxfp8),
+//                      nvfp4_gemm_eff (nvfp4) or 1 (bf16)
 //   dense GEMMs      : flops = T * dense_gemm_flops / t,   m = T, k = h, n = flops/(2 T h)
 //   routed GEMMs     : R = T/t * k * imbalance token copies on the rank, E/e experts there,
 //                      m = R / (E/e) tokens per expert (small!), padded up to gemm_tile_m,
@@ -32,7 +33,8 @@
 //                      Efficient with Blackwell Ultra": BMM2 waits for the softmax);
 //                      scores = core_flops / (2 (d_qk + d_v))
 //   elementwise      : elementwise_passes * kept activation bytes / HBM   (bwd = 2x)
-//   fp8 quantisation : fp8_quant_bytes * GEMM input elements / HBM, fwd (inputs) and bwd (output grads)
+//   quantisation     : quant_bytes * GEMM input elements / HBM, fwd (inputs) and bwd (output grads);
+//                      quant_bytes = fp8_quant_bytes (fp8, mxfp8) or nvfp4_quant_bytes (nvfp4)
 //   backward GEMMs   : 2x forward (full fine-tuning), 1x (LoRA: no weight grads for the frozen base)
 //   output head      : the T x h x V/t GEMM (x 3 full, x 2 LoRA) + the loss's own HBM passes,
 //                      traffic_bytes (PlanRequest::cross_entropy, search/cross_entropy_cost.h) x T x V/t
@@ -55,7 +57,8 @@
 //   expert TP (etp)  : each expert's FFN split over etp ranks: the rank runs R*etp copies (all-gathered)
 //                      at width I/etp, E/e experts there; + AG of the copies and RS of the outputs over
 //                      the etp group fwd, RS + AG bwd (bf16, R*w*etp elements), counted with the EP comm
-//   EP all-to-all    : per MoE layer dispatch + combine, fwd (fp8 or bf16 dispatch, bf16 combine) and
+//   EP all-to-all    : per MoE layer dispatch + combine, fwd (fp8 dispatch for fp8 / mxfp8 plans on flex
+//                      dispatchers, else bf16; bf16 combine) and
 //                      bwd (bf16 both), R*w bytes/elem each; NVLink inside the domain, then IB with
 //                      per-node de-duplication (DeepEP/HybridEP: a token crosses to a node once);
 //                      split by tier in search/ep_a2a_traffic.h: slow-tier copies per token =
@@ -107,11 +110,13 @@ TimeModel::TimeModel(const CostContext& c, const Plan& p) : c_(c), p_(p), pol_(K
   const CostConstants& k = c.k;
   t_ = static_cast<double>(p.deg.tp);
   T_ = TokensPerRank(p);
-  eff_ = k.gemm_eff_max * c.req->calibration.compute_efficiency * (c.fp8 ? k.fp8_gemm_eff : 1.0);
+  eff_ = k.gemm_eff_max * c.req->calibration.compute_efficiency * c.quantised_gemm_eff;
   hbm_ = c.hbm_bps * k.hbm_eff * c.req->calibration.memory_bound_efficiency;
   lora_ = p.mode == FinetuneMode::kLoRA;
   flex_ = p.ep_dispatcher != EpDispatcher::kAllToAll;
-  dispatch_bytes_ = c.fp8 && flex_ ? k.fp8_dispatch_bytes : k.combine_bytes;
+  // DeepEP / HybridEP dispatch fp8 (e4m3) tokens; an nvfp4 plan dispatches bf16 and quantises after.
+  const bool fp8_dispatch = c.quantised && c.req->compute_dtype != Precision::kNVFP4;
+  dispatch_bytes_ = fp8_dispatch && flex_ ? k.fp8_dispatch_bytes : k.combine_bytes;
   const Topology& topo = c.req->topology;
   const CostCalibration& cal = c.req->calibration;
   tp_ar_ = CollectiveCost(topo, cal, Collective::kAllReduce, p.deg.tp, 1, T_ * c.prof.hidden * 2);

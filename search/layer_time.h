@@ -74,7 +74,7 @@ class TimeModel {
   double TpExposed(double gemm) const;
   double NormRecompute(const LayerProfile& lp) const;
   // fp8 quantisation of `elems` GEMM input elements (one pass).
-  double Quant(double elems) const { return c_.fp8 ? c_.k.fp8_quant_bytes * elems / hbm_ : 0; }
+  double Quant(double elems) const { return c_.quant_bytes * elems / hbm_; }
 
   // layer_time_channel.cpp
   void Channel(const LayerProfile& lp, BlockTime* ch) const;

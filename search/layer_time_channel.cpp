@@ -116,7 +116,7 @@ TimeModel::Routed TimeModel::RoutedExperts(const LayerProfile& lp) const {
 // their autograd twins move the same bytes (dY padded, dX unpadded). Uniform-random counts are almost
 // never all aligned, so TE's early return (m_splits already aligned) is not counted.
 double TimeModel::Fp8RowPadding(double rows, const LayerProfile& lp) const {
-  if (!c_.fp8 || !c_.req->fp8_expert_padding || p_.ep_dispatcher == EpDispatcher::kHybridEP) return 0;
+  if (!c_.quantised || !c_.req->fp8_expert_padding || p_.ep_dispatcher == EpDispatcher::kHybridEP) return 0;
   return 2 * rows * (lp.dispatch_width * dispatch_bytes_ + lp.hidden * c_.k.combine_bytes) / hbm_;
 }
 

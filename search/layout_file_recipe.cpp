@@ -5,8 +5,9 @@
 // state the value itself.
 //
 // Rules (one per field):
-//   precision         : first word: mxfp8 | fp8 (per-tensor / block scaling) | bf16 | fp16 (costed as
-//                       bf16); any other (nvfp4, ...) skips the run, never costed as another precision.
+//   precision         : first word: mxfp8 | nvfp4 | fp8 (per-tensor / block scaling) | bf16 | fp16
+//                       (costed as bf16); any other (fp32, mxfp4, ...) skips the run, never costed as
+//                       another precision.
 //   recompute         : "none..." = none; recompute_modules=[...] (or the recipe's list) per module:
 //                       mla_up_proj -> MLA selective, core_attn -> every mixer selective, mlp -> MLP full,
 //                       moe -> MoE full, moe_act -> MoE selective, layernorm -> RMSNorm outputs
@@ -197,13 +198,14 @@ const json* RecipeField(const json& r, const char* group, const char* key) {
 
 void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
   const std::string prec = Lower(r.value("precision", std::string("bf16")));
-  run->plan.compute_dtype = prec.rfind("mxfp8", 0) == 0 ? Precision::kMXFP8
-                            : prec.rfind("fp8", 0) == 0 ? Precision::kFP8
-                                                        : Precision::kBF16;
+  run->plan.compute_dtype = prec.rfind("mxfp8", 0) == 0   ? Precision::kMXFP8
+                            : prec.rfind("nvfp4", 0) == 0 ? Precision::kNVFP4
+                            : prec.rfind("fp8", 0) == 0   ? Precision::kFP8
+                                                          : Precision::kBF16;
   const bool half = prec.rfind("bf16", 0) == 0 || prec.rfind("fp16", 0) == 0;
-  if (run->plan.compute_dtype == Precision::kBF16 && !half && run->skipped.empty())  // nvfp4, fp32, ...
+  if (run->plan.compute_dtype == Precision::kBF16 && !half && run->skipped.empty())  // fp32, mxfp4, ...
     run->skipped = "precision '" + prec.substr(0, prec.find(' ')).substr(0, 20) +
-                   "' not modelled (GEMMs are costed at bf16, fp8 or mxfp8)";
+                   "' not modelled (GEMMs are costed at bf16, fp8, mxfp8 or nvfp4)";
   const std::string opt = Lower(r.value("optimizer", std::string()));
   if (opt.find("precision-aware") != std::string::npos)
     run->plan.optimizer_dtype = run->plan.grad_dtype = Precision::kBF16;
@@ -222,8 +224,9 @@ void ReadPrecisionOptimizer(const json& r, LayoutRun* run) {
                            recipe_text.find(":scripts/performance/configs/") != std::string::npos;
   if (bridge_perf || recipe_text.find("grad_reduce_in_fp32=False") != std::string::npos)
     run->plan.grad_dtype = Precision::kBF16;
-  const bool llama_perf =
-      bridge_perf && recipe_text.find("configs/llama/llama31_llm_pretrain.py") != std::string::npos;
+  const bool llama_perf = bridge_perf &&
+                          recipe_text.find("configs/llama/llama31_llm_pretrain.py") != std::string::npos &&
+                          run->plan.compute_dtype != Precision::kNVFP4;  // "False if precision == nvfp4"
   if (run->plan.deg.tp > 1 && (llama_perf || recipe_text.find("tp_comm_overlap=True") != std::string::npos)) {
     run->plan.tp_comm_overlap = true;
     run->assumptions.push_back(

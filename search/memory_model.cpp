@@ -86,9 +86,10 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
   const Recompute mix = pol ? (*pol)[lp.mixer_kind_id] : PolicyFor(p, lp.mixer_kind);
   const Recompute chan = pol ? (*pol)[lp.channel_kind_id] : PolicyFor(p, lp.channel_kind);
   const double h2 = 2 * lp.hidden;
-  // fp8 training keeps the quantised GEMM inputs for backward (Transformer Engine saves the fp8
-  // copy): 1 byte saved per input element.
-  const double fp8_saved = c.fp8 ? 1.0 : 0.0;
+  // Quantised training keeps the quantised GEMM inputs for backward (Transformer Engine saves the
+  // column-wise copy) in place of their 2 B bf16 copy: 1 byte saved per input element in fp8 / mxfp8,
+  // 2 - 0.5625 in nvfp4 (cost_model.h saved_input_bytes).
+  const double quant_saved = c.quantised ? 2.0 - c.saved_input_bytes : 0.0;
   const double norm_kept = c.req->recompute_norms ? 0.0 : lp.act_norms / 2;  // RMSNorm outputs kept per block
   double rep = 0, split = 0, routed = 0;
   if (mix == Recompute::kFull && chan == Recompute::kFull) {
@@ -98,7 +99,7 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
       rep += h2;
     } else {
       rep += norm_kept + h2 + lp.dropout_mask_bytes / 2;
-      split += std::max(0.0, lp.act_mixer - fp8_saved * lp.mixer_gemm_inputs);
+      split += std::max(0.0, lp.act_mixer - quant_saved * lp.mixer_gemm_inputs);
       if (mix == Recompute::kSelective) split -= lp.act_mixer_selective;
       if (mix == Recompute::kNone) split += lp.scores_bytes_per_key * static_cast<double>(c.prof.seq);
     }
@@ -106,8 +107,8 @@ double LayerActBytesPerToken(const CostContext& c, const Plan& p, size_t l, doub
       rep += h2;
     } else {
       rep += norm_kept + h2 + lp.dropout_mask_bytes / 2;
-      split += std::max(0.0, lp.act_channel - fp8_saved * lp.channel_gemm_inputs);
-      routed = std::max(0.0, RoutedActBytes(lp, p.deg.etp) - fp8_saved * RoutedGemmInputs(lp, p.deg.etp) -
+      split += std::max(0.0, lp.act_channel - quant_saved * lp.channel_gemm_inputs);
+      routed = std::max(0.0, RoutedActBytes(lp, p.deg.etp) - quant_saved * RoutedGemmInputs(lp, p.deg.etp) -
                                  SwiGluBytesDropped(c, lp, chan)) *
                c.req->expert_imbalance / t;
     }
@@ -125,7 +126,7 @@ double SwiGluBytesDropped(const CostContext& c, const LayerProfile& lp, Recomput
   if (!GatedRoutedExperts(lp)) return 0;
   const double kI = static_cast<double>(lp.top_k) * lp.expert_inter;
   const double input = c.req->fp8_act_input_store ? 2 * kI : 0;
-  const double output = chan == Recompute::kSelective ? kI * (c.fp8 ? 1.0 : 2.0) : 0;
+  const double output = chan == Recompute::kSelective ? kI * (c.quantised ? c.saved_input_bytes : 2.0) : 0;
   return input + output;
 }
 

@@ -98,13 +98,30 @@ std::string ToMegatronArgs(const Plan& p) {
   // The parallelism / batch / optimizer flags of the full export, on a one-line list.
   ModelIR none;
   const MegatronExport e = BuildMegatronExport(p, none, ShapeFor(p, 8));
-  static const char* const kKeep[] = {
-      "--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
-      "--expert-model-parallel-size", "--expert-tensor-parallel-size", "--sequence-parallel",
-      "--use-megatron-fsdp", "--data-parallel-sharding-strategy", "--use-distributed-optimizer", "--ckpt-format",
-      "--overlap-grad-reduce", "--overlap-param-gather", "--recompute-granularity", "--recompute-method",
-      "--recompute-num-layers", "--bf16", "--fp16", "--fp8-format", "--micro-batch-size", "--global-batch-size",
-      "--seq-length"};
+  static const char* const kKeep[] = {"--tensor-model-parallel-size",
+                                      "--pipeline-model-parallel-size",
+                                      "--context-parallel-size",
+                                      "--expert-model-parallel-size",
+                                      "--expert-tensor-parallel-size",
+                                      "--sequence-parallel",
+                                      "--use-megatron-fsdp",
+                                      "--data-parallel-sharding-strategy",
+                                      "--use-distributed-optimizer",
+                                      "--ckpt-format",
+                                      "--overlap-grad-reduce",
+                                      "--overlap-param-gather",
+                                      "--recompute-granularity",
+                                      "--recompute-method",
+                                      "--recompute-num-layers",
+                                      "--bf16",
+                                      "--fp16",
+                                      "--fp8-format",
+                                      "--fp8-recipe",
+                                      "--fp4-format",
+                                      "--fp4-recipe",
+                                      "--micro-batch-size",
+                                      "--global-batch-size",
+                                      "--seq-length"};
   std::string line;
   for (const auto& [flag, value] : e.args.flags)
     for (const char* k : kKeep)

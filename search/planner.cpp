@@ -34,6 +34,10 @@ Status PlanRequest::Validate() const {
   ONBOARD_RETURN_IF_ERROR(CheckPlanShape(f, mode, lora_rank, seq, global_batch));
   ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse(f, "base_dtype", base_dtype, PrecisionUse::kFrozenBase));
   ONBOARD_RETURN_IF_ERROR(CheckPrecisionUse(f, "compute_dtype", compute_dtype, PrecisionUse::kCompute));
+  if (compute_dtype == Precision::kNVFP4 && !(topology.device.tflops_fp4 > 0))
+    return BadInput(topology.source.empty() ? f : topology.source, "device.tflops_fp4",
+                    "compute_dtype nvfp4 needs a device with NVFP4 tensor cores (Blackwell: tflops_fp4 > 0)",
+                    std::to_string(topology.device.tflops_fp4));
   if (!(expert_imbalance >= 1) || !std::isfinite(expert_imbalance) || expert_imbalance > 64)
     return BadInput(f, "expert_imbalance", "must be in [1, 64]", std::to_string(expert_imbalance));
   if (!(dropout >= 0 && dropout < 1)) return BadInput(f, "dropout", "must be in [0, 1)", std::to_string(dropout));

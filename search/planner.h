@@ -67,7 +67,8 @@ struct PlanRequest {
   FinetuneMode mode = FinetuneMode::kFull;
   int64_t lora_rank = 16;                // LoRA rank r (mode == kLoRA)
   Precision base_dtype = Precision::kBF16;     // frozen base weights in LoRA: bf16 | fp8 | mxfp4
-  Precision compute_dtype = Precision::kBF16;  // GEMM inputs: bf16 | fp16 | fp8 | mxfp8 (core/precision.h)
+  Precision compute_dtype =
+      Precision::kBF16;                  // GEMM inputs: bf16 | fp16 | fp8 | mxfp8 | nvfp4 (core/precision.h)
   int64_t seq = 4096;                    // tokens per sequence
   int64_t global_batch = 0;              // sequences per optimizer step; 0 = ~4M tokens rounded
   double expert_imbalance = 1.0;         // max/mean routed tokens per EP rank after placement (>= 1)

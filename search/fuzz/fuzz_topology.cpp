@@ -23,8 +23,9 @@ void Require(bool ok, const char* what, const std::string& detail) {
 bool SameTopology(const onboard::Topology& a, const onboard::Topology& b) {
   if (a.name != b.name || a.num_devices != b.num_devices || a.device.name != b.device.name ||
       a.device.tflops_bf16 != b.device.tflops_bf16 || a.device.tflops_fp8 != b.device.tflops_fp8 ||
-      a.device.tflops_fp32 != b.device.tflops_fp32 || a.device.hbm_gib != b.device.hbm_gib ||
-      a.device.hbm_gbps != b.device.hbm_gbps || a.tiers.size() != b.tiers.size())
+      a.device.tflops_fp32 != b.device.tflops_fp32 || a.device.tflops_fp4 != b.device.tflops_fp4 ||
+      a.device.hbm_gib != b.device.hbm_gib || a.device.hbm_gbps != b.device.hbm_gbps ||
+      a.tiers.size() != b.tiers.size())
     return false;
   for (size_t i = 0; i < a.tiers.size(); ++i) {
     const onboard::CommTier &x = a.tiers[i], &y = b.tiers[i];

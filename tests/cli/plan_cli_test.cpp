@@ -287,6 +287,33 @@ TEST(PlanCli, PrecisionsAreParsedOnceAndAnUnknownOneExits2) {
   EXPECT_NE(mx.out.find("\"compute_dtype\": \"mxfp8\""), std::string::npos) << mx.out;
 }
 
+// --compute-dtype picks the GEMM recipe the search costs and the exports write: nvfp4 on a Blackwell
+// topology is planned and exported as Megatron's NVFP4 recipe; on Hopper (no fp4 tensor cores) it exits 2
+// naming the topology file and device.tflops_fp4; an unknown name exits 2 naming the field.
+TEST(PlanCli, ComputeDtypeReachesTheSearchAndTheDeviceMustHaveIt) {
+  const std::string llama = std::string(ONBOARD_TEST_DATA) + "/hf/llama-3.1-8b.config.json";
+  const std::string gb300 = " --topology " + kTopo + "gb300-nvl72.json --mode full --compute-dtype nvfp4";
+  const Result f4 = Onboard("plan " + llama + gb300 + " --json");
+  EXPECT_EQ(f4.code, 0) << f4.out;
+  EXPECT_NE(f4.out.find("\"compute_dtype\": \"nvfp4\""), std::string::npos) << f4.out.substr(0, 2000);
+  const Result script = Onboard("plan " + llama + gb300 + " --export megatron");
+  EXPECT_EQ(script.code, 0) << script.out;
+  EXPECT_NE(script.out.find("--fp4-format e2m1"), std::string::npos) << script.out.substr(0, 2000);
+  const Result bf = Onboard("plan " + llama + " --topology " + kTopo + "gb300-nvl72.json --mode full --json");
+  EXPECT_EQ(bf.code, 0) << bf.out;
+  EXPECT_NE(bf.out.find("\"compute_dtype\": \"bf16\""), std::string::npos) << bf.out.substr(0, 2000);
+  EXPECT_EQ(bf.out.find("--fp4-format"), std::string::npos);
+  const Result hopper =
+      Onboard("plan " + llama + " --topology " + kTopo + "h200-16x8.json --mode full --compute-dtype nvfp4");
+  EXPECT_EQ(hopper.code, 2) << hopper.out;
+  EXPECT_NE(hopper.out.find("h200-16x8.json"), std::string::npos) << hopper.out;
+  EXPECT_NE(hopper.out.find("device.tflops_fp4"), std::string::npos) << hopper.out;
+  const Result bad =
+      Onboard("plan " + llama + " --topology " + kTopo + "gb300-nvl72.json --mode full --compute-dtype fp4");
+  EXPECT_EQ(bad.code, 2) << bad.out;
+  EXPECT_NE(bad.out.find("compute_dtype"), std::string::npos) << bad.out;
+}
+
 // Issue 10: the mode and recompute names have one parser each (core/plan.h ParseFinetuneMode,
 // ParseRecompute), used by the flag and by the layout file alike: an unknown one exits 2 naming
 // where it came from, and a recompute key that names no block kind (core/block_kind.h) is refused.

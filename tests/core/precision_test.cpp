@@ -22,6 +22,7 @@ TEST(Precision, EveryAllowedNameRoundTripsAndMxfp8IsNotFp8) {
       {"fp16", PrecisionUse::kCompute, Precision::kFP16},
       {"fp8", PrecisionUse::kCompute, Precision::kFP8},
       {"mxfp8", PrecisionUse::kCompute, Precision::kMXFP8},
+      {"nvfp4", PrecisionUse::kCompute, Precision::kNVFP4},
       {"fp32", PrecisionUse::kOptimizerState, Precision::kFP32},
       {"bf16", PrecisionUse::kOptimizerState, Precision::kBF16},
       {"fp32", PrecisionUse::kGrads, Precision::kFP32},
@@ -37,6 +38,9 @@ TEST(Precision, EveryAllowedNameRoundTripsAndMxfp8IsNotFp8) {
   EXPECT_NE(*ParsePrecision("t", "f", "mxfp8", PrecisionUse::kCompute), Precision::kFP8);
   EXPECT_EQ(PrecisionElement(Precision::kMXFP8), DType::kFP8);
   EXPECT_EQ(PrecisionElement(Precision::kMXFP4), DType::kMXFP4);
+  // nvfp4: e2m1 elements with one e4m3 scale per 16 (0.5625 B), not MXFP4's e8m0 per 32 (0.53125 B).
+  EXPECT_EQ(DTypeBytes(PrecisionElement(Precision::kNVFP4)), 0.5625);
+  EXPECT_EQ(DTypeBytes(PrecisionElement(Precision::kMXFP4)), 0.53125);
   EXPECT_EQ(DTypeBytes(PrecisionElement(Precision::kBF16)), 2.0);
 }
 
@@ -50,11 +54,12 @@ TEST(Precision, UnknownOrMisusedNameIsOneLineNamingOriginFieldAndValue) {
   EXPECT_NE(m.find("plan.json"), std::string::npos) << m;
   EXPECT_NE(m.find("best.plan.compute_dtype"), std::string::npos) << m;
   EXPECT_NE(m.find("fp7"), std::string::npos) << m;
-  EXPECT_NE(m.find("bf16 | fp16 | fp8 | mxfp8"), std::string::npos) << m;
+  EXPECT_NE(m.find("bf16 | fp16 | fp8 | mxfp8 | nvfp4"), std::string::npos) << m;
   EXPECT_EQ(m.find('\n'), std::string::npos) << m;
   // Names are exact spellings; each use refuses the precisions it cannot take.
   EXPECT_FALSE(ParsePrecision("t", "f", "BF16", PrecisionUse::kCompute).ok());
   EXPECT_FALSE(ParsePrecision("t", "f", "mxfp4", PrecisionUse::kCompute).ok());
+  EXPECT_FALSE(ParsePrecision("t", "f", "nvfp4", PrecisionUse::kFrozenBase).ok());
   EXPECT_FALSE(ParsePrecision("t", "f", "mxfp8", PrecisionUse::kFrozenBase).ok());
   EXPECT_FALSE(ParsePrecision("t", "f", "fp16", PrecisionUse::kOptimizerState).ok());
   EXPECT_FALSE(ParsePrecision("t", "f", "fp8", PrecisionUse::kGrads).ok());

@@ -1,7 +1,7 @@
-// Issue 10: the plan's compute precision reaches every export as its own value. mxfp8 is TE's
-// MXFP8BlockScaling recipe, not per-tensor fp8: Megatron-LM gets --fp8-format e4m3 --fp8-recipe
-// mxfp8 (arguments.py), Megatron-Bridge bf16_with_mxfp8_mixed (training/mixed_precision.py),
-// torchtitan a caveat naming it. Before, mxfp8 exported as plain bf16 with no caveat.
+// Issue 10: the plan's compute precision reaches every export as its own value (nvfp4 since issue 13). mxfp8
+// is TE's MXFP8BlockScaling recipe, not per-tensor fp8: Megatron-LM gets --fp8-format e4m3 --fp8-recipe mxfp8
+// (arguments.py), Megatron-Bridge bf16_with_mxfp8_mixed (training/mixed_precision.py), torchtitan a caveat
+// naming it. Before, mxfp8 exported as plain bf16 with no caveat.
 #include <gtest/gtest.h>
 
 #include "export_test_util.h"
@@ -25,23 +25,54 @@ Exported ExportWith(Precision compute) {
 
 bool Has(const std::string& text, const std::string& s) { return text.find(s) != std::string::npos; }
 
-TEST(ExportPrecision, Mxfp8IsExportedAsTheMxfp8RecipeNotAsFp8OrBf16) {
-  const Exported mx = ExportWith(Precision::kMXFP8);
-  EXPECT_TRUE(Has(mx.megatron, "--fp8-format e4m3")) << mx.megatron;
-  EXPECT_TRUE(Has(mx.megatron, "--fp8-recipe mxfp8")) << mx.megatron;
-  EXPECT_TRUE(CheckMegatronScript(mx.megatron).empty());  // the flag and its value are Megatron's own
-  EXPECT_TRUE(Has(mx.bridge, "mixed_precision.bf16_with_mxfp8_mixed()")) << mx.bridge;
-  EXPECT_TRUE(Has(mx.titan, "mxfp8 GEMMs: not exported")) << mx.titan;
-  // The negatives: per-tensor fp8 and bf16 do not get the MXFP8 recipe.
-  const Exported f8 = ExportWith(Precision::kFP8);
-  EXPECT_TRUE(Has(f8.megatron, "--fp8-format hybrid")) << f8.megatron;
-  EXPECT_FALSE(Has(f8.megatron, "--fp8-recipe")) << f8.megatron;
-  EXPECT_TRUE(Has(f8.bridge, "bf16_with_fp8_current_scaling_mixed")) << f8.bridge;
-  EXPECT_TRUE(Has(f8.titan, "fp8 GEMMs: not exported")) << f8.titan;
-  const Exported bf = ExportWith(Precision::kBF16);
-  EXPECT_FALSE(Has(bf.megatron, "--fp8")) << bf.megatron;
-  EXPECT_TRUE(Has(bf.bridge, "mixed_precision.bf16_mixed()")) << bf.bridge;
-  EXPECT_FALSE(Has(bf.titan, "GEMMs: not exported")) << bf.titan;
+// Each precision's recipe, per engine: the Megatron-LM flags it must and must not carry, Bridge's
+// mixed-precision recipe, torchtitan's caveat ("" = none). fp8 is per-tensor current scaling, the
+// recipe the cost model charges (expert_host_ops.cpp) and Bridge's bf16_with_fp8_current_scaling_mixed
+// sets: --fp8-recipe tensorwise, not Megatron's default delayed scaling. nvfp4 is TE's
+// NVFP4BlockScaling: --fp4-format e2m1 --fp4-recipe nvfp4 (transformer_config.py fp4 / fp4_recipe) and
+// never an fp8 flag (arguments.py: "--fp4-format and --fp8-format cannot be used simultaneously").
+struct Recipe {
+  Precision p;
+  std::vector<std::string> megatron_has, megatron_lacks;
+  std::string bridge, titan;
+};
+
+TEST(ExportPrecision, EachPrecisionIsExportedAsItsOwnRecipe) {
+  const Recipe recipes[] = {
+      {Precision::kMXFP8,
+       {"--fp8-format e4m3", "--fp8-recipe mxfp8"},
+       {"--fp4"},
+       "mixed_precision.bf16_with_mxfp8_mixed()",
+       "mxfp8 GEMMs: not exported"},
+      {Precision::kFP8,
+       {"--fp8-format hybrid", "--fp8-recipe tensorwise"},
+       {"--fp8-recipe mxfp8", "--fp4"},
+       "mixed_precision.bf16_with_fp8_current_scaling_mixed()",
+       "fp8 GEMMs: not exported"},
+      {Precision::kNVFP4,
+       {"--bf16", "--fp4-format e2m1", "--fp4-recipe nvfp4"},
+       {"--fp8"},
+       "mixed_precision.bf16_with_nvfp4_mixed()",
+       "nvfp4 GEMMs: not exported"},
+      {Precision::kBF16, {"--bf16"}, {"--fp8", "--fp4"}, "mixed_precision.bf16_mixed()", ""},
+  };
+  for (const Recipe& r : recipes) {
+    const Exported e = ExportWith(r.p);
+    const char* name = PrecisionName(r.p);
+    for (const std::string& flag : r.megatron_has) EXPECT_TRUE(Has(e.megatron, flag)) << name << ": " << flag;
+    for (const std::string& flag : r.megatron_lacks)
+      EXPECT_FALSE(Has(e.megatron, flag)) << name << ": " << flag;
+    EXPECT_TRUE(CheckMegatronScript(e.megatron).empty()) << name;  // flags and values are Megatron's own
+    EXPECT_TRUE(Has(e.bridge, r.bridge)) << name << ": " << e.bridge;
+    if (r.titan.empty())
+      EXPECT_FALSE(Has(e.titan, "GEMMs: not exported")) << name;
+    else
+      EXPECT_TRUE(Has(e.titan, r.titan)) << name;
+  }
+  // The one-line Megatron flags list carries the recipe too.
+  test::ExportCase c = test::FindCase("llama-3.1-8b-full");
+  c.plan.compute_dtype = Precision::kNVFP4;
+  EXPECT_TRUE(Has(ToMegatronArgs(c.plan), "--fp4-format e2m1 --fp4-recipe nvfp4")) << ToMegatronArgs(c.plan);
 }
 
 // How FSDP meets PP (plan fsdp_pipelining) reaches each export as what its engine runs: Megatron-LM

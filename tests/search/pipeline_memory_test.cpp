@@ -56,18 +56,22 @@ TEST(PipelineMemory, EmbeddingAndLossTakeALayerSlotWhenLayersDoNotDivide) {
   EXPECT_TRUE((*r2)[0].plan.stage_layer_starts.empty());
 }
 
-// A precision the cost model has no GEMM rate for is a skipped run with its reason: an NVFP4 row of
-// Megatron-Bridge's tables was costed as bf16 before (an "assumed" line under a meaningless error).
+// A precision the cost model has no GEMM rate for is a skipped run with its reason (it would otherwise
+// be costed as bf16: an "assumed" line under a meaningless error). NVFP4 is a recipe it costs.
 TEST(PipelineMemory, AnUnmodelledPrecisionSkipsTheRun) {
-  for (const char* prec : {"nvfp4", "NVFP4 (per-block)", "fp32"}) {
+  for (const char* prec : {"fp32", "mxfp4", "fp4 (e2m1, per-tensor)"}) {
     auto r = ParseRun(R"("pp":3,"vp":1,"dp":32)", "", prec);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_NE((*r)[0].skipped.find("not modelled"), std::string::npos) << prec << ": " << (*r)[0].skipped;
   }
-  for (const char* prec : {"bf16", "fp16", "fp8 (current scaling)", "mxfp8"}) {
+  const std::pair<const char*, Precision> modelled[] = {
+      {"bf16", Precision::kBF16},   {"fp16", Precision::kBF16},   {"fp8 (current scaling)", Precision::kFP8},
+      {"mxfp8", Precision::kMXFP8}, {"nvfp4", Precision::kNVFP4}, {"NVFP4 (per-block)", Precision::kNVFP4}};
+  for (const auto& [prec, want] : modelled) {
     auto r = ParseRun(R"("pp":3,"vp":1,"dp":32)", "", prec);
     ASSERT_TRUE(r.ok()) << r.status().ToString();
     EXPECT_TRUE((*r)[0].skipped.empty()) << prec << ": " << (*r)[0].skipped;
+    EXPECT_EQ((*r)[0].plan.compute_dtype, want) << prec;
   }
 }
 
