@@ -27,6 +27,8 @@ Status RunRequest::Validate() const {
   ONBOARD_RETURN_IF_ERROR(CheckPlanShape("run request", mode, lora_rank, seq, global_batch));
   ONBOARD_RETURN_IF_ERROR(
       CheckPrecisionUse("run request", "base_dtype", base_dtype, PrecisionUse::kFrozenBase));
+  ONBOARD_RETURN_IF_ERROR(
+      CheckPrecisionUse("run request", "compute_dtype", compute_dtype, PrecisionUse::kCompute));
   // The model's top_k is not known here; StagePlan's PlanRequest::Validate checks it per model.
   ONBOARD_RETURN_IF_ERROR(
       CheckExpertRouting("run request", "", expert_nodes_per_token, max_route_nodes, kTopKUnknown));

@@ -77,6 +77,7 @@ Expected<std::string> StagePlan(RunState& st, int round, const std::string& reas
   r.mode = st.req.mode;
   r.lora_rank = st.req.lora_rank;
   r.base_dtype = st.req.base_dtype;
+  r.compute_dtype = st.req.compute_dtype;
   r.seq = st.req.seq;
   r.global_batch = st.req.global_batch;
   // Measured routing from the expert_routing rule (rules_expert_routing.cpp), else the request's.

@@ -17,6 +17,7 @@ namespace {
 
 struct RunOptions {
   std::string model, topology, mode = "lora", out, templates, templates_dir, base_dtype = "bf16";
+  std::string compute_dtype = "bf16";
   std::string verify_ids, verify_reference;  // stage "weights" (a checkpoint directory)
   std::string weights_text;                  // stage "weights": the real-weights LoRA probe's text
   int64_t lora_rank = 16, seq = 4096, global_batch = 0;
@@ -93,6 +94,10 @@ int RunRun(const RunOptions& o) {
       ParsePrecision("run request", "base_dtype", o.base_dtype, PrecisionUse::kFrozenBase);
   if (!base.ok()) return ReportError("run", base.status());
   req.base_dtype = *base;
+  Expected<Precision> compute =
+      ParsePrecision("run request", "compute_dtype", o.compute_dtype, PrecisionUse::kCompute);
+  if (!compute.ok()) return ReportError("run", compute.status());
+  req.compute_dtype = *compute;
   if (Status rs = ApplyExpertRoutingFlags(o.routing, &req); !rs.ok())
     return ReportError("run", rs);  // ranges: Validate
   req.out_dir = o.out.empty() ? "onboard-run" : o.out;
@@ -141,6 +146,9 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                       sub.add_option("--mode", o->mode, "lora | full")->capture_default_str();
                       sub.add_option("--lora-rank", o->lora_rank, "LoRA rank")->capture_default_str();
                       sub.add_option("--base-dtype", o->base_dtype, "LoRA frozen base: bf16 | fp8 | mxfp4")
+                          ->capture_default_str();
+                      sub.add_option("--compute-dtype", o->compute_dtype,
+                                     "GEMM precision of the plans: bf16 | fp16 | fp8 | mxfp8 | nvfp4")
                           ->capture_default_str();
                       sub.add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
                       sub.add_option("--global-batch", o->global_batch, "sequences per step (0 = ~4M tokens)");

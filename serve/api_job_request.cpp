@@ -124,6 +124,17 @@ const std::map<std::string, Setter>& ProbeSetters() {
   return kSetters;
 }
 
+// A precision option: a string the one parser (core/precision.h) accepts for `use`, into `member`.
+Setter PrecisionOption(const char* field, PrecisionUse use, Precision agent::RunRequest::*member) {
+  return [field, use, member](const json& v, agent::RunRequest& r) {
+    if (!v.is_string()) return WrongType(std::string("options.") + field, "a string", v);
+    Expected<Precision> p = ParsePrecision("run request", field, v.get<std::string>(), use);
+    if (!p.ok()) return p.status();
+    r.*member = *p;
+    return Status::Ok();
+  };
+}
+
 const std::map<std::string, Setter>& OptionSetters() {
   using R = agent::RunRequest;
   static const std::map<std::string, Setter> kSetters = {
@@ -133,15 +144,8 @@ const std::map<std::string, Setter>& OptionSetters() {
          ONBOARD_ASSIGN_OR_RETURN(r.mode, ParseFinetuneMode("request", "options.mode", v.get<std::string>()));
          return Status::Ok();
        }},
-      {"base_dtype",
-       [](const json& v, R& r) {
-         if (!v.is_string()) return WrongType("options.base_dtype", "a string", v);
-         Expected<Precision> p =
-             ParsePrecision("run request", "base_dtype", v.get<std::string>(), PrecisionUse::kFrozenBase);
-         if (!p.ok()) return p.status();
-         r.base_dtype = *p;
-         return Status::Ok();
-       }},
+      {"base_dtype", PrecisionOption("base_dtype", PrecisionUse::kFrozenBase, &R::base_dtype)},
+      {"compute_dtype", PrecisionOption("compute_dtype", PrecisionUse::kCompute, &R::compute_dtype)},
       {"lora_rank", IntField<int64_t>("options.lora_rank", [](R& r, int64_t v) { r.lora_rank = v; })},
       {"seq", IntField<int64_t>("options.seq", [](R& r, int64_t v) { r.seq = v; })},
       {"global_batch",

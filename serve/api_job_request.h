@@ -8,7 +8,7 @@
 //     "topology": "<name under examples/topologies>"         ([A-Za-z0-9_.-], no leading '.')
 //               | {"path": "<file under an allowed root>"}
 //               | { ...inline topology JSON (examples/topologies/README.md)... },
-//     "options":  { "mode": "lora"|"full", "lora_rank", "seq", "global_batch", "base_dtype",
+//     "options":  { "mode": "lora"|"full", "lora_rank", "seq", "global_batch", "base_dtype", "compute_dtype",
 //                   "max_rounds", "generate_kernels", "threads",
 //                   "probe": {"enabled", "ranks", "steps", "seq", "micro_batch", "proxy_blocks",
 //                             "learning_rate", "grad_clip", "seed", "timeout_s"} }

@@ -222,6 +222,7 @@ const char* const kOpenApi = R"json({
         "properties": {
           "mode": {"type": "string", "enum": ["lora", "full"]}, "lora_rank": {"type": "integer"},
           "seq": {"type": "integer"}, "global_batch": {"type": "integer"}, "base_dtype": {"type": "string"},
+          "compute_dtype": {"type": "string"},
           "max_rounds": {"type": "integer"}, "generate_kernels": {"type": "boolean"}, "threads": {"type": "integer"},
           "expert_nodes_per_token": {"type": "number", "description": "measured mean nodes a token's top-k experts span: 0 (not given) or [1, top_k]"},
           "max_route_nodes": {"type": "integer", "description": "node-limited routing: experts on at most M nodes (0 = off)"},

@@ -84,4 +84,28 @@ TEST(RunCli, ExpertRoutingFlagsReachThePlanAndBadValuesExit2) {
   }
 }
 
+// --compute-dtype reaches the PlanRequest the loop builds: the best plan carries it and costs it (mxfp8
+// on B200 steps faster than bf16), and nvfp4 on a device without fp4 tensor cores stops the plan stage
+// with exit 2 naming the topology's device.tflops_fp4. Unwired, both runs plan bf16 and the H200 run
+// exits 0.
+TEST(RunCli, ComputeDtypeReachesThePlanAndTheDeviceMustHaveIt) {
+  const std::string dir = ::testing::TempDir() + "run_cli_compute";
+  const std::string base = "run " + kModel + " --topology " + kTopo + " --mode full --no-probe --no-kernels";
+  const CliRun bf = RunOnboard(base + " --out " + dir + "/bf16");
+  ASSERT_EQ(bf.code, 0) << bf.out;
+  const CliRun mx = RunOnboard(base + " --compute-dtype mxfp8 --out " + dir + "/mxfp8");
+  ASSERT_EQ(mx.code, 0) << mx.out;
+  const nlohmann::json p_bf = BestPlan(dir + "/bf16"), p_mx = BestPlan(dir + "/mxfp8");
+  ASSERT_TRUE(p_bf.is_object() && p_mx.is_object());
+  EXPECT_EQ(p_bf["plan"]["compute_dtype"], "bf16");
+  EXPECT_EQ(p_mx["plan"]["compute_dtype"], "mxfp8");
+  EXPECT_LT(p_mx["estimate"]["step_s"].get<double>(), p_bf["estimate"]["step_s"].get<double>());
+  const std::string h200 = std::string(ONBOARD_SOURCE_DIR) + "/examples/topologies/h200-16x8.json";
+  const CliRun f4 =
+      RunOnboard("run " + kModel + " --topology " + h200 +
+                 " --mode full --no-probe --no-kernels --compute-dtype nvfp4 --out " + dir + "/f4");
+  EXPECT_EQ(f4.code, 2) << f4.out;
+  EXPECT_NE(f4.out.find("device.tflops_fp4"), std::string::npos) << f4.out;
+}
+
 }  // namespace

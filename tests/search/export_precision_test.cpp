@@ -69,6 +69,11 @@ TEST(ExportPrecision, EachPrecisionIsExportedAsItsOwnRecipe) {
     else
       EXPECT_TRUE(Has(e.titan, r.titan)) << name;
   }
+  // Bridge's current-scaling recipe keeps the first and last layers bf16 (mixed_precision.py); the plan
+  // costs every layer in fp8, so the export turns that off, as Bridge's perf recipes do
+  // (perf_recipes/_common.py: fp8_cs -> first_last_layers_bf16 = False). The other recipes leave it.
+  EXPECT_TRUE(Has(ExportWith(Precision::kFP8).bridge, "cfg.mixed_precision.first_last_layers_bf16 = False"));
+  EXPECT_FALSE(Has(ExportWith(Precision::kMXFP8).bridge, "first_last_layers_bf16"));
   // The one-line Megatron flags list carries the recipe too.
   test::ExportCase c = test::FindCase("llama-3.1-8b-full");
   c.plan.compute_dtype = Precision::kNVFP4;

@@ -351,22 +351,35 @@ TEST_F(HttpApiTest, PlanShapeLimitsAreTheCliLimitsAndAnsweredAtSubmit) {
   }
 }
 
-// Issue 10: base_dtype is parsed by the one parser (core/precision.h) in both front ends: an unknown
-// name is 400 at submit with the message `onboard run` prints (file = the request, field, value).
+// Issue 10: base_dtype (and, since issue 13, compute_dtype) is parsed by the one parser
+// (core/precision.h) in both front ends: an unknown name, or one its field cannot take, is 400 at
+// submit with the message `onboard run` prints (file = the request, field, value).
 TEST_F(HttpApiTest, UnknownBaseDtypeIsRefusedAtSubmitWithTheCliMessage) {
   Start();
   const std::string topo = std::string(ONBOARD_TEST_DATA) + "/e2e/tiny_cluster.topology.json";
-  json body = ConfigBody();
-  body["options"]["base_dtype"] = "fp7";
-  auto res = Post("/v1/jobs", body.dump());
+  const struct {
+    const char *field, *flag, *value;
+  } cases[] = {{"base_dtype", "--base-dtype", "fp7"},
+               {"compute_dtype", "--compute-dtype", "fp7"},
+               {"compute_dtype", "--compute-dtype", "mxfp4"}};  // a weight format, not a GEMM recipe
+  for (const auto& c : cases) {
+    json body = ConfigBody();
+    body["options"][c.field] = c.value;
+    auto res = Post("/v1/jobs", body.dump());
+    ASSERT_TRUE(res);
+    ASSERT_EQ(res->status, 400) << res->body;
+    const std::string http = json::parse(res->body)["error"]["message"];
+    EXPECT_NE(http.find(std::string("run request: field '") + c.field + "'"), std::string::npos) << http;
+    EXPECT_NE(http.find(c.value), std::string::npos) << http;
+    const std::string run = CliStderr("run " + root_ + "/config.json --topology " + topo + " " + c.flag +
+                                      " " + c.value + " --no-probe --no-kernels --out " + dir_.path + "/cli");
+    EXPECT_EQ("onboard run: " + http + "\n", run);
+  }
+  json ok = ConfigBody();
+  ok["options"]["compute_dtype"] = "mxfp8";
+  auto res = Post("/v1/jobs", ok.dump());
   ASSERT_TRUE(res);
-  ASSERT_EQ(res->status, 400) << res->body;
-  const std::string http = json::parse(res->body)["error"]["message"];
-  EXPECT_NE(http.find("run request: field 'base_dtype'"), std::string::npos) << http;
-  EXPECT_NE(http.find("fp7"), std::string::npos) << http;
-  const std::string run = CliStderr("run " + root_ + "/config.json --topology " + topo +
-                                    " --base-dtype fp7 --no-probe --no-kernels --out " + dir_.path + "/cli");
-  EXPECT_EQ("onboard run: " + http + "\n", run);
+  EXPECT_EQ(res->status, 202) << res->body;
 }
 
 TEST_F(HttpApiTest, ListPaginates) {
