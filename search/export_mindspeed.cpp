@@ -173,6 +173,15 @@ void ReplaceSystemFlags(const Plan& p, const ExportModel& m, MegatronExport* e) 
     a.Remove("--moe-token-dispatcher-type");
     a.Add("--moe-token-dispatcher-type", "alltoall");
   }
+  // NVFP4 GEMMs are Blackwell tensor-core instructions (TE NVFP4BlockScaling), and MindSpeed-LLM's
+  // Megatron base (core_r0.12) has no --fp4-format: the plan cannot run there as planned.
+  if (a.Has("--fp4-format")) {
+    e->caveats.unsupported.push_back(
+        "nvfp4 GEMMs: an NVIDIA Blackwell recipe (TE NVFP4BlockScaling); MindSpeed-LLM's Megatron base "
+        "(core_r0.12) has no --fp4-format");
+    a.Remove("--fp4-format");
+    a.Remove("--fp4-recipe");
+  }
   a.Remove("--ckpt-format");
   a.Add("--ckpt-format", "torch");
   a.Remove("--tokenizer-type");

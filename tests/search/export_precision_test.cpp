@@ -74,6 +74,13 @@ TEST(ExportPrecision, EachPrecisionIsExportedAsItsOwnRecipe) {
   // (perf_recipes/_common.py: fp8_cs -> first_last_layers_bf16 = False). The other recipes leave it.
   EXPECT_TRUE(Has(ExportWith(Precision::kFP8).bridge, "cfg.mixed_precision.first_last_layers_bf16 = False"));
   EXPECT_FALSE(Has(ExportWith(Precision::kMXFP8).bridge, "first_last_layers_bf16"));
+  // MindSpeed-LLM (Ascend, Megatron core_r0.12) cannot run NVFP4: the export says so and drops the flags
+  // its parser lacks, so the script refuses to launch rather than fail in the parser.
+  test::ExportCase ms = test::FindCase("llama-3.1-8b-full");
+  ms.plan.compute_dtype = Precision::kNVFP4;
+  const std::string mindspeed = ToMindSpeedScript(ms.plan, ms.model, ShapeFor(ms.plan, 8));
+  EXPECT_TRUE(Has(mindspeed, "nvfp4 GEMMs: an NVIDIA Blackwell recipe")) << mindspeed;
+  EXPECT_FALSE(Has(mindspeed, "--fp4-format e2m1")) << mindspeed;
   // The one-line Megatron flags list carries the recipe too.
   test::ExportCase c = test::FindCase("llama-3.1-8b-full");
   c.plan.compute_dtype = Precision::kNVFP4;

@@ -58,6 +58,10 @@ inline std::vector<ExportCase> ExportCases() {
         ParseEpDispatcher("cases.json", "ep_dispatcher", c.value("ep_dispatcher", std::string("alltoall")));
     EXPECT_TRUE(disp.ok()) << disp.status().ToString();
     if (disp.ok()) p.ep_dispatcher = *disp;
+    auto compute = ParsePrecision("cases.json", "compute_dtype",
+                                  c.value("compute_dtype", std::string("bf16")), PrecisionUse::kCompute);
+    EXPECT_TRUE(compute.ok()) << compute.status().ToString();
+    if (compute.ok()) p.compute_dtype = *compute;
     if (c.contains("stage_layer_starts")) p.stage_layer_starts = c.at("stage_layer_starts").get<std::vector<int64_t>>();
     out.push_back(std::move(e));
   }
