@@ -296,6 +296,7 @@ TEST(PlanCli, ComputeDtypeReachesTheSearchAndTheDeviceMustHaveIt) {
   const Result f4 = Onboard("plan " + llama + gb300 + " --json");
   EXPECT_EQ(f4.code, 0) << f4.out;
   EXPECT_NE(f4.out.find("\"compute_dtype\": \"nvfp4\""), std::string::npos) << f4.out.substr(0, 2000);
+  EXPECT_NE(f4.out.find("is not calibrated"), std::string::npos) << f4.out.substr(0, 2000);
   const Result script = Onboard("plan " + llama + gb300 + " --export megatron");
   EXPECT_EQ(script.code, 0) << script.out;
   EXPECT_NE(script.out.find("--fp4-format e2m1"), std::string::npos) << script.out.substr(0, 2000);
@@ -303,6 +304,7 @@ TEST(PlanCli, ComputeDtypeReachesTheSearchAndTheDeviceMustHaveIt) {
   EXPECT_EQ(bf.code, 0) << bf.out;
   EXPECT_NE(bf.out.find("\"compute_dtype\": \"bf16\""), std::string::npos) << bf.out.substr(0, 2000);
   EXPECT_EQ(bf.out.find("--fp4-format"), std::string::npos);
+  EXPECT_EQ(bf.out.find("is not calibrated"), std::string::npos);
   const Result hopper =
       Onboard("plan " + llama + " --topology " + kTopo + "h200-16x8.json --mode full --compute-dtype nvfp4");
   EXPECT_EQ(hopper.code, 2) << hopper.out;

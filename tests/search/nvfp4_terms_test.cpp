@@ -62,6 +62,15 @@ TEST(Nvfp4, GemmsSpeedUpButAttentionDoesNotAndSavedInputsShrink) {
   EXPECT_GT(f4.step_s, mx.step_s / 3);
   EXPECT_LT(f4.memory.activations, mx.memory.activations);
   EXPECT_LT(mx.memory.activations, bf.memory.activations);
+  // The estimate says its GEMM share is not calibrated; the calibrated precisions say nothing of it.
+  auto uncalibrated = [](const PlanEstimate& e) {
+    for (const std::string& n : e.notes)
+      if (n.find("not calibrated") != std::string::npos) return true;
+    return false;
+  };
+  EXPECT_TRUE(uncalibrated(f4));
+  EXPECT_FALSE(uncalibrated(mx));
+  EXPECT_FALSE(uncalibrated(bf));
 }
 
 TEST(Nvfp4, IsRefusedOnADeviceWithoutFp4TensorCores) {
