@@ -296,8 +296,8 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
     a->Add("--fp8-format", "e4m3");
     a->Add("--fp8-recipe", "mxfp8");
   }
-  if (p.compute_dtype ==
-      Precision::kNVFP4) {  // TE NVFP4BlockScaling: e2m1, one e4m3 scale per 16 (TE >= 2.7)
+  // nvfp4: TE NVFP4BlockScaling, e2m1 elements with one e4m3 scale per 16 (TE >= 2.7).
+  if (p.compute_dtype == Precision::kNVFP4) {
     a->Add("--fp4-format", "e2m1");
     a->Add("--fp4-recipe", "nvfp4");
   }
