@@ -315,8 +315,8 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   if (mem_stage != 0) e.notes.push_back("memory peaks on pipeline stage " + std::to_string(mem_stage));
   if (c.req->compute_dtype == Precision::kNVFP4 && c.quantised)  // the one uncalibrated GEMM share
     e.notes.push_back("nvfp4 GEMM share of the fp4 peak (nvfp4_gemm_eff " + Fmt(c.k.nvfp4_gemm_eff) +
-                      ") is not calibrated: no measured NVFP4 run in the calibration set (fp8's share "
-                      "carried over; search/README.md, issue 13's twentieth pass)");
+                      ") is not calibrated: no measured NVFP4 run in the calibration set (taken from TE's "
+                      "B300 GEMM benchmark; search/README.md, issue 13's twentieth pass)");
   return e;
 }
 

@@ -25,8 +25,10 @@ struct CostConstants {
   double gemm_dim0 = 64;             // efficiency halves-ish when a GEMM dim is this small: eff = max/(1+d0/m+d0/n+d0/k)
   double fp8_gemm_eff = 0.80;        // achieved fraction of the fp8/MXFP8 peak relative to bf16's (TE fp8 GEMMs run
                                      // ~1.6x bf16, not 2x, at LLM shapes; calibrated)
-  double nvfp4_gemm_eff = 0.80;      // the same share of the NVFP4 peak (TE NVFP4BlockScaling GEMMs). Not
-                                     // calibrated: no NVFP4 run in the shared file; fp8's share carried over
+  double nvfp4_gemm_eff = 3.55 / 6;  // the same for the NVFP4 peak (TE NVFP4BlockScaling GEMMs): TE's own
+                                     // GEMM benchmark, B300, a 5B model's 12 GEMMs pre-quantized, NVFP4 3.55x
+                                     // bf16 at 6x its peak (TE@d0067d0 docs/features/low_precision_training/
+                                     // speedups.rst); measured, not calibrated on a training run
   double grouped_gemm_eff = 0.90;    // grouped (per-expert) GEMM vs one dense GEMM of the same shape: per-expert
                                      // tile tails and launch (CUTLASS/TE grouped GEMM; calibrated)
   double gemm_tile_m = 128;          // M tile of grouped GEMMs: per-expert tokens are padded to it (tokens)
