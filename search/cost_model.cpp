@@ -313,10 +313,7 @@ PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   e.model_flops = tokens * c.prof.model_flops_per_token * (lora ? 2.0 : 3.0);
   e.mfu = e.model_flops / (e.step_s * static_cast<double>(p.deg.world()) * c.datasheet_peak_flops);
   if (mem_stage != 0) e.notes.push_back("memory peaks on pipeline stage " + std::to_string(mem_stage));
-  if (c.req->compute_dtype == Precision::kNVFP4 && c.quantised)  // the one uncalibrated GEMM share
-    e.notes.push_back("nvfp4 GEMM share of the fp4 peak (nvfp4_gemm_eff " + Fmt(c.k.nvfp4_gemm_eff) +
-                      ") is not calibrated: no measured NVFP4 run in the calibration set (taken from TE's "
-                      "B300 GEMM benchmark; search/README.md, issue 13's twentieth pass)");
+  if (!c.gemm_share_note.empty()) e.notes.push_back(c.gemm_share_note);
   return e;
 }
 
@@ -370,6 +367,10 @@ void SetGemmPrecision(Precision compute, const DeviceType& dev, CostContext* c) 
   c->quantised_gemm_eff = fp4 ? c->k.nvfp4_gemm_eff : fp8 ? c->k.fp8_gemm_eff : 1.0;
   c->quant_bytes = fp4 ? c->k.nvfp4_quant_bytes : fp8 ? c->k.fp8_quant_bytes : 0.0;
   c->saved_input_bytes = c->quantised ? DTypeBytes(PrecisionElement(compute)) : 0.0;  // 1, or 0.5625
+  if (fp4)  // the one GEMM share not calibrated on a training run: every estimate says so
+    c->gemm_share_note = "nvfp4 GEMM share of the fp4 peak (nvfp4_gemm_eff " + Fmt(c->k.nvfp4_gemm_eff) +
+                         ") is not calibrated: no measured NVFP4 run in the calibration set (taken from TE's "
+                         "B300 GEMM benchmark; search/README.md, issue 13's twentieth pass)";
 }
 
 CostContext MakeCostContext(const PlanRequest& req) {

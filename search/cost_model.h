@@ -126,6 +126,8 @@ struct CostContext {
   double saved_input_bytes = 0;      // bytes per GEMM input element TE saves for backward in the
                                      // quantised copy (fp8 / mxfp8 1, nvfp4 0.5625; 0: bf16 saves none)
   double quantised_gemm_eff = 1;     // k.fp8_gemm_eff or k.nvfp4_gemm_eff (1: bf16)
+  std::string gemm_share_note;       // copied into every estimate's notes when that share is not
+                                     // calibrated (nvfp4); built once here, not per searched plan
   bool host_fed = true;              // an accelerator fed by a host launch queue (launch / sync stalls);
                                      // false on the CPU backend (LocalhostTopology): ops run on the host
                                      // thread and the measured matmul rate already includes their overhead
