@@ -30,12 +30,11 @@ void AddCostValue(const RunState& st, nlohmann::json* j) {
 }  // namespace
 
 // Step 1: the plan (from the graph when there is one), with the final plan's GEMM input precision
-// (fp8 / mxfp8 fuse each norm with its quantise); Step 2: its value in the cost model.
+// (fp8 / mxfp8 / nvfp4 fuse each norm with its quantise step); Step 2: its value in the cost model.
 nlohmann::json FusionsSection(const RunState& st) {
   FusionOptions o;
   o.seq = st.req.seq;
-  if (const PlanRound* pr = st.final_plan(); pr != nullptr)
-    o.fp8 = PrecisionElement(pr->search.best.plan.compute_dtype) == DType::kFP8;
+  if (const PlanRound* pr = st.final_plan(); pr != nullptr) o.gemm_input = pr->search.best.plan.compute_dtype;
   bool from_graph = false;
   Expected<FusionPlan> plan = PlanFusionsForModelFile(st.model, st.req.model_path, o, &from_graph);
   if (!plan.ok()) {  // the graph was read once already to build the model: report, do not fail the run

@@ -4,8 +4,8 @@
 // active parameters, forward FLOPs per token at --seq, activation bytes, weight memory by dtype,
 // warnings. --json: core/model_json.h's object (+ "safetensors" when cross-checked). --fusion: also the
 // fusion plan of search/fusion_plan.h at --seq (text; JSON key "fusion"); --precision names the GEMM
-// input precision it assumes (bf16 | fp16 | fp8 | mxfp8, core/precision.h; fp8 and mxfp8 fuse each norm
-// with its quantise step). Exit 2 on bad input.
+// input precision it assumes (bf16 | fp16 | fp8 | mxfp8 | nvfp4, core/precision.h; the quantised ones fuse
+// each norm with its quantise step). Exit 2 on bad input.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -113,7 +113,7 @@ int RunInspect(const InspectOptions& o) {
     if (!prec.ok()) return ReportError("inspect", prec.status());
     FusionOptions fo;
     fo.seq = o.seq;
-    fo.fp8 = PrecisionElement(*prec) == DType::kFP8;
+    fo.gemm_input = *prec;
     Expected<FusionPlan> f = PlanFusionsForModelFile(m, o.path, fo);
     if (!f.ok()) return ReportError("inspect", f.status());
     fplan = std::move(*f);
@@ -152,7 +152,7 @@ static OnboardCommand kInspect{
       sub.add_flag("--fusion", o->fusion, "also print the fusion plan: launches and HBM bytes saved per layer");
       sub.add_option(
           "--precision", o->precision,
-          "GEMM input precision the fusion plan assumes: bf16 | fp16 | fp8 | mxfp8 (default bf16)");
+          "GEMM input precision the fusion plan assumes: bf16 | fp16 | fp8 | mxfp8 | nvfp4 (default bf16)");
       return [o] { return RunInspect(*o); };
     }};
 

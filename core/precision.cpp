@@ -55,6 +55,11 @@ const char* PrecisionName(Precision p) { return Row(p).name; }
 
 DType PrecisionElement(Precision p) { return Row(p).element; }
 
+bool QuantisedGemmInputs(Precision p) {
+  const PrecisionRow& r = Row(p);
+  return r.compute && (r.element == DType::kFP8 || r.element == DType::kNVFP4);
+}
+
 Expected<Precision> ParsePrecision(const std::string& origin, const std::string& field,
                                    const std::string& value, PrecisionUse use) {
   for (const PrecisionRow& r : kPrecisions)

@@ -27,6 +27,9 @@ enum class PrecisionUse { kFrozenBase, kCompute, kOptimizerState, kGrads };
 
 const char* PrecisionName(Precision p);  // "fp32", "bf16", "fp16", "fp8", "mxfp8", "mxfp4", "nvfp4"
 DType PrecisionElement(Precision p);     // element type: mxfp8 -> kFP8 (its scales are not counted here)
+// A compute precision whose GEMM inputs are cast to a scaled 8- or 4-bit format first (fp8, mxfp8, nvfp4):
+// a quantise step sits between each producer and its GEMM. False for bf16 / fp16 and non-compute rows.
+bool QuantisedGemmInputs(Precision p);
 
 // `value` (exact spelling, as PrecisionName prints it) as a precision allowed for `use`; otherwise
 // kBadInput naming origin, field and value: "plan.json: field 'best.plan.compute_dtype': must be

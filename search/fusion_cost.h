@@ -17,15 +17,16 @@
 // (exposed only where the host, not the GPU, is the bottleneck: search/layer_time.cpp Step 4).
 // Fused kernels (attention_kernel "flash", the default) keep, move and launch none of it.
 //
-// The framework-level chains of the same plan (norm+linear prologue or norm+fp8 quantise, gated
+// The framework-level chains of the same plan (norm+linear prologue or norm+quantise, gated
 // activation, router+top-k+permute, residual adds, rotary+attention, MoE unpermute+combine) are what
 // fused engines (Transformer Engine, Megatron's fusions) already run fused: the cost model's constants
 // are fitted to such runs, so by default nothing is charged for them. PlanRequest::unfused_framework
 // costs the unfused alternative: each chain's intermediates are charged like the mixer's above
 // (kept = plan bytes / 2 with the mixer's or the channel's activations, so 2 x kept = the write + read
 // per token in the elementwise term; the launches in the host launch term). The norm's bytes are the
-// same (2 H b, 1 launch) whether it feeds a bf16 GEMM's prologue or an fp8 quantise, so the profile
-// (built before a plan's precision is known) costs both alike.
+// same (2 H b, 1 launch) whether it feeds a bf16 GEMM's prologue or an fp8 / mxfp8 quantise, so the
+// profile (built before a plan's precision is known) costs both alike; for nvfp4 the fusible part is
+// only the amax pass's read (H b, search/fusion_plan.cpp), so 2 H b is an upper bound there.
 #pragma once
 
 #include <cstdint>

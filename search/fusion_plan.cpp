@@ -6,13 +6,22 @@
 // Terms (one per chain; sources: the unfused op sequences of HF transformers' modeling code, the fused
 // kernels named in each line):
 //   norm+linear prologue   per input norm (<= 2): 1 launch, 2 H b (the normed input)
-//   norm+fp8 quantise      fp8 / MXFP8 GEMM inputs (options.fp8), in place of the prologue term: a
-//                          GEMM that reads quantised inputs cannot take the norm into its prologue, so
-//                          the fusible pair is norm -> quantise (Transformer Engine's LayerNormLinear
-//                          norm kernel writes the fp8 rows and scales): per norm 1 launch (the cast),
-//                          2 H b (the 16-bit normed input the cast reads; the fp8 copy is written either
-//                          way); the cost model's fp8 quantisation term charges that read
-//                          (search/cost_model.h fp8_quant_bytes: read 2 B, write 2 x 1 B)
+//   norm+quantise          quantised GEMM inputs (options.gemm_input fp8 / mxfp8 / nvfp4), in place of
+//                          the prologue term: a GEMM that reads quantised inputs cannot take the norm
+//                          into its prologue, so the fusible pair is norm -> quantise.
+//                          fp8 / mxfp8: Transformer Engine's LayerNormLinear norm kernel writes the fp8
+//                          rows and scales: per norm 1 launch (the cast), 2 H b (the 16-bit normed input
+//                          the cast reads; the fp8 copy is written either way); the cost model's fp8
+//                          quantisation term charges that read (search/cost_model.h fp8_quant_bytes:
+//                          read 2 B, write 2 x 1 B).
+//                          nvfp4: the per-tensor amax must be known before any element is cast, so the
+//                          16-bit normed copy is written and the cast reads it whatever fuses; what fuses
+//                          is the quantiser's amax pass into the norm kernel (TE's FUSED_NORM_AMAX_NVFP4;
+//                          TE runs it unfused, Impl::UNFUSED, when the quantiser takes a post-RHT amax, as
+//                          NVFP4BlockScaling does for activations: TransformerEngine@d0067d0 pytorch/csrc/
+//                          extensions/normalization.cpp, common/recipe/__init__.py fp4_quant_fwd_inp
+//                          random_hadamard_transform = not disable_rht, pytorch/quantization.py
+//                          with_post_rht_amax): per norm 1 launch (the amax pass), H b (its read)
 //   gated activation       gate/up GEMM writes 2I, act reads 2I writes I, down reads I (6I);
 //                          fused epilogue writes I, down reads I (2I): 1 launch, 4 I b per active FFN
 //   activation epilogue    ungated: 4I -> 2I: 1 launch, 2 I b
@@ -134,13 +143,17 @@ LayerFusion PlanLayer(const ModelIR& m, const LayerSpec& l, const FusionOptions&
   const double H = static_cast<double>(m.hidden), b = o.act_bytes;
   const char* norm = l.norm_bias ? "layernorm" : "rmsnorm";
   const std::string per_norm = "2 x " + Num(H) + " x " + Num(b) + " B (normed input: write + read)";
-  const std::string per_quant =
-      "2 x " + Num(H) + " x " + Num(b) + " B (16-bit normed input: write + read by the fp8 cast)";
-  // A norm before the projections: in its GEMM's prologue, or (fp8) in one kernel with the quantise.
+  // A norm before the projections: in its GEMM's prologue, or (quantised inputs) fused with the quantise.
   auto norm_term = [&](const std::string& consumer) {
-    if (o.fp8)
-      return Term(FusionKind::kNormQuantize, std::string(norm) + " -> fp8 quantise -> " + consumer, 1,
-                  2 * H * b, per_quant);
+    if (o.gemm_input == Precision::kNVFP4)
+      return Term(FusionKind::kNormQuantize, std::string(norm) + " -> nvfp4 amax -> cast -> " + consumer, 1,
+                  H * b,
+                  "1 x " + Num(H) + " x " + Num(b) + " B (16-bit normed input: read by the amax pass)");
+    if (QuantisedGemmInputs(o.gemm_input))
+      return Term(FusionKind::kNormQuantize,
+                  std::string(norm) + " -> " + PrecisionName(o.gemm_input) + " quantise -> " + consumer, 1,
+                  2 * H * b,
+                  "2 x " + Num(H) + " x " + Num(b) + " B (16-bit normed input: write + read by the cast)");
     return Term(FusionKind::kNormLinearPrologue, std::string(norm) + " -> " + consumer, 1, 2 * H * b,
                 per_norm);
   };
@@ -188,7 +201,7 @@ const char* FusionKindName(FusionKind k) {
   switch (k) {
     case FusionKind::kNormLinearPrologue: return "norm+linear prologue";
     case FusionKind::kNormQuantize:
-      return "norm+fp8 quantise";
+      return "norm+quantise";
     case FusionKind::kGatedActivation: return "gated activation";
     case FusionKind::kActivationEpilogue: return "activation epilogue";
     case FusionKind::kRouterTopkPermute: return "router+top-k+permute";

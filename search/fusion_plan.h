@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/model_ir.h"
+#include "core/precision.h"
 
 namespace onboard {
 
@@ -25,13 +26,16 @@ struct FusionOptions {
   double fp32_bytes = 4.0;   // router logits, probabilities and indexer scores
   double index_bytes = 4.0;  // int32 expert / key indices
   int64_t seq = 4096;        // tokens per sequence (DSA indexer scores scale with the causal length)
-  bool fp8 = false;          // fp8 / MXFP8 GEMM inputs: each norm feeds a quantise step (kNormQuantize)
+  Precision gemm_input = Precision::kBF16;  // GEMM input precision: a quantised one (fp8, mxfp8, nvfp4;
+                                            // QuantisedGemmInputs) puts a quantise step after each norm
+                                            // (kNormQuantize) instead of the GEMM prologue
 };
 
 enum class FusionKind {
   kNormLinearPrologue,   // RMSNorm/LayerNorm computed while loading the next linear's input
-  kNormQuantize,         // fp8 training: the norm kernel writes the fp8 GEMM input (+ scales) itself,
-                         // no 16-bit normed copy for a separate quantise kernel (TE LayerNormLinear)
+  kNormQuantize,         // quantised GEMM inputs: fp8 / mxfp8, the norm kernel writes the quantised
+                         // input (+ scales) itself (TE LayerNormLinear); nvfp4, the norm kernel takes
+                         // the quantiser's amax pass (the cast still reads the 16-bit normed copy)
   kGatedActivation,      // SwiGLU/GeGLU/SiTU gate*up in the gate/up GEMM epilogue
   kActivationEpilogue,   // GELU/ReLU^2 in the up GEMM epilogue (ungated MLPs)
   kRouterTopkPermute,    // router logits -> activation -> top-k -> permute indices in one kernel

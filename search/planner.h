@@ -79,7 +79,7 @@ struct PlanRequest {
       kDefaultCrossEntropy;              // the loss over the logits, what it holds and moves per logit
                                          // (search/cross_entropy_cost.h): megatron (Megatron-LM's
                                          // default) | te | te_inplace (TE <= 2.17.1) | torch (torchtitan)
-  bool unfused_framework = false;        // cost the framework-level fusion chains (norm+linear / norm+fp8
+  bool unfused_framework = false;        // cost the framework-level fusion chains (norm+linear / norm+
                                          // quantise, SwiGLU, router+top-k+permute, residual adds, rotary,
                                          // MoE combine) unfused; default: fused, as the calibrated engines
                                          // run them (search/fusion_cost.h)

@@ -1,5 +1,5 @@
-// FusionsSection: the report's fusion plan follows the final plan's GEMM input precision. An fp8 or
-// mxfp8 plan fuses each norm with its quantise step; a bf16 plan (and a run with no plan) keeps the
+// FusionsSection: the report's fusion plan follows the final plan's GEMM input precision. An fp8,
+// mxfp8 or nvfp4 plan fuses each norm with its quantise step; a bf16 plan (and a run with no plan) keeps the
 // norm in the next GEMM's prologue.
 #include <gtest/gtest.h>
 
@@ -25,15 +25,14 @@ RunState StateWithPlan(std::optional<Precision> compute) {
   return st;
 }
 
-bool HasNormQuantize(const nlohmann::json& j) {
-  return j.dump().find("norm+fp8 quantise") != std::string::npos;
-}
+bool HasNormQuantize(const nlohmann::json& j) { return j.dump().find("norm+quantise") != std::string::npos; }
 
-TEST(ReportFusions, Fp8PlansFuseEachNormWithItsQuantiseAndBf16PlansDoNot) {
+TEST(ReportFusions, QuantisedPlansFuseEachNormWithItsQuantiseAndBf16PlansDoNot) {
   EXPECT_FALSE(HasNormQuantize(FusionsSection(StateWithPlan(std::nullopt))));
   EXPECT_FALSE(HasNormQuantize(FusionsSection(StateWithPlan(Precision::kBF16))));
   EXPECT_TRUE(HasNormQuantize(FusionsSection(StateWithPlan(Precision::kFP8))));
   EXPECT_TRUE(HasNormQuantize(FusionsSection(StateWithPlan(Precision::kMXFP8))));
+  EXPECT_TRUE(HasNormQuantize(FusionsSection(StateWithPlan(Precision::kNVFP4))));
 }
 
 }  // namespace

@@ -68,16 +68,16 @@ TEST(InspectCli, FusionPlanTextAndJson) {
   EXPECT_FALSE(f["groups"].empty());
 }
 
-TEST(InspectCli, Fp8PrecisionFusesEachNormWithItsQuantise) {
-  // fp8 / mxfp8 GEMM inputs: the norms fuse with the quantise step (search/fusion_plan.cpp), not with
-  // the GEMM prologue; bf16 (the default) keeps the prologue form. A precision no GEMM takes exits 2.
+TEST(InspectCli, QuantisedPrecisionFusesEachNormWithItsQuantise) {
+  // fp8 / mxfp8 / nvfp4 GEMM inputs: the norms fuse with the quantise step (search/fusion_plan.cpp), not
+  // with the GEMM prologue; bf16 (the default) keeps the prologue form. A precision no GEMM takes exits 2.
   const CliRun bf16 = Inspect(kData + "flagship.config.json --fusion");
   ASSERT_EQ(bf16.code, 0) << bf16.out;
-  EXPECT_EQ(bf16.out.find("norm+fp8 quantise"), std::string::npos) << bf16.out;
-  for (const char* p : {"fp8", "mxfp8"}) {
+  EXPECT_EQ(bf16.out.find("norm+quantise"), std::string::npos) << bf16.out;
+  for (const char* p : {"fp8", "mxfp8", "nvfp4"}) {
     const CliRun r = Inspect(kData + "flagship.config.json --fusion --precision " + p);
     ASSERT_EQ(r.code, 0) << r.out;
-    EXPECT_NE(r.out.find("norm+fp8 quantise"), std::string::npos) << p << ":\n" << r.out;
+    EXPECT_NE(r.out.find("norm+quantise"), std::string::npos) << p << ":\n" << r.out;
   }
   const CliRun bad = Inspect(kData + "flagship.config.json --fusion --precision fp32", Capture::kStderr);
   EXPECT_EQ(bad.code, 2) << bad.out;

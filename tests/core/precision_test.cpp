@@ -90,5 +90,17 @@ TEST(Precision, ValidatePlanRefusesAPrecisionInTheWrongField) {
   EXPECT_FALSE(ValidatePlan(p, 1, 0, 8, 4).ok());
 }
 
+// Which compute precisions put a quantise step before their GEMMs: derived from the table's element
+// types, so a new row answers for itself (mxfp4 is a frozen-base format, not a compute one).
+TEST(Precision, QuantisedGemmInputsAreTheScaled8And4BitComputeRecipes) {
+  EXPECT_TRUE(QuantisedGemmInputs(Precision::kFP8));
+  EXPECT_TRUE(QuantisedGemmInputs(Precision::kMXFP8));
+  EXPECT_TRUE(QuantisedGemmInputs(Precision::kNVFP4));
+  EXPECT_FALSE(QuantisedGemmInputs(Precision::kBF16));
+  EXPECT_FALSE(QuantisedGemmInputs(Precision::kFP16));
+  EXPECT_FALSE(QuantisedGemmInputs(Precision::kFP32));
+  EXPECT_FALSE(QuantisedGemmInputs(Precision::kMXFP4));
+}
+
 }  // namespace
 }  // namespace onboard

@@ -126,33 +126,58 @@ TEST(FusionPlanTest, UngatedMlpAndPositionEmbeddings) {
 namespace onboard {
 namespace {
 
-// fp8 / MXFP8 GEMM inputs: each norm fuses with the quantise (1 launch, 2 H b per norm, the 16-bit normed
-// copy never written), in place of the bf16 norm+linear prologue; bf16 has no quantise term.
-TEST(FusionPlanTest, Fp8NormsFuseWithTheQuantiseInsteadOfTheGemmPrologue) {
+// Quantised GEMM inputs: each norm fuses with its quantise step in place of the bf16 norm+linear
+// prologue; bf16 has no quantise term. fp8 / mxfp8: 1 launch and 2 H b per norm (the 16-bit normed
+// copy never written); nvfp4: 1 launch and H b (the amax pass folded into the norm; the cast still
+// reads the 16-bit copy, since the per-tensor amax must be known before any element is cast).
+struct NormQuantiseCount {
+  int quant = 0, prologue = 0, channel = 0;
+};
+
+NormQuantiseCount CountNormTerms(const LayerFusion& lf, double bytes_each, const std::string& chain_has) {
+  NormQuantiseCount c;
+  for (const FusionTerm& t : lf.terms) {
+    if (t.kind == FusionKind::kNormLinearPrologue) ++c.prologue;
+    if (t.kind != FusionKind::kNormQuantize) continue;
+    ++c.quant;
+    c.channel += t.feeds_channel;
+    EXPECT_EQ(t.launches_saved, 1);
+    EXPECT_DOUBLE_EQ(t.bytes_saved, bytes_each) << t.chain;
+    EXPECT_NE(t.chain.find(chain_has), std::string::npos) << t.chain;
+  }
+  return c;
+}
+
+TEST(FusionPlanTest, QuantisedNormsFuseWithTheQuantiseInsteadOfTheGemmPrologue) {
   const ModelIR m = test::HfModel("llama-3.1-8b");
   ASSERT_FALSE(m.layers.empty());
-  FusionOptions bf16, fp8;
-  fp8.fp8 = true;
-  const LayerFusion a = PlanLayerFusions(m, m.layers[0], bf16), b = PlanLayerFusions(m, m.layers[0], fp8);
-  int quant = 0, prologue = 0, channel = 0;
-  for (const FusionTerm& t : b.terms) {
-    if (t.kind == FusionKind::kNormLinearPrologue) ++prologue;
-    if (t.kind != FusionKind::kNormQuantize) continue;
-    ++quant;
-    channel += t.feeds_channel;
-    EXPECT_EQ(t.launches_saved, 1);
-    EXPECT_DOUBLE_EQ(t.bytes_saved, 2.0 * static_cast<double>(m.hidden) * 2);  // 2 x H x 2 B
-    EXPECT_NE(t.formula.find("fp8 cast"), std::string::npos) << t.formula;
-  }
-  EXPECT_EQ(quant, 2);  // before the attention and before the MLP
-  EXPECT_EQ(channel, 1);
-  EXPECT_EQ(prologue, 0);
+  const double H = static_cast<double>(m.hidden);
+  FusionOptions bf16;
+  const LayerFusion a = PlanLayerFusions(m, m.layers[0], bf16);
   for (const FusionTerm& t : a.terms) EXPECT_NE(t.kind, FusionKind::kNormQuantize);
-  EXPECT_DOUBLE_EQ(a.SavedBytesPerToken(), b.SavedBytesPerToken());  // same bytes, another partner
-  FusionPlan plan;
-  plan.options = fp8;
-  plan.layers = {b};
-  EXPECT_NE(FormatFusionPlan(plan).find("norm+fp8 quantise"), std::string::npos);
+  struct Case {
+    Precision p;
+    double bytes_each;
+    const char* chain_has;
+  };
+  for (const Case& c :
+       {Case{Precision::kFP8, 2 * H * 2, "fp8 quantise"},
+        Case{Precision::kMXFP8, 2 * H * 2, "mxfp8 quantise"}, Case{Precision::kNVFP4, H * 2, "nvfp4 amax"}}) {
+    SCOPED_TRACE(PrecisionName(c.p));
+    FusionOptions q;
+    q.gemm_input = c.p;
+    const LayerFusion b = PlanLayerFusions(m, m.layers[0], q);
+    const NormQuantiseCount n = CountNormTerms(b, c.bytes_each, c.chain_has);
+    EXPECT_EQ(n.quant, 2);  // before the attention and before the MLP
+    EXPECT_EQ(n.channel, 1);
+    EXPECT_EQ(n.prologue, 0);
+    // Same bytes as the prologue for fp8 / mxfp8 (another partner); nvfp4 saves one read less per norm.
+    EXPECT_DOUBLE_EQ(a.SavedBytesPerToken() - b.SavedBytesPerToken(), 2 * (2 * H * 2 - c.bytes_each));
+    FusionPlan plan;
+    plan.options = q;
+    plan.layers = {b};
+    EXPECT_NE(FormatFusionPlan(plan).find("norm+quantise"), std::string::npos);
+  }
 }
 
 }  // namespace
