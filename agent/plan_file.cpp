@@ -76,6 +76,8 @@ Status ReadPlanObject(const json& j, const std::string& origin, const std::strin
   ONBOARD_RETURN_IF_ERROR(f.Int("lora_rank", 0, kMaxLoraRank, &p->lora_rank));
   ONBOARD_RETURN_IF_ERROR(f.Prec("base_dtype", PrecisionUse::kFrozenBase, &p->base_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("compute_dtype", PrecisionUse::kCompute, &p->compute_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Int("bf16_layers_first", 0, kMax, &p->bf16_layers_first));
+  ONBOARD_RETURN_IF_ERROR(f.Int("bf16_layers_last", 0, kMax, &p->bf16_layers_last));
   ONBOARD_RETURN_IF_ERROR(f.Prec("optimizer_dtype", PrecisionUse::kOptimizerState, &p->optimizer_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("param_dtype", PrecisionUse::kOptimizerState, &p->param_dtype));

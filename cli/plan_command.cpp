@@ -36,6 +36,7 @@ struct PlanOptions {
   std::string schedule = "1f1b";  // search constraint: pipeline schedules tried (PlanConstraints::schedule)
   std::string cross_entropy;      // PlanRequest::cross_entropy; "" = CostedLoss (plan_export.h)
   int64_t lora_rank = 16, seq = 4096, global_batch = 0, max_devices = 65536;
+  int64_t bf16_layers_first = 0, bf16_layers_last = 0;  // PlanRequest::bf16_layers_first / last
   int64_t etp = 0;  // search constraint: expert TP, 0 = searched (PlanConstraints::etp)
   int64_t zero_stage = -1;  // search constraint (PlanConstraints::zero_stage); -1 = the export engine's
   int threads = 2;
@@ -278,6 +279,8 @@ Status BuildPlanRequest(const PlanOptions& o, std::unique_ptr<PlanRequest>* req)
       ParsePrecision("plan request", "compute_dtype", o.compute_dtype, PrecisionUse::kCompute);
   if (!compute.ok()) return compute.status();
   r.compute_dtype = *compute;  // the device must have it (nvfp4: fp4 tensor cores): PlanRequest::Validate
+  r.bf16_layers_first = o.bf16_layers_first;  // quantised compute_dtype, counts: PlanRequest::Validate
+  r.bf16_layers_last = o.bf16_layers_last;
   r.seq = o.seq;
   r.global_batch = o.global_batch;
   r.threads = o.threads;
@@ -387,6 +390,12 @@ static OnboardCommand kPlan{
           "--compute-dtype", o->compute_dtype,
           "GEMM precision of the searched plans: bf16 | fp16 | fp8 | mxfp8 | nvfp4 (with --evaluate: "
           "each layout's own)");
+      sub.add_option("--bf16-layers-first", o->bf16_layers_first,
+                     "with a quantised --compute-dtype: the first N decoder layers run bf16 GEMMs (Megatron "
+                     "--first-last-layers-bf16 --num-layers-at-start-in-bf16 N)");
+      sub.add_option("--bf16-layers-last", o->bf16_layers_last,
+                     "with a quantised --compute-dtype: the last N decoder layers run bf16 GEMMs "
+                     "(--num-layers-at-end-in-bf16 N)");
       sub.add_option("--seq", o->seq, "tokens per sequence");
       sub.add_option("--global-batch", o->global_batch, "sequences per optimizer step (0 = ~4M tokens)");
       sub.add_option("--imbalance", o->imbalance, "expert load max/mean per EP rank (from placement)")

@@ -183,6 +183,26 @@ Status CheckRecomputeAndStages(const Plan& p, int64_t num_layers) {
 
 }  // namespace
 
+// bf16 first / last layers (Plan::bf16_layers_first): a quantised compute_dtype, counts within the model,
+// and for fp8 / mxfp8 Megatron-Core's own bound, each count <= num_layers / pp (transformer_config.py
+// __post_init__: "must be between 0 and number of layers per pipeline stage"; fp4 has no such check).
+Status CheckBf16Layers(const Plan& p, int64_t num_layers) {
+  const int64_t a = p.bf16_layers_first, b = p.bf16_layers_last;
+  if (a == 0 && b == 0) return Status::Ok();
+  const std::string what = "bf16_layers_first=" + S(a) + " bf16_layers_last=" + S(b);
+  if (a < 0 || b < 0) return Bad(what + ": counts must be >= 0");
+  if (!QuantisedGemmInputs(p.compute_dtype))
+    return Bad(what + " needs a quantised compute_dtype (fp8 | mxfp8 | nvfp4), got " +
+               PrecisionName(p.compute_dtype));
+  if (num_layers > 0 && a + b > num_layers)
+    return Bad(what + ": together more than the model's " + S(num_layers) + " layers");
+  const int64_t per_stage = num_layers > 0 ? num_layers / p.deg.pp : 0;
+  if (PrecisionElement(p.compute_dtype) == DType::kFP8 && num_layers > 0 && std::max(a, b) > per_stage)
+    return Bad(what + ": each must be <= layers / pp = " + S(num_layers) + " / " + S(p.deg.pp) +
+               " (Megatron-Core's check for fp8 recipes)");
+  return Status::Ok();
+}
+
 Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t num_heads,
                     int64_t num_layers) {
   // Step 1: the degrees against the device count, the heads and the experts.
@@ -190,8 +210,9 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
   ONBOARD_RETURN_IF_ERROR(CheckExpertDegrees(p.deg, num_experts));
   // Step 2: the pipeline schedule and the batch.
   ONBOARD_RETURN_IF_ERROR(CheckSchedule(p, num_layers));
-  // Step 3: sequence, dtypes, MTP, sequence parallelism, LoRA.
+  // Step 3: sequence, dtypes, MTP, sequence parallelism, LoRA; the bf16 first / last layers.
   ONBOARD_RETURN_IF_ERROR(CheckSequenceAndDtypes(p));
+  ONBOARD_RETURN_IF_ERROR(CheckBf16Layers(p, num_layers));
   // Step 4: recompute keys and explicit stage boundaries.
   return CheckRecomputeAndStages(p, num_layers);
 }

@@ -99,6 +99,13 @@ struct Plan {
                                                 // fp32 | bf16 (NeMo AutoModel casts its models to bf16);
                                                 // zero_stage 3 only
   int64_t mtp_layers = 0;                       // multi-token-prediction layers trained (on the last stage)
+  // Decoder layers at the start / the end of the model whose GEMMs run in bf16 under a quantised
+  // compute_dtype (fp8 | mxfp8 | nvfp4): Megatron-Core first_last_layers_bf16 with
+  // num_layers_at_start_in_bf16 / num_layers_at_end_in_bf16 (fp8_utils.py is_first_last_bf16_layer,
+  // fp4_utils.py get_fp4_context: global layer numbers, so pipeline stages need no care; MTP layers stay
+  // quantised). 0, 0: every layer quantised.
+  int64_t bf16_layers_first = 0;
+  int64_t bf16_layers_last = 0;
   CudaGraph cuda_graph = CudaGraph::kNone;
   EpDispatcher ep_dispatcher = EpDispatcher::kAllToAll;
   // issue 13 (cost model): schedule and TP communication overlap.
@@ -120,5 +127,8 @@ bool FsdpGathersOncePerStep(const Plan& p);
 // and `world` devices. Messages name every factor: "ep=48 must divide dp_shard*tp=64".
 Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t num_heads,
                     int64_t num_layers);
+// The bf16 first / last layers alone (ValidatePlan runs it): a quantised compute_dtype, counts within
+// num_layers, and for fp8 / mxfp8 each <= num_layers / pp (Megatron-Core's bound).
+[[nodiscard]] Status CheckBf16Layers(const Plan& p, int64_t num_layers);
 
 }  // namespace onboard

@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -237,18 +238,27 @@ void AddTerms(const CostContext& c, const Plan& p, const TimeModel& tm, const St
       Fmt(opt.local_params / 1e9) + " G local params x " + Fmt(opt.adam_bytes) + " B / HBM");
 }
 
+// Every layer's time under `p` (AllLayers); the bf16 first / last layers over CostContext::bf16_twin.
+std::vector<LayerTime> PlanLayers(const CostContext& c, const Plan& p, const TimeModel& tm) {
+  if (!c.bf16_twin) return AllLayers(tm, c.prof);
+  const TimeModel bf16(*c.bf16_twin, p);
+  return AllLayers(tm, c.prof, &bf16);
+}
+
 }  // namespace
 
 std::vector<int64_t> PlanStageStarts(const CostContext& c, const Plan& p) {
   if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1) return StageStarts(p, {});
   const TimeModel tm(c, p);
-  return StageStarts(p, AllLayers(tm, c.prof));
+  return StageStarts(p, PlanLayers(c, p, tm));
 }
 
 double RecomputeSeconds(const CostContext& c, const Plan& p, BlockKind kind, Recompute level) {
   Plan q = p;
   q.recompute[BlockKindName(kind)] = level;
   const TimeModel tm(c, q);
+  std::optional<TimeModel> bf16;  // the bf16 first / last layers' classes (CostContext::bf16_twin)
+  if (c.bf16_twin) bf16.emplace(*c.bf16_twin, q);
   // One Layer() per class of equal layers that holds `kind`, summed over the layers in order.
   const auto kind_it = std::find(c.prof.kinds.begin(), c.prof.kinds.end(), kind);
   if (kind_it == c.prof.kinds.end()) return 0;
@@ -257,7 +267,7 @@ double RecomputeSeconds(const CostContext& c, const Plan& p, BlockKind kind, Rec
   for (size_t k = 0; k < per_class.size(); ++k) {
     const LayerProfile& first = c.prof.layers[c.prof.class_first[k]];
     if (first.mixer_kind_id == id || first.channel_kind_id == id)
-      per_class[k] = tm.Layer(c.prof.class_first[k]);
+      per_class[k] = (first.bf16_gemms && bf16 ? *bf16 : tm).Layer(c.prof.class_first[k]);
   }
   double s = 0;
   for (const LayerProfile& lp : c.prof.layers) {
@@ -274,14 +284,14 @@ MemoryBreakdown EstimatePlanMemory(const CostContext& c, const Plan& p) {
   if (!p.stage_layer_starts.empty() || p.deg.pp * p.deg.interleave == 1)
     return EstimateMemory(c, p, StageStarts(p, {}), nullptr);
   const TimeModel tm(c, p);
-  const auto lt = AllLayers(tm, c.prof);
+  const auto lt = PlanLayers(c, p, tm);
   return EstimateMemory(c, p, StageStarts(p, lt), nullptr);
 }
 
 PlanEstimate EstimatePlan(const CostContext& c, const Plan& p) {
   PlanEstimate e;
   const TimeModel tm(c, p);
-  const auto lt = AllLayers(tm, c.prof);
+  const auto lt = PlanLayers(c, p, tm);
   const auto starts = StageStarts(p, lt);
   int mem_stage = 0;
   e.memory = EstimateMemory(c, p, starts, &mem_stage);
@@ -323,6 +333,12 @@ Status CheckPlanAgainstModel(const CostContext& c, const Plan& p) {
   if (p.seq != c.prof.seq)
     return Status(ErrorCode::kBadInput, "plan seq=" + std::to_string(p.seq) + " differs from request seq=" +
                                             std::to_string(c.prof.seq));
+  if (p.bf16_layers_first != c.req->bf16_layers_first || p.bf16_layers_last != c.req->bf16_layers_last)
+    return Status(ErrorCode::kBadInput,
+                  "plan bf16_layers_first/last=" + std::to_string(p.bf16_layers_first) + "/" +
+                      std::to_string(p.bf16_layers_last) + " differ from the request's " +
+                      std::to_string(c.req->bf16_layers_first) + "/" +
+                      std::to_string(c.req->bf16_layers_last) + " (the cost context marks those layers)");
   if (p.global_batch < 1)
     return Status(ErrorCode::kBadInput, "global_batch=" + std::to_string(p.global_batch) + " must be >= 1");
   if (c.req->cpu_offload_layers > 0) {  // Megatron-Core TransformerConfig's cpu_offloading checks
@@ -383,6 +399,8 @@ CostContext MakeCostContext(const PlanRequest& req) {
   const double tensor_rate = SustainedTensorRate(dev, c.k.gemm_eff_max);
   c.peak_flops = c.datasheet_peak_flops * tensor_rate;
   c.attn_peak_flops = dev.tflops_bf16 * 1e12 * tensor_rate;
+  if (req.bf16_layers_first > 0 || req.bf16_layers_last > 0)
+    MarkBf16GemmLayers(req.bf16_layers_first, req.bf16_layers_last, &c.prof);
   c.host_fed = dev.name.rfind("localhost", 0) != 0;  // LocalhostTopology's device (core/topology.cpp)
   c.hbm_bps = dev.hbm_gbps * 1e9;
   c.exp_per_s = SoftmaxExpsPerSecond(dev.name);
@@ -394,6 +412,16 @@ CostContext MakeCostContext(const PlanRequest& req) {
   if (req.mode == FinetuneMode::kLoRA)
     c.base_weight_bytes = DTypeBytes(PrecisionElement(req.base_dtype));  // bf16 2, fp8 1, mxfp4 0.53125
   c.global_batch_target = req.global_batch;
+  if (c.quantised && (req.bf16_layers_first > 0 || req.bf16_layers_last > 0)) {
+    // The bf16 twin of the marked layers (its datasheet peak stays the plan's: MFU's denominator).
+    auto twin = std::make_shared<CostContext>(c);
+    SetGemmPrecision(Precision::kBF16, dev, twin.get());
+    twin->datasheet_peak_flops = c.datasheet_peak_flops;
+    twin->gemm_share_note.clear();
+    twin->peak_flops = dev.tflops_bf16 * 1e12 * tensor_rate;
+    twin->expert_ops = ExpertHostOpsPerExpert(Precision::kBF16);
+    c.bf16_twin = std::move(twin);
+  }
   return c;
 }
 

@@ -6,6 +6,8 @@
 // Units: seconds, bytes, FLOPs, FLOP/s, tokens. T = tokens per micro-batch = micro_batch * seq.
 #pragma once
 
+#include <memory>
+
 #include <string>
 #include <vector>
 
@@ -140,6 +142,13 @@ struct CostContext {
   const CrossEntropyCost* loss = nullptr;  // the loss over the logits (PlanRequest::cross_entropy)
   double base_weight_bytes = 2;      // bytes per frozen base parameter (LoRA) / working weight
   int64_t global_batch_target = 0;   // sequences per step requested (0 = 4M tokens)
+  // The same context with bf16 GEMMs (peak, share, quantisation, saved inputs, per-expert ops), over the
+  // same profile: the layers marked bf16_gemms (PlanRequest::bf16_layers_first / last) are costed with
+  // it. Null when no layer is marked.
+  std::shared_ptr<const CostContext> bf16_twin;
+  const CostContext& ForLayer(const LayerProfile& lp) const {
+    return lp.bf16_gemms && bf16_twin ? *bf16_twin : *this;
+  }
 };
 
 CostContext MakeCostContext(const PlanRequest& req);

@@ -151,7 +151,11 @@ void ParallelismAndTraining(std::ostringstream& os, const Plan& p, const ExportM
                        ? "bf16_with_nvfp4_mixed"  // fp4 "e2m1", fp4_recipe "nvfp4", fp4_param_gather
                        : "bf16_mixed";
   os << "    cfg.mixed_precision = mixed_precision." << mp << "()\n";
-  if (p.compute_dtype == Precision::kFP8)  // the recipe keeps layers 1 and L in bf16; the plan costs all fp8
+  if (p.bf16_layers_first > 0 || p.bf16_layers_last > 0)  // the plan's bf16 first / last layers
+    os << "    cfg.mixed_precision.first_last_layers_bf16 = True\n"
+       << "    cfg.mixed_precision.num_layers_at_start_in_bf16 = " << p.bf16_layers_first << "\n"
+       << "    cfg.mixed_precision.num_layers_at_end_in_bf16 = " << p.bf16_layers_last << "\n";
+  else if (p.compute_dtype == Precision::kFP8)  // the recipe keeps layers 1 and L in bf16; the plan, none
     os << "    # every layer in fp8, as planned (Bridge's perf recipes do the same)\n"
           "    cfg.mixed_precision.first_last_layers_bf16 = False\n";
   const bool fsdp = p.zero_stage >= 3 && p.mode == FinetuneMode::kFull;

@@ -301,6 +301,13 @@ void AddTraining(const ExportModel& m, const Plan& p, MegatronArgs* a, ExportCav
     a->Add("--fp4-format", "e2m1");
     a->Add("--fp4-recipe", "nvfp4");
   }
+  // bf16 first / last layers: both counts written, since Megatron-Core defaults each to 1 once the switch
+  // is on (transformer_config.py num_layers_at_start_in_bf16 / num_layers_at_end_in_bf16).
+  if (p.bf16_layers_first > 0 || p.bf16_layers_last > 0) {
+    a->Add("--first-last-layers-bf16");
+    a->Add("--num-layers-at-start-in-bf16", S(p.bf16_layers_first));
+    a->Add("--num-layers-at-end-in-bf16", S(p.bf16_layers_last));
+  }
   a->Add("--micro-batch-size", S(p.micro_batch));
   a->Add("--global-batch-size", S(p.global_batch));
   a->Add("--seq-length", S(p.seq));

@@ -100,6 +100,9 @@ const std::map<std::string, MegatronFlagSpec>& MegatronKnownFlags() {
       {"--fp8-recipe", {K::kOne, {"tensorwise", "delayed", "mxfp8", "blockwise"}}},
       {"--fp4-format", {K::kOne, {"e2m1"}}},   // transformer_config.py fp4 (argparse_meta --fp4-format)
       {"--fp4-recipe", {K::kOne, {"nvfp4"}}},  // transformer_config.py fp4_recipe ('custom' needs a factory)
+      {"--first-last-layers-bf16", {K::kSwitch, {}}},  // transformer_config.py first_last_layers_bf16
+      {"--num-layers-at-start-in-bf16", {K::kOne, {}}},
+      {"--num-layers-at-end-in-bf16", {K::kOne, {}}},
       {"--micro-batch-size", {K::kOne, {}}},
       {"--global-batch-size", {K::kOne, {}}},
       {"--seq-length", {K::kOne, {}}},

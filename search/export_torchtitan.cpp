@@ -120,6 +120,9 @@ ExportCaveats TitanCaveats(const ExportModel& m, const Plan& p, const TitanFlavo
   if (p.compute_dtype == Precision::kNVFP4)
     c.approximations.push_back(
         "nvfp4 GEMMs: not exported (torchtitan has no NVFP4 training converter); bfloat16 exported");
+  if (p.bf16_layers_first > 0 || p.bf16_layers_last > 0)
+    c.approximations.push_back("bf16 first / last layers (" + S(p.bf16_layers_first) + " / " +
+                               S(p.bf16_layers_last) + "): not exported with the quantised GEMMs above");
   if (p.mode == FinetuneMode::kLoRA && p.base_dtype != Precision::kBF16)
     c.approximations.push_back("frozen base in " + std::string(PrecisionName(p.base_dtype)) +
                                ": exported as bf16");

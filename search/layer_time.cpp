@@ -307,11 +307,14 @@ std::vector<int64_t> StageStarts(const Plan& p, const std::vector<LayerTime>& lt
 }
 
 // Every layer's time: one Layer() per class of equal layers (ModelProfile::class_first), copied to
-// the others (same inputs, same arithmetic, same answer; the search's hot path).
-std::vector<LayerTime> AllLayers(const TimeModel& tm, const ModelProfile& prof) {
+// the others (same inputs, same arithmetic, same answer; the search's hot path). A class of bf16 first /
+// last layers (LayerProfile::bf16_gemms) takes `bf16`'s, the plan's TimeModel over CostContext::bf16_twin.
+std::vector<LayerTime> AllLayers(const TimeModel& tm, const ModelProfile& prof, const TimeModel* bf16) {
   std::vector<LayerTime> per_class;
   per_class.reserve(prof.class_first.size());
-  for (size_t first : prof.class_first) per_class.push_back(tm.Layer(first));
+  for (size_t first : prof.class_first)
+    per_class.push_back(bf16 != nullptr && prof.layers[first].bf16_gemms ? bf16->Layer(first)
+                                                                         : tm.Layer(first));
   std::vector<LayerTime> lt;
   lt.reserve(prof.layers.size());
   for (const LayerProfile& lp : prof.layers) lt.push_back(per_class[lp.class_id]);

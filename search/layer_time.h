@@ -103,8 +103,11 @@ class TimeModel {
 };
 
 // Every layer's time: one Layer() per class of equal layers (ModelProfile::class_first), copied to
-// the others (same inputs, same arithmetic, same answer; the search's hot path).
-std::vector<LayerTime> AllLayers(const TimeModel& tm, const ModelProfile& prof);
+// the others (same inputs, same arithmetic, same answer; the search's hot path). The bf16 first / last
+// layers' classes (LayerProfile::bf16_gemms) from `bf16` when given (a TimeModel over
+// CostContext::bf16_twin).
+std::vector<LayerTime> AllLayers(const TimeModel& tm, const ModelProfile& prof,
+                                 const TimeModel* bf16 = nullptr);
 
 // First layer of each pipeline chunk: the plan's own split, else BalancedSplit of the layer times.
 std::vector<int64_t> StageStarts(const Plan& p, const std::vector<LayerTime>& lt);

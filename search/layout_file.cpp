@@ -43,6 +43,8 @@ Status ReadBatchAndPrecision(const Fields& f, Plan* p) {
   ONBOARD_RETURN_IF_ERROR(f.Int("mtp_layers", 0, 16, &p->mtp_layers));
   ONBOARD_RETURN_IF_ERROR(f.Prec("base_dtype", PrecisionUse::kFrozenBase, &p->base_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("precision", PrecisionUse::kCompute, &p->compute_dtype));
+  ONBOARD_RETURN_IF_ERROR(f.Int("bf16_layers_first", 0, kMaxDegree, &p->bf16_layers_first));
+  ONBOARD_RETURN_IF_ERROR(f.Int("bf16_layers_last", 0, kMaxDegree, &p->bf16_layers_last));
   ONBOARD_RETURN_IF_ERROR(f.Prec("optimizer_dtype", PrecisionUse::kOptimizerState, &p->optimizer_dtype));
   ONBOARD_RETURN_IF_ERROR(f.Prec("param_dtype", PrecisionUse::kOptimizerState, &p->param_dtype));
   return f.Prec("grad_dtype", PrecisionUse::kGrads, &p->grad_dtype);
@@ -352,6 +354,8 @@ PlanRequest RequestForRun(const LayoutRun& run) {
   req.lora_rank = run.plan.lora_rank > 0 ? run.plan.lora_rank : 16;
   req.base_dtype = run.plan.base_dtype;
   req.compute_dtype = run.plan.compute_dtype;
+  req.bf16_layers_first = run.plan.bf16_layers_first;
+  req.bf16_layers_last = run.plan.bf16_layers_last;
   req.seq = run.plan.seq;
   req.global_batch = run.plan.global_batch;
   req.dropout = run.dropout;

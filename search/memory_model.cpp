@@ -170,9 +170,10 @@ std::vector<PerClass> ClassParts(const CostContext& c, const Plan& p, const std:
     x.expert = lp.expert_params / ep;
     x.lora = static_cast<double>(p.lora_rank) * lp.lora_params_per_rank / t;
     x.lora_expert = static_cast<double>(p.lora_rank) * lp.lora_expert_params_per_rank / ep;  // like experts
-    x.act = LayerActBytesPerToken(c, p, prof.class_first[k], &x.routed, &pol);
+    const CostContext& cl = c.ForLayer(lp);  // bf16 first / last layers: bf16 saved inputs
+    x.act = LayerActBytesPerToken(cl, p, prof.class_first[k], &x.routed, &pol);
     double routed_none = 0;
-    const double act_none = LayerActBytesPerToken(c, p, prof.class_first[k], &routed_none, &none);
+    const double act_none = LayerActBytesPerToken(cl, p, prof.class_first[k], &routed_none, &none);
     x.dropped = std::max(0.0, act_none + routed_none - x.act - x.routed);  // re-held in its backward
     x.gathered = 2 * (lp.dense_params / t + lp.expert_params / ep);
     x.dispatch = lp.top_k > 0

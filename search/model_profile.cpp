@@ -43,17 +43,17 @@ void MixerExtras(const AttentionSpec& a, double h, LayerProfile* lp) {
 // Every field of LayerProfile but class_id, for SameLayerCost.
 auto CostFields(const LayerProfile& x) {
   return std::tie(x.mixer, x.channel, x.mixer_kind, x.channel_kind, x.mixer_kind_id, x.channel_kind_id,
-                  x.softmax, x.heads, x.params, x.dense_params, x.expert_params, x.expert_params_each,
-                  x.lora_params_per_rank, x.lora_expert_params_per_rank, x.dense_gemm_flops,
-                  x.mixer_gemm_flops, x.core_flops, x.routed_flops, x.experts, x.top_k, x.dispatch_width,
-                  x.expert_inter, x.cross_node_fraction, x.act_norms, x.act_inputs, x.act_mixer,
-                  x.act_mixer_selective, x.act_channel, x.act_routed, x.scores_bytes_per_key,
+                  x.softmax, x.bf16_gemms, x.heads, x.params, x.dense_params, x.expert_params,
+                  x.expert_params_each, x.lora_params_per_rank, x.lora_expert_params_per_rank,
+                  x.dense_gemm_flops, x.mixer_gemm_flops, x.core_flops, x.routed_flops, x.experts, x.top_k,
+                  x.dispatch_width, x.expert_inter, x.cross_node_fraction, x.act_norms, x.act_inputs,
+                  x.act_mixer, x.act_mixer_selective, x.act_channel, x.act_routed, x.scores_bytes_per_key,
                   x.dropout_mask_bytes, x.hidden, x.mla_up_flops, x.mixer_gemm_inputs, x.channel_gemm_inputs,
                   x.routed_gemm_inputs, x.cp_kv_elems, x.attn_out_elems, x.kda_state_elems,
                   x.dsa_gather_elems, x.fused_mixer_bytes, x.unfused_mixer_launches, x.rope_unfused_elems,
                   x.clamp_elems, x.expert_bias_elems);
 }
-// 4 enums + bool (+ 7 padding) + 3 int64 + 3 size_t + 35 doubles = 352 bytes on LP64: a new
+// 4 enums + 2 bools (+ 6 padding) + 3 int64 + 3 size_t + 35 doubles = 352 bytes on LP64: a new
 // field changes the size; add it to CostFields, then update this number.
 static_assert(sizeof(void*) != 8 || sizeof(LayerProfile) == 352,
               "LayerProfile changed: update CostFields and this size");
@@ -136,6 +136,18 @@ size_t KindId(ModelProfile* p, BlockKind k) {
   return p->kinds.size() - 1;
 }
 
+// The class of equal layers layer `i` joins (or opens): ModelProfile::class_first, LayerProfile::class_id.
+void JoinClass(size_t i, ModelProfile* p) {
+  LayerProfile& lp = p->layers[i];
+  lp.class_id = p->class_first.size();
+  for (size_t c = 0; c < p->class_first.size(); ++c)
+    if (SameLayerCost(p->layers[p->class_first[c]], lp)) {
+      lp.class_id = c;
+      return;
+    }
+  p->class_first.push_back(i);
+}
+
 }  // namespace
 
 bool SameLayerCost(const LayerProfile& a, const LayerProfile& b) { return CostFields(a) == CostFields(b); }
@@ -182,14 +194,8 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
     p.experts = std::max(p.experts, lp.experts);
     p.expert_params += lp.expert_params;
     // Step 4: the class of equal layers this one joins (or opens).
-    lp.class_id = p.class_first.size();
-    for (size_t c = 0; c < p.class_first.size(); ++c)
-      if (SameLayerCost(p.layers[p.class_first[c]], lp)) {
-        lp.class_id = c;
-        break;
-      }
-    if (lp.class_id == p.class_first.size()) p.class_first.push_back(p.layers.size());
     p.layers.push_back(lp);
+    JoinClass(p.layers.size() - 1, &p);
   }
   p.embed_params = static_cast<double>(st.embedding_params);
   p.head_params = static_cast<double>(st.head_params);
@@ -200,6 +206,13 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
   p.head_flops = 2 * h * p.vocab;
   p.model_flops_per_token = st.flops_per_token;
   return p;
+}
+
+void MarkBf16GemmLayers(int64_t first, int64_t last, ModelProfile* p) {
+  const int64_t L = static_cast<int64_t>(p->layers.size());
+  for (int64_t l = 0; l < L; ++l) p->layers[static_cast<size_t>(l)].bf16_gemms = l < first || l >= L - last;
+  p->class_first.clear();
+  for (size_t i = 0; i < p->layers.size(); ++i) JoinClass(i, p);
 }
 
 }  // namespace onboard

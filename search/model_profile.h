@@ -23,6 +23,8 @@ struct LayerProfile {
   size_t mixer_kind_id = 0;         // index of mixer_kind / channel_kind in ModelProfile::kinds (policy
   size_t channel_kind_id = 0;       // lookups by index on the search's hot path, KindPolicies)
   bool softmax = false;             // softmax attention (scores materialised when unfused)
+  bool bf16_gemms = false;  // a bf16 first / last layer of a quantised plan (Plan::bf16_layers_first):
+                            // costed with CostContext::bf16_twin (MarkBf16GemmLayers)
   int64_t heads = 0;                // query heads (TP divides them)
   // Parameters.
   double params = 0;                // all parameters of the layer
@@ -107,5 +109,8 @@ struct ModelProfile {
 // unfused_framework: the framework-level fusion chains costed unfused (search/fusion_cost.h).
 ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, bool unfused_attention,
                           bool unfused_framework = false);
+// Marks the first `first` and the last `last` decoder layers bf16_gemms and re-forms the classes of equal
+// layers, so that a marked layer never shares a class with an unmarked one.
+void MarkBf16GemmLayers(int64_t first, int64_t last, ModelProfile* p);
 
 }  // namespace onboard

@@ -59,6 +59,8 @@ json PlanJson(const Plan& p) {
   if (p.fsdp_pipelining != FsdpPipelining::kPerMicroBatch)
     j["fsdp_pipelining"] = FsdpPipeliningName(p.fsdp_pipelining);
   if (p.mtp_layers > 0) j["mtp_layers"] = p.mtp_layers;
+  if (p.bf16_layers_first > 0) j["bf16_layers_first"] = p.bf16_layers_first;
+  if (p.bf16_layers_last > 0) j["bf16_layers_last"] = p.bf16_layers_last;
   j["summary"] = PlanSummary(p);
   return j;
 }

@@ -245,6 +245,8 @@ void EvaluateLayout(const CostContext& c, const std::vector<std::vector<Recomput
       p.lora_rank = req.mode == FinetuneMode::kLoRA ? req.lora_rank : 0;
       p.base_dtype = req.base_dtype;
       p.compute_dtype = req.compute_dtype;
+      p.bf16_layers_first = req.bf16_layers_first;
+      p.bf16_layers_last = req.bf16_layers_last;
       p.ep_dispatcher = req.ep_dispatcher;
       for (int64_t zero : ZeroStages(cons, lay)) {
         p.zero_stage = zero;

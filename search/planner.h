@@ -69,6 +69,9 @@ struct PlanRequest {
   Precision base_dtype = Precision::kBF16;     // frozen base weights in LoRA: bf16 | fp8 | mxfp4
   Precision compute_dtype =
       Precision::kBF16;                  // GEMM inputs: bf16 | fp16 | fp8 | mxfp8 | nvfp4 (core/precision.h)
+  int64_t bf16_layers_first = 0;         // decoder layers at the start / end kept in bf16 under a quantised
+  int64_t bf16_layers_last = 0;          // compute_dtype (core/plan.h Plan::bf16_layers_first); every plan
+                                         // of the search carries them
   int64_t seq = 4096;                    // tokens per sequence
   int64_t global_batch = 0;              // sequences per optimizer step; 0 = ~4M tokens rounded
   double expert_imbalance = 1.0;         // max/mean routed tokens per EP rank after placement (>= 1)

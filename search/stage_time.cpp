@@ -79,8 +79,10 @@ void AddMtpLayers(const CostContext& c, const Plan& p, const TimeModel& tm, cons
   if (p.mtp_layers <= 0 || L <= 0) return;
   const double t = static_cast<double>(p.deg.tp), ep = static_cast<double>(p.deg.ep * p.deg.etp);
   const bool lora = p.mode == FinetuneMode::kLoRA;
-  const LayerTime& x = lt[L - 1];
   const LayerProfile& lp = c.prof.layers[L - 1];
+  // An MTP layer runs quantised even when the last decoder layer is a bf16 one (Megatron-Core's MTP
+  // block asks get_fp8_context without a layer number): the plan's own TimeModel then.
+  const LayerTime x = lp.bf16_gemms ? tm.Layer(static_cast<size_t>(L - 1)) : lt[L - 1];
   const double mtp = static_cast<double>(p.mtp_layers);
   const double proj = tm.Gemm(TokensPerRank(p) * 4 * lp.hidden * lp.hidden / t, TokensPerRank(p),
                               lp.hidden / t, 2 * lp.hidden, 2 * lp.hidden * lp.hidden * 2 / t, 1.0) *

@@ -316,6 +316,25 @@ TEST(PlanCli, ComputeDtypeReachesTheSearchAndTheDeviceMustHaveIt) {
   EXPECT_NE(bad.out.find("compute_dtype"), std::string::npos) << bad.out;
 }
 
+// Issue 13: --bf16-layers-first / --bf16-layers-last reach the searched plan and its exports; without a
+// quantised --compute-dtype they exit 2 naming the field.
+TEST(PlanCli, Bf16LayersReachThePlanAndNeedAQuantisedCompute) {
+  const std::string llama = std::string(ONBOARD_TEST_DATA) + "/hf/llama-3.1-8b.config.json";
+  const std::string gb300 = " --topology " + kTopo + "gb300-nvl72.json --mode full";
+  const Result j = Onboard("plan " + llama + gb300 + " --compute-dtype mxfp8 --bf16-layers-last 2 --json");
+  EXPECT_EQ(j.code, 0) << j.out;
+  EXPECT_NE(j.out.find("\"bf16_layers_last\": 2"), std::string::npos) << j.out.substr(0, 2000);
+  EXPECT_EQ(j.out.find("\"bf16_layers_first\":"), std::string::npos) << j.out.substr(0, 2000);
+  const Result script =
+      Onboard("plan " + llama + gb300 + " --compute-dtype mxfp8 --bf16-layers-last 2 --export megatron");
+  EXPECT_EQ(script.code, 0) << script.out;
+  EXPECT_NE(script.out.find("--num-layers-at-end-in-bf16 2"), std::string::npos)
+      << script.out.substr(0, 2000);
+  const Result bf = Onboard("plan " + llama + gb300 + " --bf16-layers-last 2");
+  EXPECT_EQ(bf.code, 2) << bf.out;
+  EXPECT_NE(bf.out.find("bf16_layers"), std::string::npos) << bf.out;
+}
+
 // Issue 10: the mode and recompute names have one parser each (core/plan.h ParseFinetuneMode,
 // ParseRecompute), used by the flag and by the layout file alike: an unknown one exits 2 naming
 // where it came from, and a recompute key that names no block kind (core/block_kind.h) is refused.

@@ -62,6 +62,8 @@ inline std::vector<ExportCase> ExportCases() {
                                   c.value("compute_dtype", std::string("bf16")), PrecisionUse::kCompute);
     EXPECT_TRUE(compute.ok()) << compute.status().ToString();
     if (compute.ok()) p.compute_dtype = *compute;
+    p.bf16_layers_first = c.value("bf16_layers_first", 0);
+    p.bf16_layers_last = c.value("bf16_layers_last", 0);
     if (c.contains("stage_layer_starts")) p.stage_layer_starts = c.at("stage_layer_starts").get<std::vector<int64_t>>();
     out.push_back(std::move(e));
   }
