@@ -76,6 +76,8 @@ struct RunRequest {
   Precision base_dtype = Precision::kBF16;  // LoRA frozen base: bf16 | fp8 | mxfp4 (core/precision.h)
   Precision compute_dtype = Precision::kBF16;  // GEMM recipe of the searched plans and their exports:
                                                // bf16 | fp16 | fp8 | mxfp8 | nvfp4 (the device must have it)
+  int64_t bf16_layers_first = 0;  // with a quantised compute_dtype: decoder layers at the start / end kept
+  int64_t bf16_layers_last = 0;   // in bf16 GEMMs (PlanRequest's fields of the same names)
   // Expert routing for the plan's all-to-all split by tier (issue 18; PlanRequest's fields of the same
   // names, search/planner.h; limits: search/plan_request_checks.h CheckExpertRouting).
   double expert_nodes_per_token = 0;  // measured mean nodes a token's top-k experts span (0 = uniform)

@@ -78,6 +78,8 @@ Expected<std::string> StagePlan(RunState& st, int round, const std::string& reas
   r.lora_rank = st.req.lora_rank;
   r.base_dtype = st.req.base_dtype;
   r.compute_dtype = st.req.compute_dtype;
+  r.bf16_layers_first = st.req.bf16_layers_first;
+  r.bf16_layers_last = st.req.bf16_layers_last;
   r.seq = st.req.seq;
   r.global_batch = st.req.global_batch;
   // Measured routing from the expert_routing rule (rules_expert_routing.cpp), else the request's.

@@ -21,6 +21,7 @@ struct RunOptions {
   std::string verify_ids, verify_reference;  // stage "weights" (a checkpoint directory)
   std::string weights_text;                  // stage "weights": the real-weights LoRA probe's text
   int64_t lora_rank = 16, seq = 4096, global_batch = 0;
+  int64_t bf16_layers_first = 0, bf16_layers_last = 0;  // RunRequest's fields of the same names
   int max_rounds = 3, probe_ranks = 2, threads = 2;
   int64_t probe_ranks_per_node = 0;  // 0 = one node
   int probe_steps = 0;  // 0 = the probe recipe's (DefaultProbeConfig)
@@ -98,6 +99,8 @@ int RunRun(const RunOptions& o) {
       ParsePrecision("run request", "compute_dtype", o.compute_dtype, PrecisionUse::kCompute);
   if (!compute.ok()) return ReportError("run", compute.status());
   req.compute_dtype = *compute;
+  req.bf16_layers_first = o.bf16_layers_first;  // the rule: RunRequest::Validate
+  req.bf16_layers_last = o.bf16_layers_last;
   if (Status rs = ApplyExpertRoutingFlags(o.routing, &req); !rs.ok())
     return ReportError("run", rs);  // ranges: Validate
   req.out_dir = o.out.empty() ? "onboard-run" : o.out;
@@ -150,6 +153,11 @@ OnboardCommand kRun{"run", "The whole agent loop: parse, templates, plan, kernel
                       sub.add_option("--compute-dtype", o->compute_dtype,
                                      "GEMM precision of the plans: bf16 | fp16 | fp8 | mxfp8 | nvfp4")
                           ->capture_default_str();
+                      sub.add_option(
+                          "--bf16-layers-first", o->bf16_layers_first,
+                          "with a quantised --compute-dtype: first N decoder layers in bf16 GEMMs");
+                      sub.add_option("--bf16-layers-last", o->bf16_layers_last,
+                                     "with a quantised --compute-dtype: last N decoder layers in bf16 GEMMs");
                       sub.add_option("--seq", o->seq, "tokens per sequence")->capture_default_str();
                       sub.add_option("--global-batch", o->global_batch, "sequences per step (0 = ~4M tokens)");
                       AddExpertRoutingFlags(sub, &o->routing);

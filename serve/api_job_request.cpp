@@ -146,6 +146,10 @@ const std::map<std::string, Setter>& OptionSetters() {
        }},
       {"base_dtype", PrecisionOption("base_dtype", PrecisionUse::kFrozenBase, &R::base_dtype)},
       {"compute_dtype", PrecisionOption("compute_dtype", PrecisionUse::kCompute, &R::compute_dtype)},
+      {"bf16_layers_first",  // the rule: RunRequest::Validate
+       IntField<int64_t>("options.bf16_layers_first", [](R& r, int64_t v) { r.bf16_layers_first = v; })},
+      {"bf16_layers_last",
+       IntField<int64_t>("options.bf16_layers_last", [](R& r, int64_t v) { r.bf16_layers_last = v; })},
       {"lora_rank", IntField<int64_t>("options.lora_rank", [](R& r, int64_t v) { r.lora_rank = v; })},
       {"seq", IntField<int64_t>("options.seq", [](R& r, int64_t v) { r.seq = v; })},
       {"global_batch",

@@ -9,6 +9,7 @@
 //               | {"path": "<file under an allowed root>"}
 //               | { ...inline topology JSON (examples/topologies/README.md)... },
 //     "options":  { "mode": "lora"|"full", "lora_rank", "seq", "global_batch", "base_dtype", "compute_dtype",
+//                   "bf16_layers_first", "bf16_layers_last",
 //                   "max_rounds", "generate_kernels", "threads",
 //                   "probe": {"enabled", "ranks", "steps", "seq", "micro_batch", "proxy_blocks",
 //                             "learning_rate", "grad_clip", "seed", "timeout_s"} }

@@ -1,7 +1,7 @@
 // POST /v1/plan: synchronous layout search (search/planner.h SearchPlans) for one model on one
 // topology. Body: {"model": ModelSource, "topology": TopologySource, "options": {mode, lora_rank, seq,
-// global_batch, base_dtype, compute_dtype, top_n, expert_nodes_per_token, max_route_nodes,
-// ep_dispatcher}} (schemas in http_openapi.cpp). Nothing is stored.
+// global_batch, base_dtype, compute_dtype, bf16_layers_first, bf16_layers_last, top_n,
+// expert_nodes_per_token, max_route_nodes, ep_dispatcher}} (schemas in http_openapi.cpp). Nothing is stored.
 #include "agent/topology_source.h"
 #include "parsers/hf_config.h"
 #include "parsers/load_model.h"
@@ -78,6 +78,10 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
         err = ErrorFromStatus(p.status());
       else
         (base ? r.base_dtype : r.compute_dtype) = *p;
+    } else if (k == "bf16_layers_first") {  // the rule: PlanRequest::Validate
+      err = to_int(r.bf16_layers_first);
+    } else if (k == "bf16_layers_last") {
+      err = to_int(r.bf16_layers_last);
     } else if (k == "lora_rank") {
       err = to_int(r.lora_rank);
     } else if (k == "seq") {
@@ -106,8 +110,8 @@ std::optional<HttpError> ReadPlanOptions(const json& opts, PlanRequest& r) {
     } else {
       err = Bad("options." + k,
                 "unknown option (expected mode, lora_rank, seq, global_batch, base_dtype, "
-                "compute_dtype, top_n, expert_nodes_per_token, max_route_nodes, "
-                "ep_dispatcher)");
+                "compute_dtype, bf16_layers_first, bf16_layers_last, top_n, expert_nodes_per_token, "
+                "max_route_nodes, ep_dispatcher)");
     }
     if (err) return err;
   }

@@ -72,6 +72,8 @@ TEST(RunCli, ExpertRoutingFlagsReachThePlanAndBadValuesExit2) {
            {"--expert-nodes-per-token 0.5", {"expert_nodes_per_token", "0.5"}},
            {"--expert-nodes-per-token 9", {"expert_nodes_per_token", "top_k=8", "9"}},
            {"--max-route-nodes -1", {"max_route_nodes", "-1"}},
+           // bf16 first / last layers need a quantised --compute-dtype (core/plan.cpp CheckBf16Layers).
+           {"--bf16-layers-last 1", {"field 'bf16_layers'", "quantised compute_dtype", "0,1"}},
            {"--probe-ranks 4 --probe-ranks-per-node 3", {"ranks_per_node", "3"}},
            // Probe-round flags beside --no-probe would be ignored: refused instead.
            {"--no-probe --probe-steps 5", {"--probe-steps excludes --no-probe"}},
@@ -100,6 +102,13 @@ TEST(RunCli, ComputeDtypeReachesThePlanAndTheDeviceMustHaveIt) {
   EXPECT_EQ(p_bf["plan"]["compute_dtype"], "bf16");
   EXPECT_EQ(p_mx["plan"]["compute_dtype"], "mxfp8");
   EXPECT_LT(p_mx["estimate"]["step_s"].get<double>(), p_bf["estimate"]["step_s"].get<double>());
+  // --bf16-layers-last reaches the same PlanRequest: the best plan carries it and pays for it.
+  const CliRun ends = RunOnboard(base + " --compute-dtype mxfp8 --bf16-layers-last 1 --out " + dir + "/ends");
+  ASSERT_EQ(ends.code, 0) << ends.out;
+  const nlohmann::json p_ends = BestPlan(dir + "/ends");
+  ASSERT_TRUE(p_ends.is_object());
+  EXPECT_EQ(p_ends["plan"].value("bf16_layers_last", 0), 1) << p_ends.dump().substr(0, 800);
+  EXPECT_EQ(p_mx["plan"].value("bf16_layers_last", 0), 0);
   const std::string h200 = std::string(ONBOARD_SOURCE_DIR) + "/examples/topologies/h200-16x8.json";
   const CliRun f4 =
       RunOnboard("run " + kModel + " --topology " + h200 +

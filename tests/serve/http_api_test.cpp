@@ -380,6 +380,22 @@ TEST_F(HttpApiTest, UnknownBaseDtypeIsRefusedAtSubmitWithTheCliMessage) {
   auto res = Post("/v1/jobs", ok.dump());
   ASSERT_TRUE(res);
   EXPECT_EQ(res->status, 202) << res->body;
+  // bf16 first / last layers: the same rule and message in both front ends (RunRequest::Validate).
+  json bf = ConfigBody();
+  bf["options"]["bf16_layers_last"] = 1;
+  res = Post("/v1/jobs", bf.dump());
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 400) << res->body;
+  const std::string http = json::parse(res->body)["error"]["message"];
+  EXPECT_NE(http.find("run request: field 'bf16_layers'"), std::string::npos) << http;
+  const std::string run =
+      CliStderr("run " + root_ + "/config.json --topology " + topo +
+                " --bf16-layers-last 1 --no-probe --no-kernels --out " + dir_.path + "/cli");
+  EXPECT_EQ("onboard run: " + http + "\n", run);
+  bf["options"]["compute_dtype"] = "mxfp8";
+  res = Post("/v1/jobs", bf.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 202) << res->body;
 }
 
 TEST_F(HttpApiTest, ListPaginates) {
@@ -416,6 +432,20 @@ TEST_F(HttpApiTest, PlanSearchesSynchronously) {
   EXPECT_TRUE(r.contains("feasible"));
   EXPECT_TRUE(r["best"].contains("plan"));
   EXPECT_EQ(*store_->CountJobs(), jobs) << "planning stores nothing";
+  // bf16 first / last layers reach the searched plan; without a quantised compute_dtype they are a 400.
+  body["options"]["compute_dtype"] = "mxfp8";
+  body["options"]["bf16_layers_last"] = 1;
+  res = Post("/v1/plan", body.dump());
+  ASSERT_TRUE(res);
+  ASSERT_EQ(res->status, 200) << res->body;
+  EXPECT_EQ(json::parse(res->body)["best"]["plan"].value("bf16_layers_last", 0), 1)
+      << res->body.substr(0, 800);
+  body["options"]["compute_dtype"] = "bf16";
+  res = Post("/v1/plan", body.dump());
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 400) << res->body.substr(0, 400);
+  body["options"].erase("compute_dtype");
+  body["options"].erase("bf16_layers_last");
   body["options"]["tp"] = 2;
   res = Post("/v1/plan", body.dump());
   ASSERT_TRUE(res);
