@@ -416,9 +416,9 @@ CostContext MakeCostContext(const PlanRequest& req) {
     // The bf16 twin of the marked layers (its datasheet peak stays the plan's: MFU's denominator).
     auto twin = std::make_shared<CostContext>(c);
     SetGemmPrecision(Precision::kBF16, dev, twin.get());
+    twin->peak_flops = twin->datasheet_peak_flops * tensor_rate;
     twin->datasheet_peak_flops = c.datasheet_peak_flops;
     twin->gemm_share_note.clear();
-    twin->peak_flops = dev.tflops_bf16 * 1e12 * tensor_rate;
     twin->expert_ops = ExpertHostOpsPerExpert(Precision::kBF16);
     c.bf16_twin = std::move(twin);
   }
