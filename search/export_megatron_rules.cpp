@@ -259,6 +259,22 @@ void OnePrecision(const MegatronArgs& a, const Fail& fail) {
   if (a.Has("--fp16") && a.Has("--bf16")) fail("--fp16 and --bf16 together");
 }
 
+// transformer_config.py __post_init__ under fp8: first / last bf16 layers are refused with delayed
+// scaling (--fp8-recipe's default) and each count must lie in [0, num_layers / pp] (the counts default
+// to 1 once the switch is on).
+void Bf16EndLayers(const MegatronArgs& a, const Fail& fail) {
+  if (!a.Has("--first-last-layers-bf16") || !a.Has("--fp8-format")) return;
+  const std::string recipe = a.Has("--fp8-recipe") ? a.Value("--fp8-recipe") : "delayed";
+  if (recipe == "delayed")
+    fail("--first-last-layers-bf16 with delayed scaling (--fp8-recipe " + recipe + ")");
+  const int64_t per_stage = a.Int("--num-layers", 0) / Pp(a);
+  for (const char* f : {"--num-layers-at-start-in-bf16", "--num-layers-at-end-in-bf16"}) {
+    const int64_t n = a.Int(f, 1);
+    if (n < 0 || n > per_stage)
+      fail(std::string(f) + " " + S(n) + " not in [0, num_layers / pp = " + S(per_stage) + "]");
+  }
+}
+
 void MtpPosition(const MegatronArgs& a, const Fail& fail) {
   const std::string pe = a.Has("--position-embedding-type") ? a.Value("--position-embedding-type") : "learned_absolute";
   if (a.Int("--mtp-num-layers", 0) > 0 && pe != "rope" && pe != "none")
@@ -343,6 +359,7 @@ const std::vector<MegatronRuleFn>& RuleTable() {
       {{"seq_length", kArgs}, SeqLength},
       {{"moe_bias_etp", kTC}, MoeBiasEtp},
       {{"one_precision", kTC}, OnePrecision},
+      {{"bf16_end_layers", kTC}, Bf16EndLayers},
       {{"mtp_position_embedding", kArgs}, MtpPosition},
       {{"save_interval", kArgs}, SaveInterval},
       {{"overlap_param_gather", kArgs}, OverlapParamGather},

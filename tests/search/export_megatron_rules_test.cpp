@@ -111,6 +111,13 @@ std::vector<RuleCase> Cases() {
          SetFlag(a, "--expert-tensor-parallel-size", "2");
        }},
       {"one_precision", ds, "--fp16 and --bf16 together", [](MegatronArgs* a) { a->Add("--fp16"); }},
+      // Found by Megatron's own TransformerConfig.__post_init__ on broken copies of the fp8 golden with
+      // bf16 first / last layers (scripts/check-exports-with-engines.sh, issue 13).
+      {"bf16_end_layers", "llama-3.1-8b-fp8-bf16-ends",
+       "--num-layers-at-start-in-bf16 40 not in [0, num_layers / pp = 32]",
+       [](MegatronArgs* a) { SetFlag(a, "--num-layers-at-start-in-bf16", "40"); }},
+      {"bf16_end_layers", "llama-3.1-8b-fp8-bf16-ends", "--first-last-layers-bf16 with delayed scaling",
+       [](MegatronArgs* a) { SetFlag(a, "--fp8-recipe", "delayed"); }, "bf16_end_layers_delayed"},
       {"mtp_position_embedding", ds, "--mtp-num-layers with --position-embedding-type learned_absolute",
        [](MegatronArgs* a) { SetFlag(a, "--position-embedding-type", "learned_absolute"); }},
       {"save_interval", ds, "--save needs --save-interval > 0",
