@@ -34,7 +34,11 @@ void AddCostValue(const RunState& st, nlohmann::json* j) {
 nlohmann::json FusionsSection(const RunState& st) {
   FusionOptions o;
   o.seq = st.req.seq;
-  if (const PlanRound* pr = st.final_plan(); pr != nullptr) o.gemm_input = pr->search.best.plan.compute_dtype;
+  if (const PlanRound* pr = st.final_plan(); pr != nullptr) {  // its precision and bf16 first / last layers
+    o.gemm_input = pr->search.best.plan.compute_dtype;
+    o.bf16_layers_first = pr->search.best.plan.bf16_layers_first;
+    o.bf16_layers_last = pr->search.best.plan.bf16_layers_last;
+  }
   bool from_graph = false;
   Expected<FusionPlan> plan = PlanFusionsForModelFile(st.model, st.req.model_path, o, &from_graph);
   if (!plan.ok()) {  // the graph was read once already to build the model: report, do not fail the run

@@ -137,7 +137,15 @@ void AddChannelTerms(const ModelIR& m, const LayerSpec& l, const FusionOptions& 
                           " B (token-ordered expert outputs: write + read)"));
 }
 
-LayerFusion PlanLayer(const ModelIR& m, const LayerSpec& l, const FusionOptions& o) {
+// The GEMM input precision of layer `index`: bf16 in the plan's bf16 first / last layers.
+Precision LayerGemmInput(const ModelIR& m, int64_t index, const FusionOptions& o) {
+  const int64_t L = static_cast<int64_t>(m.layers.size());
+  return index < o.bf16_layers_first || index >= L - o.bf16_layers_last ? Precision::kBF16 : o.gemm_input;
+}
+
+LayerFusion PlanLayer(const ModelIR& m, const LayerSpec& l, const FusionOptions& opts) {
+  FusionOptions o = opts;
+  o.gemm_input = LayerGemmInput(m, l.index, opts);
   LayerFusion lf;
   lf.layer = l.index;
   const double H = static_cast<double>(m.hidden), b = o.act_bytes;

@@ -29,6 +29,8 @@ struct FusionOptions {
   Precision gemm_input = Precision::kBF16;  // GEMM input precision: a quantised one (fp8, mxfp8, nvfp4;
                                             // QuantisedGemmInputs) puts a quantise step after each norm
                                             // (kNormQuantize) instead of the GEMM prologue
+  int64_t bf16_layers_first = 0;  // the plan's bf16 first / last layers (Plan::bf16_layers_first): their
+  int64_t bf16_layers_last = 0;   // GEMM inputs are bf16 whatever gemm_input says
 };
 
 enum class FusionKind {

@@ -180,5 +180,25 @@ TEST(FusionPlanTest, QuantisedNormsFuseWithTheQuantiseInsteadOfTheGemmPrologue) 
   }
 }
 
+// A plan's bf16 first / last layers (Plan::bf16_layers_first) keep bf16 GEMM inputs: their norms fuse
+// into the GEMM prologue, the other layers' with the quantise step.
+TEST(FusionPlanTest, Bf16FirstAndLastLayersKeepTheGemmPrologue) {
+  const ModelIR m = test::HfModel("llama-3.1-8b");
+  ASSERT_EQ(m.layers.size(), 32u);
+  FusionOptions o;
+  o.gemm_input = Precision::kMXFP8;
+  o.bf16_layers_first = 1;
+  o.bf16_layers_last = 2;
+  const FusionPlan plan = PlanFusions(m, o);
+  ASSERT_EQ(plan.layers.size(), 32u);
+  auto quantised = [](const LayerFusion& lf) {
+    for (const FusionTerm& t : lf.terms)
+      if (t.kind == FusionKind::kNormQuantize) return true;
+    return false;
+  };
+  for (size_t l = 0; l < plan.layers.size(); ++l)
+    EXPECT_EQ(quantised(plan.layers[l]), l >= 1 && l < 30) << "layer " << l;
+}
+
 }  // namespace
 }  // namespace onboard
