@@ -29,15 +29,9 @@ Status RunRequest::Validate() const {
       CheckPrecisionUse("run request", "base_dtype", base_dtype, PrecisionUse::kFrozenBase));
   ONBOARD_RETURN_IF_ERROR(
       CheckPrecisionUse("run request", "compute_dtype", compute_dtype, PrecisionUse::kCompute));
-  if (bf16_layers_first != 0 || bf16_layers_last != 0) {  // core/plan.cpp's rule; the model's layer count
-    Plan q;                                               // is checked per model by PlanRequest::Validate
-    q.compute_dtype = compute_dtype;
-    q.bf16_layers_first = bf16_layers_first;
-    q.bf16_layers_last = bf16_layers_last;
-    if (Status st = CheckBf16Layers(q, 0); !st.ok())
-      return BadInput("run request", "bf16_layers", st.message(),
-                      std::to_string(bf16_layers_first) + "," + std::to_string(bf16_layers_last));
-  }
+  // The model's layer count is not known here; StagePlan's PlanRequest::Validate checks it per model.
+  ONBOARD_RETURN_IF_ERROR(
+      CheckBf16LayerRequest("run request", compute_dtype, bf16_layers_first, bf16_layers_last, 0));
   // The model's top_k is not known here; StagePlan's PlanRequest::Validate checks it per model.
   ONBOARD_RETURN_IF_ERROR(
       CheckExpertRouting("run request", "", expert_nodes_per_token, max_route_nodes, kTopKUnknown));

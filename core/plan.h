@@ -130,5 +130,10 @@ Status ValidatePlan(const Plan& p, int64_t world, int64_t num_experts, int64_t n
 // The bf16 first / last layers alone (ValidatePlan runs it): a quantised compute_dtype, counts within
 // num_layers, and for fp8 / mxfp8 each <= num_layers / pp (Megatron-Core's bound).
 [[nodiscard]] Status CheckBf16Layers(const Plan& p, int64_t num_layers);
+// Whether decoder layer `layer` (0-based) of `num_layers` is one of the first `first` or the last `last`
+// (Megatron-Core fp8_utils.py is_first_last_bf16_layer).
+inline bool IsBf16EndLayer(int64_t layer, int64_t num_layers, int64_t first, int64_t last) {
+  return layer < first || layer >= num_layers - last;
+}
 
 }  // namespace onboard

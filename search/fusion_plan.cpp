@@ -44,6 +44,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include "core/plan.h"
+
 namespace onboard {
 namespace {
 
@@ -140,7 +142,7 @@ void AddChannelTerms(const ModelIR& m, const LayerSpec& l, const FusionOptions& 
 // The GEMM input precision of layer `index`: bf16 in the plan's bf16 first / last layers.
 Precision LayerGemmInput(const ModelIR& m, int64_t index, const FusionOptions& o) {
   const int64_t L = static_cast<int64_t>(m.layers.size());
-  return index < o.bf16_layers_first || index >= L - o.bf16_layers_last ? Precision::kBF16 : o.gemm_input;
+  return IsBf16EndLayer(index, L, o.bf16_layers_first, o.bf16_layers_last) ? Precision::kBF16 : o.gemm_input;
 }
 
 LayerFusion PlanLayer(const ModelIR& m, const LayerSpec& l, const FusionOptions& opts) {

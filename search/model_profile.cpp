@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "core/lora_targets.h"
+#include "core/plan.h"
 #include "search/fusion_cost.h"
 
 namespace onboard {
@@ -210,7 +211,8 @@ ModelProfile BuildProfile(const ModelIR& model, int64_t seq, double dropout, boo
 
 void MarkBf16GemmLayers(int64_t first, int64_t last, ModelProfile* p) {
   const int64_t L = static_cast<int64_t>(p->layers.size());
-  for (int64_t l = 0; l < L; ++l) p->layers[static_cast<size_t>(l)].bf16_gemms = l < first || l >= L - last;
+  for (int64_t l = 0; l < L; ++l)
+    p->layers[static_cast<size_t>(l)].bf16_gemms = IsBf16EndLayer(l, L, first, last);
   p->class_first.clear();
   for (size_t i = 0; i < p->layers.size(); ++i) JoinClass(i, p);
 }

@@ -65,4 +65,16 @@ Status CheckPlanShape(const std::string& origin, FinetuneMode mode, int64_t lora
   return CheckInt(origin, "global_batch", global_batch, 0, kMaxGlobalBatch);
 }
 
+Status CheckBf16LayerRequest(const std::string& origin, Precision compute_dtype, int64_t first, int64_t last,
+                             int64_t num_layers) {
+  if (first == 0 && last == 0) return Status::Ok();
+  Plan q;
+  q.compute_dtype = compute_dtype;
+  q.bf16_layers_first = first;
+  q.bf16_layers_last = last;
+  const Status st = CheckBf16Layers(q, num_layers);
+  if (st.ok()) return st;
+  return BadInput(origin, "bf16_layers", st.message(), std::to_string(first) + "," + std::to_string(last));
+}
+
 }  // namespace onboard

@@ -55,4 +55,9 @@ int64_t MaxRoutedTopK(const ModelIR& model);
 [[nodiscard]] Status CheckPlanShape(const std::string& origin, FinetuneMode mode, int64_t lora_rank,
                                     int64_t seq, int64_t global_batch);
 
+// bf16 first / last layers of a request (core/plan.h CheckBf16Layers before pp is chosen; `num_layers`
+// 0 when the model is not known yet): refused naming field 'bf16_layers' and "first,last".
+[[nodiscard]] Status CheckBf16LayerRequest(const std::string& origin, Precision compute_dtype, int64_t first,
+                                           int64_t last, int64_t num_layers);
+
 }  // namespace onboard

@@ -38,16 +38,8 @@ Status PlanRequest::Validate() const {
     return BadInput(topology.source.empty() ? f : topology.source, "device.tflops_fp4",
                     "compute_dtype nvfp4 needs a device with NVFP4 tensor cores (Blackwell: tflops_fp4 > 0)",
                     std::to_string(topology.device.tflops_fp4));
-  if (bf16_layers_first != 0 || bf16_layers_last != 0) {  // core/plan.cpp's rule, pp not chosen yet
-    Plan q;
-    q.compute_dtype = compute_dtype;
-    q.bf16_layers_first = bf16_layers_first;
-    q.bf16_layers_last = bf16_layers_last;
-    const Status st = CheckBf16Layers(q, static_cast<int64_t>(model.layers.size()));
-    if (!st.ok())
-      return BadInput(f, "bf16_layers", st.message(),
-                      std::to_string(bf16_layers_first) + "," + std::to_string(bf16_layers_last));
-  }
+  ONBOARD_RETURN_IF_ERROR(CheckBf16LayerRequest(f, compute_dtype, bf16_layers_first, bf16_layers_last,
+                                                static_cast<int64_t>(model.layers.size())));
   if (!(expert_imbalance >= 1) || !std::isfinite(expert_imbalance) || expert_imbalance > 64)
     return BadInput(f, "expert_imbalance", "must be in [1, 64]", std::to_string(expert_imbalance));
   if (!(dropout >= 0 && dropout < 1)) return BadInput(f, "dropout", "must be in [0, 1)", std::to_string(dropout));
